@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from namesrv.constants import Perm
 from namesrv.validation import (
+    InvalidInput,
     check_perm,
     check_queue_nums,
     check_topic,
@@ -45,11 +46,11 @@ def parse_data_version(v: object) -> DataVersion:
     if isinstance(v, DataVersion):
         return v
     if not isinstance(v, dict) or set(v) != {"timestamp", "counter"}:
-        raise ValueError("dataVersion must be a map with exactly 'timestamp' and 'counter'")
+        raise InvalidInput("dataVersion must be a map with exactly 'timestamp' and 'counter'")
     ts, counter = v["timestamp"], v["counter"]
     for name, x in (("timestamp", ts), ("counter", counter)):
         if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= 2**62:
-            raise ValueError(f"dataVersion.{name} must be an integer within [0, 2^62], got {x!r}")
+            raise InvalidInput(f"dataVersion.{name} must be an integer within [0, 2^62], got {x!r}")
     return DataVersion(ts, counter)
 
 

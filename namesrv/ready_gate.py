@@ -39,6 +39,12 @@ class ReadyGate:
             )
         return f"name server not ready: started {waited} ms ago, routes complete after {self.window_ms} ms"
 
+    def remaining_ms(self) -> int:
+        """Longest the gate can still stay shut (0 once open)."""
+        if self._open:
+            return 0
+        return max(0, self.window_ms - (self.clock() - self.started_ms))
+
     @property
     def is_open(self) -> bool:
         return self._open

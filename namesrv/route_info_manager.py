@@ -115,10 +115,15 @@ class RouteInfoManager:
             log.info("new broker registered, %s HAServer: %s", broker_addr, ha_server_addr)
 
         if filter_server_list is not None:
+            old_filters = self.filter_server_table.get(broker_addr, [])
             if filter_server_list:
                 self.filter_server_table[broker_addr] = list(filter_server_list)
             else:
                 self.filter_server_table.pop(broker_addr, None)
+            if old_filters != list(filter_server_list):  # routes carry filter servers
+                for name, bd in self.broker_addr_table.items():
+                    if broker_addr in bd.broker_addrs.values():
+                        self._touch_broker(name)
 
         if broker_id != MASTER_ID:
             master_addr = addrs.get(MASTER_ID)
@@ -131,9 +136,8 @@ class RouteInfoManager:
 
     def _update_broker_topics(self, broker_name: str, wrapper: TopicConfigSerializeWrapper) -> None:
         table = wrapper.topic_config_table
-        hosted = self._broker_topics.setdefault(broker_name, set())
         if self.config.delete_topic_with_broker_registration:
-            for topic in [t for t in hosted if t not in table]:
+            for topic in [t for t in self._broker_topics.get(broker_name, ()) if t not in table]:
                 self._remove_queue_data(topic, broker_name)
         for topic, tc in table.items():
             new = QueueData.from_topic_config(broker_name, tc)
@@ -144,7 +148,7 @@ class RouteInfoManager:
             old = queue_map.get(broker_name)
             if old != new:
                 queue_map[broker_name] = new
-                hosted.add(topic)
+                self._broker_topics.setdefault(broker_name, set()).add(topic)
                 self._touch_topic(topic)
 
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
@@ -191,8 +195,7 @@ class RouteInfoManager:
         if channel is not None and live is not None and live.channel != channel:
             log.warning("ignore stale unregister of %s: registered again since", broker_addr)
             return False
-        removed = self.broker_live_table.pop(broker_addr, None) is not None
-        self.filter_server_table.pop(broker_addr, None)
+        removed = False
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is not None and broker_data.broker_addrs.get(broker_id) == broker_addr:
             del broker_data.broker_addrs[broker_id]
@@ -201,14 +204,20 @@ class RouteInfoManager:
             log.info("unregister broker %s[%d] %s", broker_name, broker_id, broker_addr)
             if not broker_data.broker_addrs:
                 self._remove_broker_name(broker_name, cluster_name)
+        # An address still listed (at another id or in another group) keeps its liveness, or its
+        # route could never expire; an address no group lists any more loses it.
+        if not any(broker_addr in bd.broker_addrs.values() for bd in self.broker_addr_table.values()):
+            removed = self.broker_live_table.pop(broker_addr, None) is not None or removed
+            self.filter_server_table.pop(broker_addr, None)
         return removed
 
     def _remove_broker_name(self, broker_name: str, cluster_name: str | None) -> None:
         """The last address of a group left: the group leaves its cluster and every topic."""
         self.broker_addr_table.pop(broker_name, None)
         self._touch_broker(broker_name)
-        clusters = [cluster_name] if cluster_name in self.cluster_addr_table else list(self.cluster_addr_table)
-        for cluster in clusters:
+        # Every cluster, not only the one named: a request may name the wrong cluster, and a group
+        # registered under two cluster names is listed in both (few clusters, so this is cheap).
+        for cluster in list(self.cluster_addr_table):
             names = self.cluster_addr_table.get(cluster)
             if names is not None and broker_name in names:
                 names.discard(broker_name)

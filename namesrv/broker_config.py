@@ -1,0 +1,37 @@
+"""Broker settings with RocketMQ's defaults (BrokerConfig / MessageStoreConfig, the parts we model)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from namesrv.constants import Perm
+from namesrv.store import FlushDiskType
+
+REGISTER_PERIOD_MIN_MS = 10_000
+REGISTER_PERIOD_MAX_MS = 60_000
+
+
+class BrokerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    register_name_server_period_ms: int = Field(default=30_000, gt=0)
+    register_initial_delay_ms: int = Field(default=10_000, ge=0)
+    register_broker_timeout_ms: int = Field(default=6_000, gt=0)
+    allow_short_register_period: bool = False
+    """RocketMQ clamps the period to [10 s, 60 s]; test and demo profiles lift the clamp explicitly."""
+    force_register: bool = True
+    lite_heartbeat: bool = True
+    """Beyond RocketMQ: with an unchanged DataVersion send a heartbeat without the topic table."""
+    heartbeat_timeout_ms: int | None = Field(default=None, gt=0)
+    """Expiry the NameServer applies to this broker; None keeps the NameServer's default (120 s)."""
+    broker_permission: int = Field(default=int(Perm.READ | Perm.WRITE), ge=0, le=7)
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = Field(default=8, gt=0, le=1024)
+    flush_disk_type: FlushDiskType = FlushDiskType.SYNC_FLUSH
+    flush_interval_ms: int = Field(default=500, gt=0)
+    max_message_size: int = Field(default=4 * 1024 * 1024, gt=0)
+
+    def effective_register_period_ms(self) -> int:
+        if self.allow_short_register_period:
+            return self.register_name_server_period_ms
+        return max(REGISTER_PERIOD_MIN_MS, min(self.register_name_server_period_ms, REGISTER_PERIOD_MAX_MS))
