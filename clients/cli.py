@@ -8,7 +8,7 @@ import importlib
 import logging
 import sys
 
-SUBCOMMAND_MODULES = ("clients.scenario",)
+SUBCOMMAND_MODULES = ("clients.demo", "clients.scenario", "clients.admin_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

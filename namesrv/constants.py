@@ -100,9 +100,10 @@ SYSTEM_TOPICS: frozenset[str] = frozenset(
 )
 
 TOPIC_MAX_LENGTH = 127
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+# \Z, not $: in Python "$" also matches before a trailing newline, so "Topic\n" would pass.
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+\Z")
 NAME_MAX_LENGTH = 255
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:%|@\-]+$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:%|@\-]+\Z")
 """Broker, cluster and address names: host:port, actor names and RocketMQ-style ids all fit."""
 
 MAX_QUEUE_NUMS = 1024

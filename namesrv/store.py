@@ -18,7 +18,7 @@ import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +33,12 @@ HEADER = struct.Struct(">III")
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 
-class FlushDiskType(str, Enum):
+class FlushDiskType(StrEnum):
     SYNC_FLUSH = "SYNC_FLUSH"
     ASYNC_FLUSH = "ASYNC_FLUSH"
 
 
-class SendStatus(str, Enum):
+class SendStatus(StrEnum):
     SEND_OK = "SEND_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
 

@@ -1,0 +1,116 @@
+"""A pull consumer (RocketMQ's DefaultLitePullConsumer, reduced to what verification needs): reads
+every queue of a topic, on every broker of its route, from stored offsets."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from namesrv.client.message import MessageQueue, MQClientError
+from namesrv.constants import MASTER_ID, is_readable
+from namesrv.models import TopicRouteData
+from namesrv.persist import atomic_write
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedMessage:
+    topic: str
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    body: bytes
+    properties: dict[str, str]
+
+
+class OffsetStore:
+    """Next offset to read per queue; persisted atomically when a path is given."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self.offsets: dict[MessageQueue, int] = {}
+        if self.path is not None and self.path.exists():
+            for row in json.loads(self.path.read_text()):
+                self.offsets[MessageQueue(row["topic"], row["broker"], row["queue"])] = row["offset"]
+
+    def read(self, mq: MessageQueue) -> int:
+        return self.offsets.get(mq, 0)
+
+    def update(self, mq: MessageQueue, offset: int) -> None:
+        self.offsets[mq] = offset
+
+    def persist(self) -> None:
+        if self.path is None:
+            return
+        rows = [{"topic": m.topic, "broker": m.broker_name, "queue": m.queue_id, "offset": o}
+                for m, o in sorted(self.offsets.items(), key=lambda kv: (kv[0].topic, kv[0].broker_name, kv[0].queue_id))]
+        atomic_write(self.path, json.dumps(rows).encode())
+
+
+class PullConsumer:
+    def __init__(self, namespace: str, namesrv: list[str], offset_store: OffsetStore | None = None,
+                 timeout_s: float = 10.0) -> None:
+        if not namesrv:
+            raise MQClientError("no name server available: the name server list is empty")
+        self.namespace = namespace
+        self.namesrv = list(namesrv)
+        self.offsets = offset_store or OffsetStore()
+        self.timeout_s = timeout_s
+
+    def _route(self, topic: str) -> TopicRouteData:
+        errors = []
+        for name in self.namesrv:
+            try:
+                resp = ray.get(ray.get_actor(name, namespace=self.namespace).get_routeinfo_by_topic.remote(topic=topic),
+                               timeout=self.timeout_s)
+            except Exception as e:
+                errors.append(f"{name}: {type(e).__name__}")
+                continue
+            if resp.ok:
+                return TopicRouteData.from_wire(resp.decode_body())
+            errors.append(f"{name}: {resp.code} {resp.remark}")
+        raise MQClientError(f"No route info of this topic: {topic} ({'; '.join(errors)})")
+
+    def fetch_subscribe_message_queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
+        """Readable queues with the address to read each from (the master, else the lowest slave)."""
+        route = self._route(topic)
+        addrs = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
+        out = []
+        for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            if not is_readable(qd.perm) or not addrs.get(qd.broker_name):
+                continue
+            group = addrs[qd.broker_name]
+            addr = group.get(MASTER_ID) or group[min(group)]
+            out.extend((MessageQueue(topic, qd.broker_name, i), addr) for i in range(qd.read_queue_nums))
+        return out
+
+    def pull(self, mq: MessageQueue, addr: str, max_nums: int = 256) -> list[ConsumedMessage]:
+        offset = self.offsets.read(mq)
+        broker = ray.get_actor(addr, namespace=self.namespace)
+        result: dict[str, Any] = ray.get(broker.pull_message.remote(mq.topic, mq.queue_id, offset, max_nums),
+                                         timeout=self.timeout_s)
+        self.offsets.update(mq, result["next_begin_offset"])
+        return [
+            ConsumedMessage(mq.topic, mq.broker_name, mq.queue_id, m["queue_offset"], m["msg_id"], m["body"],
+                            m["properties"])
+            for m in result["messages"]
+        ]
+
+    def consume_all(self, topic: str, batch: int = 256) -> list[ConsumedMessage]:
+        """Everything not yet read on every queue of `topic`; offsets advance and are persisted."""
+        out: list[ConsumedMessage] = []
+        for mq, addr in self.fetch_subscribe_message_queues(topic):
+            while True:
+                got = self.pull(mq, addr, batch)
+                out.extend(got)
+                if len(got) < batch:
+                    break
+        self.offsets.persist()
+        return out
