@@ -23,6 +23,7 @@ from namesrv.validation import (
     check_topic_sys_flag,
 )
 
+
 @dataclass(frozen=True, slots=True)
 class DataVersion:
     """Version of a broker's topic table: (timestamp, counter); any difference means 'changed'."""
