@@ -14,6 +14,7 @@ NameServers never talk to each other.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import ray
 from ray.exceptions import RayActorError
 
@@ -35,6 +37,7 @@ from namesrv.persist import atomic_write
 from namesrv.processor import DefaultRequestProcessor
 from namesrv.ready_gate import ReadyGate
 from namesrv.route_info_manager import RouteInfoManager
+from namesrv.snapshot import snapshot_record_batch
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +84,14 @@ class NameServerActor:
         self._changed = asyncio.Event()
         self._last_seq = 0
         self.removals: list[RemovalEvent] = []
-        self._tasks = [asyncio.get_event_loop().create_task(self._scan_loop())]
+        self._snapshots: collections.deque[pa.RecordBatch] = collections.deque()
+        self._snapshot_rows = 0
+        self.snapshots_dropped = 0
+        self._snapshot_pending = False
+        loop = asyncio.get_event_loop()
+        self._tasks = [loop.create_task(self._scan_loop())]
+        if self.config.snapshot_interval_ms > 0:
+            self._tasks.append(loop.create_task(self._snapshot_loop()))
         log.info(
             "%s started (reconstructed=%s, expecting %d known brokers, not-ready window %d ms)",
             name, self.reconstructed, len(self._known), self.config.not_ready_window_ms,
@@ -111,7 +121,39 @@ class NameServerActor:
             self._last_seq = self.rim.route_seq
             self._changed.set()
             self._changed = asyncio.Event()
+            if self.config.snapshot_interval_ms > 0 and self.config.snapshot_on_change and not self._snapshot_pending:
+                self._snapshot_pending = True  # coalesce a burst of changes into one snapshot
+                asyncio.get_event_loop().call_soon(self._take_snapshot)
         self._persist_known_brokers()
+
+    # ------------------------------------------------------------------ route snapshots
+    def _take_snapshot(self) -> None:
+        """One consistent image of the tables (taken within one loop turn), buffered for collection."""
+        self._snapshot_pending = False
+        batch = snapshot_record_batch(self.rim, self.name)
+        self._snapshots.append(batch)
+        self._snapshot_rows += batch.num_rows
+        while self._snapshot_rows > self.config.snapshot_max_buffered_rows and len(self._snapshots) > 1:
+            dropped = self._snapshots.popleft()
+            self._snapshot_rows -= dropped.num_rows
+            self.snapshots_dropped += 1
+
+    async def _snapshot_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.snapshot_interval_ms / 1000)
+            try:
+                self._take_snapshot()
+            except Exception:
+                log.exception("route snapshot failed")
+
+    async def drain_snapshots(self, take_now: bool = True) -> list[pa.RecordBatch]:
+        """Hand over (and forget) every buffered snapshot; `take_now` adds one of this instant."""
+        if take_now:
+            self._take_snapshot()
+        batches = list(self._snapshots)
+        self._snapshots.clear()
+        self._snapshot_rows = 0
+        return batches
 
     def _record_removals(self, before: set[str], cause: str) -> None:
         now = system_clock()
@@ -292,6 +334,8 @@ class NameServerActor:
             "ready": self.gate.not_ready_reason(self.rim.broker_live_table) is None,
             "route_seq": self.rim.route_seq,
             "topics": len(self.rim.topic_queue_table),
+            "snapshots_buffered": len(self._snapshots),
+            "snapshots_dropped": self.snapshots_dropped,
             "brokers": brokers,
         }
 

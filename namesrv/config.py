@@ -30,6 +30,12 @@ class NamesrvConfig(BaseModel):
     not_ready_window_ms: int = Field(default=30_000, ge=0)
     """After a (re)start, route queries answer 'not ready' for this long (beyond RocketMQ; #5322)."""
     config_black_list: str = CONFIG_BLACKLIST_DEFAULT
+    snapshot_interval_ms: int = Field(default=10_000, ge=0)
+    """Route snapshots for the Spark analysis: one every interval (0 turns snapshots off)."""
+    snapshot_on_change: bool = True
+    """Also snapshot (coalesced, once per event-loop turn) after every route change."""
+    snapshot_max_buffered_rows: int = Field(default=1_000_000, gt=0)
+    """Undrained snapshots beyond this are dropped oldest first (and counted), bounding memory."""
 
     def blacklisted_keys(self) -> set[str]:
         return {k.strip() for k in self.config_black_list.split(";") if k.strip()}
