@@ -254,7 +254,8 @@ class BrokerActor:
                 f"message body of {len(body)} bytes exceeds {self.config.max_message_size}",
             )
         if properties is not None and not (
-            isinstance(properties, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
+            isinstance(properties, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
         ):
             return _error(ResponseCode.MESSAGE_ILLEGAL, "properties must map strings to strings")
         tc = self.topic_config_manager.topic_config_table.get(topic)

@@ -189,8 +189,9 @@ class MQClientInstance:
             self._apply(topic, route, version, "poll")
         return route is not None
 
-    def find_publish_info(self, topic: str, auto_create: bool = True,
-                          default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS) -> tuple[TopicPublishInfo, str | None]:
+    def find_publish_info(
+        self, topic: str, auto_create: bool = True, default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
+    ) -> tuple[TopicPublishInfo, str | None]:
         """The topic's publish info and the default topic to name when sending (TBW102 fallback)."""
         with self._lock:
             self._topics.add(topic)

@@ -30,6 +30,10 @@ class ConsumedMessage:
     properties: dict[str, str]
 
 
+def _queue_key(item: tuple[MessageQueue, int]) -> tuple[str, str, int]:
+    return item[0].topic, item[0].broker_name, item[0].queue_id
+
+
 class OffsetStore:
     """Next offset to read per queue; persisted atomically when a path is given."""
 
@@ -50,7 +54,7 @@ class OffsetStore:
         if self.path is None:
             return
         rows = [{"topic": m.topic, "broker": m.broker_name, "queue": m.queue_id, "offset": o}
-                for m, o in sorted(self.offsets.items(), key=lambda kv: (kv[0].topic, kv[0].broker_name, kv[0].queue_id))]
+                for m, o in sorted(self.offsets.items(), key=_queue_key)]
         atomic_write(self.path, json.dumps(rows).encode())
 
 

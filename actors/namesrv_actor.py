@@ -198,7 +198,9 @@ class NameServerActor:
             del self._watches[broker_addr]
 
     # ------------------------------------------------------------------ request entry points
-    def _process(self, code: int, ext: dict[str, Any], body: bytes | None, channel: BrokerChannel | None) -> RemotingResponse:
+    def _process(
+        self, code: int, ext: dict[str, Any], body: bytes | None, channel: BrokerChannel | None
+    ) -> RemotingResponse:
         token = channel.token if isinstance(channel, BrokerChannel) else None
         before = set(self.rim.broker_live_table)
         response = self.processor.process_request(RemotingRequest(code, ext, body), token)

@@ -93,7 +93,9 @@ class Producer:
             poll_name_server_interval_ms=self.poll_name_server_interval_ms, route_push=self.route_push,
         )
         if self.group in instance.producer_groups:
-            raise MQClientError(f"The producer group[{self.group}] has been created before, specify another name please.")
+            raise MQClientError(
+                f"The producer group[{self.group}] has been created before, specify another name please."
+            )
         instance.producer_groups.add(self.group)
         instance.start()
         self.instance = instance
@@ -124,7 +126,7 @@ class Producer:
         return self.instance, self.engine
 
     def _publish_info(self, msg: Message) -> tuple[TopicPublishInfo, str | None]:
-        instance, engine = self._ready()
+        instance, _ = self._ready()
         check_message(msg, self.policy.max_message_size)  # before any network call
         return instance.find_publish_info(msg.topic, self.auto_create_topic, self.default_topic_queue_nums)
 

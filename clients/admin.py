@@ -81,7 +81,10 @@ class AdminClient:
 
     def delete_topic(self, topic: str, cluster: str | None = None) -> None:
         """Delete on the brokers, then on every NameServer (mqadmin deleteTopic's two steps)."""
-        brokers = [a for a, s in self.dep.broker_specs.items() if a in self.dep.brokers and (cluster is None or s.cluster == cluster)]
+        brokers = [
+            a for a, s in self.dep.broker_specs.items()
+            if a in self.dep.brokers and (cluster is None or s.cluster == cluster)
+        ]
         for addr in brokers:
             _ok(self._get(self.dep.brokers[addr].delete_topic.remote(topic)), f"delete {topic} on {addr}")
         ext = {"topic": topic} | ({"clusterName": cluster} if cluster else {})

@@ -70,7 +70,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if "error" in s:
             ns_rows.append((name, "UNREACHABLE " + s["error"], "", "", ""))
         else:
-            ns_rows.append((name, "ready" if s["ready"] else "NOT READY", len(s["brokers"]), s["topics"], s["route_seq"]))
+            state = "ready" if s["ready"] else "NOT READY"
+            ns_rows.append((name, state, len(s["brokers"]), s["topics"], s["route_seq"]))
     print(table(("namesrv", "state", "brokers", "topics", "route seq"), ns_rows))
     rows = []
     for name, s in sorted(status["namesrvs"].items()):

@@ -128,7 +128,8 @@ def run_demo(rate: float, duration_s: float, seed: int, keep_data: bool) -> int:
         ))
         retried = [r for r in records if r["ok"] and r["attempts"] > 1]
         if retried:
-            print(f"\nexample retry: tried {retried[0]['brokers_tried']} -> acknowledged on {retried[0]['broker_name']}")
+            r = retried[0]
+            print(f"\nexample retry: tried {r['brokers_tried']} -> acknowledged on {r['broker_name']}")
         print()
         print(table(("check", "result"), [
             ("acknowledged messages", len(acked)),

@@ -25,6 +25,7 @@ def route_table(topic: str, route: TopicRouteData | None) -> str:
     for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
         for broker_id, addr in sorted(addrs.get(qd.broker_name, {}).items()):
             rows.append(
-                (topic, qd.broker_name, broker_id, addr, qd.read_queue_nums, qd.write_queue_nums, perm_to_string(qd.perm))
+                (topic, qd.broker_name, broker_id, addr, qd.read_queue_nums, qd.write_queue_nums,
+                 perm_to_string(qd.perm))
             )
     return table(("topic", "broker", "id", "address", "read", "write", "perm"), rows)

@@ -94,7 +94,8 @@ class DefaultRequestProcessor:
         """Answer one request; bad input becomes an error response, never an exception."""
         try:
             if not isinstance(request, RemotingRequest):
-                return error(ResponseCode.SYSTEM_ERROR, f"request must be a RemotingRequest, got {type(request).__name__}")
+                kind = type(request).__name__
+                return error(ResponseCode.SYSTEM_ERROR, f"request must be a RemotingRequest, got {kind}")
             code = request.code
             if not isinstance(code, int) or isinstance(code, bool):
                 return error(ResponseCode.SYSTEM_ERROR, f"request code must be an integer, got {code!r}")

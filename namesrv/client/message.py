@@ -56,7 +56,9 @@ def check_group(group: object) -> str:
     if len(group) > GROUP_MAX_LENGTH:
         raise MQClientError(f"the specified group is longer than group max length {GROUP_MAX_LENGTH}")
     if not GROUP_PATTERN.match(group):
-        raise MQClientError(f"the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
+        raise MQClientError(
+            f"the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
     return group
 
 
@@ -66,7 +68,9 @@ def check_topic(topic: object) -> str:
     if len(topic) > TOPIC_MAX_LENGTH:
         raise MQClientError(f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}")
     if not TOPIC_PATTERN.match(topic):
-        raise MQClientError(f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
+        raise MQClientError(
+            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
     if topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith("rmq_sys_"):
         raise MQClientError(f"Sending message to topic[{topic}] is forbidden (reserved system topic)")
     return topic
