@@ -78,6 +78,8 @@ class BrokerActor:
         self.commit_log = CommitLog(self.store_dir / "store", broker_name, self.config.flush_disk_type)
         self.recovery_ms = (time.perf_counter() - started) * 1000
         self._closed = asyncio.Event()
+        self._closing = False
+        """Set when shutdown starts: no full registration may follow the unregister."""
         self._channel = BrokerChannel(ray.get_runtime_context().current_actor, self.token)
         self._handles: dict[str, Any] = {}
         self._acked_version: dict[str, DataVersion] = {}
@@ -163,7 +165,10 @@ class BrokerActor:
     async def _register_one(self, name: str, version: DataVersion, body: bytes, force_full: bool) -> str:
         handle = await self._handle(name)
         ident = self._identity()
-        if not force_full and self.config.lite_heartbeat and self._acked_version.get(name) == version:
+        # A slave that has not learnt its master yet (it registered first) keeps registering in full:
+        # only a full registration's answer carries masterAddr.
+        knows_master = self.broker_id == MASTER_ID or self.master_addr is not None
+        if not force_full and self.config.lite_heartbeat and knows_master and self._acked_version.get(name) == version:
             resp = await handle.broker_heartbeat.remote(**ident)
             if resp.ok and resp.ext_fields.get("known"):
                 self.stats["lite_heartbeats"] += 1
@@ -175,6 +180,8 @@ class BrokerActor:
         extra: dict[str, Any] = {"haServerAddr": self.ha_server_addr, "bodyCrc32": zlib.crc32(body)}
         if self.config.heartbeat_timeout_ms is not None:
             extra["heartbeatTimeoutMillis"] = self.config.heartbeat_timeout_ms
+        if self._closing:  # checked right before submitting, so no registration trails the unregister
+            return "closing"
         resp = await handle.register_broker.remote(body, channel=self._channel, **ident, **extra)
         if not resp.ok:
             raise RuntimeError(f"register refused: {resp.code} {resp.remark}")
@@ -260,6 +267,16 @@ class BrokerActor:
             return _error(ResponseCode.MESSAGE_ILLEGAL, "properties must map strings to strings")
         tc = self.topic_config_manager.topic_config_table.get(topic)
         if tc is None:
+            # Refuse a request that would fail anyway before auto-creating (and registering) a topic.
+            if not isinstance(default_topic_queue_nums, int) or isinstance(default_topic_queue_nums, bool):
+                return _error(ResponseCode.MESSAGE_ILLEGAL, "defaultTopicQueueNums must be an integer")
+            default_tc = self.topic_config_manager.topic_config_table.get(default_topic)
+            cap = min(default_topic_queue_nums, default_tc.write_queue_nums) if default_tc else default_topic_queue_nums
+            if not isinstance(queue_id, int) or isinstance(queue_id, bool) or not 0 <= queue_id < cap:
+                return _error(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"request queueId[{queue_id}] is illegal, topic[{topic}] would get {cap} queues",
+                )
             try:
                 tc = self.topic_config_manager.create_topic_in_send_message_method(
                     topic, default_topic, default_topic_queue_nums
@@ -315,6 +332,7 @@ class BrokerActor:
 
     async def shutdown(self) -> dict[str, str]:
         """Graceful: unregister from every NameServer (in parallel), close the store."""
+        self._closing = True
         timeout = self.config.register_broker_timeout_ms / 1000
 
         async def unregister(name: str) -> str:

@@ -1,0 +1,447 @@
+"""Benchmarks of the NameServer and broker actors on a private local Ray.
+
+1. Route query throughput and p50/p99 latency against ONE NameServer actor with 1, 4 and 16
+   concurrent callers, side by side with a no-op async actor method measured in the same run
+   (rounds interleaved so background load hits both alike). Callers are asyncio tasks in the driver,
+   each awaiting one call at a time. The no-op returns a prebuilt response of the same size as the
+   route answer, so the ratio isolates what the NameServer itself spends per query.
+2. Failure detection: from `ray.kill` of a broker until EVERY NameServer has dropped it from the
+   topic's route, timestamped in the driver as each NameServer's long-poll returns; the broker is
+   restarted (and awaited on every NameServer) between kills.
+3. Heartbeat size and cost at 10 vs 10,000 topics: the bytes a real broker sends (stats
+   `last_body_bytes` of its full registration vs its lite heartbeat, which carries no topic table),
+   and the NameServer's time per BROKER_HEARTBEAT and per full REGISTER_BROKER, both as an actor
+   round trip from the driver and as server-side core time (the request processor in process).
+
+Usage: PYTHONPATH=. python benchmarks/bench_actors.py [--kills 20] [--duration 2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import ray
+
+from actors.launcher import BrokerSpec, ClusterSpec, Deployment
+from namesrv.clock import ManualClock
+from namesrv.codec import RemotingRequest, RemotingResponse, encode_body
+from namesrv.config import NamesrvConfig
+from namesrv.constants import PERM_ALL, Perm, RequestCode
+from namesrv.kvconfig import KVConfigManager
+from namesrv.models import TopicConfig
+from namesrv.processor import DefaultRequestProcessor
+from namesrv.route_info_manager import RouteInfoManager
+
+TOPIC = "BenchTopic"
+
+
+# ---------------------------------------------------------------------------- machine
+def machine_info() -> dict[str, Any]:
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return {
+        "cpu_model": model,
+        "cpu_count": os.cpu_count(),
+        "memory_gib": mem_gib,
+        "python": sys.version.split()[0],
+        "ray": ray.__version__,
+        "platform": platform.platform(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))
+    return s[k]
+
+
+# ---------------------------------------------------------------------------- helpers
+@ray.remote(num_cpus=0)
+class NoopActor:
+    """An async actor whose method does nothing but hand back a prebuilt response."""
+
+    def __init__(self, response: RemotingResponse) -> None:
+        self.response = response
+
+    async def get_routeinfo_by_topic(self, **ext: Any) -> RemotingResponse:
+        return self.response
+
+    async def ping(self) -> str:
+        return "pong"
+
+
+def new_deployment(data_dir: str, namesrv_count: int, brokers: list[BrokerSpec], **spec: Any) -> Deployment:
+    cluster = ClusterSpec(
+        namesrv_count=namesrv_count,
+        brokers=brokers,
+        profile="fast",
+        namespace=f"bench-{uuid.uuid4().hex[:8]}",
+        data_dir=data_dir,
+        **spec,
+    )
+    return Deployment(cluster).start()
+
+
+def wait_for_route(ns: Any, topic: str, predicate: Any, timeout: float) -> dict[str, Any] | None:
+    """Long-poll one NameServer until predicate(route) holds; returns that route."""
+    deadline = time.monotonic() + timeout
+    resp = ray.get(ns.get_routeinfo_by_topic.remote(topic=topic))
+    route = resp.decode_body() if resp.ok else None
+    if resp.ok and predicate(route):
+        return route
+    held = resp.ext_fields.get("routeVersion", -1) if resp.ok else -1
+    while (remaining := deadline - time.monotonic()) > 0:
+        changes = ray.get(ns.listen_for_change.remote({topic: held}, remaining))
+        if topic in changes:
+            held, route = changes[topic]["version"], changes[topic]["route"]
+            if predicate(route):
+                return route
+    raise TimeoutError(f"route of {topic} did not reach the expected state within {timeout} s")
+
+
+def broker_names(route: dict[str, Any] | None) -> set[str]:
+    return {b["brokerName"] for b in route["brokerDatas"]} if route else set()
+
+
+# ---------------------------------------------------------------------------- 1. route queries
+async def drive(handle: Any, callers: int, duration: float) -> tuple[float, list[float]]:
+    """`callers` asyncio tasks, each awaiting one route query at a time for `duration` seconds."""
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + duration
+
+    async def caller() -> None:
+        while time.perf_counter() < stop_at:
+            t = time.perf_counter()
+            await handle.get_routeinfo_by_topic.remote(topic=TOPIC)
+            latencies.append(time.perf_counter() - t)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return len(latencies) / (time.perf_counter() - t0), latencies
+
+
+def bench_route_queries(data_dir: str, concurrency: list[int], duration: float, rounds: int) -> list[dict[str, Any]]:
+    dep = new_deployment(data_dir, 1, [BrokerSpec("broker-a"), BrokerSpec("broker-b")])
+    try:
+        for broker in dep.brokers.values():
+            ray.get(broker.create_topic.remote(TOPIC, 8, 8))
+        ns = dep.namesrvs["namesrv-0"]
+        route_resp = wait_until_ok(ns)
+        noop = NoopActor.options(namespace=dep.spec.namespace).remote(route_resp)
+        ray.get(noop.ping.remote())
+        for h in (ns, noop):  # warm up both paths
+            asyncio.run(drive(h, 4, 0.5))
+        rows = []
+        for callers in concurrency:
+            samples: dict[str, list[tuple[float, list[float]]]] = {"namesrv": [], "noop": []}
+            for r in range(rounds):
+                order = [("namesrv", ns), ("noop", noop)] if r % 2 == 0 else [("noop", noop), ("namesrv", ns)]
+                for name, handle in order:
+                    samples[name].append(asyncio.run(drive(handle, callers, duration)))
+            row: dict[str, Any] = {"callers": callers}
+            for name, runs in samples.items():
+                lat = [x for _, lats in runs for x in lats]
+                row[f"{name}_rate"] = statistics.median(rate for rate, _ in runs)
+                row[f"{name}_p50_ms"] = pct(lat, 50) * 1000
+                row[f"{name}_p99_ms"] = pct(lat, 99) * 1000
+            row["ratio"] = row["namesrv_rate"] / row["noop_rate"]
+            rows.append(row)
+        return rows
+    finally:
+        dep.teardown(graceful=False)
+
+
+def wait_until_ok(ns: Any, timeout: float = 15.0) -> RemotingResponse:
+    route = wait_for_route(ns, TOPIC, lambda r: broker_names(r) == {"broker-a", "broker-b"}, timeout)
+    assert route is not None
+    resp = ray.get(ns.get_routeinfo_by_topic.remote(topic=TOPIC))
+    assert resp.ok, resp
+    return resp
+
+
+# ---------------------------------------------------------------------------- 2. failure detection
+def bench_failure_detection(data_dir: str, kills: int, namesrv_count: int) -> dict[str, Any]:
+    dep = new_deployment(data_dir, namesrv_count, [BrokerSpec("broker-a"), BrokerSpec("broker-b")])
+    victim = "broker-b-0"
+    every: list[float] = []
+    per_ns: dict[str, list[float]] = {n: [] for n in dep.namesrvs}
+    rejoin: list[float] = []
+    try:
+        for broker in dep.brokers.values():
+            ray.get(broker.create_topic.remote(TOPIC, 4, 4))
+        for i in range(kills):
+            if i:  # bring the victim back, timed until every NameServer routes to it again
+                t_restart = time.monotonic()
+                dep.restart_broker(victim)
+            for ns in dep.namesrvs.values():
+                wait_for_route(ns, TOPIC, lambda r: "broker-b" in broker_names(r), 30)
+            if i:
+                rejoin.append(time.monotonic() - t_restart)
+            held = {n: ray.get(ns.get_routeinfo_by_topic.remote(topic=TOPIC)).ext_fields["routeVersion"]
+                    for n, ns in dep.namesrvs.items()}
+            pending = {ns.listen_for_change.remote({TOPIC: held[n]}, 30): n for n, ns in dep.namesrvs.items()}
+            t0 = time.perf_counter()
+            ray.kill(dep.brokers[victim], no_restart=True)
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=30)
+                if not ready:
+                    raise TimeoutError(f"kill {i}: {sorted(pending.values())} never dropped {victim}")
+                t = time.perf_counter() - t0
+                name = pending.pop(ready[0])
+                changes = ray.get(ready[0])
+                if TOPIC in changes and "broker-b" not in broker_names(changes[TOPIC]["route"]):
+                    per_ns[name].append(t)
+                    continue
+                if TOPIC in changes:  # an unrelated change: hold the new version and listen again
+                    held[name] = changes[TOPIC]["version"]
+                pending[dep.namesrvs[name].listen_for_change.remote({TOPIC: held[name]}, 30)] = name
+            every.append(max(per_ns[n][-1] for n in per_ns))
+        causes = {
+            n: sorted({r.cause for r in ray.get(ns.get_removals.remote()) if r.broker_addr == victim})
+            for n, ns in dep.namesrvs.items()
+        }
+        return {"every": every, "per_ns": per_ns, "rejoin": rejoin, "causes": causes}
+    finally:
+        dep.teardown(graceful=False)
+
+
+# ---------------------------------------------------------------------------- 3. heartbeat cost
+def seed_topics(data_dir: str, broker_addr: str, n: int) -> None:
+    """Write a broker's topics.json before it starts (creating 10k topics one by one re-registers the
+    whole table each time, which is what we are measuring, not what we want to wait for)."""
+    path = Path(data_dir) / broker_addr / "config" / "topics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = {
+        f"Topic{i:05d}": TopicConfig(topic_name=f"Topic{i:05d}", read_queue_nums=8, write_queue_nums=8).to_wire()
+        for i in range(n)
+    }
+    path.write_text(json.dumps({"topicConfigTable": table, "dataVersion": {"timestamp": 1, "counter": 1}}))
+
+
+def register_body(n: int, counter: int) -> bytes:
+    table = {
+        f"Topic{i:05d}": {"topicName": f"Topic{i:05d}", "readQueueNums": 8, "writeQueueNums": 8,
+                          "perm": int(Perm.READ | Perm.WRITE)}
+        for i in range(n)
+    }
+    table["TBW102"] = {"topicName": "TBW102", "readQueueNums": 8, "writeQueueNums": 8, "perm": PERM_ALL}
+    return encode_body(
+        {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": table,
+                "dataVersion": {"timestamp": 1_700_000_000_000, "counter": counter},
+            },
+            "filterServerList": [],
+        }
+    )
+
+
+def ident(n: int) -> dict[str, Any]:
+    """A synthetic broker beside the real ones; a 1 h heartbeat timeout keeps it from expiring."""
+    return {"clusterName": "BenchCluster", "brokerAddr": f"bench-{n}-0", "brokerName": f"bench-{n}", "brokerId": 0,
+            "heartbeatTimeoutMillis": 3_600_000}
+
+
+def time_calls(fn: Any, reps: int) -> list[float]:
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def bench_heartbeats(data_dir: str, topic_counts: list[int], hb_reps: int, reg_reps: int) -> dict[str, Any]:
+    # (a) what real brokers send: seeded with N topics, registered once in full, then lite heartbeats.
+    specs = [BrokerSpec(f"broker-t{n}") for n in topic_counts]
+    for spec, n in zip(specs, topic_counts, strict=True):
+        seed_topics(data_dir, spec.addr, n)
+    dep = new_deployment(data_dir, 1, specs)
+    sent: dict[int, dict[str, Any]] = {}
+    rtt: dict[int, dict[str, list[float]]] = {}
+    try:
+        for spec, n in zip(specs, topic_counts, strict=True):
+            broker = dep.brokers[spec.addr]
+            info = wait_stats(broker, lambda s: s["full_registrations"] >= 1 and s["lite_heartbeats"] >= 1)
+            first = info["stats"]
+            later = wait_stats(broker, lambda s, f=first: s["lite_heartbeats"] >= f["lite_heartbeats"] + 4)["stats"]
+            lite_request = msgpack.packb(
+                {"clusterName": info["cluster"], "brokerAddr": spec.addr, "brokerName": spec.broker_name,
+                 "brokerId": 0}
+            )
+            sent[n] = {
+                "topics": info["topics"],
+                "full_body_bytes": first["last_body_bytes"],
+                "full_registrations": (first["full_registrations"], later["full_registrations"]),
+                "lite_heartbeats": (first["lite_heartbeats"], later["lite_heartbeats"]),
+                "lite_identity_bytes": len(lite_request),
+            }
+
+        # (b) NameServer time per request, as an actor round trip from the driver.
+        ns = dep.namesrvs["namesrv-0"]
+        for n in topic_counts:
+            idn = ident(n)
+            bodies = [register_body(n, c) for c in range(1, reg_reps + 2)]
+            ray.get(ns.register_broker.remote(bodies[0], **idn))
+            hb = time_calls(lambda idn=idn: ray.get(ns.broker_heartbeat.remote(**idn)), hb_reps)
+            same = time_calls(
+                lambda idn=idn, b=bodies[0]: ray.get(ns.register_broker.remote(b, **idn)), reg_reps
+            )
+            changed_iter = iter(bodies[1:])
+            changed = time_calls(
+                lambda idn=idn, it=changed_iter: ray.get(ns.register_broker.remote(next(it), **idn)), reg_reps
+            )
+            assert ray.get(ns.broker_heartbeat.remote(**idn)).ext_fields["known"]
+            rtt[n] = {"heartbeat": hb, "register_same_version": same, "register_new_version": changed}
+    finally:
+        dep.teardown(graceful=False)
+
+    # (c) server-side core time: the same requests through the request processor, in process.
+    core: dict[int, dict[str, list[float]]] = {}
+    for n in topic_counts:
+        rim = RouteInfoManager(NamesrvConfig(), ManualClock())
+        proc = DefaultRequestProcessor(rim, KVConfigManager(None))
+        idn = ident(n)
+        bodies = [register_body(n, c) for c in range(1, reg_reps + 2)]
+        crcs = [zlib.crc32(b) for b in bodies]
+        assert proc.process_request(RemotingRequest(RequestCode.REGISTER_BROKER, idn, bodies[0])).ok
+        hb_req = RemotingRequest(RequestCode.BROKER_HEARTBEAT, idn)
+        hb = time_calls(lambda r=hb_req, p=proc: p.process_request(r), hb_reps * 10)
+        same_req = RemotingRequest(RequestCode.REGISTER_BROKER, {**idn, "bodyCrc32": crcs[0]}, bodies[0])
+        same = time_calls(lambda r=same_req, p=proc: p.process_request(r), reg_reps)
+        reqs = iter(
+            RemotingRequest(RequestCode.REGISTER_BROKER, {**idn, "bodyCrc32": c}, b)
+            for b, c in zip(bodies[1:], crcs[1:], strict=True)
+        )
+        changed = time_calls(lambda p=proc, it=reqs: p.process_request(next(it)), reg_reps)
+        core[n] = {"heartbeat": hb, "register_same_version": same, "register_new_version": changed}
+    return {"sent": sent, "rtt": rtt, "core": core, "body_bytes": {n: len(register_body(n, 1)) for n in topic_counts}}
+
+
+def wait_stats(broker: Any, predicate: Any, timeout: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        info = ray.get(broker.get_runtime_info.remote())
+        if predicate(info["stats"]):
+            return info
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"broker stats never satisfied the condition: {info['stats']}")
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------- report
+def ms(values: list[float]) -> str:
+    return f"p50 {pct(values, 50) * 1000:8.3f} ms  p99 {pct(values, 99) * 1000:8.3f} ms  (n={len(values)})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", default="1,4,16", help="caller counts for the route benchmark")
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds per measurement run")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved NameServer/no-op rounds per count")
+    parser.add_argument("--kills", type=int, default=20, help="broker kills for failure detection")
+    parser.add_argument("--namesrvs", type=int, default=2, help="NameServers for failure detection")
+    parser.add_argument("--topics", default="10,10000", help="topic counts for the heartbeat benchmark")
+    parser.add_argument("--hb-reps", type=int, default=300, help="heartbeat round trips per topic count")
+    parser.add_argument("--reg-reps", type=int, default=20, help="full registrations per topic count")
+    parser.add_argument("--quick", action="store_true", help="short runs (smoke test of the benchmark)")
+    parser.add_argument("--only", choices=["routes", "failures", "heartbeats"], help="run one part only")
+    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    args = parser.parse_args()
+    if args.quick:
+        args.duration, args.rounds, args.kills, args.hb_reps, args.reg_reps = 0.5, 1, 3, 50, 3
+
+    info = machine_info()
+    print("== machine")
+    for k, v in info.items():
+        print(f"  {k:12s} {v}")
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, namespace=f"bench-{uuid.uuid4().hex[:8]}",
+        log_to_driver=False,
+    )
+    results: dict[str, Any] = {"machine": info}
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-actors-") as tmp:
+            if args.only in (None, "routes"):
+                counts = [int(c) for c in args.concurrency.split(",")]
+                print(f"\n== 1. route queries: one NameServer actor vs a no-op async actor method "
+                      f"(callers = asyncio tasks in the driver; {args.rounds} interleaved rounds x "
+                      f"{args.duration:.1f} s, median rate)")
+                rows = bench_route_queries(f"{tmp}/routes", counts, args.duration, args.rounds)
+                results["routes"] = rows
+                print(f"  {'callers':>7} | {'namesrv/s':>9} {'p50 ms':>7} {'p99 ms':>7} | "
+                      f"{'no-op/s':>9} {'p50 ms':>7} {'p99 ms':>7} | ratio")
+                for r in rows:
+                    print(f"  {r['callers']:>7} | {r['namesrv_rate']:9.0f} {r['namesrv_p50_ms']:7.2f} "
+                          f"{r['namesrv_p99_ms']:7.2f} | {r['noop_rate']:9.0f} {r['noop_p50_ms']:7.2f} "
+                          f"{r['noop_p99_ms']:7.2f} | {r['ratio']:.2f}{'' if r['ratio'] >= 0.9 else '  (< 0.9)'}")
+
+            if args.only in (None, "failures"):
+                print(f"\n== 2. failure detection: ray.kill(broker) -> dropped from the route on every one of "
+                      f"{args.namesrvs} NameServers ({args.kills} kills, driver-side long-poll timestamps)")
+                fd = bench_failure_detection(f"{tmp}/failures", args.kills, args.namesrvs)
+                results["failures"] = fd
+                print(f"  every NameServer   {ms(fd['every'])}  max {max(fd['every']) * 1000:.1f} ms")
+                for name, vals in fd["per_ns"].items():
+                    print(f"  {name:18s} {ms(vals)}")
+                if fd["rejoin"]:
+                    print(f"  restart -> back on every NameServer  {ms(fd['rejoin'])}")
+                print(f"  removal causes recorded: {fd['causes']}")
+
+            if args.only in (None, "heartbeats"):
+                counts = [int(c) for c in args.topics.split(",")]
+                print(f"\n== 3. heartbeats at {' vs '.join(map(str, counts))} topics")
+                hb = bench_heartbeats(f"{tmp}/heartbeats", counts, args.hb_reps, args.reg_reps)
+                results["heartbeats"] = hb
+                print("  (a) bytes a real broker sends (1 NameServer, fast profile)")
+                for n, s in hb["sent"].items():
+                    print(f"      {n:>6} topics (+system = {s['topics']}): full registration body "
+                          f"{s['full_body_bytes']:>9,} B; lite heartbeat 0 topic bytes (identity "
+                          f"~{s['lite_identity_bytes']} B); full registrations {s['full_registrations'][0]}"
+                          f"->{s['full_registrations'][1]} while lite {s['lite_heartbeats'][0]}"
+                          f"->{s['lite_heartbeats'][1]}")
+                for label, key in (("(b) actor round trip, driver -> NameServer", "rtt"),
+                                   ("(c) server side: request processor in process (no Ray)", "core")):
+                    print(f"  {label}")
+                    for n, t in hb[key].items():
+                        print(f"      {n:>6} topics  heartbeat            {ms(t['heartbeat'])}")
+                        print(f"      {n:>6} topics  register, same ver.  {ms(t['register_same_version'])}")
+                        print(f"      {n:>6} topics  register, new ver.   {ms(t['register_new_version'])}")
+                print(f"  register body bytes (synthetic): {hb['body_bytes']}")
+    finally:
+        ray.shutdown()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    print(f"\n  load average at the end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
