@@ -14,6 +14,7 @@ import os
 import random
 import socket
 import threading
+import time
 from typing import Any
 
 import ray
@@ -110,9 +111,14 @@ class MQClientInstance:
         self._ns_handles: dict[str, Any] = {}
         self._lock = threading.RLock()
         self._publish_info: dict[str, TopicPublishInfo] = {}
+        self._absent_versions: dict[str, int] = {}
+        """Route version last seen for topics that have no route, so the long-poll holds it and waits."""
         self._topics: set[str] = set()
         self.route_updates: list[tuple[str, int, str]] = []
         """(topic, monotonic ns, source) per applied route change: for measuring propagation."""
+        self.route_log: list[tuple[str, int, str, tuple[str, ...]]] = []
+        """(topic, epoch ms, source, brokers the new publish info writes to) per applied change: says
+        when a dead broker left this client's cache and when a revived one came back (chaos runs)."""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.producer_groups: set[str] = set()
@@ -149,19 +155,30 @@ class MQClientInstance:
     def _call_namesrv(self, method: str, **kwargs: Any) -> Any:
         """Sticky on one NameServer while it answers; on failure move to the next, once round."""
         errors = []
-        for _ in range(len(self.namesrv_names)):
-            name = self.current_namesrv
+        count = len(self.namesrv_names)
+        start = self._ns_index
+        for i in range(count):  # each NameServer once, whatever other threads do to the index
+            index = (start + i) % count
+            name = self.namesrv_names[index]
             try:
                 resp = ray.get(getattr(self._namesrv(name), method).remote(**kwargs), timeout=self.call_timeout_s)
                 if resp.code == ResponseCode.SYSTEM_ERROR and resp.remark and "not ready" in resp.remark:
                     raise RemotingError(resp.remark)
-                return resp
             except (RayActorError, GetTimeoutError, RemotingError, ValueError) as e:
                 errors.append(f"{name}: {type(e).__name__} {e}")
                 self._ns_handles.pop(name, None)
-                with self._lock:
-                    self._ns_index = (self._ns_index + 1) % len(self.namesrv_names)
+                self._move_off(name)
+                continue
+            with self._lock:
+                self._ns_index = index  # sticky on the one that answered
+            return resp
         raise NoNameServerAvailable("; ".join(errors))
+
+    def _move_off(self, name: str) -> None:
+        """Next NameServer, unless another thread already moved off `name` (never move back onto it)."""
+        with self._lock:
+            if self.current_namesrv == name:
+                self._ns_index = (self._ns_index + 1) % len(self.namesrv_names)
 
     # ------------------------------------------------------------------ routes
     def get_topic_route(self, topic: str) -> tuple[TopicRouteData | None, int]:
@@ -176,15 +193,20 @@ class MQClientInstance:
         with self._lock:
             if route is None:
                 self._publish_info.pop(topic, None)
+                self._absent_versions[topic] = version
             else:
                 self._publish_info[topic] = topic_route_data_to_publish_info(topic, route, version)
+                self._absent_versions.pop(topic, None)
             self.route_updates.append((topic, _now_ns(), source))
+            info = self._publish_info.get(topic)
+            self.route_log.append((topic, time.time_ns() // 1_000_000, source,
+                                   tuple(info.broker_names()) if info is not None else ()))
 
     def update_topic_route_info_from_name_server(self, topic: str) -> bool:
         route, version = self.get_topic_route(topic)
         with self._lock:
             old = self._publish_info.get(topic)
-            changed = old is None or old.route != route
+            changed = (old.route if old is not None else None) != route
         if changed:
             self._apply(topic, route, version, "poll")
         return route is not None
@@ -215,6 +237,11 @@ class MQClientInstance:
         with self._lock:
             return self._publish_info.get(topic)
 
+    def _held_version(self, topic: str) -> int:
+        """The route version we hold for `topic` (call with the lock held); -1 when unknown."""
+        info = self._publish_info.get(topic)
+        return info.route_version if info is not None else self._absent_versions.get(topic, -1)
+
     def _poll_loop(self) -> None:
         while not self._stop.wait(self.poll_interval_s):
             with self._lock:
@@ -231,21 +258,20 @@ class MQClientInstance:
         while not self._stop.is_set():
             name = self.current_namesrv
             with self._lock:
-                versions = {
-                    t: (self._publish_info[t].route_version if t in self._publish_info and name == held_on else -1)
-                    for t in self._topics
-                }
+                versions = {t: (self._held_version(t) if name == held_on else -1) for t in self._topics}
             if not versions:
                 self._stop.wait(0.05)
                 continue
             try:
                 timeout = self.long_poll_timeout_s
-                changes = ray.get(self._namesrv(name).listen_for_change.remote(versions, timeout))
+                # Bounded: a hung (not dead) NameServer must not hold the push thread forever; it
+                # answers within its long-poll timeout (at most 60 s by default) when healthy.
+                wait_s = (timeout if timeout is not None else 60.0) + self.call_timeout_s
+                changes = ray.get(self._namesrv(name).listen_for_change.remote(versions, timeout), timeout=wait_s)
             except Exception as e:
                 log.info("route long-poll on %s failed (%s): next name server", name, type(e).__name__)
                 self._ns_handles.pop(name, None)
-                with self._lock:
-                    self._ns_index = (self._ns_index + 1) % len(self.namesrv_names)
+                self._move_off(name)
                 held_on = None
                 self._stop.wait(0.05)
                 continue

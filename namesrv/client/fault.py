@@ -2,7 +2,7 @@
 
 After every send the broker is isolated for a while that grows with the latency it showed; a failed
 send counts as a very slow one. The 4.9 and 5.x tables differ a lot (4.9 isolates a failed broker
-for 10 minutes, 5.x for 30 s), so both are here and selectable.
+for 10 minutes, 5.x for 10 s), so both are here and selectable.
 """
 
 from __future__ import annotations

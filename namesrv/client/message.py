@@ -16,7 +16,7 @@ from namesrv.constants import (
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 MAX_PROPERTIES_SIZE = 32 * 1024
 GROUP_MAX_LENGTH = 255
-GROUP_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+GROUP_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+\Z")  # \Z: "$" would accept a trailing newline
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 RESERVED_PROPERTIES = frozenset({"UNIQ_KEY", "__STARTDELIVERTIME", "MSG_REGION", "TRACE_ON"})
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, AUTO_CREATE_TOPIC_KEY_TOPIC}) | SYSTEM_TOPICS

@@ -4,6 +4,7 @@ topicRouteData2TopicPublishInfo), and round-robin selection that avoids the brok
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import dataclass, field
 
 from namesrv.client.message import MessageQueue
@@ -18,7 +19,9 @@ class TopicPublishInfo:
     route: TopicRouteData | None = None
     order_topic: bool = False
     route_version: int = -1
-    _counter: itertools.count = field(default_factory=itertools.count, repr=False)
+    _counter: itertools.count = field(default_factory=lambda: itertools.count(random.randrange(1 << 30)), repr=False)
+    """Round-robin position; starts at random (RocketMQ's ThreadLocalIndex), so producers, and every
+    fresh route, do not all send their first messages to the first queue of the first broker."""
 
     @property
     def ok(self) -> bool:
