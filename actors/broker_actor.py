@@ -172,6 +172,8 @@ class BrokerActor:
             resp = await handle.broker_heartbeat.remote(**ident)
             if resp.ok and resp.ext_fields.get("known"):
                 self.stats["lite_heartbeats"] += 1
+                if self.broker_id != MASTER_ID and resp.ext_fields.get("masterAddr"):
+                    self.master_addr = resp.ext_fields["masterAddr"]
                 return "heartbeat"
         elif not force_full and not self.config.force_register:
             resp = await handle.query_data_version.remote(body=encode_body(version.to_wire()), **ident)
@@ -285,6 +287,7 @@ class BrokerActor:
                 return _error(ResponseCode.MESSAGE_ILLEGAL, str(e))
             if tc is None:
                 return _error(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+            self._tasks = [t for t in self._tasks if not t.done()]
             self._tasks.append(asyncio.get_event_loop().create_task(self.register_broker_all()))
         if not is_writeable(tc.perm):
             return _error(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")

@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel, to_snake
 
 from namesrv.codec import CodecError, RemotingRequest, RemotingResponse, decode_body, encode_body
 from namesrv.config import NamesrvConfig
-from namesrv.constants import ORDER_TOPIC_CONFIG_NAMESPACE, RequestCode, ResponseCode
+from namesrv.constants import MASTER_ID, ORDER_TOPIC_CONFIG_NAMESPACE, RequestCode, ResponseCode
 from namesrv.headers import (
     BrokerHeartbeatRequestHeader,
     BrokerIdentityHeader,
@@ -201,7 +201,10 @@ class DefaultRequestProcessor:
     def broker_heartbeat(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
         h = self._header(BrokerHeartbeatRequestHeader, request)
         known = self.rim.update_broker_info_update_timestamp(h.broker_addr)
-        return RemotingResponse(ext_fields={"known": known})
+        ext: dict[str, Any] = {"known": known}
+        if known and h.broker_id != MASTER_ID:  # a slave on lite heartbeats still follows its master
+            ext["masterAddr"], ext["haServerAddr"] = self.rim.live_master_of(h.broker_name)
+        return RemotingResponse(ext_fields=ext)
 
     def wipe_write_perm_of_broker(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
         h = self._header(BrokerNameHeader, request)

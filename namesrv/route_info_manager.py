@@ -126,13 +126,17 @@ class RouteInfoManager:
                         self._touch_broker(name)
 
         if broker_id != MASTER_ID:
-            master_addr = addrs.get(MASTER_ID)
-            if master_addr is not None:
-                master_live = self.broker_live_table.get(master_addr)
-                if master_live is not None:
-                    result.ha_server_addr = master_live.ha_server_addr
-                    result.master_addr = master_addr
+            result.master_addr, result.ha_server_addr = self.live_master_of(broker_name)
         return result
+
+    def live_master_of(self, broker_name: str) -> tuple[str | None, str | None]:
+        """(master address, its HA address) of a group when the master is live, else (None, None)."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        master_addr = broker_data.broker_addrs.get(MASTER_ID) if broker_data is not None else None
+        master_live = self.broker_live_table.get(master_addr) if master_addr is not None else None
+        if master_live is None:
+            return None, None
+        return master_addr, master_live.ha_server_addr
 
     def _update_broker_topics(self, broker_name: str, wrapper: TopicConfigSerializeWrapper) -> None:
         table = wrapper.topic_config_table

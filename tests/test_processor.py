@@ -636,3 +636,22 @@ def test_bytearray_body_is_accepted(processor: DefaultRequestProcessor) -> None:
     request = RemotingRequest(RequestCode.REGISTER_BROKER, ident(), bytearray(GOOD_BODY))
     ok(processor.process_request(request))
     assert "TopicC" in processor.rim.topic_queue_table
+
+
+def test_heartbeat_of_a_slave_carries_its_live_master(rim, processor):
+    """Lite heartbeats must keep a slave following its master (a changed master address included)."""
+    from namesrv.codec import RemotingRequest
+    from namesrv.constants import RequestCode
+
+    for broker_id, addr in ((0, "m:1"), (1, "s:1")):
+        rim.register_broker("c", addr, "b", broker_id, f"{addr}-ha", None, None)
+    ident = {"clusterName": "c", "brokerName": "b", "brokerAddr": "s:1", "brokerId": 1}
+    resp = processor.process_request(RemotingRequest(RequestCode.BROKER_HEARTBEAT, ident))
+    assert resp.ext_fields == {"known": True, "masterAddr": "m:1", "haServerAddr": "m:1-ha"}
+    rim.unregister_broker("c", "m:1", "b", 0)
+    rim.register_broker("c", "m:2", "b", 0, "m:2-ha", None, None)
+    resp = processor.process_request(RemotingRequest(RequestCode.BROKER_HEARTBEAT, ident))
+    assert resp.ext_fields["masterAddr"] == "m:2"
+    master_ident = ident | {"brokerAddr": "m:2", "brokerId": 0}
+    master = processor.process_request(RemotingRequest(RequestCode.BROKER_HEARTBEAT, master_ident))
+    assert master.ext_fields == {"known": True}
