@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "namesrv"
 NAMESRV_PREFIX = "namesrv-"
+SOFT_PLACEMENT_MEMORY = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,18 @@ class ClusterSpec:
     broker_max_restarts: int = 0
     namesrv_overrides: dict[str, Any] = field(default_factory=dict)
     broker_overrides: dict[str, Any] = field(default_factory=dict)
+    namesrv_node_ids: list[str] = field(default_factory=list)
+    """Place NameServer i on `namesrv_node_ids[i % len]`, softly: if that node dies, Ray restarts it
+    elsewhere (a NameServer's state is rebuilt from broker registrations)."""
 
     @property
     def namesrv_names(self) -> list[str]:
         return [f"{NAMESRV_PREFIX}{i}" for i in range(self.namesrv_count)]
+
+    def namesrv_node_id(self, name: str) -> str | None:
+        if not self.namesrv_node_ids or name not in self.namesrv_names:
+            return None
+        return self.namesrv_node_ids[self.namesrv_names.index(name) % len(self.namesrv_node_ids)]
 
 
 def ensure_ray(address: str | None = None, namespace: str = DEFAULT_NAMESPACE, **init_kwargs: Any) -> None:
@@ -69,6 +78,37 @@ def ensure_ray(address: str | None = None, namespace: str = DEFAULT_NAMESPACE, *
     if address is None:
         init_kwargs.setdefault("include_dashboard", False)
     ray.init(address=address, namespace=namespace, log_to_driver=False, **init_kwargs)
+
+
+def placement_nodes() -> list[str]:
+    """Alive Ray nodes in placement order: workers first (by node id), the head last."""
+    alive = [n for n in ray.nodes() if n["Alive"]]
+    alive.sort(key=lambda n: ("node:__internal_head__" in n["Resources"], n["NodeID"]))
+    return [n["NodeID"] for n in alive]
+
+
+def wait_for_nodes(count: int, timeout_s: float) -> list[str]:
+    """Wait until at least `count` Ray nodes are alive; returns `placement_nodes()`."""
+    deadline = time.monotonic() + timeout_s
+    while len(nodes := placement_nodes()) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(nodes)} Ray nodes alive after {timeout_s:.0f} s, wanted {count}")
+        time.sleep(1.0)
+    return nodes
+
+
+def spread_over_nodes(
+    spec: ClusterSpec, node_ids: list[str], *, brokers: bool = True, namesrvs: bool = True
+) -> ClusterSpec:
+    """Round-robin placement over `node_ids`: each broker pinned hard (a restart finds its store on
+    the same disk), NameServers softly (`ClusterSpec.namesrv_node_ids`). Modifies and returns spec."""
+    if not node_ids:
+        raise ValueError("no node to place actors on")
+    if brokers:
+        spec.brokers = [replace(b, node_id=node_ids[i % len(node_ids)]) for i, b in enumerate(spec.brokers)]
+    if namesrvs:
+        spec.namesrv_node_ids = list(node_ids)
+    return spec
 
 
 class Deployment:
@@ -89,18 +129,21 @@ class Deployment:
         config = profile.namesrv_config(**self.spec.namesrv_overrides).model_dump(
             exclude={"kv_config_path", "config_store_path"}
         )
-        handle = (
-            ray.remote(NameServerActor)
-            .options(
-                name=name,
-                namespace=self.spec.namespace,
-                num_cpus=0,
-                max_restarts=self.spec.namesrv_max_restarts,
-                lifetime=self._lifetime(),
-                get_if_exists=True,
-            )
-            .remote(name, config, self.spec.data_dir)
-        )
+        options: dict[str, Any] = {
+            "name": name,
+            "namespace": self.spec.namespace,
+            "num_cpus": 0,
+            "max_restarts": self.spec.namesrv_max_restarts,
+            "lifetime": self._lifetime(),
+            "get_if_exists": True,
+        }
+        node_id = self.spec.namesrv_node_id(name)
+        if node_id is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
+            # Ray places a request for no resources at all on a random node, ignoring a *soft*
+            # affinity (only hard affinity is special-cased): ask for a token 1 MiB of memory.
+            options["memory"] = SOFT_PLACEMENT_MEMORY
+        handle = ray.remote(NameServerActor).options(**options).remote(name, config, self.spec.data_dir)
         self.namesrvs[name] = handle
         return handle
 

@@ -37,7 +37,7 @@ def _start_local_ray() -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from actors.launcher import BrokerSpec, ClusterSpec, connect, deploy, ensure_ray
+    from actors.launcher import BrokerSpec, ClusterSpec, connect, deploy, ensure_ray, spread_over_nodes, wait_for_nodes
 
     if args.address is None:
         _start_local_ray()
@@ -55,6 +55,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         namesrv_count=args.namesrvs, brokers=brokers, profile=args.profile, namespace=args.namespace,
         data_dir=args.data_dir, detached=True,
     )
+    if args.pin_brokers or args.spread_namesrvs:
+        nodes = wait_for_nodes(args.wait_nodes, args.wait_timeout)
+        spread_over_nodes(spec, nodes, brokers=args.pin_brokers, namesrvs=args.spread_namesrvs)
+        for b in spec.brokers:
+            print(f"{b.addr} pinned to node {b.node_id}")
+        for name in spec.namesrv_names:
+            if spec.namesrv_node_id(name):
+                print(f"{name} placed on node {spec.namesrv_node_id(name)} (soft)")
     dep = deploy(spec)
     print(f"deployed {len(dep.namesrvs)} NameServers and {len(dep.brokers)} brokers "
           f"(profile {args.profile}) in Ray namespace {args.namespace!r}")
@@ -143,6 +151,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster", default="DefaultCluster")
     p.add_argument("--profile", default="default", choices=("default", "fast"))
     p.add_argument("--data-dir", default="~/namesrv-data", help="where brokers and NameServers keep files")
+    p.add_argument("--pin-brokers", action="store_true",
+                   help="pin each broker to a node, round-robin over alive nodes (workers first), so a "
+                        "restart finds its store on the same disk")
+    p.add_argument("--spread-namesrvs", action="store_true",
+                   help="place NameServers round-robin over alive nodes (soft: one whose node dies restarts elsewhere)")
+    p.add_argument("--wait-nodes", type=int, default=1,
+                   help="with --pin-brokers/--spread-namesrvs: wait until this many Ray nodes are alive (default 1)")
+    p.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to wait for --wait-nodes (default 600)")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("status", help="NameServers, brokers, liveness and topics")
