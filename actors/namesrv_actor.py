@@ -88,6 +88,10 @@ class NameServerActor:
         self._snapshot_rows = 0
         self.snapshots_dropped = 0
         self._snapshot_pending = False
+        # Build one snapshot now and drop it: pyarrow imports pandas on its first RecordBatch, which
+        # takes 0.3-3 s on a busy machine. Paid later, on the event loop at the first registration,
+        # it stalls every request, heartbeats time out and live brokers expire.
+        snapshot_record_batch(self.rim, self.name)
         loop = asyncio.get_event_loop()
         self._tasks = [loop.create_task(self._scan_loop())]
         if self.config.snapshot_interval_ms > 0:

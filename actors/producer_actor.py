@@ -112,5 +112,10 @@ class ProducerActor:
         assert self.producer.instance is not None
         return list(self.producer.instance.route_updates)
 
+    def route_log(self) -> list[tuple[str, int, str, tuple[str, ...]]]:
+        """(topic, epoch ms, source, broker names written to) per route change this producer applied."""
+        assert self.producer.instance is not None
+        return list(self.producer.instance.route_log)
+
     def shutdown(self) -> None:
         self.producer.shutdown()

@@ -8,7 +8,7 @@ import importlib
 import logging
 import sys
 
-SUBCOMMAND_MODULES = ("clients.demo", "clients.scenario", "clients.admin_cli")
+SUBCOMMAND_MODULES = ("clients.demo", "clients.scenario", "clients.admin_cli", "clients.chaos_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
