@@ -8,7 +8,13 @@ import importlib
 import logging
 import sys
 
-SUBCOMMAND_MODULES = ("clients.demo", "clients.scenario", "clients.admin_cli", "clients.chaos_cli")
+SUBCOMMAND_MODULES = (
+    "clients.demo",
+    "clients.scenario",
+    "clients.admin_cli",
+    "clients.snapshot_cli",
+    "clients.chaos_cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
