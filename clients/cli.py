@@ -14,6 +14,7 @@ SUBCOMMAND_MODULES = (
     "clients.admin_cli",
     "clients.snapshot_cli",
     "clients.chaos_cli",
+    "clients.analysis.cli",
 )
 
 

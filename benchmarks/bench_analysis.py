@@ -1,0 +1,435 @@
+"""Route snapshots from Ray actors into Spark and through every analysis: which way in is faster?
+
+NameServer actors (each a real RouteInfoManager on a simulated clock: brokers heartbeat, die, are
+noticed at once by one NameServer and by expiry on the others, restart) return snapshot Arrow
+tables into Ray's object store. From the same object refs the rows reach Spark two (optionally
+three) ways, timed per stage, then every analysis runs on each resulting DataFrame:
+
+  bridge      ray.data.from_arrow_refs(refs).to_spark(spark)  (RayDP: executors start Python
+              workers that fetch the tables and hand them over through pandas)
+  bridge-ipc  the actors re-encode each table as Arrow IPC bytes; the executor JVMs read those
+              straight from the object store (`arrow_ipc_refs_to_spark`; no Python, no pandas)
+  parquet     ray.get(refs) -> pyarrow Parquet dataset (append_snapshots) -> spark.read.parquet
+  driver      ray.get(refs) -> pandas -> spark.createDataFrame (Arrow-enabled)  [--paths driver]
+
+Each load stage ends with the DataFrame cached and counted, so the analyses compare like for like.
+
+    python benchmarks/bench_analysis.py --rows 1000000
+    python benchmarks/bench_analysis.py --rows 50000 --paths bridge,parquet   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import ray
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from clients.analysis import jobs
+from clients.analysis.bridge import arrow_ipc_refs_to_spark, table_to_arrow_ipc
+from clients.analysis.faults import faults_to_spark
+from clients.analysis.snapshots import append_snapshots, dataset_spark_schema, read_snapshots_spark
+from clients.analysis.spark import SparkSettings, get_or_create_spark, stop_spark
+from namesrv.clock import ManualClock
+from namesrv.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from namesrv.route_info_manager import RouteInfoManager
+from namesrv.snapshot import arrow_schema, snapshot_record_batch
+
+T0 = 1_700_000_000_000
+HEARTBEAT_MS = 30_000
+SCAN_MS = 10_000
+JOBS: tuple[str, ...] = (
+    "divergence_instants",
+    "divergence_windows",
+    "liveness_intervals",
+    "detection_delays",
+    "stale_route_exposure",
+    "topic_placement_skew",
+)
+
+
+# --------------------------------------------------------------------------------------- workload
+def broker_topics(broker: int, shared_topics: int, auto_topics: int) -> dict[str, int]:
+    """Cluster-wide topics on every broker, plus a few auto-created ones on this broker only."""
+    topics = {f"Shared{j:04d}": 8 for j in range(shared_topics)}
+    topics.update({f"Auto{broker:03d}x{k:02d}": 4 for k in range(auto_topics)})
+    return topics
+
+
+def fault_schedule(brokers: int, steps: int, period_ms: int, seed: int) -> list[tuple[int, str, str]]:
+    """(t_ms, kind, broker name): a kill every 20 steps from step 5, each restarted 15 steps later
+    (at a 10 s period that is after the 120 s expiry, so every NameServer removes it first)."""
+    rng = random.Random(seed)
+    events: list[tuple[int, str, str]] = []
+    step = 5
+    while step + 15 < steps:
+        name = f"broker-{rng.randrange(brokers):03d}"
+        kill_t = T0 + step * period_ms + rng.randrange(period_ms)
+        events.append((kill_t, "kill_broker", name))
+        events.append((kill_t + 15 * period_ms, "restart_broker", name))
+        step += 20
+    return sorted(events)
+
+
+@ray.remote(num_cpus=0)
+class SnapshotSource:
+    """One simulated NameServer: the real RouteInfoManager, a manual clock, a scripted broker fleet.
+
+    Index 0 sees a killed broker's channel close at once; the others only expire it (120 s), which
+    is what the divergence, detection-delay and stale-route analyses measure.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        brokers: int,
+        shared_topics: int,
+        auto_topics: int,
+        faults: list[tuple[int, str, str]],
+    ) -> None:
+        self.name = f"ns-{index}"
+        self.index = index
+        self.clock = ManualClock(T0)
+        self.rim = RouteInfoManager(clock=self.clock)
+        self.faults = list(faults)
+        self.wrappers = {}
+        for b in range(brokers):
+            name = f"broker-{b:03d}"
+            table = {
+                t: TopicConfig(topic_name=t, read_queue_nums=q, write_queue_nums=q)
+                for t, q in broker_topics(b, shared_topics, auto_topics).items()
+            }
+            self.wrappers[name] = TopicConfigSerializeWrapper(
+                topic_config_table=table, data_version=DataVersion(T0, 1)
+            )
+        self.addr = {name: f"10.1.{b // 250}.{b % 250}:10911" for b, name in enumerate(sorted(self.wrappers))}
+        self.running = set(self.wrappers)
+        self.last_hb: dict[str, int] = {}
+        self.incarnation = dict.fromkeys(self.wrappers, 0)
+        self.next_scan = T0 + 5_000
+        self.rows = 0
+
+    def _register(self, name: str) -> None:
+        self.rim.register_broker(
+            "Cluster",
+            self.addr[name],
+            name,
+            0,
+            self.addr[name],
+            self.wrappers[name],
+            [],
+            channel=f"{name}#{self.incarnation[name]}",
+        )
+        self.last_hb[name] = self.clock()
+
+    def _advance(self, now: int) -> None:
+        while self.faults and self.faults[0][0] <= now:
+            t, kind, name = self.faults.pop(0)
+            self.clock.now_ms = max(self.clock.now_ms, t)
+            if kind == "kill_broker":
+                self.running.discard(name)
+                if self.index == 0:
+                    self.rim.on_channel_destroy(self.addr[name], channel=f"{name}#{self.incarnation[name]}")
+            elif kind == "restart_broker":
+                self.running.add(name)
+                self.incarnation[name] += 1
+                self._register(name)
+        while self.next_scan <= now:
+            self.clock.now_ms = max(self.clock.now_ms, self.next_scan)
+            self.rim.scan_not_active_broker()
+            self.next_scan += SCAN_MS
+        self.clock.now_ms = now
+        for name in sorted(self.running):
+            if now - self.last_hb.get(name, -HEARTBEAT_MS) >= HEARTBEAT_MS:
+                self._register(name)
+
+    def snapshots(self, first_step: int, count: int, period_ms: int) -> pa.Table:
+        """`count` snapshots, one per `period_ms`, as one Arrow table (a collector's batch)."""
+        batches = []
+        for step in range(first_step, first_step + count):
+            now = T0 + step * period_ms + self.index * 3_000
+            self._advance(now)
+            batches.append(snapshot_record_batch(self.rim, self.name, now))
+        table = pa.Table.from_batches(batches, schema=arrow_schema())
+        self.rows += table.num_rows
+        return table
+
+    def rows_emitted(self) -> int:
+        return self.rows
+
+    def encode_ipc(self, table: pa.Table) -> bytes:
+        """The same rows as one Arrow IPC stream, the block format the executor JVMs read directly."""
+        return table_to_arrow_ipc(table)
+
+
+# --------------------------------------------------------------------------------------- timing
+class Stopwatch:
+    """Per (path, stage): the best of its runs (repeats smooth out JIT warm-up and a noisy machine)."""
+
+    def __init__(self) -> None:
+        self.results: dict[tuple[str, str], float] = {}
+        self.runs: dict[tuple[str, str], list[float]] = {}
+
+    @contextmanager
+    def stage(self, path: str, stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        print(f"  {path:8s} {stage} ...", end="", flush=True)
+        yield
+        elapsed = time.perf_counter() - started
+        self.runs.setdefault((path, stage), []).append(elapsed)
+        self.results[(path, stage)] = min(self.runs[(path, stage)])
+        print(f" {elapsed:.2f} s", flush=True)
+
+
+def machine() -> str:
+    model = platform.processor() or "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        mem_kb = next(
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        )
+        mem = f"{mem_kb / 1024 / 1024:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        mem = "?"
+    try:
+        java = subprocess.run(
+            ["java", "-version"], capture_output=True, text=True, check=False
+        ).stderr.splitlines()[0]
+    except OSError:
+        java = "java: not found"
+    import pyspark
+    import raydp
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"cpus={os.cpu_count()} model={model!r} memory={mem} load1={load:.1f}\n"
+        f"python {platform.python_version()}, ray {ray.__version__}, "
+        f"raydp {getattr(raydp, '__version__', '?')}, "
+        f"pyspark {pyspark.__version__}, pyarrow {pa.__version__}; {java}"
+    )
+
+
+def run_analyses(spark: Any, df: Any, faults: Any, path: str, watch: Stopwatch) -> dict[str, int]:
+    analyses: dict[str, Callable[[], Any]] = {
+        "divergence_instants": lambda: jobs.divergence_instants(spark, df),
+        "divergence_windows": lambda: jobs.divergence_windows(spark, df),
+        "liveness_intervals": lambda: jobs.liveness_intervals(spark, df),
+        "detection_delays": lambda: jobs.detection_delays(spark, df, faults),
+        "stale_route_exposure": lambda: jobs.stale_route_exposure(spark, df, faults),
+        "topic_placement_skew": lambda: jobs.topic_placement_skew(spark, df),
+    }
+    counts: dict[str, int] = {}
+    for name, make in analyses.items():
+        with watch.stage(path, name):
+            result = make().cache()  # computed once, counted; the rows are what the report would write
+            counts[name] = result.count()
+            result.unpersist()
+    return counts
+
+
+def load_all(
+    spark: Any,
+    paths: list[str],
+    refs: list[Any],
+    sources: list[Any],
+    total_rows: int,
+    parquet_dir: Path,
+    watch: Stopwatch,
+) -> dict[str, Any]:
+    """Every requested path from the same object refs to a cached, counted Spark DataFrame."""
+    from pyspark.sql.types import StructType
+
+    frames: dict[str, Any] = {}
+    if "bridge" in paths:
+        with watch.stage("bridge", "load: from_arrow_refs -> to_spark, cache+count"):
+            df = ray.data.from_arrow_refs(refs).to_spark(spark).cache()
+            assert df.count() == total_rows
+        frames["bridge"] = df
+    if "bridge-ipc" in paths:
+        with watch.stage("bridge-ipc", "actors encode Arrow IPC bytes"):
+            ipc_refs = [sources[i % len(sources)].encode_ipc.remote(r) for i, r in enumerate(refs)]
+            ray.wait(ipc_refs, num_returns=len(ipc_refs), fetch_local=False)
+        with watch.stage("bridge-ipc", "load: executor JVMs read the IPC blocks, cache+count"):
+            df = arrow_ipc_refs_to_spark(spark, arrow_schema(), ipc_refs).cache()
+            assert df.count() == total_rows
+        frames["bridge-ipc"] = df
+    if "parquet" in paths:
+        with watch.stage("parquet", "ray.get to driver"):
+            tables = ray.get(refs)
+        with watch.stage("parquet", "write Parquet dataset (pyarrow)"):
+            for table in tables:
+                append_snapshots(parquet_dir, table)
+        del tables
+        with watch.stage("parquet", "load: validate + spark.read.parquet, cache+count"):
+            df = read_snapshots_spark(spark, parquet_dir).cache()
+            assert df.count() == total_rows
+        frames["parquet"] = df
+    if "driver" in paths:
+        with watch.stage("driver", "load: ray.get -> pandas -> createDataFrame, cache+count"):
+            pdf = pa.concat_tables(ray.get(refs)).to_pandas()
+            schema = StructType([f for f in dataset_spark_schema().fields if f.name != "date"])
+            df = spark.createDataFrame(pdf, schema=schema).cache()
+            assert df.count() == total_rows
+            del pdf
+        frames["driver"] = df
+    return frames
+
+
+# --------------------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=1_000_000, help="target snapshot rows (default %(default)s)")
+    p.add_argument("--namesrvs", type=int, default=2)
+    p.add_argument("--brokers", type=int, default=20)
+    p.add_argument("--shared-topics", type=int, default=150, help="topics on every broker")
+    p.add_argument("--auto-topics", type=int, default=10, help="single-broker topics per broker")
+    p.add_argument("--period-ms", type=int, default=10_000, help="snapshot period")
+    p.add_argument("--batch", type=int, default=25, help="snapshots per Arrow table an actor returns")
+    p.add_argument(
+        "--paths",
+        default="bridge,bridge-ipc,parquet",
+        help="comma list of bridge, bridge-ipc, parquet, driver",
+    )
+    p.add_argument("--no-analyses", action="store_true", help="only time the loading stages")
+    p.add_argument("--repeat", type=int, default=2, help="load rounds; the best of each stage is kept")
+    p.add_argument("--executor-memory", default="2G")
+    p.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray started here")
+    p.add_argument("--seed", type=int, default=7)
+    args = p.parse_args(argv)
+    paths = [x.strip() for x in args.paths.split(",") if x.strip()]
+    unknown = set(paths) - {"bridge", "bridge-ipc", "parquet", "driver"}
+    if unknown:
+        p.error(f"unknown paths {sorted(unknown)}")
+
+    rows_per_snapshot = args.brokers * (args.shared_topics + args.auto_topics)
+    steps = max(1, -(-args.rows // (rows_per_snapshot * args.namesrvs)))
+    batch = min(args.batch, steps)
+    faults = fault_schedule(args.brokers, steps, args.period_ms, args.seed)
+    print(machine())
+    print(
+        f"workload: {args.namesrvs} NameServers x {steps} snapshots x ~{rows_per_snapshot} rows "
+        f"(target {args.rows:,}); {len(faults) // 2} broker kills; batches of {batch} snapshots"
+    )
+
+    watch = Stopwatch()
+    ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
+    try:
+        with watch.stage("setup", "init_spark + first action"):
+            spark = get_or_create_spark(SparkSettings(executor_memory=args.executor_memory), init_ray=False)
+            spark.range(10).count()
+
+        with watch.stage("actors", "generate snapshots (Arrow in object store)"):
+            sources = [
+                SnapshotSource.remote(i, args.brokers, args.shared_topics, args.auto_topics, faults)
+                for i in range(args.namesrvs)
+            ]
+            refs = []
+            for first in range(0, steps, batch):  # calls on one actor run in order: time moves forward
+                count = min(batch, steps - first)
+                refs.extend(src.snapshots.remote(first, count, args.period_ms) for src in sources)
+            ray.wait(refs, num_returns=len(refs), fetch_local=False)
+        total_rows = sum(ray.get([src.rows_emitted.remote() for src in sources]))
+        print(f"  {total_rows:,} rows in {len(refs)} Arrow tables")
+
+        fault_table = pa.table(
+            {
+                "fault_id": list(range(1, len(faults) + 1)),
+                "t_ms": [t for t, _, _ in faults],
+                "kind": [k for _, k, _ in faults],
+                "target": [n for _, _, n in faults],
+                "broker_addr": [None] * len(faults),
+                "detail": [""] * len(faults),
+            }
+        )
+        faults_df = faults_to_spark(spark, fault_table).cache()
+        faults_df.count()
+
+        frames: dict[str, Any] = {}
+        for rep in range(args.repeat):  # loads alternate paths; the summary keeps each stage's best
+            if args.repeat > 1:
+                print(f"  load round {rep + 1}/{args.repeat}:")
+            for df in frames.values():
+                df.unpersist()
+            frames = load_all(spark, paths, refs, sources, total_rows, workdir / f"snapshots-{rep}", watch)
+
+        counts: dict[str, dict[str, int]] = {}
+        if not args.no_analyses:
+            # JIT and whole-stage codegen make every first run slow: warm up on a small slice so
+            # the first timed path is not penalised.
+            warm = Stopwatch()
+            sample = next(iter(frames.values())).limit(5_000).cache()
+            sample.count()
+            print("  warm-up (not counted):")
+            run_analyses(spark, sample, faults_df, "warm-up", warm)
+            sample.unpersist()
+            for path, df in frames.items():
+                counts[path] = run_analyses(spark, df, faults_df, path, watch)
+            if len({tuple(sorted(c.items())) for c in counts.values()}) > 1:
+                print("WARNING: result row counts differ between paths:", counts)
+    finally:
+        stop_spark()
+        ray.shutdown()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print_summary(watch, paths, total_rows, counts)
+    return 0
+
+
+def print_summary(watch: Stopwatch, paths: list[str], rows: int, counts: dict[str, dict[str, int]]) -> None:
+    print(f"\n=== {rows:,} snapshot rows; seconds per stage (load stages: best of their runs) ===")
+    for (path, stage), secs in watch.results.items():
+        if stage in JOBS:
+            continue
+        runs = watch.runs[(path, stage)]
+        all_runs = f"   runs: {', '.join(f'{r:.2f}' for r in runs)}" if len(runs) > 1 else ""
+        print(f"{path:10s} {stage:55s} {secs:8.2f}{all_runs}")
+    print()
+    load = {p: sum(s for (q, st), s in watch.results.items() if q == p and st not in JOBS) for p in paths}
+    base = "parquet" if "parquet" in paths else paths[-1]
+    others = [p for p in paths if p != base]
+    header = f"{'stage':28s}" + "".join(f"{p:>12s}" for p in paths)
+    header += "".join(f"{p + '/' + base:>20s}" for p in others)
+    print(header)
+    rows_out = [("load total (to cached DF)", load)]
+    for name in JOBS:
+        rows_out.append((name, {p: watch.results.get((p, name), float("nan")) for p in paths}))
+    analyses_total = {p: sum(watch.results.get((p, n), 0.0) for n in JOBS) for p in paths}
+    rows_out.append(("analyses total", analyses_total))
+    rows_out.append(("end to end", {p: load[p] + analyses_total[p] for p in paths}))
+    for label, values in rows_out:
+        line = f"{label:28s}" + "".join(f"{values[p]:12.2f}" for p in paths)
+        line += "".join(
+            f"{values[p] / values[base]:20.2f}" if values[base] else f"{'-':>20s}" for p in others
+        )
+        print(line)
+    if counts:
+        first = next(iter(counts.values()))
+        print("result rows:", ", ".join(f"{k}={v:,}" for k, v in first.items()))
+    for path in paths:
+        print(f"{path} load throughput: {rows / load[path]:,.0f} rows/s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,689 @@
+"""The analyses: PySpark DataFrame functions over route snapshots (and, optionally, chaos faults).
+
+Input `snapshots` has the columns of `namesrv.snapshot.SNAPSHOT_COLUMNS` (extra columns are
+ignored): one row per (NameServer, snapshot instant, broker address, topic); presence of a broker
+address in a NameServer's snapshot means that NameServer advertises it. Input `faults` follows
+`clients.analysis.faults.FAULT_COLUMNS`. Every time column is epoch milliseconds (int64).
+
+Vocabulary used in the docstrings:
+- step: one snapshot of one NameServer; steps of a NameServer are numbered in time order.
+- run: a maximal sequence of consecutive steps in which a condition holds. A run "ends" at the
+  first later step where it no longer holds (`end_ms` is that step's time, `closed`/`resolved`
+  true); a run still holding at the last step is open and `end_ms` is its last step's time, so its
+  duration is a lower bound. Resolution is therefore the snapshot period: a change happening
+  between two snapshots is dated at the later one.
+
+No Python UDFs: everything is built-in Spark SQL, so executors never start a Python worker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+
+from clients.analysis.errors import AnalysisInputError
+from clients.analysis.faults import BROKER_DEATH_KINDS, BROKER_REVIVE_KINDS, FAULT_COLUMNS, fault_spark_schema
+from namesrv.constants import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    MASTER_ID,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_PREFIX,
+    SYSTEM_TOPICS,
+    Perm,
+)
+from namesrv.snapshot import SNAPSHOT_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DEFAULT_BUCKET_MS = 10_000
+"""Snapshot alignment grid; 10 s is the NameServer's scan period, a natural snapshot period."""
+
+KIND_BROKER = "broker_addr"
+KIND_TOPIC = "topic_route"
+TOPIC_KEY_SEP = "@"
+"""topic_route keys are 'topic@brokerName'; topic names cannot contain '@', so the key is unique."""
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _require(df: DataFrame, columns: list[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise AnalysisInputError(f"{what} lacks columns {missing}")
+
+
+def _check_snapshots(snapshots: DataFrame) -> None:
+    _require(snapshots, [name for name, _ in SNAPSHOT_COLUMNS], "snapshot DataFrame")
+
+
+def _faults_or_empty(spark: SparkSession, faults: DataFrame | None) -> DataFrame:
+    if faults is None:
+        return spark.createDataFrame([], fault_spark_schema())
+    _require(faults, [name for name, _ in FAULT_COLUMNS], "fault DataFrame")
+    return faults
+
+
+def snapshot_steps(snapshots: DataFrame) -> DataFrame:
+    """(namesrv, snapshot_ms, seq, next_ms): each NameServer's snapshots numbered 1..n in time order."""
+    w = Window.partitionBy("namesrv").orderBy("snapshot_ms")
+    return (
+        snapshots.select("namesrv", "snapshot_ms")
+        .distinct()
+        .withColumn("seq", F.row_number().over(w))
+        .withColumn("next_ms", F.lead("snapshot_ms").over(w))
+    )
+
+
+def broker_presence(snapshots: DataFrame) -> DataFrame:
+    """(namesrv, snapshot_ms, broker_addr, broker_name, alive, last_heartbeat_ms): one row per
+    advertised broker address per snapshot (the per-topic rows collapsed)."""
+    return snapshots.groupBy("namesrv", "snapshot_ms", "broker_addr").agg(
+        F.max("broker_name").alias("broker_name"),
+        (F.max(F.col("alive").cast("int")) == 1).alias("alive"),
+        F.max("last_heartbeat_ms").alias("last_heartbeat_ms"),
+    )
+
+
+def _runs(flagged: DataFrame, group_cols: list[str], seq_col: str, time_col: str, *aggs: Column) -> DataFrame:
+    """Gaps-and-islands: rows (one per step where a condition holds) -> one row per run with
+    start_ms, last_ms, last_seq and steps. `seq_col` must number the steps without gaps."""
+    w = Window.partitionBy(*group_cols).orderBy(seq_col)
+    return (
+        flagged.withColumn("_island", F.col(seq_col) - F.row_number().over(w))
+        .groupBy(*group_cols, "_island")
+        .agg(
+            F.min(time_col).alias("start_ms"),
+            F.max(time_col).alias("last_ms"),
+            F.max(seq_col).alias("last_seq"),
+            F.count(F.lit(1)).alias("steps"),
+            *aggs,
+        )
+        .drop("_island")
+    )
+
+
+def _death_periods(snapshots: DataFrame, faults: DataFrame) -> DataFrame:
+    """(fault_id, kind, target, broker_addr, fault_ms, revive_ms): each broker-death fault, resolved
+    to broker addresses (the fault's own; else every address ever seen under the target broker
+    name, or the target itself when it is an address) and bounded by the next revive fault of the
+    same target (null: never revived)."""
+    deaths = faults.where(F.col("kind").isin(sorted(BROKER_DEATH_KINDS))).select(
+        "fault_id",
+        "kind",
+        "target",
+        F.col("broker_addr").alias("fault_addr"),
+        F.col("t_ms").alias("fault_ms"),
+    )
+    revives = faults.where(F.col("kind").isin(sorted(BROKER_REVIVE_KINDS))).select(
+        F.col("target").alias("r_target"), F.col("t_ms").alias("revive_ms")
+    )
+    bounded = (
+        deaths.join(
+            F.broadcast(revives),
+            (deaths["target"] == revives["r_target"]) & (revives["revive_ms"] > deaths["fault_ms"]),
+            "left",
+        )
+        .groupBy("fault_id", "kind", "target", "fault_addr", "fault_ms")
+        .agg(F.min("revive_ms").alias("revive_ms"))
+    )
+    names = snapshots.select(
+        F.col("broker_name").alias("n_broker_name"), F.col("broker_addr").alias("n_addr")
+    )
+    names = names.distinct()
+    cols = ["fault_id", "kind", "target", "broker_addr", "fault_ms", "revive_ms"]
+    given = bounded.where(F.col("fault_addr").isNotNull()).withColumnRenamed("fault_addr", "broker_addr")
+    resolved = (
+        bounded.where(F.col("fault_addr").isNull())
+        .join(names, (F.col("target") == F.col("n_broker_name")) | (F.col("target") == F.col("n_addr")))
+        .withColumnRenamed("n_addr", "broker_addr")
+    )
+    return given.select(*cols).unionByName(resolved.select(*cols).distinct())
+
+
+def _in_dead_period(time_col: str = "snapshot_ms") -> Column:
+    t = F.col(time_col)
+    return (t >= F.col("fault_ms")) & (F.col("revive_ms").isNull() | (t < F.col("revive_ms")))
+
+
+# ------------------------------------------------------------------------------ a. divergence
+def _asof_steps(snapshots: DataFrame, bucket_ms: int, carry_ms: int) -> DataFrame:
+    """(namesrv, bucket, snapshot_ms): the snapshot that stands for each NameServer at each bucket.
+
+    NameServers snapshot independently, so their instants never line up. Time is cut into buckets
+    of `bucket_ms` (epoch-aligned); the grid is every bucket in which any NameServer snapshotted.
+    A NameServer's state at bucket b is its latest snapshot taken before the bucket's end, provided
+    it was taken at most `carry_ms` before the bucket's start (an as-of join with a tolerance:
+    carry_ms = 0 uses only snapshots inside the bucket; the default, one bucket, bridges one missed
+    snapshot). With none, the NameServer is absent at b and is not compared there (it may be down).
+    """
+    steps = snapshot_steps(snapshots)
+    lo = F.expr(f"snapshot_ms div {bucket_ms}")
+    hi_age = F.expr(f"(snapshot_ms + {carry_ms}) div {bucket_ms}")
+    hi_next = F.expr(f"next_ms div {bucket_ms}") - 1
+    covered = (
+        steps.withColumn("b_lo", lo)
+        .withColumn("b_hi", F.least(hi_age, hi_next))
+        .where(F.col("b_hi") >= F.col("b_lo"))
+        .select("namesrv", "snapshot_ms", F.explode(F.sequence("b_lo", "b_hi")).alias("bucket"))
+    )
+    grid = steps.select(lo.alias("bucket")).distinct()
+    return covered.join(grid, "bucket")
+
+
+def _entries(snapshots: DataFrame) -> DataFrame:
+    """(namesrv, snapshot_ms, kind, key): what a snapshot advertises, as comparable keys."""
+    brokers = snapshots.select(
+        "namesrv", "snapshot_ms", F.lit(KIND_BROKER).alias("kind"), F.col("broker_addr").alias("key")
+    )
+    topics = snapshots.where(F.col("topic").isNotNull()).select(
+        "namesrv",
+        "snapshot_ms",
+        F.lit(KIND_TOPIC).alias("kind"),
+        F.concat_ws(TOPIC_KEY_SEP, "topic", "broker_name").alias("key"),
+    )
+    return brokers.unionByName(topics).distinct()
+
+
+def divergence_instants(
+    spark: SparkSession,
+    snapshots: DataFrame,
+    *,
+    bucket_ms: int = DEFAULT_BUCKET_MS,
+    carry_ms: int | None = None,
+) -> DataFrame:
+    """Per aligned instant, every entry one NameServer advertises and another (present) one does not.
+
+    Alignment: see `_asof_steps` (bucket grid + as-of with tolerance `carry_ms`, default one
+    bucket). Entries: kind 'broker_addr' (key = broker address) and kind 'topic_route'
+    (key = 'topic@brokerName').
+
+    Output schema:
+      instant_ms long        bucket start (bucket * bucket_ms)
+      kind string            'broker_addr' | 'topic_route'
+      key string
+      namesrv_with string    advertises the key
+      namesrv_without string does not
+      snapshot_ms_with long, snapshot_ms_without long   the snapshots compared
+    """
+    _check_snapshots(snapshots)
+    carry = bucket_ms if carry_ms is None else carry_ms
+    asof = _asof_steps(snapshots, bucket_ms, carry)
+    present = asof.groupBy("bucket").agg(F.collect_set("namesrv").alias("present_set"))
+    with_sets = (
+        _entries(snapshots)
+        .join(asof, ["namesrv", "snapshot_ms"])
+        .groupBy("bucket", "kind", "key")
+        .agg(F.collect_set("namesrv").alias("with_set"))
+    )
+    pairs = (
+        with_sets.join(F.broadcast(present), "bucket")
+        .where(F.size("with_set") < F.size("present_set"))
+        .select(
+            "bucket",
+            "kind",
+            "key",
+            F.explode("with_set").alias("namesrv_with"),
+            F.array_except("present_set", "with_set").alias("without_set"),
+        )
+        .select("bucket", "kind", "key", "namesrv_with", F.explode("without_set").alias("namesrv_without"))
+    )
+    snap_with = asof.select(
+        "bucket", F.col("namesrv").alias("namesrv_with"), F.col("snapshot_ms").alias("snapshot_ms_with")
+    )
+    snap_without = asof.select(
+        "bucket", F.col("namesrv").alias("namesrv_without"), F.col("snapshot_ms").alias("snapshot_ms_without")
+    )
+    return (
+        pairs.join(F.broadcast(snap_with), ["bucket", "namesrv_with"])
+        .join(F.broadcast(snap_without), ["bucket", "namesrv_without"])
+        .select(
+            (F.col("bucket") * F.lit(bucket_ms)).alias("instant_ms"),
+            "kind",
+            "key",
+            "namesrv_with",
+            "namesrv_without",
+            "snapshot_ms_with",
+            "snapshot_ms_without",
+        )
+        .orderBy("instant_ms", "kind", "key", "namesrv_with", "namesrv_without")
+    )
+
+
+def divergence_windows(
+    spark: SparkSession,
+    snapshots: DataFrame,
+    *,
+    bucket_ms: int = DEFAULT_BUCKET_MS,
+    carry_ms: int | None = None,
+    instants: DataFrame | None = None,
+) -> DataFrame:
+    """Runs of divergence: for how long one NameServer advertised an entry another did not.
+
+    Steps are the instants at which both NameServers of the pair are present (see
+    `divergence_instants`); a window ends at the first such instant where they agree on the key.
+    An instant where one of them is absent neither extends nor breaks a window.
+    Pass `instants` (from `divergence_instants` with the same settings) to reuse it.
+
+    Output schema:
+      kind string, key string, namesrv_with string, namesrv_without string
+      start_ms long          first divergent instant
+      end_ms long            first instant they agree again (resolved), else last divergent instant
+      duration_ms long       end_ms - start_ms (a lower bound when not resolved)
+      resolved boolean
+      instants long          divergent instants in the window
+    """
+    _check_snapshots(snapshots)
+    carry = bucket_ms if carry_ms is None else carry_ms
+    if instants is None:
+        instants = divergence_instants(spark, snapshots, bucket_ms=bucket_ms, carry_ms=carry)
+    asof = _asof_steps(snapshots, bucket_ms, carry).select("namesrv", "bucket")
+    a, b = asof.alias("a"), asof.alias("b")
+    w = Window.partitionBy("namesrv_with", "namesrv_without").orderBy("bucket")
+    pair_grid = (
+        a.join(b, (F.col("a.bucket") == F.col("b.bucket")) & (F.col("a.namesrv") != F.col("b.namesrv")))
+        .select(
+            F.col("a.namesrv").alias("namesrv_with"),
+            F.col("b.namesrv").alias("namesrv_without"),
+            F.col("a.bucket").alias("bucket"),
+        )
+        .withColumn("idx", F.row_number().over(w))
+    )
+    divergent = instants.select(
+        "kind",
+        "key",
+        "namesrv_with",
+        "namesrv_without",
+        F.expr(f"instant_ms div {bucket_ms}").alias("bucket"),
+    ).join(pair_grid, ["namesrv_with", "namesrv_without", "bucket"])
+    runs = _runs(divergent, ["kind", "key", "namesrv_with", "namesrv_without"], "idx", "bucket")
+    nxt = pair_grid.select(
+        "namesrv_with", "namesrv_without", F.col("idx").alias("last_seq"), F.col("bucket").alias("end_bucket")
+    ).withColumn("last_seq", F.col("last_seq") - 1)
+    return (
+        runs.join(nxt, ["namesrv_with", "namesrv_without", "last_seq"], "left")
+        .select(
+            "kind",
+            "key",
+            "namesrv_with",
+            "namesrv_without",
+            (F.col("start_ms") * bucket_ms).alias("start_ms"),
+            (F.coalesce("end_bucket", "last_ms") * bucket_ms).alias("end_ms"),
+            F.col("end_bucket").isNotNull().alias("resolved"),
+            F.col("steps").alias("instants"),
+        )
+        .withColumn("duration_ms", F.col("end_ms") - F.col("start_ms"))
+        .select(
+            "kind",
+            "key",
+            "namesrv_with",
+            "namesrv_without",
+            "start_ms",
+            "end_ms",
+            "duration_ms",
+            "resolved",
+            "instants",
+        )
+        .orderBy("start_ms", "kind", "key", "namesrv_with", "namesrv_without")
+    )
+
+
+# ------------------------------------------------------------------------------ b. liveness
+def liveness_intervals(spark: SparkSession, snapshots: DataFrame) -> DataFrame:
+    """Per (NameServer, broker address): runs of steps in which it was advertised / alive / expired.
+
+    'advertised' = present in the snapshot; 'alive' = present with its heartbeat not expired;
+    'expired' = present but expired (waiting for the next scan). alive and expired partition
+    advertised, so the three overlap by design (the plot draws them as layers).
+
+    Output schema:
+      namesrv string, broker_addr string, broker_name string
+      state string           'advertised' | 'alive' | 'expired'
+      start_ms long          first step in the state
+      end_ms long            first step out of it (closed), else the last step in it
+      duration_ms long, closed boolean, snapshots long
+    """
+    _check_snapshots(snapshots)
+    steps = snapshot_steps(snapshots)
+    pres = broker_presence(snapshots).join(
+        steps.select("namesrv", "snapshot_ms", "seq"), ["namesrv", "snapshot_ms"]
+    )
+    flagged = (
+        pres.withColumn("state", F.lit("advertised"))
+        .unionByName(pres.where("alive").withColumn("state", F.lit("alive")))
+        .unionByName(pres.where(~F.col("alive")).withColumn("state", F.lit("expired")))
+    )
+    runs = _runs(
+        flagged,
+        ["namesrv", "broker_addr", "state"],
+        "seq",
+        "snapshot_ms",
+        F.max("broker_name").alias("broker_name"),
+    )
+    nxt = steps.select(
+        "namesrv", (F.col("seq") - 1).alias("last_seq"), F.col("snapshot_ms").alias("end_step_ms")
+    )
+    return (
+        runs.join(nxt, ["namesrv", "last_seq"], "left")
+        .select(
+            "namesrv",
+            "broker_addr",
+            "broker_name",
+            "state",
+            "start_ms",
+            F.coalesce("end_step_ms", "last_ms").alias("end_ms"),
+            F.col("end_step_ms").isNotNull().alias("closed"),
+            F.col("steps").alias("snapshots"),
+        )
+        .withColumn("duration_ms", F.col("end_ms") - F.col("start_ms"))
+        .select(
+            "namesrv",
+            "broker_addr",
+            "broker_name",
+            "state",
+            "start_ms",
+            "end_ms",
+            "duration_ms",
+            "closed",
+            "snapshots",
+        )
+        .orderBy("namesrv", "broker_addr", "state", "start_ms")
+    )
+
+
+def detection_delays(spark: SparkSession, snapshots: DataFrame, faults: DataFrame | None = None) -> DataFrame:
+    """How long after a broker died each NameServer stopped advertising it (empty without faults).
+
+    For each broker-death fault and each address of the broker: the NameServers that advertised
+    the address in their last snapshot before the fault; for each, the removal time is its first
+    snapshot at or after the fault (and before a revive) that no longer lists the address.
+
+    Output schema:
+      fault_id long, kind string, target string, broker_addr string, fault_ms long
+      namesrvs long              NameServers advertising the address before the fault
+      removed long               of those, how many removed it (before any revive)
+      first_removal_ms long, first_namesrv string, first_delay_ms long    fastest NameServer
+      last_removal_ms long, last_namesrv string, last_delay_ms long       slowest that removed it
+      all_removed boolean
+      removals array<struct<namesrv string, removal_ms long, delay_ms long>>  sorted by namesrv
+    """
+    _check_snapshots(snapshots)
+    periods = F.broadcast(_death_periods(snapshots, _faults_or_empty(spark, faults)))
+    steps = snapshot_steps(snapshots).select("namesrv", "snapshot_ms")
+    present = snapshots.select("namesrv", "snapshot_ms", "broker_addr").distinct()
+    key = ["fault_id", "broker_addr", "namesrv"]
+    before = (
+        steps.join(periods, steps["snapshot_ms"] < periods["fault_ms"])
+        .groupBy(*key)
+        .agg(F.max("snapshot_ms").alias("snapshot_ms"))
+        .join(present, ["namesrv", "snapshot_ms", "broker_addr"])
+        .select(*key)
+    )
+    removal = (
+        steps.join(periods, _in_dead_period())
+        .join(present, ["namesrv", "snapshot_ms", "broker_addr"], "left_anti")
+        .groupBy(*key)
+        .agg(F.min("snapshot_ms").alias("removal_ms"))
+    )
+    per_ns = (
+        before.join(removal, key, "left")
+        .join(periods.select("fault_id", "broker_addr", "fault_ms"), ["fault_id", "broker_addr"])
+        .withColumn("delay_ms", F.col("removal_ms") - F.col("fault_ms"))
+    )
+    removed_struct = F.when(F.col("removal_ms").isNotNull(), F.struct("removal_ms", "namesrv"))
+    agg = per_ns.groupBy("fault_id", "broker_addr").agg(
+        F.count(F.lit(1)).alias("namesrvs"),
+        F.count("removal_ms").alias("removed"),
+        F.min(removed_struct).alias("first"),
+        F.max(removed_struct).alias("last"),
+        F.array_sort(F.collect_list(F.struct("namesrv", "removal_ms", "delay_ms"))).alias("removals"),
+    )
+    return (
+        periods.join(agg, ["fault_id", "broker_addr"], "left")
+        .select(
+            "fault_id",
+            "kind",
+            "target",
+            "broker_addr",
+            "fault_ms",
+            F.coalesce("namesrvs", F.lit(0)).alias("namesrvs"),
+            F.coalesce("removed", F.lit(0)).alias("removed"),
+            F.col("first.removal_ms").alias("first_removal_ms"),
+            F.col("first.namesrv").alias("first_namesrv"),
+            (F.col("first.removal_ms") - F.col("fault_ms")).alias("first_delay_ms"),
+            F.col("last.removal_ms").alias("last_removal_ms"),
+            F.col("last.namesrv").alias("last_namesrv"),
+            (F.col("last.removal_ms") - F.col("fault_ms")).alias("last_delay_ms"),
+            "removals",
+        )
+        .withColumn("all_removed", (F.col("namesrvs") > 0) & (F.col("removed") == F.col("namesrvs")))
+        .orderBy("fault_ms", "fault_id", "broker_addr")
+    )
+
+
+# ------------------------------------------------------------------------------ c. stale routes
+STALE_COLUMNS: tuple[str, ...] = (
+    "basis",
+    "namesrv",
+    "broker_addr",
+    "broker_name",
+    "fault_id",
+    "dead_since_ms",
+    "start_ms",
+    "end_ms",
+    "duration_ms",
+    "exposure_ms",
+    "stale_snapshots",
+    "ended_by",
+)
+
+
+def stale_route_exposure(
+    spark: SparkSession, snapshots: DataFrame, faults: DataFrame | None = None
+) -> DataFrame:
+    """Windows in which a NameServer still advertised a broker that was dead.
+
+    Two bases, both reported: 'fault' (dead from a death fault until a revive fault of the same
+    target) and 'heartbeat' (the snapshot row itself says alive = false: heartbeat expired, the
+    NameServer's scan has not removed it yet). A window is a run of such stale snapshots.
+
+    Output schema:
+      basis string           'fault' | 'heartbeat'
+      namesrv string, broker_addr string, broker_name string
+      fault_id long          null for 'heartbeat'
+      dead_since_ms long     fault time ('fault'); last heartbeat, the last sign of life ('heartbeat')
+      start_ms long          first stale snapshot
+      end_ms long            when the run ended (see ended_by), else its last stale snapshot
+      duration_ms long       end_ms - start_ms
+      exposure_ms long       end_ms - dead_since_ms: how long clients could be sent to a dead broker
+      stale_snapshots long
+      ended_by string        'removed' (next snapshot lacks it) | 'revived' (revive fault first) |
+                             'recovered' (heartbeat resumed) | 'open' (still stale at the last snapshot)
+    """
+    _check_snapshots(snapshots)
+    steps = snapshot_steps(snapshots)
+    pres = broker_presence(snapshots)
+    periods = F.broadcast(_death_periods(snapshots, _faults_or_empty(spark, faults)))
+    nxt = steps.select("namesrv", (F.col("seq") - 1).alias("last_seq"), F.col("snapshot_ms").alias("next_ms"))
+
+    # fault basis
+    stale_f = (
+        steps.select("namesrv", "snapshot_ms", "seq")
+        .join(periods, _in_dead_period())
+        .join(
+            pres.select("namesrv", "snapshot_ms", "broker_addr", "broker_name"),
+            ["namesrv", "snapshot_ms", "broker_addr"],
+        )
+    )
+    runs_f = _runs(
+        stale_f,
+        ["namesrv", "broker_addr", "fault_id"],
+        "seq",
+        "snapshot_ms",
+        F.max("broker_name").alias("broker_name"),
+        F.max("fault_ms").alias("dead_since_ms"),
+        F.max("revive_ms").alias("revive_ms"),
+    ).join(nxt, ["namesrv", "last_seq"], "left")
+    removed_first = F.col("next_ms").isNotNull() & (
+        F.col("revive_ms").isNull() | (F.col("next_ms") < F.col("revive_ms"))
+    )
+    by_fault = runs_f.select(
+        F.lit("fault").alias("basis"),
+        "namesrv",
+        "broker_addr",
+        "broker_name",
+        "fault_id",
+        "dead_since_ms",
+        "start_ms",
+        F.when(removed_first, F.col("next_ms"))
+        .when(F.col("revive_ms").isNotNull(), F.col("revive_ms"))
+        .otherwise(F.col("last_ms"))
+        .alias("end_ms"),
+        F.col("steps").alias("stale_snapshots"),
+        F.when(removed_first, "removed")
+        .when(F.col("revive_ms").isNotNull(), "revived")
+        .otherwise("open")
+        .alias("ended_by"),
+    )
+
+    # heartbeat basis
+    stale_h = pres.where(~F.col("alive")).join(
+        steps.select("namesrv", "snapshot_ms", "seq"), ["namesrv", "snapshot_ms"]
+    )
+    runs_h = _runs(
+        stale_h,
+        ["namesrv", "broker_addr"],
+        "seq",
+        "snapshot_ms",
+        F.max("broker_name").alias("broker_name"),
+        F.min("last_heartbeat_ms").alias("dead_since_ms"),
+    ).join(nxt, ["namesrv", "last_seq"], "left")
+    at_next = pres.select(
+        "namesrv", F.col("snapshot_ms").alias("next_ms"), "broker_addr", F.col("alive").alias("alive_next")
+    )
+    runs_h = runs_h.join(at_next, ["namesrv", "next_ms", "broker_addr"], "left")
+    by_heartbeat = runs_h.select(
+        F.lit("heartbeat").alias("basis"),
+        "namesrv",
+        "broker_addr",
+        "broker_name",
+        F.lit(None).cast("long").alias("fault_id"),
+        "dead_since_ms",
+        "start_ms",
+        F.coalesce("next_ms", "last_ms").alias("end_ms"),
+        F.col("steps").alias("stale_snapshots"),
+        F.when(F.col("next_ms").isNull(), "open")
+        .when(F.col("alive_next").isNull(), "removed")
+        .otherwise("recovered")
+        .alias("ended_by"),
+    )
+    return (
+        by_fault.unionByName(by_heartbeat)
+        .withColumn("duration_ms", F.col("end_ms") - F.col("start_ms"))
+        .withColumn("exposure_ms", F.col("end_ms") - F.col("dead_since_ms"))
+        .select(*STALE_COLUMNS)
+        .orderBy("basis", "namesrv", "broker_addr", "start_ms")
+    )
+
+
+# ------------------------------------------------------------------------------ d. placement skew
+def _is_system_topic(topic: Column) -> Column:
+    return (
+        topic.isin(sorted(SYSTEM_TOPICS))
+        | topic.startswith(RMQ_SYS_PREFIX)
+        | topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        | topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
+    )
+
+
+def topic_placement_skew(
+    spark: SparkSession, snapshots: DataFrame, *, include_system_topics: bool = False
+) -> DataFrame:
+    """Topic placement problems in each NameServer's latest snapshot, one row per (namesrv, cluster,
+    topic), every topic included with flags (filter on `any_issue` for the problems).
+
+    - placement_skewed: the topic's queues live on fewer broker groups than its cluster has — what
+      auto-creation through TBW102 produces (the first broker that receives a message owns it).
+    - write_wiped: some hosting broker group lacks the WRITE bit (2) for it (wipeWritePermOfBroker).
+    - queue_imbalanced: write queue counts differ between the hosting groups.
+    System topics (TBW102, rmq_sys_*, %RETRY%*, %DLQ%*, and topics named after a cluster or broker,
+    which RocketMQ creates per broker on purpose) are left out unless `include_system_topics`.
+
+    Output schema:
+      namesrv string, snapshot_ms long, cluster string, topic string
+      broker_groups long, cluster_broker_groups long
+      brokers array<string>, wiped_brokers array<string>
+      min_write_queues int, max_write_queues int, total_write_queues long
+      imbalance_ratio double  max/min write queues (null when min is 0)
+      placement_skewed boolean, write_wiped boolean, queue_imbalanced boolean, any_issue boolean
+    """
+    _check_snapshots(snapshots)
+    latest = snapshots.groupBy("namesrv").agg(F.max("snapshot_ms").alias("snapshot_ms"))
+    rows = snapshots.join(latest, ["namesrv", "snapshot_ms"])
+    groups = rows.groupBy("namesrv", "snapshot_ms", "cluster").agg(
+        F.countDistinct("broker_name").alias("cluster_broker_groups")
+    )
+    # Queue data belongs to the group; master rows carry it, slave rows of a group repeat it.
+    queues = (
+        rows.where(F.col("topic").isNotNull())
+        .withColumn("_master_first", F.when(F.col("broker_id") == MASTER_ID, 0).otherwise(1))
+        .withColumn(
+            "_rank",
+            F.row_number().over(
+                Window.partitionBy("namesrv", "topic", "broker_name").orderBy("_master_first", "broker_id")
+            ),
+        )
+        .where(F.col("_rank") == 1)
+    )
+    if not include_system_topics:
+        names = rows.select("namesrv", F.col("cluster").alias("_name")).unionByName(
+            rows.select("namesrv", F.col("broker_name").alias("_name"))
+        )
+        named_after = names.distinct().withColumnRenamed("_name", "topic")
+        queues = queues.where(~_is_system_topic(F.col("topic"))).join(
+            named_after, ["namesrv", "topic"], "left_anti"
+        )
+    write_bit = int(Perm.WRITE)
+    per_topic = queues.groupBy("namesrv", "snapshot_ms", "cluster", "topic").agg(
+        F.array_sort(F.collect_set("broker_name")).alias("brokers"),
+        F.array_sort(
+            F.collect_set(F.when((F.col("perm").bitwiseAND(write_bit)) == 0, F.col("broker_name")))
+        ).alias("wiped_brokers"),
+        F.min("write_queue_nums").alias("min_write_queues"),
+        F.max("write_queue_nums").alias("max_write_queues"),
+        F.sum("write_queue_nums").alias("total_write_queues"),
+    )
+    return (
+        per_topic.join(groups, ["namesrv", "snapshot_ms", "cluster"])
+        .withColumn("broker_groups", F.size("brokers").cast("long"))
+        .withColumn(
+            "imbalance_ratio",
+            F.when(F.col("min_write_queues") > 0, F.col("max_write_queues") / F.col("min_write_queues")).cast(
+                "double"
+            ),
+        )
+        .withColumn("placement_skewed", F.col("broker_groups") < F.col("cluster_broker_groups"))
+        .withColumn("write_wiped", F.size("wiped_brokers") > 0)
+        .withColumn("queue_imbalanced", F.col("max_write_queues") != F.col("min_write_queues"))
+        .withColumn("any_issue", F.col("placement_skewed") | F.col("write_wiped") | F.col("queue_imbalanced"))
+        .select(
+            "namesrv",
+            "snapshot_ms",
+            "cluster",
+            "topic",
+            "broker_groups",
+            "cluster_broker_groups",
+            "brokers",
+            "wiped_brokers",
+            "min_write_queues",
+            "max_write_queues",
+            "total_write_queues",
+            "imbalance_ratio",
+            "placement_skewed",
+            "write_wiped",
+            "queue_imbalanced",
+            "any_issue",
+        )
+        .orderBy("namesrv", "cluster", "topic")
+    )
