@@ -48,6 +48,7 @@ from actors.consumer import PullConsumer
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment
 from actors.producer_actor import ProducerActor
 from actors.profiles import get_profile
+from namesrv.snapshot import FAULT_TIMELINE_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +70,7 @@ REVIVAL_OF: dict[str, str] = {
     KILL_BROKER: RESTART_BROKER, SIGKILL_BROKER: RESTART_BROKER, SIGSTOP_BROKER: SIGCONT_BROKER,
 }
 
-TIMELINE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("fault_id", "int64"),
-    ("t_ms", "int64"),
-    ("kind", "string"),
-    ("target", "string"),
-    ("broker_addr", "string"),
-    ("detail", "string"),
-)
+TIMELINE_COLUMNS = FAULT_TIMELINE_COLUMNS
 
 
 def _schema(columns: Iterable[tuple[str, str]]) -> pa.Schema:

@@ -33,6 +33,19 @@ SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+FAULT_TIMELINE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("fault_id", "int64"),
+    ("t_ms", "int64"),
+    ("kind", "string"),
+    ("target", "string"),
+    ("broker_addr", "string"),
+    ("detail", "string"),
+)
+"""The chaos fault timeline, the other table the analysis reads: one row per fault or recovery.
+`kind` is one of kill_broker, sigkill_broker, sigstop_broker, sigcont_broker, restart_broker,
+kill_namesrv, restart_namesrv; `target` is the broker address or the NameServer name."""
+
+
 def snapshot_columns(rim: RouteInfoManager, namesrv: str, now_ms: int | None = None) -> dict[str, list[Any]]:
     """The snapshot as columns (plain lists), taken in one pass without yielding."""
     now = rim.clock() if now_ms is None else now_ms

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clients.analysis.errors import FaultTimelineError
+from namesrv.snapshot import FAULT_TIMELINE_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -23,14 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAULT_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("fault_id", "int64"),
-    ("t_ms", "int64"),
-    ("kind", "string"),
-    ("target", "string"),
-    ("broker_addr", "string"),
-    ("detail", "string"),
-)
+FAULT_COLUMNS = FAULT_TIMELINE_COLUMNS
 
 BROKER_DEATH_KINDS: frozenset[str] = frozenset({"kill_broker", "sigkill_broker", "sigstop_broker"})
 """After these the broker serves nothing (a SIGSTOPped broker is alive to Ray but not to clients)."""
