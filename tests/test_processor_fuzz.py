@@ -8,7 +8,6 @@ leave all tables empty (nothing unexpirable is ever left behind).
 
 from __future__ import annotations
 
-import json
 import zlib
 from typing import Any
 
@@ -22,6 +21,7 @@ from namesrv.constants import PERM_ALL, RequestCode, ResponseCode
 from namesrv.kvconfig import KVConfigManager
 from namesrv.processor import DefaultRequestProcessor
 from namesrv.route_info_manager import RouteInfoManager
+from tests.test_processor import state
 
 CLUSTERS = ["C1", "C2"]
 NAMES = ["b1", "b2", "b3"]
@@ -246,24 +246,6 @@ action = weighted(
 
 
 # ---------------------------------------------------------------------------- checks
-
-
-def state(processor: DefaultRequestProcessor, *, drop_heartbeat_times: bool = False) -> bytes:
-    tables = processor.rim.dump_tables()
-    if drop_heartbeat_times:
-        for live in tables["brokerLiveTable"].values():  # type: ignore[union-attr]
-            live.pop("lastUpdateTimestamp")
-    return json.dumps(
-        {
-            "tables": tables,
-            "index": {k: sorted(v) for k, v in sorted(processor.rim._broker_topics.items())},
-            "kv": processor.kv.table,
-            "config": processor.config.model_dump(),
-            "route_seq": processor.rim.route_seq,
-        },
-        sort_keys=True,
-        default=repr,
-    ).encode()
 
 
 def check_invariants(rim: RouteInfoManager) -> None:

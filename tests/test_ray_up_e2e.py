@@ -25,7 +25,6 @@ Needs root (apt, sshd, namespaces); installs openssh-server and rsync with apt w
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -39,12 +38,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from getpass import getuser
 from pathlib import Path
 
 import psutil
 import pytest
 import yaml
+
+from tests.test_deploy import remove_ssh_control_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -84,13 +84,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def remove_ssh_control_dir(cluster_name: str) -> None:
-    """Ray's ssh runner makes /tmp/ray_ssh_<user hash>/<cluster hash> (for ControlPath): remove it
-    when empty, and its parent when that is empty too."""
-    control = Path("/tmp") / f"ray_ssh_{hashlib.sha256(getuser().encode()).hexdigest()[:10]}"
-    for d in (control / hashlib.sha256(cluster_name.encode()).hexdigest()[:10], control):
-        with contextlib.suppress(OSError):
-            d.rmdir()
 
 
 def pid_namespace(pid: int) -> str | None:
