@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The project's one entry point. Each job sets itself up first (venv, pinned packages, Java when
 # Spark needs it), so a fresh machine needs nothing but Python 3.11 and this checkout.
-#   bash run.sh demo   [args]   the main job: local Ray, NameServers, brokers, producers, a broker kill
-#   bash run.sh test   [args]   the test suite (pytest args pass through)
-#   bash run.sh bench  NAME     a benchmark from benchmarks/ (e.g. bench_core)
-#   bash run.sh namesrv ARGS    the CLI inside the venv
+#   bash run.sh demo    [args]   the main job: local Ray, NameServers, brokers, producers, a broker kill
+#   bash run.sh test    [args]   lint + type check, then the test suite (pytest args pass through)
+#   bash run.sh lint             ruff and mypy only
+#   bash run.sh bench   NAME     a benchmark from benchmarks/ (e.g. bench_core)
+#   bash run.sh namesrv ARGS     the CLI inside the venv
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${NAMESRV_VENV:-.venv}"
 
 log() { printf '[run.sh] %s\n' "$*" >&2; }
+
+usage() {
+  sed -n '4,8p' "$0" | sed 's/^# //' >&2
+}
 
 ensure_java() {
   if command -v java >/dev/null 2>&1; then return; fi
@@ -19,27 +24,43 @@ ensure_java() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends openjdk-17-jre-headless
 }
 
+# ensure_venv EXTRAS: create .venv and install the pinned set with the given extras ("" for the
+# base set, "dev,analysis", ...); a stamp per (pins, extras) makes a second run instant.
 ensure_venv() {
-  local py
+  local extras="$1" py stamp target="."
   py="$(command -v python3.11 || command -v python3)"
   "$py" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
     || { log "Python 3.11 is required"; exit 1; }
   [ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$py" -m venv "$VENV"; }
-  local stamp
-  stamp="$VENV/.installed-$(cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)"
+  [ -z "$extras" ] || target=".[$extras]"
+  stamp="$VENV/.installed-$(cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)-${extras//,/-}"
   if [ ! -f "$stamp" ]; then
-    log "installing pinned packages into $VENV (first run takes about a minute)"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -c requirements.lock -e '.[dev]'
-    rm -f "$VENV"/.installed-*; touch "$stamp"
+    log "installing pinned packages ${extras:+[$extras] }into $VENV (first run takes about a minute)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -c requirements.lock -e "$target"
+    touch "$stamp"
   fi
+}
+
+lint() {
+  "$VENV/bin/ruff" check .
+  "$VENV/bin/mypy"
 }
 
 job="${1:-}"; shift || true
 case "$job" in
-  demo)    ensure_venv; exec "$VENV/bin/namesrv" demo "$@" ;;
-  test)    ensure_java; ensure_venv; exec "$VENV/bin/python" -m pytest "$@" ;;
-  bench)   ensure_java; ensure_venv; name="${1:?benchmark name}"; shift
+  demo)    case " $* " in *" --real-client "*) ensure_venv dev ;; *) ensure_venv "" ;; esac  # PyPI rocketmq
+           exec "$VENV/bin/namesrv" demo "$@" ;;
+  test)    ensure_java; ensure_venv dev,analysis; lint; exec "$VENV/bin/python" -m pytest "$@" ;;
+  lint)    ensure_venv dev,analysis; lint ;;
+  bench)   name="${1:?benchmark name, e.g. bench_core}"; shift
+           case "${name%.py}" in
+             bench_analysis) ensure_java; ensure_venv analysis ;;
+             bench_clients)  ensure_venv dev ;;  # the real RocketMQ client (PyPI rocketmq) is a dev extra
+             *)              ensure_venv "" ;;
+           esac
            exec "$VENV/bin/python" "benchmarks/${name%.py}.py" "$@" ;;
-  namesrv) ensure_java; ensure_venv; exec "$VENV/bin/namesrv" "$@" ;;
-  *) sed -n '2,8p' "$0"; exit 2 ;;
+  namesrv) if [ "${1:-}" = analyze ]; then ensure_java; ensure_venv analysis; else ensure_venv ""; fi
+           exec "$VENV/bin/namesrv" "$@" ;;
+  "")      log "no job given"; usage; exit 2 ;;
+  *)       log "unknown job: $job"; usage; exit 2 ;;
 esac

@@ -1,9 +1,9 @@
-"""A broker as an async Ray actor: topic config, message store, and registration with every NameServer.
+"""A broker as an async Ray actor: thin methods over its `BrokerController`.
 
-Registration (RocketMQ's registerBrokerAll) goes to every NameServer in parallel, each call with
-its own timeout, so one dead or hung NameServer never delays the others. Beyond RocketMQ: once a
-NameServer has acknowledged the current DataVersion, the broker sends it a lite heartbeat without
-the topic table; a NameServer that answers "unknown broker" (it restarted) gets the full body.
+Clients reach it two ways: RocketMQ's remoting protocol on its TCP port (the address it registers,
+`host:port`, which any RocketMQ client dials), and Ray calls on the actor, named
+`<brokerName>-<brokerId>` (`broker_actor_name`), which the Ray-native producer and consumer use.
+Both go through the same processor, store and rules.
 """
 
 from __future__ import annotations
@@ -11,37 +11,49 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
-import uuid
-import zlib
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
+from pydantic import ValidationError
 
-from actors.namesrv_actor import BrokerChannel
-from namesrv.broker_config import BrokerConfig
-from namesrv.clock import system_clock
-from namesrv.codec import RemotingResponse, encode_body
-from namesrv.constants import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    DEFAULT_TOPIC_QUEUE_NUMS,
-    MASTER_ID,
-    Perm,
-    ResponseCode,
-    is_writeable,
-)
-from namesrv.models import DataVersion, TopicConfig
-from namesrv.store import CommitLog
-from namesrv.topic_config_manager import TopicConfigManager
-from namesrv.validation import InvalidInput, check_name, check_topic
+from actors.broker_controller import BrokerController
+from actors.housekeeping import SUPERSEDED, BrokerChannel
+from actors.metrics import broker_metrics
+from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE
+from namesrv.broker.commit_log import MessageInner
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.processor import BrokerError
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.command import RemotingResponse, error
+from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, Perm
+from namesrv.protocol.models import TopicConfig
+from namesrv.protocol.server_config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
 
 log = logging.getLogger(__name__)
 
 
-def _error(code: int, remark: str) -> RemotingResponse:
-    return RemotingResponse(code=code, remark=remark)
+def broker_actor_name(broker_name: str, broker_id: int) -> str:
+    """The Ray actor name of a broker: the one place that maps a route's broker to its actor."""
+    return f"{broker_name}-{broker_id}"
+
+
+class StoreMissingError(RuntimeError):
+    """A broker asked to restart where its store is not (another node, or its data gone)."""
+
+
+def store_path(store_root: str, actor_name: str) -> Path:
+    """A broker's own directory under the deployment's data dir, on the broker's node."""
+    return Path(store_root).expanduser() / actor_name
+
+
+def _advertised(remoting: RemotingServerConfig, port: int) -> str:
+    host = remoting.advertised_host or remoting.listen_host
+    if host in (ALL_INTERFACES, "", "::"):
+        host = ray.util.get_node_ip_address()
+    return f"{host}:{port}"
 
 
 class BrokerActor:
@@ -53,189 +65,74 @@ class BrokerActor:
         store_root: str,
         namesrv_names: list[str],
         namespace: str,
-        config: dict[str, Any] | None = None,
-        broker_addr: str | None = None,
+        config: BrokerConfig | None = None,
+        remoting: RemotingServerConfig | None = None,
+        require_store: bool = False,
     ) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        self.cluster_name = check_name(cluster_name, "clusterName")
-        self.broker_name = check_name(broker_name, "brokerName")
-        self.broker_id = broker_id
-        self.broker_addr = check_name(broker_addr or ray.get_runtime_context().get_actor_name(), "brokerAddr")
-        self.ha_server_addr = f"{self.broker_addr}:ha"
-        self.config = BrokerConfig(**(config or {}))
-        self.namespace = namespace
-        self.namesrv_names = list(namesrv_names)
-        self.incarnation = uuid.uuid4().hex[:12]
-        self.token = f"{self.broker_addr}#{self.incarnation}"
-        self.store_dir = Path(store_root).expanduser() / self.broker_addr
-        started = time.perf_counter()
-        self.topic_config_manager = TopicConfigManager(
-            self.store_dir / "config" / "topics.json",
-            system_clock,
-            self.config.auto_create_topic_enable,
-            self.config.default_topic_queue_nums,
-        )
-        self.commit_log = CommitLog(self.store_dir / "store", broker_name, self.config.flush_disk_type)
-        self.recovery_ms = (time.perf_counter() - started) * 1000
+        """`remoting` None: reachable over Ray only, and its address is its actor name.
+        `require_store`: refuse to start (StoreMissingError) when this node holds no commit log of
+        this broker: a restart must find its data, not start empty somewhere else."""
+        check_name(cluster_name, "clusterName")
+        check_name(broker_name, "brokerName")
+        self.actor_name = broker_actor_name(broker_name, broker_id)
+        log_file = store_path(store_root, self.actor_name) / "store" / "commitlog.dat"
+        if require_store and not log_file.exists():
+            raise StoreMissingError(
+                f"broker {self.actor_name}: no store at {log_file} on node {ray.get_runtime_context().get_node_id()} "
+                f"({ray.util.get_node_ip_address()}); refusing to start it empty (restart it with start_empty "
+                f"/ --start-empty to accept losing its messages)")
         self._closed = asyncio.Event()
-        self._closing = False
-        """Set when shutdown starts: no full registration may follow the unregister."""
-        self._channel = BrokerChannel(ray.get_runtime_context().current_actor, self.token)
-        self._handles: dict[str, Any] = {}
-        self._acked_version: dict[str, DataVersion] = {}
-        self.master_addr: str | None = None
-        self.stats = {"full_registrations": 0, "lite_heartbeats": 0, "register_failures": 0, "last_body_bytes": 0}
-        loop = asyncio.get_event_loop()
-        self._tasks = [loop.create_task(self._register_loop())]
-        if self.config.flush_disk_type.value == "ASYNC_FLUSH":
-            self._tasks.append(loop.create_task(self._flush_loop()))
-        log.info(
-            "broker %s[%d] %s up (incarnation %s), recovered %d messages in %.1f ms%s",
-            broker_name, broker_id, self.broker_addr, self.incarnation, self.commit_log.recovery.records,
-            self.recovery_ms,
-            f", truncated {self.commit_log.recovery.truncated_bytes} torn bytes"
-            if self.commit_log.recovery.truncated_bytes else "",
+        me = ray.get_runtime_context().current_actor
+        self.controller = BrokerController(
+            cluster_name, broker_name, broker_id, store_path(store_root, self.actor_name),
+            (config or BrokerConfig()).model_copy(), namesrv_names, namespace, remoting,
+            advertise=lambda port: _advertised(remoting, port) if remoting is not None else self.actor_name,
+            channel_of=lambda token: BrokerChannel(me, token), ray_name=self.actor_name,
+            metrics=broker_metrics(self.actor_name),
         )
+        self.controller.start()
+        rec = self.controller.store.recovery
+        log.info("broker %s[%d] %s up (incarnation %s), recovered %d messages in %.1f ms%s%s",
+                 broker_name, broker_id, self.broker_addr, self.controller.incarnation, rec.records,
+                 self.controller.recovery_ms,
+                 f", truncated {rec.truncated_bytes} torn bytes" if rec.truncated_bytes else "",
+                 f", skipped corrupt ranges {rec.corrupt_ranges}" if rec.corrupt_ranges else "")
 
-    # ------------------------------------------------------------------ registration
-    async def _register_loop(self) -> None:
-        await asyncio.sleep(self.config.register_initial_delay_ms / 1000)
-        period = self.config.effective_register_period_ms() / 1000
-        while not self._closed.is_set():
-            try:
-                await self.register_broker_all()
-            except Exception:
-                log.exception("registerBrokerAll failed")
-            await asyncio.sleep(period)
+    @property
+    def broker_addr(self) -> str:
+        return self.controller.identity.broker_addr
 
-    async def _flush_loop(self) -> None:
-        while not self._closed.is_set():
-            await asyncio.sleep(self.config.flush_interval_ms / 1000)
-            await asyncio.to_thread(self.commit_log.flush)
-
-    def _identity(self) -> dict[str, Any]:
-        return {
-            "clusterName": self.cluster_name,
-            "brokerAddr": self.broker_addr,
-            "brokerName": self.broker_name,
-            "brokerId": self.broker_id,
-        }
-
-    async def _handle(self, name: str) -> Any:
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = await asyncio.to_thread(ray.get_actor, name, namespace=self.namespace)
-            self._handles[name] = handle
-        return handle
-
+    # ------------------------------------------------------------------ registration and topics
     async def register_broker_all(self, force_full: bool = False) -> dict[str, str]:
         """Register with every NameServer at once; returns {namesrv: outcome} for each."""
-        wrapper = self.topic_config_manager.build_serialize_wrapper(self.config.broker_permission)
-        body = encode_body(
-            {
-                "topicConfigSerializeWrapper": {
-                    "topicConfigTable": {n: tc.to_wire() for n, tc in wrapper.topic_config_table.items()},
-                    "dataVersion": wrapper.data_version.to_wire(),
-                },
-                "filterServerList": [],
-            }
-        )
-        timeout = self.config.register_broker_timeout_ms / 1000
-        names = list(self.namesrv_names)
-        outcomes = await asyncio.gather(
-            *(
-                asyncio.wait_for(self._register_one(n, wrapper.data_version, body, force_full), timeout)
-                for n in names
-            ),
-            return_exceptions=True,
-        )
-        result: dict[str, str] = {}
-        for name, outcome in zip(names, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                self.stats["register_failures"] += 1
-                if isinstance(outcome, RayActorError):
-                    self._handles.pop(name, None)  # a re-created NameServer needs a fresh handle
-                kind = "timeout" if isinstance(outcome, TimeoutError) else type(outcome).__name__
-                log.warning("register to %s failed: %s %s", name, kind, outcome)
-                result[name] = f"failed: {kind}"
-            else:
-                result[name] = outcome
-        return result
+        return await self.controller.registrar.register_broker_all(force_full)
 
-    async def _register_one(self, name: str, version: DataVersion, body: bytes, force_full: bool) -> str:
-        handle = await self._handle(name)
-        ident = self._identity()
-        # A slave that has not learnt its master yet (it registered first) keeps registering in full:
-        # only a full registration's answer carries masterAddr.
-        knows_master = self.broker_id == MASTER_ID or self.master_addr is not None
-        if not force_full and self.config.lite_heartbeat and knows_master and self._acked_version.get(name) == version:
-            resp = await handle.broker_heartbeat.remote(**ident)
-            if resp.ok and resp.ext_fields.get("known"):
-                self.stats["lite_heartbeats"] += 1
-                if self.broker_id != MASTER_ID and resp.ext_fields.get("masterAddr"):
-                    self.master_addr = resp.ext_fields["masterAddr"]
-                return "heartbeat"
-        elif not force_full and not self.config.force_register:
-            resp = await handle.query_data_version.remote(body=encode_body(version.to_wire()), **ident)
-            if resp.ok and not resp.ext_fields.get("changed"):
-                return "unchanged"
-        extra: dict[str, Any] = {"haServerAddr": self.ha_server_addr, "bodyCrc32": zlib.crc32(body)}
-        if self.config.heartbeat_timeout_ms is not None:
-            extra["heartbeatTimeoutMillis"] = self.config.heartbeat_timeout_ms
-        if self._closing:  # checked right before submitting, so no registration trails the unregister
-            return "closing"
-        resp = await handle.register_broker.remote(body, channel=self._channel, **ident, **extra)
-        if not resp.ok:
-            raise RuntimeError(f"register refused: {resp.code} {resp.remark}")
-        self._acked_version[name] = version
-        self.stats["full_registrations"] += 1
-        self.stats["last_body_bytes"] = len(body)
-        if self.broker_id != MASTER_ID and resp.ext_fields.get("masterAddr"):
-            self.master_addr = resp.ext_fields["masterAddr"]
-        return "registered"
-
-    # ------------------------------------------------------------------ topics
-    async def create_topic(
-        self,
-        topic: str,
-        read_queue_nums: int = 8,
-        write_queue_nums: int = 8,
-        perm: int = int(Perm.READ | Perm.WRITE),
-        order: bool = False,
-    ) -> RemotingResponse:
+    async def create_topic(self, topic: str, read_queue_nums: int = 8, write_queue_nums: int = 8,
+                           perm: int = int(Perm.READ | Perm.WRITE), order: bool = False) -> RemotingResponse:
         """Create or update a topic, persist it, then register with every NameServer before answering."""
         try:
-            tc = TopicConfig(
-                topic_name=topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
-                perm=perm, order=order,
-            )
-        except Exception as e:
-            return _error(ResponseCode.SYSTEM_ERROR, f"invalid topic config: {e}")
-        changed = self.topic_config_manager.update_topic_config(tc)
-        outcomes = await self.register_broker_all() if changed else {}
-        return RemotingResponse(ext_fields={"changed": changed, "registered": outcomes})
+            tc = TopicConfig(topic_name=topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
+                             perm=perm, order=order)
+        except ValidationError as e:
+            return error(ResponseCode.SYSTEM_ERROR, f"invalid topic config: {describe_errors(e)}")
+        return await self.controller.update_topic(tc)
 
     async def delete_topic(self, topic: str) -> RemotingResponse:
-        try:
-            check_topic(topic)
-        except InvalidInput as e:
-            return _error(ResponseCode.SYSTEM_ERROR, str(e))
-        deleted = self.topic_config_manager.delete_topic_config(topic)
-        outcomes = await self.register_broker_all() if deleted else {}
-        return RemotingResponse(ext_fields={"deleted": deleted, "registered": outcomes})
+        return await self.controller.delete_topic(topic)
 
     async def update_broker_permission(self, perm: int) -> RemotingResponse:
         if not isinstance(perm, int) or isinstance(perm, bool) or perm & ~7:
-            return _error(ResponseCode.SYSTEM_ERROR, f"invalid broker permission {perm!r}")
-        self.config.broker_permission = perm
-        self.topic_config_manager.next_version()
+            return error(ResponseCode.SYSTEM_ERROR, f"invalid broker permission {perm!r}")
+        self.controller.config.broker_permission = perm
+        self.controller.topics.next_version()
+        await self.controller.durable()
         outcomes = await self.register_broker_all()
         return RemotingResponse(ext_fields={"registered": outcomes})
 
     async def get_topic_config_table(self) -> dict[str, dict[str, Any]]:
-        return {n: tc.to_wire() for n, tc in self.topic_config_manager.topic_config_table.items()}
+        return {n: tc.to_wire() for n, tc in self.controller.topics.topic_config_table.items()}
 
-    # ------------------------------------------------------------------ messages
+    # ------------------------------------------------------------------ messages (the Ray path)
     async def send_message(
         self,
         topic: str,
@@ -245,135 +142,117 @@ class BrokerActor:
         msg_id: str | None = None,
         default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+        auth: dict[str, str] | None = None,
     ) -> RemotingResponse:
-        """Store one message; SUCCESS only once it is written (and fsynced with SYNC_FLUSH)."""
-        if self._closed.is_set():
-            return _error(ResponseCode.SERVICE_NOT_AVAILABLE, f"broker {self.broker_addr} is shutting down")
-        if not is_writeable(self.config.broker_permission):
-            return _error(ResponseCode.NO_PERMISSION, f"the broker[{self.broker_addr}] sending message is forbidden")
+        """Store one message; SUCCESS only once it is written (and fsynced with SYNC_FLUSH). With
+        ACL on, `auth` (AccessKey, Signature over topic, queueId and the body) must grant PUB."""
+        ext = {"topic": str(topic), "queueId": str(queue_id)} | {k: v for k, v in (auth or {}).items()
+                                                                  if k in (ACCESS_KEY, SIGNATURE)}
+        denied = self.controller.check_acl(BrokerRequestCode.SEND_MESSAGE, ext,
+                                           body if isinstance(body, bytes) else None, "ray")
+        if denied is not None:
+            return error(ResponseCode.NO_PERMISSION, denied)
         try:
             check_topic(topic)
         except InvalidInput as e:
-            return _error(ResponseCode.MESSAGE_ILLEGAL, str(e))
+            return error(ResponseCode.MESSAGE_ILLEGAL, str(e))
         if not isinstance(body, bytes) or not body:
-            return _error(ResponseCode.MESSAGE_ILLEGAL, "message body must be non-empty bytes")
-        if len(body) > self.config.max_message_size:
-            return _error(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"message body of {len(body)} bytes exceeds {self.config.max_message_size}",
-            )
-        if properties is not None and not (
-            isinstance(properties, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
-        ):
-            return _error(ResponseCode.MESSAGE_ILLEGAL, "properties must map strings to strings")
-        tc = self.topic_config_manager.topic_config_table.get(topic)
-        if tc is None:
-            # Refuse a request that would fail anyway before auto-creating (and registering) a topic.
-            if not isinstance(default_topic_queue_nums, int) or isinstance(default_topic_queue_nums, bool):
-                return _error(ResponseCode.MESSAGE_ILLEGAL, "defaultTopicQueueNums must be an integer")
-            default_tc = self.topic_config_manager.topic_config_table.get(default_topic)
-            cap = min(default_topic_queue_nums, default_tc.write_queue_nums) if default_tc else default_topic_queue_nums
-            if not isinstance(queue_id, int) or isinstance(queue_id, bool) or not 0 <= queue_id < cap:
-                return _error(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"request queueId[{queue_id}] is illegal, topic[{topic}] would get {cap} queues",
-                )
-            try:
-                tc = self.topic_config_manager.create_topic_in_send_message_method(
-                    topic, default_topic, default_topic_queue_nums
-                )
-            except InvalidInput as e:
-                return _error(ResponseCode.MESSAGE_ILLEGAL, str(e))
-            if tc is None:
-                return _error(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-            self._tasks = [t for t in self._tasks if not t.done()]
-            self._tasks.append(asyncio.get_event_loop().create_task(self.register_broker_all()))
-        if not is_writeable(tc.perm):
-            return _error(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
-        if not isinstance(queue_id, int) or isinstance(queue_id, bool) or not 0 <= queue_id < tc.write_queue_nums:
-            return _error(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{queue_id}] is illegal, {tc} Producer: {self.broker_addr}",
-            )
-        result = await asyncio.to_thread(self.commit_log.append, topic, queue_id, body, properties, msg_id)
-        return RemotingResponse(
-            ext_fields={
-                "status": result.status.value,
-                "msgId": result.msg_id,
-                "offsetMsgId": result.offset_msg_id,
-                "topic": topic,
-                "brokerName": self.broker_name,
-                "queueId": result.queue_id,
-                "queueOffset": result.queue_offset,
-            }
-        )
+            return error(ResponseCode.MESSAGE_ILLEGAL, "message body must be non-empty bytes")
+        if properties is not None and not (isinstance(properties, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in properties.items())):
+            return error(ResponseCode.MESSAGE_ILLEGAL, "properties must map strings to strings")
+        if not isinstance(default_topic_queue_nums, int) or isinstance(default_topic_queue_nums, bool):
+            return error(ResponseCode.MESSAGE_ILLEGAL, "defaultTopicQueueNums must be an integer")
+        if not isinstance(queue_id, int) or isinstance(queue_id, bool) or queue_id < 0:
+            return error(ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal")
+        props = dict(properties or {})
+        if msg_id:
+            props.setdefault("UNIQ_KEY", msg_id)
+        message = MessageInner(topic, queue_id, body, props, msg_id or "", born_timestamp=self.controller.clock(),
+                               born_host=self.broker_addr)
+        try:
+            outcome = await self.controller.processor.send([message], default_topic, default_topic_queue_nums)
+        except BrokerError as e:
+            return error(e.code, e.remark)
+        except (OSError, ValueError) as e:
+            return error(ResponseCode.SYSTEM_ERROR, f"store write failed: {e}")
+        except Exception as e:  # anything else: an answer (SYSTEM_ERROR, as RocketMQ's broker gives), not a raise
+            log.exception("send to %s failed", topic)
+            return error(ResponseCode.SYSTEM_ERROR, f"broker {self.broker_addr} failed: {type(e).__name__}: {e}")
+        result = outcome.results[0]
+        return RemotingResponse(ext_fields={
+            "status": "SEND_OK",
+            "msgId": msg_id or outcome.msg_ids[0],
+            "offsetMsgId": outcome.msg_ids[0],
+            "topic": topic,
+            "brokerName": self.controller.identity.broker_name,
+            "queueId": result.queue_id,
+            "queueOffset": result.queue_offset,
+        })
 
     async def pull_message(self, topic: str, queue_id: int, offset: int, max_nums: int = 32) -> dict[str, Any]:
         """Messages of one queue from `offset`; `next_begin_offset` is where the next pull starts."""
         if not isinstance(offset, int) or offset < 0 or not isinstance(max_nums, int) or max_nums <= 0:
             raise ValueError("offset must be >= 0 and max_nums > 0")
-        msgs = await asyncio.to_thread(self.commit_log.get_message, topic, queue_id, offset, max_nums)
+        store = self.controller.store
+        msgs = await asyncio.to_thread(store.get_message, topic, queue_id, offset, max_nums)
         return {
-            "messages": [
-                {"queue_offset": m.queue_offset, "msg_id": m.msg_id, "properties": m.properties,
-                 "body": m.body, "store_timestamp": m.store_timestamp}
-                for m in msgs
-            ],
-            "next_begin_offset": offset + len(msgs),
-            "max_offset": self.commit_log.max_offset(topic, queue_id),
+            "messages": [{"queue_offset": m.queue_offset, "msg_id": m.msg_id or m.properties.get("UNIQ_KEY", ""),
+                          "properties": m.properties, "body": m.body, "store_timestamp": m.store_timestamp}
+                         for m in msgs],
+            "next_begin_offset": msgs[-1].queue_offset + 1 if msgs else offset,
+            "max_offset": store.max_offset(topic, queue_id),
         }
 
     async def get_max_offset(self, topic: str, queue_id: int) -> int:
-        return self.commit_log.max_offset(topic, queue_id)
+        return self.controller.store.max_offset(topic, queue_id)
 
     # ------------------------------------------------------------------ lifecycle
-    async def wait_closed(self) -> str:
-        """Pends until graceful shutdown; a NameServer's channel watch. Fails at once if we die."""
+    async def wait_closed(self, token: str | None = None) -> str:
+        """Pends until graceful shutdown; a NameServer's channel watch. Fails at once if we die.
+        Answers SUPERSEDED at once when `token` is not this incarnation's (Ray restarted us: the
+        incarnation the caller watched is gone)."""
+        if token is not None and token != self.controller.token:
+            return SUPERSEDED
         await self._closed.wait()
-        return self.token
+        return self.controller.token
 
     async def shutdown(self) -> dict[str, str]:
-        """Graceful: unregister from every NameServer (in parallel), close the store."""
-        self._closing = True
-        timeout = self.config.register_broker_timeout_ms / 1000
-
-        async def unregister(name: str) -> str:
-            handle = await self._handle(name)
-            resp = await handle.unregister_broker.remote(channel=self._channel, **self._identity())
-            return "unregistered" if resp.ok else f"failed: {resp.remark}"
-
-        outcomes = await asyncio.gather(
-            *(asyncio.wait_for(unregister(n), timeout) for n in self.namesrv_names), return_exceptions=True
-        )
+        """Graceful: unregister from every NameServer (in parallel), stop serving, close the store."""
+        outcomes = await self.controller.shutdown()
         self._closed.set()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.to_thread(self.commit_log.close)
-        return {n: o if isinstance(o, str) else f"failed: {type(o).__name__}" for n, o in
-                zip(self.namesrv_names, outcomes, strict=True)}
+        return outcomes
 
     async def get_runtime_info(self) -> dict[str, Any]:
-        rec = self.commit_log.recovery
+        c = self.controller
+        rec = c.store.recovery
         return {
             "broker_addr": self.broker_addr,
-            "broker_name": self.broker_name,
-            "broker_id": self.broker_id,
-            "cluster": self.cluster_name,
-            "incarnation": self.incarnation,
-            "token": self.token,
+            "actor_name": self.actor_name,
+            "broker_name": c.identity.broker_name,
+            "broker_id": c.identity.broker_id,
+            "cluster": c.identity.cluster_name,
+            "incarnation": c.incarnation,
+            "token": c.token,
             "pid": os.getpid(),
             "node_id": ray.get_runtime_context().get_node_id(),
-            "store_dir": str(self.store_dir),
-            "data_version": self.topic_config_manager.data_version.to_wire(),
-            "topics": len(self.topic_config_manager.topic_config_table),
-            "master_addr": self.master_addr,
-            "permission": self.config.broker_permission,
+            "store_dir": str(c.store_dir),
+            "config": c.config,
+            "data_version": c.topics.data_version.to_wire(),
+            "topics": len(c.topics.topic_config_table),
+            "master_addr": c.registrar.master_addr,
+            "permission": c.config.broker_permission,
             "recovered_messages": rec.records,
             "truncated_bytes": rec.truncated_bytes,
-            "recovery_ms": self.recovery_ms,
-            "stats": dict(self.stats),
-            "queues": {f"{t}:{q}": n for (t, q), n in self.commit_log.queues().items()},
+            "corrupt_ranges": rec.corrupt_ranges,
+            "recovery_ms": c.recovery_ms,
+            "store_fsyncs": c.store.fsyncs,
+            "store_batches": c.store.batches,
+            "stats": dict(c.registrar.stats),
+            "remoting": asdict(c.remoting.stats()),
+            "consumer_groups": {g: c.processor.consumers.consumer_ids(g) for g in c.processor.consumers.groups},
+            "held_pulls": c.processor.hold.held,
+            "queues": {f"{t}:{q}": n for (t, q), n in c.store.queues().items()},
         }
 
     async def ping(self) -> str:

@@ -11,21 +11,36 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import ray
+from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.broker_actor import BrokerActor
+from actors.broker_actor import BrokerActor, broker_actor_name, store_path
 from actors.namesrv_actor import NameServerActor
 from actors.profiles import get_profile
+from actors.registry import REGISTRY_NAME, DeploymentRegistry
+from namesrv.protocol.server_config import (
+    ALL_INTERFACES,
+    DEFAULT_BROKER_PORT,
+    DEFAULT_NAMESRV_PORT,
+    LOOPBACK,
+    RemotingServerConfig,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "namesrv"
+REGISTRY_SETTINGS = ("profile", "data_dir", "detached", "namesrv_max_restarts", "broker_max_restarts",
+                     "namesrv_overrides", "broker_overrides", "namesrv_port", "listen_host", "remoting_overrides",
+                     "broker_port")
+"""The ClusterSpec fields the registry keeps (actors.registry): what a restart needs besides the brokers."""
+START_TIMEOUT_S = 60.0
 NAMESRV_PREFIX = "namesrv-"
 SOFT_PLACEMENT_MEMORY = 1024 * 1024
 
@@ -37,10 +52,19 @@ class BrokerSpec:
     cluster: str = "DefaultCluster"
     node_id: str | None = None
     """Pin the broker to this Ray node so a restart finds its store on the same disk."""
+    port: int | None = None
+    """The TCP port clients dial (assigned by the Deployment); None: reachable over Ray only."""
+    host: str = LOOPBACK
+    """The host the broker advertises (its node's IP on a multi-node cluster)."""
+
+    @property
+    def actor_name(self) -> str:
+        return broker_actor_name(self.broker_name, self.broker_id)
 
     @property
     def addr(self) -> str:
-        return f"{self.broker_name}-{self.broker_id}"
+        """The address routes carry: host:port, or the actor name for a Ray-only broker."""
+        return f"{self.host}:{self.port}" if self.port is not None else self.actor_name
 
 
 @dataclass
@@ -60,6 +84,22 @@ class ClusterSpec:
     namesrv_node_ids: list[str] = field(default_factory=list)
     """Place NameServer i on `namesrv_node_ids[i % len]`, softly: if that node dies, Ray restarts it
     elsewhere (a NameServer's state is rebuilt from broker registrations)."""
+    namesrv_port: int | None = DEFAULT_NAMESRV_PORT
+    """NameServer i serves RocketMQ's remoting protocol on namesrv_port + i; 0 takes free ports,
+    None serves Ray callers only."""
+    listen_host: str = LOOPBACK
+    """Where the TCP servers listen: 127.0.0.1 for a local deployment, 0.0.0.0 on a multi-node one."""
+    remoting_overrides: dict[str, Any] = field(default_factory=dict)
+    """RemotingServerConfig fields for every NameServer (e.g. server_channel_max_idle_time_seconds)."""
+    broker_port: int | None = DEFAULT_BROKER_PORT
+    """Broker i (in `brokers` order) serves clients on broker_port + 10 * i; 0 takes free ports
+    (kept across restarts), None serves Ray callers only."""
+
+    def namesrv_remoting(self, name: str) -> RemotingServerConfig | None:
+        if self.namesrv_port is None:
+            return None
+        port = self.namesrv_port + self.namesrv_names.index(name) if self.namesrv_port else 0
+        return RemotingServerConfig(listen_host=self.listen_host, listen_port=port, **self.remoting_overrides)
 
     @property
     def namesrv_names(self) -> list[str]:
@@ -111,24 +151,79 @@ def spread_over_nodes(
     return spec
 
 
+def free_port(host: str = LOOPBACK) -> int:
+    """A port nobody listens on right now (bound and released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def node_ip(node_id: str) -> str:
+    for node in ray.nodes():
+        if node["NodeID"] == node_id:
+            return str(node["NodeManagerAddress"])
+    raise ValueError(f"no Ray node {node_id}")
+
+
+def assign_broker_ports(spec: ClusterSpec) -> None:
+    """Give every broker spec its port (and, listening on all interfaces, its node's IP)."""
+    if spec.broker_port is None:
+        return
+    assigned = []
+    for i, b in enumerate(spec.brokers):
+        if b.port is None:
+            port = spec.broker_port + 10 * i if spec.broker_port else free_port(LOOPBACK)
+            host = b.host
+            if spec.listen_host == ALL_INTERFACES:
+                host = node_ip(b.node_id) if b.node_id else ray.util.get_node_ip_address()
+            b = replace(b, port=port, host=host)
+        assigned.append(b)
+    spec.brokers = assigned
+
+
+class BrokerRestartError(RuntimeError):
+    """A broker cannot come back where its store is (its node is dead, or the store is not there)."""
+
+
+def alive_node_ids() -> set[str]:
+    return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+
+
+def head_node_id() -> str | None:
+    return next((n["NodeID"] for n in ray.nodes() if n["Alive"] and "node:__internal_head__" in n["Resources"]),
+                None)
+
+
 class Deployment:
-    """Handles to one deployed cluster, plus the spec needed to restart any of its actors."""
+    """Handles to one deployed cluster, plus the spec needed to restart any of its actors. Brokers
+    are keyed by their address (`BrokerSpec.addr`), as routes name them."""
 
     def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
         self.namesrvs: dict[str, Any] = {}
         self.brokers: dict[str, Any] = {}
         self.broker_specs: dict[str, BrokerSpec] = {b.addr: b for b in spec.brokers}
+        self.registry: Any = None
+
+    def _registry(self) -> Any:
+        """The deployment's record (actors.registry), created on first use: where `connect()` finds
+        how to restart a broker where its data is."""
+        if self.registry is None:
+            options: dict[str, Any] = {"name": REGISTRY_NAME, "namespace": self.spec.namespace, "num_cpus": 0,
+                                       "lifetime": self._lifetime(), "get_if_exists": True}
+            head = head_node_id()
+            if head is not None:
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head, soft=True)
+                options["memory"] = SOFT_PLACEMENT_MEMORY
+            self.registry = ray.remote(DeploymentRegistry).options(**options).remote()
+        return self.registry
 
     # ------------------------------------------------------------------ start
     def _lifetime(self) -> str | None:
         return "detached" if self.spec.detached else None
 
     def start_namesrv(self, name: str) -> Any:
-        profile = get_profile(self.spec.profile)
-        config = profile.namesrv_config(**self.spec.namesrv_overrides).model_dump(
-            exclude={"kv_config_path", "config_store_path"}
-        )
+        config = get_profile(self.spec.profile).namesrv_config(**self.spec.namesrv_overrides)
         options: dict[str, Any] = {
             "name": name,
             "namespace": self.spec.namespace,
@@ -143,15 +238,26 @@ class Deployment:
             # Ray places a request for no resources at all on a random node, ignoring a *soft*
             # affinity (only hard affinity is special-cased): ask for a token 1 MiB of memory.
             options["memory"] = SOFT_PLACEMENT_MEMORY
-        handle = ray.remote(NameServerActor).options(**options).remote(name, config, self.spec.data_dir)
+        handle = ray.remote(NameServerActor).options(**options).remote(
+            name, config, self.spec.data_dir, self.spec.namesrv_remoting(name)
+        )
         self.namesrvs[name] = handle
         return handle
 
-    def start_broker(self, spec: BrokerSpec) -> Any:
-        profile = get_profile(self.spec.profile)
-        config = profile.broker_config(**self.spec.broker_overrides).model_dump(mode="json")
+    def start_broker(self, spec: BrokerSpec, require_store: bool = False) -> Any:
+        """Start a broker (returns at once; its constructor runs on its node). `require_store`: it
+        refuses to start where its commit log is not (a restart)."""
+        if spec.port is None and self.spec.broker_port is not None:  # started alone, not through start()
+            index = next((i for i, b in enumerate(self.spec.brokers) if b.actor_name == spec.actor_name), 0)
+            port = self.spec.broker_port + 10 * index if self.spec.broker_port else free_port(LOOPBACK)
+            spec = replace(spec, port=port)
+        config = get_profile(self.spec.profile).broker_config(**self.spec.broker_overrides)
+        remoting = None
+        if spec.port is not None:
+            remoting = RemotingServerConfig(listen_host=self.spec.listen_host, listen_port=spec.port,
+                                            advertised_host=spec.host)
         options: dict[str, Any] = {
-            "name": spec.addr,
+            "name": spec.actor_name,
             "namespace": self.spec.namespace,
             "num_cpus": 0,
             "max_restarts": self.spec.broker_max_restarts,
@@ -164,7 +270,7 @@ class Deployment:
             try:
                 handle = ray.remote(BrokerActor).options(**options).remote(
                     spec.cluster, spec.broker_name, spec.broker_id, self.spec.data_dir,
-                    self.spec.namesrv_names, self.spec.namespace, config, spec.addr,
+                    self.spec.namesrv_names, self.spec.namespace, config, remoting, require_store,
                 )
                 break
             except ValueError as e:
@@ -173,47 +279,91 @@ class Deployment:
                 time.sleep(0.05)
         self.brokers[spec.addr] = handle
         self.broker_specs[spec.addr] = spec
+        self._registry().put_broker.remote(spec.actor_name, asdict(spec))
         return handle
 
     def start(self) -> Deployment:
+        assign_broker_ports(self.spec)
+        self.broker_specs = {b.addr: b for b in self.spec.brokers}
+        self._registry().put_settings.remote({k: getattr(self.spec, k) for k in REGISTRY_SETTINGS})
         for name in self.spec.namesrv_names:
             self.start_namesrv(name)
-        ray.get([h.ping.remote() for h in self.namesrvs.values()])
+        ray.get([h.ping.remote() for h in self.namesrvs.values()])  # a NameServer that cannot bind fails here
         for spec in self.spec.brokers:
             self.start_broker(spec)
         ray.get([h.ping.remote() for h in self.brokers.values()])
         log.info("deployed %d NameServers and %d brokers", len(self.namesrvs), len(self.brokers))
         return self
 
+    def namesrv_addr(self, timeout_s: float = 10.0) -> str:
+        """The NameServers' remoting addresses in RocketMQ's form, `host:9876;host:9877` (what a
+        RocketMQ client takes as namesrvAddr); empty when none serves TCP."""
+        addrs = ray.get([h.get_remoting_address.remote() for h in self.namesrvs.values()], timeout=timeout_s)
+        return ";".join(a for a in addrs if a)
+
     # ------------------------------------------------------------------ faults and recovery
-    def kill_broker(self, addr: str) -> None:
+    def addr_of(self, broker: str) -> str:
+        """A broker's address (what routes carry), given its address or its actor name."""
+        if broker in self.broker_specs:
+            return broker
+        for addr, spec in self.broker_specs.items():
+            if spec.actor_name == broker:
+                return addr
+        raise KeyError(f"no broker {broker!r} in this deployment")
+
+    def kill_broker(self, broker: str) -> None:
         """ray.kill: the actor dies at once, no graceful shutdown (pending calls fail)."""
-        ray.kill(self.brokers[addr], no_restart=True)
+        ray.kill(self.brokers[self.addr_of(broker)], no_restart=True)
 
-    def broker_pid(self, addr: str) -> int:
-        return ray.get(self.brokers[addr].get_runtime_info.remote())["pid"]
+    def broker_pid(self, broker: str) -> int:
+        return ray.get(self.brokers[self.addr_of(broker)].get_runtime_info.remote())["pid"]
 
-    def signal_broker(self, addr: str, sig: signal.Signals, pid: int | None = None) -> int:
+    def signal_broker(self, broker: str, sig: signal.Signals, pid: int | None = None) -> int:
         """SIGKILL / SIGSTOP / SIGCONT the broker's worker process (this machine's nodes only)."""
-        pid = pid if pid is not None else self.broker_pid(addr)
+        pid = pid if pid is not None else self.broker_pid(broker)
         os.kill(pid, sig)
         return pid
 
-    def restart_broker(self, addr: str) -> Any:
-        """Start the broker again with the same name, store and config (after it died)."""
+    def restart_broker(self, broker: str, start_empty: bool = False) -> Any:
+        """Start the broker again with the same name, address, node, store and config (after it
+        died), and wait until it is up. It must come back where its store is: a broker pinned to a
+        dead node, or whose node no longer holds its store, raises BrokerRestartError, unless
+        `start_empty` (then it starts with an empty store, elsewhere if its node is dead)."""
+        addr = self.addr_of(broker)
+        spec = self.broker_specs[addr]
         old = self.brokers.get(addr)
+        if old is None:  # not answering when this Deployment was built: its name may still be held
+            try:
+                old = ray.get_actor(spec.actor_name, namespace=self.spec.namespace)
+            except ValueError:
+                old = None
         if old is not None:
             try:
                 ray.kill(old, no_restart=True)
             except Exception:  # already gone
                 pass
-        return self.start_broker(self.broker_specs[addr])
+        where = store_path(self.spec.data_dir, spec.actor_name)
+        if spec.node_id is not None and spec.node_id not in alive_node_ids():
+            if not start_empty:
+                raise BrokerRestartError(
+                    f"broker {spec.actor_name} is pinned to node {spec.node_id}, which is dead: its store {where} "
+                    "went with it; restart it with start_empty (--start-empty) to start it empty on another node")
+            log.warning("broker %s: node %s is dead; starting it empty elsewhere", spec.actor_name, spec.node_id)
+            spec = replace(spec, node_id=None)
+        handle = self.start_broker(spec, require_store=not start_empty)
+        try:
+            ray.get(handle.ping.remote(), timeout=START_TIMEOUT_S)
+        except RayActorError as e:
+            self.brokers.pop(addr, None)
+            raise BrokerRestartError(f"broker {spec.actor_name} did not start: {_creation_error(e)}") from e
+        return handle
 
     def kill_namesrv(self, name: str, restart: bool = True) -> None:
         """Kill a NameServer; with restart Ray brings it back empty (max_restarts) at the same name."""
         ray.kill(self.namesrvs[name], no_restart=not restart)
 
-    def shutdown_broker(self, addr: str) -> dict[str, str]:
+    def shutdown_broker(self, broker: str) -> dict[str, str]:
+        addr = self.addr_of(broker)
         outcome = ray.get(self.brokers[addr].shutdown.remote())
         ray.kill(self.brokers[addr], no_restart=True)
         return outcome
@@ -228,7 +378,16 @@ class Deployment:
                 log.info("broker %s not shut down gracefully: %s", addr, type(e).__name__)
             ray.kill(self.brokers.pop(addr), no_restart=True)
         for name in list(self.namesrvs):
-            ray.kill(self.namesrvs.pop(name), no_restart=True)
+            handle = self.namesrvs.pop(name)
+            try:
+                if graceful:
+                    ray.get(handle.shutdown.remote(), timeout=10)
+            except Exception as e:
+                log.info("NameServer %s not shut down gracefully: %s", name, type(e).__name__)
+            ray.kill(handle, no_restart=True)
+        if self.registry is not None:
+            ray.kill(self.registry, no_restart=True)
+            self.registry = None
 
 
 def deploy(spec: ClusterSpec) -> Deployment:
@@ -236,27 +395,55 @@ def deploy(spec: ClusterSpec) -> Deployment:
 
 
 def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
-    """Find a running deployment by its actor names (from any driver connected to the cluster)."""
+    """Find a running deployment by its actor names (from any driver connected to the cluster).
+    Its settings and every broker it started (dead ones included, with the node their store is on)
+    come from its registry (actors.registry); a deployment without one (started by an older
+    version) is rebuilt from the live brokers' runtime info, each pinned to its current node."""
     names = sorted(
         a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == namespace
     )
     namesrv_names = [n for n in names if n.startswith(NAMESRV_PREFIX)]
     spec = ClusterSpec(namesrv_count=len(namesrv_names), brokers=[], namespace=namespace)
+    registry, record = None, cast(dict[str, Any], {"settings": {}, "brokers": {}})
+    if REGISTRY_NAME in names:
+        registry = ray.get_actor(REGISTRY_NAME, namespace=namespace)
+        record = cast(dict[str, Any], ray.get(registry.get.remote(), timeout=10))
+        spec = replace(spec, **{k: v for k, v in record["settings"].items() if k in REGISTRY_SETTINGS})
     dep = Deployment(spec)
+    dep.registry = registry
     for name in namesrv_names:
         dep.namesrvs[name] = ray.get_actor(name, namespace=namespace)
+    for b in record["brokers"].values():
+        known = BrokerSpec(**b)
+        dep.broker_specs[known.addr] = known
+    spec.brokers = list(dep.broker_specs.values())
     for name in names:
-        if name in dep.namesrvs:
+        if name in dep.namesrvs or name == REGISTRY_NAME:
             continue
         handle = ray.get_actor(name, namespace=namespace)
         try:
-            info = ray.get(handle.get_runtime_info.remote(), timeout=5)
+            info = cast(dict[str, Any], ray.get(handle.get_runtime_info.remote(), timeout=5))
         except Exception:  # not a broker (a producer, a chaos driver) or not answering
             continue
         if "broker_addr" in info:
-            dep.brokers[name] = handle
-            dep.broker_specs[name] = BrokerSpec(info["broker_name"], info["broker_id"], info["cluster"])
+            addr = info["broker_addr"]
+            host, sep, port = addr.rpartition(":")
+            tcp = bool(sep) and port.isdigit()
+            dep.brokers[addr] = handle
+            if addr not in dep.broker_specs:
+                dep.broker_specs[addr] = BrokerSpec(info["broker_name"], info["broker_id"], info["cluster"],
+                                                    node_id=info.get("node_id"), port=int(port) if tcp else None,
+                                                    host=host if tcp else LOOPBACK)
     return dep
+
+
+def _creation_error(e: RayActorError) -> str:
+    """The broker constructor's own error out of Ray's wrapping (one line)."""
+    text = str(e)
+    for line in reversed(text.splitlines()):
+        if "StoreMissingError" in line or "Error:" in line:
+            return line.strip()
+    return " ".join(text.split())[:500]
 
 
 def data_dir_path(spec: ClusterSpec) -> Path:

@@ -1,45 +1,80 @@
-"""Timing profiles: `default` is RocketMQ's numbers; `fast` shrinks every period for tests and demos."""
+"""Timing profiles: `default` is RocketMQ's numbers; `fast` shrinks every period for tests and demos.
+
+A profile is typed end to end: the NameServer and broker configs it holds are the very models the
+actors receive (Ray pickles them), validated once here.
+
+The NameServer's 'not ready' window after a restart is not a number of its own but follows from
+the brokers' timing (`not_ready_window_ms`): every broker the NameServer knew must get the chance
+to register again before a route may be answered without it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from namesrv.broker_config import BrokerConfig
-from namesrv.config import NamesrvConfig
+from pydantic import BaseModel, ConfigDict, Field
+
+from namesrv.broker.config import BrokerConfig
+from namesrv.routeinfo.config import NamesrvConfig
 
 
-@dataclass(frozen=True)
-class TimingProfile:
+class TimingProfile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     name: str
-    namesrv: dict[str, Any] = field(default_factory=dict)
-    broker: dict[str, Any] = field(default_factory=dict)
-    route_poll_interval_ms: int = 30_000
+    namesrv: NamesrvConfig = Field(default_factory=NamesrvConfig)
+    broker: BrokerConfig = Field(default_factory=BrokerConfig)
+    route_poll_interval_ms: int = Field(default=30_000, gt=0)
     """Producers' route refresh (pollNameServerInterval)."""
 
     def namesrv_config(self, **overrides: Any) -> NamesrvConfig:
-        return NamesrvConfig(**(self.namesrv | overrides))
+        return NamesrvConfig.model_validate(self.namesrv.model_dump() | overrides)
 
     def broker_config(self, **overrides: Any) -> BrokerConfig:
-        return BrokerConfig(**(self.broker | overrides))
+        return BrokerConfig.model_validate(self.broker.model_dump() | overrides)
 
 
-DEFAULT = TimingProfile("default")
+def not_ready_window_ms(broker: BrokerConfig, actor_restart_ms: int) -> int:
+    """The longest a restarted NameServer keeps refusing route queries (it opens as soon as every
+    broker it knew has registered again):
 
+        window = register period + register timeout + actor restart
+
+    A broker whose registration failed while the NameServer was down retries only one period
+    later; that call may take up to the registration timeout; and a broker restarted together
+    with the NameServer (its node was lost) registers only once Ray has restarted its actor,
+    which is also when a broker that dropped its handle finds the re-created NameServer again.
+    Default profile: 30 s + 6 s + 10 s = 46 s (RocketMQ's NameServer waits 45 s); fast: 0.5 s +
+    1 s + 3 s = 4.5 s."""
+    return broker.effective_register_period_ms() + broker.register_broker_timeout_ms + actor_restart_ms
+
+
+DEFAULT_ACTOR_RESTART_MS = 10_000
+FAST_ACTOR_RESTART_MS = 3_000
+"""Allowance for Ray restarting an actor (a new worker process), in the not-ready window."""
+
+_DEFAULT_BROKER = BrokerConfig()
+DEFAULT = TimingProfile(
+    name="default",
+    namesrv=NamesrvConfig(not_ready_window_ms=not_ready_window_ms(_DEFAULT_BROKER, DEFAULT_ACTOR_RESTART_MS)),
+    broker=_DEFAULT_BROKER,
+)
+
+_FAST_BROKER = BrokerConfig(
+    register_name_server_period_ms=500,
+    register_initial_delay_ms=0,
+    register_broker_timeout_ms=1_000,
+    allow_short_register_period=True,
+)
 FAST = TimingProfile(
-    "fast",
-    namesrv={
-        "scan_not_active_broker_initial_delay_ms": 200,
-        "scan_not_active_broker_interval_ms": 200,
-        "broker_channel_expired_time_ms": 2_000,
-        "not_ready_window_ms": 500,
-    },
-    broker={
-        "register_name_server_period_ms": 500,
-        "register_initial_delay_ms": 0,
-        "register_broker_timeout_ms": 1_000,
-        "allow_short_register_period": True,
-    },
+    name="fast",
+    namesrv=NamesrvConfig(
+        scan_not_active_broker_initial_delay_ms=200,
+        scan_not_active_broker_interval_ms=200,
+        broker_channel_expired_time_ms=2_000,
+        not_ready_window_ms=not_ready_window_ms(_FAST_BROKER, FAST_ACTOR_RESTART_MS),
+    ),
+    broker=_FAST_BROKER,
     route_poll_interval_ms=1_000,
 )
 

@@ -22,65 +22,32 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 import uuid
-import zlib
 from pathlib import Path
+from textwrap import indent
 from typing import Any
 
 import msgpack
 import ray
+from _common import latency_ms, pct_ms, print_machine, ratio_table
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment
 from namesrv.clock import ManualClock
-from namesrv.codec import RemotingRequest, RemotingResponse, encode_body
-from namesrv.config import NamesrvConfig
-from namesrv.constants import PERM_ALL, Perm, RequestCode
-from namesrv.kvconfig import KVConfigManager
-from namesrv.models import TopicConfig
-from namesrv.processor import DefaultRequestProcessor
-from namesrv.route_info_manager import RouteInfoManager
+from namesrv.protocol.bodies import body_crc32
+from namesrv.protocol.codes import RequestCode
+from namesrv.protocol.command import RemotingRequest, RemotingResponse
+from namesrv.protocol.constants import PERM_ALL, Perm
+from namesrv.protocol.models import TopicConfig, TopicRouteData
+from namesrv.protocol.msgpack_codec import encode_body
+from namesrv.routeinfo.config import NamesrvConfig
+from namesrv.routeinfo.kvconfig import KVConfigManager
+from namesrv.routeinfo.processor import DefaultRequestProcessor
+from namesrv.routeinfo.route_info_manager import RouteInfoManager
 
 TOPIC = "BenchTopic"
-
-
-# ---------------------------------------------------------------------------- machine
-def machine_info() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except OSError:
-        pass
-    return {
-        "cpu_model": model,
-        "cpu_count": os.cpu_count(),
-        "memory_gib": mem_gib,
-        "python": sys.version.split()[0],
-        "ray": ray.__version__,
-        "platform": platform.platform(),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-    }
-
-
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))
-    return s[k]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -105,6 +72,8 @@ def new_deployment(data_dir: str, namesrv_count: int, brokers: list[BrokerSpec],
         profile="fast",
         namespace=f"bench-{uuid.uuid4().hex[:8]}",
         data_dir=data_dir,
+        namesrv_port=None,  # Ray callers only: no TCP port to collide with another run on this machine
+        broker_port=None,
         **spec,
     )
     return Deployment(cluster).start()
@@ -114,21 +83,26 @@ def wait_for_route(ns: Any, topic: str, predicate: Any, timeout: float) -> dict[
     """Long-poll one NameServer until predicate(route) holds; returns that route."""
     deadline = time.monotonic() + timeout
     resp = ray.get(ns.get_routeinfo_by_topic.remote(topic=topic))
-    route = resp.decode_body() if resp.ok else None
+    route = resp.wire_body() if resp.ok else None
     if resp.ok and predicate(route):
         return route
     held = resp.ext_fields.get("routeVersion", -1) if resp.ok else -1
     while (remaining := deadline - time.monotonic()) > 0:
         changes = ray.get(ns.listen_for_change.remote({topic: held}, remaining))
         if topic in changes:
-            held, route = changes[topic]["version"], changes[topic]["route"]
+            held, route = changes[topic].version, changes[topic].route
             if predicate(route):
                 return route
     raise TimeoutError(f"route of {topic} did not reach the expected state within {timeout} s")
 
 
-def broker_names(route: dict[str, Any] | None) -> set[str]:
-    return {b["brokerName"] for b in route["brokerDatas"]} if route else set()
+def broker_names(route: TopicRouteData | dict[str, Any] | None) -> set[str]:
+    """Broker names of a route, as a route query (wire dict) or the long-poll (TopicRouteData) gives it."""
+    if route is None:
+        return set()
+    if isinstance(route, TopicRouteData):
+        return {b.broker_name for b in route.broker_datas}
+    return {b["brokerName"] for b in route["brokerDatas"]}
 
 
 # ---------------------------------------------------------------------------- 1. route queries
@@ -170,8 +144,8 @@ def bench_route_queries(data_dir: str, concurrency: list[int], duration: float, 
             for name, runs in samples.items():
                 lat = [x for _, lats in runs for x in lats]
                 row[f"{name}_rate"] = statistics.median(rate for rate, _ in runs)
-                row[f"{name}_p50_ms"] = pct(lat, 50) * 1000
-                row[f"{name}_p99_ms"] = pct(lat, 99) * 1000
+                row[f"{name}_p50_ms"] = pct_ms(lat, 0.50)
+                row[f"{name}_p99_ms"] = pct_ms(lat, 0.99)
             row["ratio"] = row["namesrv_rate"] / row["noop_rate"]
             rows.append(row)
         return rows
@@ -217,11 +191,11 @@ def bench_failure_detection(data_dir: str, kills: int, namesrv_count: int) -> di
                 t = time.perf_counter() - t0
                 name = pending.pop(ready[0])
                 changes = ray.get(ready[0])
-                if TOPIC in changes and "broker-b" not in broker_names(changes[TOPIC]["route"]):
+                if TOPIC in changes and "broker-b" not in broker_names(changes[TOPIC].route):
                     per_ns[name].append(t)
                     continue
                 if TOPIC in changes:  # an unrelated change: hold the new version and listen again
-                    held[name] = changes[TOPIC]["version"]
+                    held[name] = changes[TOPIC].version
                 pending[dep.namesrvs[name].listen_for_change.remote({TOPIC: held[name]}, 30)] = name
             every.append(max(per_ns[n][-1] for n in per_ns))
         causes = {
@@ -331,7 +305,7 @@ def bench_heartbeats(data_dir: str, topic_counts: list[int], hb_reps: int, reg_r
         proc = DefaultRequestProcessor(rim, KVConfigManager(None))
         idn = ident(n)
         bodies = [register_body(n, c) for c in range(1, reg_reps + 2)]
-        crcs = [zlib.crc32(b) for b in bodies]
+        crcs = [body_crc32(b) for b in bodies]
         assert proc.process_request(RemotingRequest(RequestCode.REGISTER_BROKER, idn, bodies[0])).ok
         hb_req = RemotingRequest(RequestCode.BROKER_HEARTBEAT, idn)
         hb = time_calls(lambda r=hb_req, p=proc: p.process_request(r), hb_reps * 10)
@@ -358,10 +332,6 @@ def wait_stats(broker: Any, predicate: Any, timeout: float = 60.0) -> dict[str, 
 
 
 # ---------------------------------------------------------------------------- report
-def ms(values: list[float]) -> str:
-    return f"p50 {pct(values, 50) * 1000:8.3f} ms  p99 {pct(values, 99) * 1000:8.3f} ms  (n={len(values)})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", default="1,4,16", help="caller counts for the route benchmark")
@@ -379,17 +349,14 @@ def main() -> None:
     if args.quick:
         args.duration, args.rounds, args.kills, args.hb_reps, args.reg_reps = 0.5, 1, 3, 50, 3
 
-    info = machine_info()
-    print("== machine")
-    for k, v in info.items():
-        print(f"  {k:12s} {v}")
+    info = print_machine()
     ray.init(
         address="local", num_cpus=2, include_dashboard=False, namespace=f"bench-{uuid.uuid4().hex[:8]}",
         log_to_driver=False,
     )
     results: dict[str, Any] = {"machine": info}
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-actors-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bench-actors-", ignore_cleanup_errors=True) as tmp:
             if args.only in (None, "routes"):
                 counts = [int(c) for c in args.concurrency.split(",")]
                 print(f"\n== 1. route queries: one NameServer actor vs a no-op async actor method "
@@ -397,23 +364,24 @@ def main() -> None:
                       f"{args.duration:.1f} s, median rate)")
                 rows = bench_route_queries(f"{tmp}/routes", counts, args.duration, args.rounds)
                 results["routes"] = rows
-                print(f"  {'callers':>7} | {'namesrv/s':>9} {'p50 ms':>7} {'p99 ms':>7} | "
-                      f"{'no-op/s':>9} {'p50 ms':>7} {'p99 ms':>7} | ratio")
+                table_rows = []
                 for r in rows:
-                    print(f"  {r['callers']:>7} | {r['namesrv_rate']:9.0f} {r['namesrv_p50_ms']:7.2f} "
-                          f"{r['namesrv_p99_ms']:7.2f} | {r['noop_rate']:9.0f} {r['noop_p50_ms']:7.2f} "
-                          f"{r['noop_p99_ms']:7.2f} | {r['ratio']:.2f}{'' if r['ratio'] >= 0.9 else '  (< 0.9)'}")
+                    c = r["callers"]
+                    table_rows += [(f"{c} callers: calls/s", r["noop_rate"], r["namesrv_rate"]),
+                                   (f"{c} callers: p50 ms", r["noop_p50_ms"], r["namesrv_p50_ms"]),
+                                   (f"{c} callers: p99 ms", r["noop_p99_ms"], r["namesrv_p99_ms"])]
+                print(indent(ratio_table(table_rows, "no-op actor", "NameServer"), "  "))
 
             if args.only in (None, "failures"):
                 print(f"\n== 2. failure detection: ray.kill(broker) -> dropped from the route on every one of "
                       f"{args.namesrvs} NameServers ({args.kills} kills, driver-side long-poll timestamps)")
                 fd = bench_failure_detection(f"{tmp}/failures", args.kills, args.namesrvs)
                 results["failures"] = fd
-                print(f"  every NameServer   {ms(fd['every'])}  max {max(fd['every']) * 1000:.1f} ms")
+                print(f"  every NameServer   {latency_ms(fd['every'])}")
                 for name, vals in fd["per_ns"].items():
-                    print(f"  {name:18s} {ms(vals)}")
+                    print(f"  {name:18s} {latency_ms(vals)}")
                 if fd["rejoin"]:
-                    print(f"  restart -> back on every NameServer  {ms(fd['rejoin'])}")
+                    print(f"  restart -> back on every NameServer  {latency_ms(fd['rejoin'])}")
                 print(f"  removal causes recorded: {fd['causes']}")
 
             if args.only in (None, "heartbeats"):
@@ -432,9 +400,9 @@ def main() -> None:
                                    ("(c) server side: request processor in process (no Ray)", "core")):
                     print(f"  {label}")
                     for n, t in hb[key].items():
-                        print(f"      {n:>6} topics  heartbeat            {ms(t['heartbeat'])}")
-                        print(f"      {n:>6} topics  register, same ver.  {ms(t['register_same_version'])}")
-                        print(f"      {n:>6} topics  register, new ver.   {ms(t['register_new_version'])}")
+                        print(f"      {n:>6} topics  heartbeat            {latency_ms(t['heartbeat'])}")
+                        print(f"      {n:>6} topics  register, same ver.  {latency_ms(t['register_same_version'])}")
+                        print(f"      {n:>6} topics  register, new ver.   {latency_ms(t['register_new_version'])}")
                 print(f"  register body bytes (synthetic): {hb['body_bytes']}")
     finally:
         ray.shutdown()

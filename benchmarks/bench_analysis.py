@@ -15,15 +15,13 @@ three) ways, timed per stage, then every analysis runs on each resulting DataFra
 Each load stage ends with the DataFrame cached and counted, so the analyses compare like for like.
 
     python benchmarks/bench_analysis.py --rows 1000000
-    python benchmarks/bench_analysis.py --rows 50000 --paths bridge,parquet   # quick
+    python benchmarks/bench_analysis.py --quick   # 20,000 rows, bridge only, no pipeline run
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
-import platform
 import random
 import shutil
 import subprocess
@@ -40,15 +38,17 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _common import print_machine
+
 from clients.analysis import jobs
 from clients.analysis.bridge import arrow_ipc_refs_to_spark, table_to_arrow_ipc
 from clients.analysis.faults import faults_to_spark
 from clients.analysis.snapshots import append_snapshots, dataset_spark_schema, read_snapshots_spark
 from clients.analysis.spark import SparkSettings, get_or_create_spark, stop_spark
 from namesrv.clock import ManualClock
-from namesrv.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from namesrv.route_info_manager import RouteInfoManager
-from namesrv.snapshot import arrow_schema, snapshot_record_batch
+from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.routeinfo.snapshot import arrow_schema, snapshot_record_batch
 
 T0 = 1_700_000_000_000
 HEARTBEAT_MS = 30_000
@@ -196,21 +196,8 @@ class Stopwatch:
         print(f" {elapsed:.2f} s", flush=True)
 
 
-def machine() -> str:
-    model = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-        mem_kb = next(
-            int(line.split()[1])
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal")
-        )
-        mem = f"{mem_kb / 1024 / 1024:.1f} GiB"
-    except (OSError, StopIteration, ValueError):
-        mem = "?"
+def versions() -> str:
+    """The Spark side's versions (the machine itself is printed by _common)."""
     try:
         java = subprocess.run(
             ["java", "-version"], capture_output=True, text=True, check=False
@@ -220,12 +207,8 @@ def machine() -> str:
     import pyspark
     import raydp
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
-        f"cpus={os.cpu_count()} model={model!r} memory={mem} load1={load:.1f}\n"
-        f"python {platform.python_version()}, ray {ray.__version__}, "
-        f"raydp {getattr(raydp, '__version__', '?')}, "
-        f"pyspark {pyspark.__version__}, pyarrow {pa.__version__}; {java}"
+        f"raydp {getattr(raydp, '__version__', '?')}, pyspark {pyspark.__version__}, pyarrow {pa.__version__}; {java}"
     )
 
 
@@ -315,7 +298,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executor-memory", default="2G")
     p.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray started here")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--pipeline-duration", type=float, default=12.0,
+                   help="then time the whole pipeline: a chaos run of this many seconds with snapshots, "
+                        "then `namesrv analyze` of its directory (0: skip)")
+    p.add_argument("--quick", action="store_true",
+                   help="20,000 rows, the bridge path only, one load round, no pipeline run")
     args = p.parse_args(argv)
+    if args.quick:
+        args.rows, args.paths, args.repeat, args.pipeline_duration = 20_000, "bridge", 1, 0.0
     paths = [x.strip() for x in args.paths.split(",") if x.strip()]
     unknown = set(paths) - {"bridge", "bridge-ipc", "parquet", "driver"}
     if unknown:
@@ -325,13 +315,15 @@ def main(argv: list[str] | None = None) -> int:
     steps = max(1, -(-args.rows // (rows_per_snapshot * args.namesrvs)))
     batch = min(args.batch, steps)
     faults = fault_schedule(args.brokers, steps, args.period_ms, args.seed)
-    print(machine())
+    print_machine()
+    print(f"  spark      {versions()}")
     print(
         f"workload: {args.namesrvs} NameServers x {steps} snapshots x ~{rows_per_snapshot} rows "
         f"(target {args.rows:,}); {len(faults) // 2} broker kills; batches of {batch} snapshots"
     )
 
     watch = Stopwatch()
+    pipeline: dict[str, Any] | None = None
     ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     workdir = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
@@ -388,13 +380,44 @@ def main(argv: list[str] | None = None) -> int:
                 counts[path] = run_analyses(spark, df, faults_df, path, watch)
             if len({tuple(sorted(c.items())) for c in counts.values()}) > 1:
                 print("WARNING: result row counts differ between paths:", counts)
+        for df in frames.values():
+            df.unpersist()
+        pipeline = time_pipeline(args.pipeline_duration, workdir) if args.pipeline_duration > 0 else None
     finally:
         stop_spark()
         ray.shutdown()
         shutil.rmtree(workdir, ignore_errors=True)
 
     print_summary(watch, paths, total_rows, counts)
+    if pipeline:
+        print(f"\npipeline end to end (chaos {args.pipeline_duration:g} s with snapshots -> namesrv analyze, "
+              f"Spark already up): chaos {pipeline['chaos_s']:.1f} s ({pipeline['faults']} faults, "
+              f"{pipeline['snapshot_rows']:,} snapshot rows) + analyze {pipeline['analyze_s']:.1f} s "
+              f"= {pipeline['chaos_s'] + pipeline['analyze_s']:.1f} s")
     return 0
+
+
+def time_pipeline(duration_s: float, workdir: Path) -> dict[str, Any]:
+    """The issue-14 pipeline on the running Ray and Spark: a seeded chaos run (private deployment,
+    route snapshots collected) and `namesrv analyze` of its output directory."""
+    from clients.analysis import cli
+    from clients.chaos.plan import ChaosConfig
+    from clients.chaos.run import run_chaos
+    from clients.chaos.schema import FAULT_KINDS
+
+    out = workdir / "chaos"
+    started = time.perf_counter()
+    report = run_chaos(ChaosConfig(duration_s=duration_s, fault_interval_s=1.8, seed=3, rate=40), out)
+    chaos_s = time.perf_counter() - started
+    parser = argparse.ArgumentParser(prog="namesrv")
+    cli.add_parser(parser.add_subparsers(dest="command"))
+    started = time.perf_counter()
+    code = cli.run(parser.parse_args(["analyze", str(out), "--no-progress", "--quiet"]))
+    analyze_s = time.perf_counter() - started
+    if code != 0 or not report.ok:
+        print(f"WARNING: pipeline run not clean (analyze exit {code}, invariants ok {report.ok})")
+    return {"chaos_s": chaos_s, "analyze_s": analyze_s, "snapshot_rows": report.snapshot_rows,
+            "faults": sum(1 for r in report.timeline if r.kind in FAULT_KINDS)}
 
 
 def print_summary(watch: Stopwatch, paths: list[str], rows: int, counts: dict[str, dict[str, int]]) -> None:

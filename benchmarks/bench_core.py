@@ -1,6 +1,6 @@
 """Per-call cost of the NameServer core's hot paths at a small and a large topic table.
 
-    PYTHONPATH=. python benchmarks/bench_core.py [--iterations N]
+    bash run.sh bench bench_core [--iterations N] [--quick]
 
 Two tables, each built once: 100 and 100,000 topics over 100 broker groups (masters), every topic
 on 3 brokers. Measured per call with time.perf_counter_ns, GC paused while timing:
@@ -17,48 +17,28 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
-import platform
 import random
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
+
+from _common import print_machine
 
 from namesrv.clock import ManualClock
-from namesrv.codec import RemotingRequest, encode_body
-from namesrv.config import NamesrvConfig
-from namesrv.constants import RequestCode
-from namesrv.kvconfig import KVConfigManager
-from namesrv.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from namesrv.processor import DefaultRequestProcessor
-from namesrv.route_info_manager import RouteInfoManager
+from namesrv.protocol.codes import RequestCode
+from namesrv.protocol.command import RemotingRequest
+from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from namesrv.protocol.msgpack_codec import encode_body
+from namesrv.routeinfo.config import NamesrvConfig
+from namesrv.routeinfo.kvconfig import KVConfigManager
+from namesrv.routeinfo.processor import DefaultRequestProcessor
+from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.stats import percentile
 
 BROKERS = 100
 REPLICAS = 3
 SIZES = (100, 100_000)
 CLUSTER = "BenchCluster"
-
-
-def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    meminfo = Path("/proc/meminfo")
-    model = "unknown CPU"
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    memory = "unknown memory"
-    if meminfo.exists():
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB RAM"
-                break
-    return (
-        f"{platform.platform()} | {model} | {os.cpu_count()} logical CPUs | {memory} | "
-        f"Python {platform.python_version()} ({platform.python_implementation()})"
-    )
 
 
 def broker_name(i: int) -> str:
@@ -97,9 +77,7 @@ def timed(fn: Callable[[int], object], calls: int) -> list[int]:
 
 def summary(samples: list[int]) -> tuple[float, float]:
     """(median, p99) in microseconds."""
-    ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return statistics.median(ordered) / 1000, p99 / 1000
+    return statistics.median(samples) / 1000, (percentile(samples, 0.99) or 0) / 1000
 
 
 class Bench:
@@ -191,7 +169,7 @@ ROWS = [
     (None, "contrast: costs that grow with a broker's topics (3 vs 3,000 per broker)"),
     ("first", "register_broker, first registration"),
     ("changed", "register_broker, changed DataVersion, same topics"),
-    ("processor_full", "processor REGISTER_BROKER, full msgpack body"),
+    ("processor_full", "processor REGISTER_BROKER, full msgpack body, same version"),
     ("processor_lite", "processor REGISTER_BROKER, no body (lite)"),
 ]
 
@@ -199,11 +177,12 @@ ROWS = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=50_000, help="timed calls per hot-path operation")
+    parser.add_argument("--quick", action="store_true", help="5,000 timed calls per operation")
     args = parser.parse_args()
+    if args.quick:
+        args.iterations = 5_000
 
-    print(f"machine: {machine()}")
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"load average before the run (1/5/15 min): {load}")
+    print_machine()
     overhead = summary(timed(lambda i: None, 100_000))[0] * 1000
     print(f"timer + call overhead (empty lambda): median {overhead:.0f} ns, included in every figure below")
     print(

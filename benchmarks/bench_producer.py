@@ -1,21 +1,18 @@
-"""Producer benchmark on a private local Ray: send throughput and latency, the cost of queue selection,
-and how fast a broker's death reaches producers' route caches (push vs poll).
+"""Producer benchmark on a private local Ray: what group commit buys a SYNC_FLUSH broker, the cost of
+queue selection, and (optionally) how fast a broker's death reaches producers' route caches.
 
-    PYTHONPATH=. python benchmarks/bench_producer.py                 # everything, ~2 min
-    PYTHONPATH=. python benchmarks/bench_producer.py --skip-poll     # without the 30 s poll measurement
+    bash run.sh bench bench_producer                     # flush comparison + selection, under 2 min
+    bash run.sh bench bench_producer --propagation       # plus route propagation (push, then 30 s poll)
 
-What runs: 2 NameServers and 3 brokers (fast timing profile, SYNC flush: a send is acknowledged after
-fsync), one topic with 4 queues on every broker. Producers are ProducerActors (one process each, its
-own client instance), sending sync, back to back, 128-byte bodies unless told otherwise.
-
-1. Throughput and p50/p99 latency with 1 and 4 producers (after a warm-up per producer).
-2. Queue selection (SendEngine.select_one_message_queue) timed in a tight loop in this process,
-   against the 1-producer p50 send latency.
-3. Route propagation after ray.kill of a broker, to every producer's cache: with route push (the
-   NameServer's long-poll) and with push off and only the poll (`--poll-interval-ms`, default 30 s,
-   RocketMQ's pollNameServerInterval). Times are CLOCK_MONOTONIC, shared by every process on the
-   machine: the driver's time right before ray.kill against the producer's entry in
-   MQClientInstance.route_updates that dropped the broker.
+1. Flush policies, one broker each, 16 concurrent senders (threads of one Producer in this driver,
+   sync sends back to back, 128-byte bodies): SYNC_FLUSH with group commit (one fsync per batch of
+   whatever arrived meanwhile, RocketMQ's GroupCommitService), ASYNC_FLUSH (acknowledged after
+   write(), fsync every 500 ms), and SYNC_FLUSH with one fsync per message. Printed side by side:
+   msg/s, p50/p99 ack latency (the Producer's send() call), messages per fsync, and the ratios
+   (target: group commit >= 0.8x async and >= 3x one-fsync-per-message).
+2. Queue selection (SendEngine.select_one_message_queue) timed in a tight loop in this process.
+3. With --propagation: route propagation after ray.kill of a broker to every producer's cache, with
+   route push (the NameServer's long-poll) and, unless --skip-poll, with only the 30 s poll.
 """
 
 from __future__ import annotations
@@ -24,28 +21,60 @@ import argparse
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
-from actors.producer_actor import ProducerActor
 from clients.admin import AdminClient
+from clients.producer import Message, Producer
+from clients.producer_actor import ProducerActor
+from namesrv.broker.commit_log import FlushDiskType
+from namesrv.client.config import ProducerConfig
 from namesrv.client.publish_info import topic_route_data_to_publish_info
-from namesrv.client.send_engine import SendEngine, SendPolicy
-from namesrv.constants import ResponseCode
-from namesrv.models import TopicRouteData
+from namesrv.client.send_engine import SendEngine
+from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.models import TopicRouteData
+from namesrv.stats import percentile
 
 BROKERS = ("broker-a", "broker-b", "broker-c")
 QUEUES = 4
 
 
 # ---------------------------------------------------------------------------- machine
+def disk_of(path: str) -> str:
+    """The device and file system holding `path` (from /proc/mounts), and its fsync latency."""
+    best, dev, fs = "", "unknown", "unknown"
+    real = os.path.realpath(path)
+    try:
+        for line in open("/proc/mounts", encoding="utf-8"):
+            parts = line.split()
+            if len(parts) >= 3 and real.startswith(parts[1]) and len(parts[1]) > len(best):
+                best, dev, fs = parts[1], parts[0], parts[2]
+    except OSError:
+        pass
+    probe = Path(path) / ".fsync-probe"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        lat = []
+        for _ in range(50):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 160)
+            os.fsync(fd)
+            lat.append((time.perf_counter() - t0) * 1000)
+    finally:
+        os.close(fd)
+        probe.unlink()
+    return f"{dev} ({fs} at {best or '?'}), 160-byte write+fsync p50 {percentile(lat, 0.5):.2f} ms"
+
+
 def machine() -> dict[str, Any]:
     model = platform.processor() or "unknown"
     try:
@@ -78,14 +107,6 @@ def machine() -> dict[str, Any]:
 # ---------------------------------------------------------------------------- actors
 class BenchProducer(ProducerActor):
     """ProducerActor plus what the benchmark reads: its cached route and its route-change log."""
-
-    def warm_up(self, topic: str, n: int) -> int:
-        for i in range(n):
-            self.send_one(topic, f"warm-up {i}".encode())
-        with self._lock:
-            failed = sum(1 for r in self.records if not r.ok)
-            self.records.clear()
-        return failed
 
     def cached_brokers(self, topic: str) -> list[str]:
         info = self.producer.publish_info(topic)
@@ -134,7 +155,7 @@ def route_brokers(dep: Deployment, namesrv: str, topic: str) -> set[str]:
     resp = ray.get(dep.namesrvs[namesrv].get_routeinfo_by_topic.remote(topic=topic), timeout=10)
     if resp.code != ResponseCode.SUCCESS:
         return set()
-    return {q.broker_name for q in TopicRouteData.from_wire(resp.decode_body()).queue_datas}
+    return {q.broker_name for q in TopicRouteData.from_wire(resp.wire_body()).queue_datas}
 
 
 def wait_route_everywhere(dep: Deployment, topic: str, brokers: set[str], timeout_s: float = 30) -> None:
@@ -143,47 +164,6 @@ def wait_route_everywhere(dep: Deployment, topic: str, brokers: set[str], timeou
 
 
 # ---------------------------------------------------------------------------- measurements
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
-
-
-def bench_throughput(dep: Deployment, topic: str, n: int, duration_s: float, body_size: int, warmup: int) -> dict:
-    producers = start_producers(dep, n)
-    try:
-        failed = ray.get([p.warm_up.remote(topic, warmup) for p in producers], timeout=120)
-        if any(failed):
-            raise RuntimeError(f"warm-up sends failed: {failed}")
-        t0 = time.perf_counter()
-        summaries = ray.get(
-            [p.run_send_loop.remote([topic], 0.0, duration_s, body_size, seed=i) for i, p in enumerate(producers)],
-            timeout=duration_s + 120,
-        )
-        wall = time.perf_counter() - t0
-        records = [r for p in producers for r in ray.get(p.get_records.remote())]
-    finally:
-        stop_producers(producers)
-    ok = [r for r in records if r["ok"]]
-    lat = [r["latency_ms"] for r in ok]
-    per_broker: dict[str, int] = {}
-    for r in ok:
-        per_broker[r["broker_name"]] = per_broker.get(r["broker_name"], 0) + 1
-    return {
-        "producers": n,
-        "acked": len(ok),
-        "failed": len(records) - len(ok),
-        "retried": sum(1 for r in ok if r["attempts"] > 1),
-        "wall_s": wall,
-        "msgs_per_s": len(ok) / wall,
-        "p50_ms": pct(lat, 0.50),
-        "p99_ms": pct(lat, 0.99),
-        "mean_ms": statistics.fmean(lat),
-        "max_ms": max(lat),
-        "per_broker": dict(sorted(per_broker.items())),
-        "per_producer_msgs_per_s": [s["acknowledged"] / wall for s in summaries],
-    }
-
-
 class _NoTransport:
     def send(self, *a: Any, **k: Any) -> Any:
         raise AssertionError("selection only")
@@ -195,7 +175,7 @@ class _NoTransport:
 def bench_selection(dep: Deployment, topic: str, iterations: int) -> dict[str, float]:
     """ns per select_one_message_queue on the topic's real route (3 brokers x 4 queues)."""
     ns = next(iter(dep.namesrvs.values()))
-    route = TopicRouteData.from_wire(ray.get(ns.get_routeinfo_by_topic.remote(topic=topic)).decode_body())
+    route = TopicRouteData.from_wire(ray.get(ns.get_routeinfo_by_topic.remote(topic=topic)).wire_body())
     out: dict[str, float] = {}
     cases = {  # (fault tolerance on, brokers isolated by a failure: 10 s in the 5.x table)
         "fault_on_all_available": (True, ()),
@@ -204,7 +184,7 @@ def bench_selection(dep: Deployment, topic: str, iterations: int) -> dict[str, f
         "fault_on_retry_avoiding_last": (True, ()),
     }
     for case, (fault, isolated) in cases.items():
-        engine = SendEngine(_NoTransport(), SendPolicy(send_latency_fault_enable=fault))
+        engine = SendEngine(_NoTransport(), ProducerConfig(send_latency_fault_enable=fault))
         info = topic_route_data_to_publish_info(topic, route)
         for b in BROKERS:
             engine.fault.update_fault_item(b, 5, isolation=b in isolated)
@@ -264,76 +244,164 @@ def bench_propagation(
     }
 
 
+# ---------------------------------------------------------------------------- flush policies
+@dataclass(frozen=True)
+class FlushCase:
+    label: str
+    flush: FlushDiskType
+    group_commit: bool
+
+
+FLUSH_CASES = (
+    FlushCase("SYNC_FLUSH group commit", FlushDiskType.SYNC_FLUSH, True),
+    FlushCase("ASYNC_FLUSH", FlushDiskType.ASYNC_FLUSH, True),
+    FlushCase("SYNC_FLUSH 1 fsync/msg", FlushDiskType.SYNC_FLUSH, False),
+)
+
+
+def bench_flush(case: FlushCase, data_dir: str, senders: int, duration_s: float, body_size: int,
+                warmup_s: float) -> dict[str, Any]:
+    """One broker with `case`'s flush policy; `senders` threads send sync through one Producer."""
+    namespace = f"bench-flush-{uuid.uuid4().hex[:8]}"
+    spec = ClusterSpec(
+        namesrv_count=1, brokers=[BrokerSpec("broker-a")], profile="fast", namespace=namespace,
+        data_dir=os.path.join(data_dir, namespace), namesrv_port=None, broker_port=None,
+        broker_overrides={"flush_disk_type": case.flush.value, "group_commit": case.group_commit},
+    )
+    dep = deploy(spec)
+    try:
+        for name, ns in dep.namesrvs.items():
+            wait_for(lambda ns=ns: ray.get(ns.get_status.remote())["ready"], 30, f"{name} ready")
+        topic = f"Flush_{uuid.uuid4().hex[:6]}"
+        AdminClient(dep).create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+        wait_route_everywhere(dep, topic, {"broker-a"})
+        body = b"x" * body_size
+        latencies: list[list[float]] = [[] for _ in range(senders)]
+        failed = [0] * senders
+        measuring = threading.Event()
+        stop = threading.Event()
+
+        def sender(i: int, producer: Producer) -> None:
+            lat, msg = latencies[i], Message(topic, body)
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                try:
+                    producer.send(msg)
+                except Exception:
+                    failed[i] += 1
+                    continue
+                if measuring.is_set():
+                    lat.append((time.perf_counter() - t0) * 1000)
+
+        group = f"bench_{uuid.uuid4().hex[:8]}"
+        with Producer(group, namesrv=list(dep.namesrvs), namespace=namespace, instance_name=group,
+                      auto_create_topic=False) as producer:
+            threads = [threading.Thread(target=sender, args=(i, producer), daemon=True) for i in range(senders)]
+            for t in threads:
+                t.start()
+            time.sleep(warmup_s)
+            before = ray.get(dep.brokers["broker-a-0"].get_runtime_info.remote())
+            measuring.set()
+            t0 = time.perf_counter()
+            time.sleep(duration_s)
+            measuring.clear()
+            wall = time.perf_counter() - t0
+            after = ray.get(dep.brokers["broker-a-0"].get_runtime_info.remote())
+            stop.set()
+            for t in threads:
+                t.join(30)
+    finally:
+        dep.teardown(graceful=False)
+    lat = [x for per in latencies for x in per]
+    fsyncs = after["store_fsyncs"] - before["store_fsyncs"]
+    stored = sum(after["queues"].values()) - sum(before["queues"].values())
+    return {
+        "case": case.label,
+        "acked": len(lat),
+        "failed": sum(failed),
+        "msgs_per_s": len(lat) / wall,
+        "p50_ms": percentile(lat, 0.50),
+        "p99_ms": percentile(lat, 0.99),
+        "msgs_per_fsync": stored / fsyncs if fsyncs else float("inf"),
+        "msgs_per_batch": stored / max(1, after["store_batches"] - before["store_batches"]),
+    }
+
+
+def print_flush_comparison(results: list[dict[str, Any]]) -> None:
+    print(f"{'configuration':<26} {'msgs/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'msgs/fsync':>10} "
+          f"{'msgs/batch':>10} {'acked':>7} {'failed':>6}")
+    for r in results:
+        per_fsync = "-" if r["msgs_per_fsync"] == float("inf") else f"{r['msgs_per_fsync']:.1f}"
+        print(f"{r['case']:<26} {r['msgs_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {per_fsync:>10} "
+              f"{r['msgs_per_batch']:>10.1f} {r['acked']:>7} {r['failed']:>6}")
+    group, async_, one = (r["msgs_per_s"] for r in results)
+    vs_async, vs_one = group / async_, group / one
+    print(f"group commit vs ASYNC_FLUSH: {vs_async:.2f}x (target >= 0.8x: {'met' if vs_async >= 0.8 else 'NOT met'})")
+    print(f"group commit vs 1 fsync/msg: {vs_one:.2f}x (target >= 3x:   {'met' if vs_one >= 3 else 'NOT met'})")
+
+
 # ---------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--duration", type=float, default=10.0, help="seconds of sending per throughput run")
-    ap.add_argument("--producers", default="1,4", help="producer counts for the throughput runs")
+    ap.add_argument("--senders", type=int, default=16, help="concurrent senders against the one broker")
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds measured per flush configuration")
+    ap.add_argument("--warmup", type=float, default=2.0, help="seconds of sending before measuring")
     ap.add_argument("--body-size", type=int, default=128)
-    ap.add_argument("--warmup", type=int, default=100, help="sends per producer before measuring")
     ap.add_argument("--select-iterations", type=int, default=200_000)
+    ap.add_argument("--propagation", action="store_true", help="also measure route propagation (push, poll)")
     ap.add_argument("--propagation-producers", type=int, default=4)
     ap.add_argument("--poll-interval-ms", type=int, default=30_000,
                     help="poll interval for the push-off propagation run (RocketMQ's default 30 s)")
-    ap.add_argument("--skip-poll", action="store_true", help="skip the push-off (poll only) propagation run")
+    ap.add_argument("--skip-poll", action="store_true", help="with --propagation: skip the poll-only run")
     args = ap.parse_args(argv)
-    counts = [int(c) for c in args.producers.split(",") if c.strip()]
 
+    data_dir = tempfile.mkdtemp(prefix="bench-producer-")
     info = machine()
     print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()), flush=True)
+    print(f"disk: {disk_of(data_dir)}", flush=True)
     namespace = f"bench-producer-{uuid.uuid4().hex[:8]}"
-    data_dir = tempfile.mkdtemp(prefix="bench-producer-")
     ray.init(address="local", num_cpus=2, include_dashboard=False, namespace=namespace, log_to_driver=False)
     dep: Deployment | None = None
     try:
+        print(f"\n== flush policies: 1 broker, {args.senders} concurrent senders (threads of one Producer, sync "
+              f"sends), {args.body_size}-byte bodies, {args.duration:g} s measured after {args.warmup:g} s warm-up")
+        flush = [bench_flush(c, data_dir, args.senders, args.duration, args.body_size, args.warmup)
+                 for c in FLUSH_CASES]
+        print_flush_comparison(flush)
+
         spec = ClusterSpec(
             namesrv_count=2, brokers=[BrokerSpec(b) for b in BROKERS], profile="fast", namespace=namespace,
-            data_dir=data_dir, broker_overrides={"flush_disk_type": "SYNC_FLUSH"},
+            data_dir=os.path.join(data_dir, "cluster"), namesrv_port=None, broker_port=None,
         )
         dep = deploy(spec)
-        print(f"cluster: 2 NameServers, brokers {', '.join(BROKERS)} (fast profile, SYNC_FLUSH, store in {data_dir})")
         for name, ns in dep.namesrvs.items():
             wait_for(lambda ns=ns: ray.get(ns.get_status.remote())["ready"], 30, f"{name} ready")
         topic = f"Bench_{uuid.uuid4().hex[:6]}"
         AdminClient(dep).create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
         wait_route_everywhere(dep, topic, set(BROKERS))
-        print(f"topic {topic}: {QUEUES} queues on each of {len(BROKERS)} brokers\n")
 
-        print(f"== sync send, ProducerActors (one process each), {args.body_size}-byte bodies, "
-              f"{args.duration:g} s after {args.warmup} warm-up sends each")
-        print(f"{'producers':>9} {'msgs/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'max ms':>8} "
-              f"{'acked':>7} {'failed':>6}  per broker")
-        results = {}
-        for n in counts:
-            r = bench_throughput(dep, topic, n, args.duration, args.body_size, args.warmup)
-            results[n] = r
-            print(f"{n:>9} {r['msgs_per_s']:>9.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['mean_ms']:>8.2f} "
-                  f"{r['max_ms']:>8.1f} {r['acked']:>7} {r['failed']:>6}  {r['per_broker']}", flush=True)
-
-        print(f"\n== queue selection: SendEngine.select_one_message_queue, {args.select_iterations} calls, "
-              "best of 3, in this process")
+        print(f"\n== queue selection: SendEngine.select_one_message_queue on {len(BROKERS)} brokers x {QUEUES} "
+              f"queues, {args.select_iterations} calls, best of 3, in this process")
         sel = bench_selection(dep, topic, args.select_iterations)
-        base = results[counts[0]]["p50_ms"] * 1e6 if counts else float("nan")
+        base = flush[0]["p50_ms"] * 1e6
         for case, ns_per in sel.items():
-            print(f"  {case:<30} {ns_per / 1000:7.2f} us/select   = {ns_per / base:.5f} of a {counts[0]}-producer "
-                  f"p50 send ({base / 1e6:.2f} ms), 1 : {base / ns_per:,.0f}")
+            print(f"  {case:<30} {ns_per / 1000:7.2f} us/select   = 1 : {base / ns_per:,.0f} of a group-commit "
+                  f"p50 send ({base / 1e6:.2f} ms)")
 
-        print(f"\n== route propagation after ray.kill of a broker, to {args.propagation_producers} producers' caches")
-        push = bench_propagation(dep, topic, "broker-c", args.propagation_producers, 30)
-        print(f"  push (long-poll):     max {push['max_s'] * 1000:8.1f} ms; per producer "
-              f"{[round(x * 1000, 1) for x in push['lag_s']]} ms; via {push['sources']}")
-        print(f"  NameServer removal after the kill (ms, cause): {push['namesrv_removal_ms']}")
-        if not args.skip_poll:
-            interval = args.poll_interval_ms
-            print(f"  poll only (push off, poll every {interval / 1000:g} s): expected lag uniform in "
-                  f"[0, {interval / 1000:g}] s (+ one route query), mean {interval / 2000:g} s ...", flush=True)
-            poll = bench_propagation(dep, topic, "broker-b", args.propagation_producers, interval / 1000 + 30,
-                                     route_push=False, poll_name_server_interval_ms=interval)
-            print(f"  poll:                 max {poll['max_s']:8.2f} s;  per producer "
-                  f"{[round(x, 2) for x in poll['lag_s']]} s; via {poll['sources']}")
-            print(f"  (each producer polls every {interval / 1000:g} s from its own start, and they started at most "
-                  f"{poll['producer_age_at_kill_s']:.1f} s before the kill: these lags sit near the worst case)")
-            print(f"  push is {poll['max_s'] / push['max_s']:,.0f}x faster on the worst producer")
+        if args.propagation:
+            print(f"\n== route propagation after ray.kill of a broker, to {args.propagation_producers} producers' "
+                  "caches")
+            push = bench_propagation(dep, topic, "broker-c", args.propagation_producers, 30)
+            print(f"  push (long-poll):     max {push['max_s'] * 1000:8.1f} ms; per producer "
+                  f"{[round(x * 1000, 1) for x in push['lag_s']]} ms; via {push['sources']}")
+            print(f"  NameServer removal after the kill (ms, cause): {push['namesrv_removal_ms']}")
+            if not args.skip_poll:
+                interval = args.poll_interval_ms
+                poll = bench_propagation(dep, topic, "broker-b", args.propagation_producers, interval / 1000 + 30,
+                                         route_push=False, poll_name_server_interval_ms=interval)
+                print(f"  poll only (every {interval / 1000:g} s): max {poll['max_s']:8.2f} s; per producer "
+                      f"{[round(x, 2) for x in poll['lag_s']]} s; via {poll['sources']}")
+                print(f"  push is {poll['max_s'] / push['max_s']:,.0f}x faster on the worst producer")
         print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     finally:
         if dep is not None:

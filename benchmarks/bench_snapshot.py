@@ -5,37 +5,26 @@ one with snapshots off and one snapshotting every `--interval` s while a collect
 `--drain` s. Route-query latency (p50/p99/max) from concurrent callers on each, side by side, plus
 the cost of one snapshot of that size.
 
-    python benchmarks/bench_snapshot.py --brokers 20 --topics 2000 --seconds 8
+    bash run.sh bench bench_snapshot [--brokers 20 --topics 2000 --seconds 8] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import statistics
 import threading
 import time
 
 import ray
+from _common import pct_ms, print_machine, ratio_table
 
 from actors.namesrv_actor import NameServerActor
-from namesrv.codec import encode_body
-from namesrv.route_info_manager import RouteInfoManager
-from namesrv.snapshot import snapshot_record_batch
-
-
-def machine() -> str:
-    model = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{model} | {os.cpu_count()} CPUs | {mem:.1f} GiB | Python {platform.python_version()} | "
-            f"ray {ray.__version__} | load {os.getloadavg()[0]:.1f}")
+from namesrv.protocol.models import RegisterBrokerBody
+from namesrv.protocol.msgpack_codec import encode_body
+from namesrv.routeinfo.config import NamesrvConfig
+from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.routeinfo.snapshot import snapshot_record_batch
 
 
 def register_body(topics: list[str]) -> bytes:
@@ -53,17 +42,12 @@ async def hammer(ns: object, topics: list[str], seconds: float, callers: int) ->
         while time.perf_counter() < end:
             t0 = time.perf_counter()
             resp = await ns.get_routeinfo_by_topic.remote(topic=topics[n % len(topics)])
-            lat.append((time.perf_counter() - t0) * 1000)
+            lat.append(time.perf_counter() - t0)
             assert resp.ok, resp.remark
             n += callers
 
     await asyncio.gather(*(caller(i) for i in range(callers)))
     return lat
-
-
-def pct(xs: list[float], p: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(p * len(s)))]
 
 
 def main() -> None:
@@ -74,17 +58,18 @@ def main() -> None:
     ap.add_argument("--callers", type=int, default=4)
     ap.add_argument("--interval", type=float, default=0.5, help="snapshot interval of the snapshotting NameServer")
     ap.add_argument("--drain", type=float, default=1.0, help="collector drains every N s")
+    ap.add_argument("--quick", action="store_true", help="4 brokers x 500 topics, 2 s per measurement")
     args = ap.parse_args()
+    if args.quick:
+        args.brokers, args.topics, args.seconds = 4, 500, 2.0
 
-    ray.init(num_cpus=2, include_dashboard=False, namespace="bench-snapshot", log_to_driver=False)
-    print("machine:", machine())
+    ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="bench-snapshot", log_to_driver=False)
+    print_machine()
     rows = args.brokers * args.topics
     print(f"tables: {args.brokers} brokers x {args.topics} topics = {rows:,} snapshot rows per snapshot")
 
     # the cost of one snapshot of this size, in process
     rim = RouteInfoManager()
-    from namesrv.models import RegisterBrokerBody
-
     for b in range(args.brokers):
         topics = [f"T{b}_{i}" for i in range(args.topics)]
         body = RegisterBrokerBody.model_validate(
@@ -101,10 +86,10 @@ def main() -> None:
     print(f"one snapshot in process: median {statistics.median(costs):.1f} ms ({rows:,} rows)")
 
     cls = ray.remote(NameServerActor).options(num_cpus=0)
-    plain = cls.remote("plain", {"snapshot_interval_ms": 0, "not_ready_window_ms": 0,
-                                 "broker_channel_expired_time_ms": 3_600_000})
-    snap = cls.remote("snap", {"snapshot_interval_ms": int(args.interval * 1000), "not_ready_window_ms": 0,
-                               "snapshot_on_change": False, "broker_channel_expired_time_ms": 3_600_000})
+    plain = cls.remote("plain", NamesrvConfig(snapshot_interval_ms=0, not_ready_window_ms=0,
+                                              broker_channel_expired_time_ms=3_600_000))
+    snap = cls.remote("snap", NamesrvConfig(snapshot_interval_ms=int(args.interval * 1000), not_ready_window_ms=0,
+                                            snapshot_on_change=False, broker_channel_expired_time_ms=3_600_000))
     all_topics: list[str] = []
     for b in range(args.brokers):
         topics = [f"T{b}_{i}" for i in range(args.topics)]
@@ -137,13 +122,13 @@ def main() -> None:
 
     base, with_snap = asyncio.run(run())
     print(f"\nroute queries, {args.callers} concurrent callers, {args.seconds:.0f} s each")
-    print(f"{'NameServer':<32}{'calls/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}")
-    for label, lat in (("snapshots off", base),
-                       (f"snapshot every {args.interval}s + drain", with_snap)):
-        print(f"{label:<32}{len(lat) / args.seconds:>10.0f}{pct(lat, .5):>9.2f}{pct(lat, .99):>9.2f}"
-              f"{max(lat):>9.1f}")
-    print(f"ratio (snapshotting / off): throughput {len(with_snap) / len(base):.2f}, "
-          f"p50 {pct(with_snap, .5) / pct(base, .5):.2f}, p99 {pct(with_snap, .99) / pct(base, .99):.2f}")
+    on = f"snapshot every {args.interval}s + drain"
+    print(ratio_table([
+        ("calls/s", len(base) / args.seconds, len(with_snap) / args.seconds),
+        ("p50 ms", pct_ms(base, 0.5), pct_ms(with_snap, 0.5)),
+        ("p99 ms", pct_ms(base, 0.99), pct_ms(with_snap, 0.99)),
+        ("max ms", max(base) * 1000, max(with_snap) * 1000),
+    ], "snapshots off", on))
     if drained["ms"]:
         print(f"collector: {drained['rounds']} drains, {drained['rows']:,} rows, "
               f"median drain call {statistics.median(drained['ms']):.0f} ms")

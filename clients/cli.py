@@ -1,25 +1,44 @@
 """The `namesrv` command. Each subcommand lives in its own module and registers itself here;
-modules import Ray, Spark and the like only inside their handlers, so `--help` stays fast."""
+modules import Ray, Spark and the like only inside their handlers, so `--help` stays fast.
+
+Whatever goes wrong is said in one line on stderr with a non-zero exit: a bad argument (exit 2), a
+problem the user can fix (`CLIError`, no Ray, an empty namespace, a refused request), an interrupt
+(130 / 143). A reader that closed the pipe (`| head`) ends the command quietly (141). An unexpected
+error is one line too; `-v` adds its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import logging
+import signal
 import sys
+from typing import NoReturn
+
+from clients.cli_support import CLIError, Terminated, install_sigterm_handler
 
 SUBCOMMAND_MODULES = (
     "clients.demo",
     "clients.scenario",
-    "clients.admin_cli",
-    "clients.snapshot_cli",
-    "clients.chaos_cli",
+    "clients.admin.cli",
+    "clients.admin.mqadmin",
+    "clients.admin.top",
+    "clients.analysis.collect",
+    "clients.chaos.cli",
     "clients.analysis.cli",
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that points at --help (not the usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="namesrv",
         description="A RocketMQ-style NameServer on Ray: deploy, inspect, demo, chaos and analysis.",
     )
@@ -36,7 +55,33 @@ def main(argv: list[str] | None = None) -> int:
         level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return int(args.func(args) or 0)
+    install_sigterm_handler()
+    prog = f"namesrv {args.command}"
+    try:
+        return int(args.func(args) or 0)
+    except CLIError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except BrokenPipeError:  # `namesrv topicList | head`: the reader left, nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush is quiet too
+        return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted (SIGINT)", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Terminated:
+        print(f"{prog}: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except Exception as e:  # a bug or an environment problem: one line, the traceback with -v
+        hint = "" if args.verbose else " (run with -v for the traceback)"
+        what = " ".join(f"{type(e).__name__}: {e}".split())[:500]
+        print(f"{prog}: error: {what}{hint}", file=sys.stderr)
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,28 +1,174 @@
-"""The producing and consuming API users import.
+"""Producer over Ray (RocketMQ's DefaultMQProducer): sync, async, oneway and orderly sends.
 
     from clients.producer import Producer, Message
     with Producer("my_group", namespace="namesrv") as p:
         result = p.send(Message("TopicTest", b"hello"))
 """
 
-from actors.client_instance import NoNameServerAvailable
-from actors.consumer import ConsumedMessage, OffsetStore, PullConsumer
-from actors.producer import Producer, discover_namesrvs
-from namesrv.client.message import Message, MessageQueue, MQClientError
-from namesrv.client.send_engine import MQBrokerError, SendFailedError, SendResult, select_by_hash
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from pydantic import ValidationError
+
+from clients.client_instance import MQClientInstance, build_client_id, get_or_create_instance, release_instance
+from clients.namesrv_client import NameServerClient, discover_namesrvs
+from namesrv.client.config import ProducerConfig
+from namesrv.client.errors import (
+    MQBrokerError,
+    MQClientError,
+    NoNameServerAvailable,
+    SendFailedError,
+    TopicNotFound,
+)
+from namesrv.client.message import DEFAULT_PRODUCER_GROUP, Message, MessageQueue, check_group, check_message
+from namesrv.client.publish_info import TopicPublishInfo
+from namesrv.client.route_source import RouteSource
+from namesrv.client.send_engine import MessageQueueSelector, SendEngine, SendResult, select_by_hash
+from namesrv.protocol.types import describe_errors
+
+log = logging.getLogger(__name__)
 
 __all__ = [
-    "ConsumedMessage",
     "MQBrokerError",
     "MQClientError",
     "Message",
     "MessageQueue",
     "NoNameServerAvailable",
-    "OffsetStore",
     "Producer",
-    "PullConsumer",
+    "ProducerConfig",
     "SendFailedError",
     "SendResult",
-    "discover_namesrvs",
+    "TopicNotFound",
     "select_by_hash",
 ]
+
+
+class Producer:
+    """`config` (or keyword options, the fields of `ProducerConfig`) holds every setting;
+    `namesrv` names the NameServer actors (default: every one in `namespace`)."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: list[str] | None = None,
+        namespace: str = "namesrv",
+        instance_name: str | None = None,
+        config: ProducerConfig | None = None,
+        route_source: RouteSource | None = None,
+        **options: Any,
+    ) -> None:
+        try:
+            self.config = ProducerConfig.model_validate((config or ProducerConfig()).model_dump() | options)
+        except ValidationError as e:
+            raise MQClientError(f"invalid producer config: {describe_errors(e)}") from None
+        self.group = group
+        self.namesrv = namesrv
+        self.namespace = namespace
+        self.instance_name = instance_name
+        self.route_source = route_source
+        self.instance: MQClientInstance | None = None
+        self.engine: SendEngine | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Producer:
+        check_group(self.group)
+        if self.group == DEFAULT_PRODUCER_GROUP:
+            raise MQClientError(f"producerGroup can not equal {DEFAULT_PRODUCER_GROUP}, please specify another one")
+        if self.instance is not None:
+            raise MQClientError("The producer service state not OK, maybe started once")
+        names = self.namesrv if self.namesrv is not None else discover_namesrvs(self.namespace)
+        if not names:
+            raise NoNameServerAvailable(f"no NameServer actor in Ray namespace {self.namespace!r}")
+        client_id = build_client_id(self.instance_name)
+        instance = get_or_create_instance(
+            client_id, NameServerClient(names, self.namespace, credentials=self.config.credentials),
+            poll_name_server_interval_ms=self.config.poll_name_server_interval_ms,
+            route_push=self.config.route_push, route_source=self.route_source,
+        )
+        if self.group in instance.producer_groups:
+            raise MQClientError(
+                f"The producer group[{self.group}] has been created before, specify another name please."
+            )
+        instance.producer_groups.add(self.group)
+        instance.start()
+        self.instance = instance
+        self.engine = SendEngine(instance.transport, self.config)
+        self._executor = ThreadPoolExecutor(self.config.async_send_threads, thread_name_prefix=f"{self.group}-async")
+        log.info("producer %s started on client %s, name servers %s", self.group, client_id, names)
+        return self
+
+    def shutdown(self) -> None:
+        if self.instance is None:
+            return
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        self.instance.producer_groups.discard(self.group)
+        release_instance(self.instance)
+        self.instance = None
+        self.engine = None
+
+    def __enter__(self) -> Producer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _ready(self) -> tuple[MQClientInstance, SendEngine]:
+        if self.instance is None or self.engine is None:
+            raise MQClientError("The producer service state not OK, call start() first")
+        return self.instance, self.engine
+
+    def _publish_info(self, msg: Message) -> tuple[TopicPublishInfo, str | None]:
+        instance, _ = self._ready()
+        check_message(msg, self.config.max_message_size)  # before any network call
+        cfg = self.config
+        return instance.find_publish_info(msg.topic, cfg.auto_create_topic, cfg.default_topic_queue_nums)
+
+    # ------------------------------------------------------------------ send modes
+    def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
+        """Sync send with retries on other brokers; raises SendFailedError naming every broker tried."""
+        info, default_topic = self._publish_info(msg)
+        return self._ready()[1].send(msg, info, timeout_ms, default_topic)
+
+    def send_async(
+        self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
+        timeout_ms: int | None = None,
+    ) -> Future[SendResult]:
+        """Up to 1 + retry_times_when_send_async_failed attempts, a retry on another broker when an
+        attempt got no answer (RocketMQ 4.9's async retry); the future holds the result or the
+        error, and `callback(result, error)` runs when it completes."""
+        _, engine = self._ready()
+        check_message(msg, self.config.max_message_size)
+        assert self._executor is not None
+
+        def task() -> SendResult:
+            info, default_topic = self._publish_info(msg)
+            return engine.send(msg, info, timeout_ms, default_topic,
+                               times_total=1 + self.config.retry_times_when_send_async_failed,
+                               retry_broker_errors=False)
+
+        fut = self._executor.submit(task)
+        if callback is not None:
+            fut.add_done_callback(lambda f: callback(None if f.exception() else f.result(), f.exception()))
+        return fut
+
+    def send_oneway(self, msg: Message) -> None:
+        info, default_topic = self._publish_info(msg)
+        self._ready()[1].send_oneway(msg, info, default_topic)
+
+    def send_orderly(self, msg: Message, selector: MessageQueueSelector, arg: Any,
+                     timeout_ms: int | None = None) -> SendResult:
+        info, _ = self._publish_info(msg)
+        return self._ready()[1].send_orderly(msg, info, selector, arg, timeout_ms)
+
+    def stats(self) -> dict[str, int]:
+        """The send engine's counts: attempts, retries, sends ok/failed, failed attempts by kind."""
+        return self._ready()[1].stats_snapshot()
+
+    def publish_info(self, topic: str) -> TopicPublishInfo | None:
+        return self._ready()[0].publish_info(topic)

@@ -11,9 +11,9 @@ import argparse
 
 from clients.render import route_table, table
 from namesrv.clock import ManualClock
-from namesrv.config import NamesrvConfig
-from namesrv.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from namesrv.route_info_manager import RouteInfoManager
+from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from namesrv.routeinfo.config import NamesrvConfig
+from namesrv.routeinfo.route_info_manager import RouteInfoManager
 
 
 def _wrapper(topics: dict[str, int], version: int) -> TopicConfigSerializeWrapper:
@@ -65,7 +65,7 @@ def run_scenario(out: list[str]) -> list[RouteInfoManager]:
     return namesrvs
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scenario", help="run the pure core (no Ray) through a scripted broker death")
     p.set_defaults(func=lambda args: _main())
 

@@ -1,36 +1,32 @@
-"""Core fixtures: a manual clock and the pure NameServer core wired to it (no Ray, no disk)."""
+"""Fixtures shared by the tests that need a real local Ray (tests/ray, tests/e2e). Imported lazily,
+so the pure unit tests never load Ray."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from namesrv.clock import ManualClock
-from namesrv.config import NamesrvConfig
-from namesrv.kvconfig import KVConfigManager
-from namesrv.processor import DefaultRequestProcessor
-from namesrv.route_info_manager import RouteInfoManager
+
+@pytest.fixture(scope="module")
+def ray_local(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A private local Ray for the module (never someone else's cluster); yields its namespace."""
+    from tests.ray.helpers import local_ray
+
+    prefix = request.module.__name__.rsplit(".", 1)[-1].replace("_", "-")
+    with local_ray(prefix) as namespace:
+        yield namespace
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+def deployments(ray_local: str, tmp_path: Path) -> Iterator[Any]:
+    """Deploys clusters in fresh namespaces under tmp_path and tears them all down afterwards."""
+    from tests.ray.helpers import DeploymentFactory
 
-
-@pytest.fixture
-def config() -> NamesrvConfig:
-    return NamesrvConfig()
-
-
-@pytest.fixture
-def rim(config: NamesrvConfig, clock: ManualClock) -> RouteInfoManager:
-    return RouteInfoManager(config, clock)
-
-
-@pytest.fixture
-def kv() -> KVConfigManager:
-    return KVConfigManager(None)
-
-
-@pytest.fixture
-def processor(rim: RouteInfoManager, kv: KVConfigManager) -> DefaultRequestProcessor:
-    return DefaultRequestProcessor(rim, kv)
+    factory = DeploymentFactory(tmp_path)
+    try:
+        yield factory
+    finally:
+        factory.close()

@@ -45,13 +45,6 @@ def ray_to_spark(spark: SparkSession, ds: ray.data.Dataset) -> DataFrame:
     return ds.to_spark(spark)
 
 
-def arrow_refs_to_spark(spark: SparkSession, refs: Sequence[ObjectRef[pa.Table]]) -> DataFrame:
-    """Arrow tables already in the object store (e.g. returned by actors) -> Spark, no copy to the driver."""
-    import ray.data
-
-    return ray_to_spark(spark, ray.data.from_arrow_refs(list(refs)))
-
-
 def table_to_arrow_ipc(table: pa.Table) -> bytes:
     """One Arrow IPC stream: the block format RayDP's executors read straight from the object store."""
     import pyarrow as pa

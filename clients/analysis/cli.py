@@ -1,5 +1,9 @@
 """`namesrv analyze PATH [--faults PARQUET] [--out DIR]`: the analysis report from the command line.
 
+PATH is a snapshot dataset (what `namesrv snapshot` writes), or a chaos output directory as
+`namesrv chaos --out DIR` leaves it: then its snapshots/, faults.parquet and the harness' own records
+are found there, every analysis is related to the faults, and the report goes to DIR/analysis.
+
 Inputs are validated with pyarrow before Ray or Spark start, so a wrong path or a corrupt file
 fails in a second with one line on stderr (exit 2) instead of a JVM stack trace after 20 s.
 A failure inside the analysis itself exits 1 with a one-line reason (details at debug level).
@@ -25,23 +29,30 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `analyze` on an argparse subparsers object (from `parser.add_subparsers()`)."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "analyze",
-        help="analyze route snapshots with Spark on Ray (divergence, liveness, stale routes, skew)",
-        description="Analyze a route-snapshot Parquet dataset (date=/namesrv= partitions) with Spark "
-        "on Ray and write Parquet results plus an HTML report with plots.",
+        help="analyze route snapshots with Spark on Ray, related to a chaos run's faults "
+        "(detection, divergence, liveness, stale routes, skew)",
+        description="Analyze route snapshots with Spark on Ray and write Parquet results plus a "
+        "self-contained report.html. PATH is a snapshot dataset (date=/namesrv= partitions, from "
+        "`namesrv snapshot`) or a chaos output directory (`namesrv chaos --out DIR`), whose snapshots "
+        "and faults are found and related to each other: one row per fault first.",
     )
-    p.add_argument("path", help="snapshot dataset directory")
-    p.add_argument("--faults", metavar="PARQUET", help="chaos fault timeline (file or directory)")
+    p.add_argument("path", help="snapshot dataset directory, or a chaos output directory")
+    p.add_argument("--faults", metavar="PARQUET",
+                   help="chaos fault timeline (file or directory; found by itself in a chaos output directory)")
     p.add_argument(
-        "--out", metavar="DIR", default="analysis-report", help="output directory (default: %(default)s)"
+        "--out", metavar="DIR", default=None,
+        help="output directory (default: PATH/analysis for a chaos output directory, else analysis-report)",
     )
     p.add_argument(
-        "--bucket-ms", type=int, default=10_000, help="alignment bucket for divergence (default: %(default)s)"
+        "--bucket-ms", type=int, default=None,
+        help="alignment bucket for divergence (default: a tenth of a chaos run's snapshot interval, else 10000)",
     )
     p.add_argument(
         "--carry-ms",
         type=int,
         default=None,
-        help="as-of tolerance: how far a snapshot is carried (default: one bucket)",
+        help="as-of tolerance: how far a snapshot is carried (default: a chaos run's snapshot interval, "
+        "else one bucket)",
     )
     p.add_argument(
         "--include-system-topics",
@@ -72,15 +83,23 @@ def _one_line(exc: BaseException) -> str:
 def run(args: argparse.Namespace) -> int:
     """Validate inputs, start Ray + Spark, run the report, stop Spark then Ray. Returns the exit code."""
     from clients.analysis.faults import read_faults_arrow
+    from clients.analysis.inputs import resolve_inputs
     from clients.analysis.snapshots import validate_dataset
 
     try:
-        info = validate_dataset(args.path, deep=True)
-        if args.faults:
-            read_faults_arrow(args.faults)
+        inputs = resolve_inputs(args.path, args.faults)
+        info = validate_dataset(inputs.snapshots, deep=True)
+        if inputs.faults is not None:
+            read_faults_arrow(inputs.faults)
     except AnalysisInputError as exc:
         _error(str(exc))
         return EXIT_BAD_INPUT
+    from clients.analysis.jobs import DEFAULT_BUCKET_MS
+
+    run_info = inputs.run
+    out = args.out or (str(run_info.root / "analysis") if run_info is not None else "analysis-report")
+    bucket_ms = args.bucket_ms or (run_info.bucket_ms if run_info is not None else None) or DEFAULT_BUCKET_MS
+    carry_ms = args.carry_ms if args.carry_ms is not None else (run_info.carry_ms if run_info is not None else None)
 
     import ray
 
@@ -109,20 +128,22 @@ def run(args: argparse.Namespace) -> int:
             executor_memory=args.executor_memory,
         )
         spark = get_or_create_spark(settings, init_ray=False)
-        snapshots = read_snapshots_spark(spark, args.path, validate=False)
-        faults = read_faults_spark(spark, args.faults) if args.faults else None
+        snapshots = read_snapshots_spark(spark, inputs.snapshots, validate=False)
+        faults = read_faults_spark(spark, inputs.faults) if inputs.faults is not None else None
         options = ReportOptions(
-            bucket_ms=args.bucket_ms, carry_ms=args.carry_ms, include_system_topics=args.include_system_topics
+            bucket_ms=bucket_ms, carry_ms=carry_ms, include_system_topics=args.include_system_topics
         )
-        print(f"analyzing {info.num_rows:,} snapshot rows in {len(info.files)} files", file=sys.stderr)
+        what = f" of {run_info.describe()}" if run_info is not None else ""
+        print(f"analyzing {info.num_rows:,} snapshot rows in {len(info.files)} files{what}", file=sys.stderr)
         run_report(
             spark,
             snapshots,
             faults,
-            args.out,
+            out,
             options=options,
             progress=not args.no_progress,
             print_tables=not args.quiet,
+            run=run_info,
         )
     except AnalysisInputError as exc:
         _error(str(exc))
@@ -136,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
             stop_spark(shutdown_ray=False)
         if started_ray and ray.is_initialized():
             ray.shutdown()
-    print(f"report: {os.path.join(args.out, 'report.html')}")
+    print(f"report: {os.path.join(out, 'report.html')}")
     return EXIT_OK
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clients.analysis.errors import FaultTimelineError
-from namesrv.snapshot import FAULT_TIMELINE_COLUMNS
+from clients.chaos.schema import FAULT_TIMELINE_COLUMNS, TIMELINE_KINDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -24,25 +24,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FAULT_COLUMNS = FAULT_TIMELINE_COLUMNS
-
-BROKER_DEATH_KINDS: frozenset[str] = frozenset({"kill_broker", "sigkill_broker", "sigstop_broker"})
-"""After these the broker serves nothing (a SIGSTOPped broker is alive to Ray but not to clients)."""
-BROKER_REVIVE_KINDS: frozenset[str] = frozenset({"restart_broker", "sigcont_broker"})
-"""These end a broker's dead period (the broker is back and will register again)."""
-NAMESRV_KINDS: frozenset[str] = frozenset({"kill_namesrv", "restart_namesrv"})
-FAULT_KINDS: frozenset[str] = BROKER_DEATH_KINDS | BROKER_REVIVE_KINDS | NAMESRV_KINDS
-
 
 def fault_arrow_schema() -> pa.Schema:
-    return pa.schema([(name, pa.type_for_alias(t)) for name, t in FAULT_COLUMNS])
+    return pa.schema([(name, pa.type_for_alias(t)) for name, t in FAULT_TIMELINE_COLUMNS])
 
 
 def fault_spark_schema() -> StructType:
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     return StructType(
-        [StructField(name, LongType() if t == "int64" else StringType(), True) for name, t in FAULT_COLUMNS]
+        [StructField(name, LongType() if t == "int64" else StringType(), True) for name, t in FAULT_TIMELINE_COLUMNS]
     )
 
 
@@ -84,7 +75,7 @@ def read_faults_arrow(path: str | os.PathLike[str]) -> pa.Table:
     for col in ("fault_id", "t_ms", "kind", "target"):
         if table.column(col).null_count:
             raise FaultTimelineError(f"fault timeline {path} has null {col!r} values")
-    unknown = sorted(set(table.column("kind").to_pylist()) - FAULT_KINDS)
+    unknown = sorted(set(table.column("kind").to_pylist()) - set(TIMELINE_KINDS))
     if unknown:
         log.warning("fault timeline %s has unknown kinds %s; the analyses ignore them", path, unknown)
     return table

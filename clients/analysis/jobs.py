@@ -3,7 +3,7 @@
 Input `snapshots` has the columns of `namesrv.snapshot.SNAPSHOT_COLUMNS` (extra columns are
 ignored): one row per (NameServer, snapshot instant, broker address, topic); presence of a broker
 address in a NameServer's snapshot means that NameServer advertises it. Input `faults` follows
-`clients.analysis.faults.FAULT_COLUMNS`. Every time column is epoch milliseconds (int64).
+`clients.analysis.faults.FAULT_TIMELINE_COLUMNS`. Every time column is epoch milliseconds (int64).
 
 Vocabulary used in the docstrings:
 - step: one snapshot of one NameServer; steps of a NameServer are numbered in time order.
@@ -23,9 +23,23 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
-from clients.analysis.errors import AnalysisInputError
-from clients.analysis.faults import BROKER_DEATH_KINDS, BROKER_REVIVE_KINDS, FAULT_COLUMNS, fault_spark_schema
-from namesrv.constants import (
+from clients.analysis.fault_jobs import (
+    STALE_COLUMNS,
+    detection_delays,
+    divergence_opened_by,
+    return_delays,
+    stale_route_exposure,
+)
+from clients.analysis.steps import (
+    KIND_BROKER,
+    KIND_TOPIC,
+    TOPIC_KEY_SEP,
+    _check_snapshots,
+    _runs,
+    broker_presence,
+    snapshot_steps,
+)
+from namesrv.protocol.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
     MASTER_ID,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -33,7 +47,6 @@ from namesrv.constants import (
     SYSTEM_TOPICS,
     Perm,
 )
-from namesrv.snapshot import SNAPSHOT_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,110 +54,22 @@ if TYPE_CHECKING:
 DEFAULT_BUCKET_MS = 10_000
 """Snapshot alignment grid; 10 s is the NameServer's scan period, a natural snapshot period."""
 
-KIND_BROKER = "broker_addr"
-KIND_TOPIC = "topic_route"
-TOPIC_KEY_SEP = "@"
-"""topic_route keys are 'topic@brokerName'; topic names cannot contain '@', so the key is unique."""
 
-
-# ------------------------------------------------------------------------------------------ helpers
-def _require(df: DataFrame, columns: list[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise AnalysisInputError(f"{what} lacks columns {missing}")
-
-
-def _check_snapshots(snapshots: DataFrame) -> None:
-    _require(snapshots, [name for name, _ in SNAPSHOT_COLUMNS], "snapshot DataFrame")
-
-
-def _faults_or_empty(spark: SparkSession, faults: DataFrame | None) -> DataFrame:
-    if faults is None:
-        return spark.createDataFrame([], fault_spark_schema())
-    _require(faults, [name for name, _ in FAULT_COLUMNS], "fault DataFrame")
-    return faults
-
-
-def snapshot_steps(snapshots: DataFrame) -> DataFrame:
-    """(namesrv, snapshot_ms, seq, next_ms): each NameServer's snapshots numbered 1..n in time order."""
-    w = Window.partitionBy("namesrv").orderBy("snapshot_ms")
-    return (
-        snapshots.select("namesrv", "snapshot_ms")
-        .distinct()
-        .withColumn("seq", F.row_number().over(w))
-        .withColumn("next_ms", F.lead("snapshot_ms").over(w))
-    )
-
-
-def broker_presence(snapshots: DataFrame) -> DataFrame:
-    """(namesrv, snapshot_ms, broker_addr, broker_name, alive, last_heartbeat_ms): one row per
-    advertised broker address per snapshot (the per-topic rows collapsed)."""
-    return snapshots.groupBy("namesrv", "snapshot_ms", "broker_addr").agg(
-        F.max("broker_name").alias("broker_name"),
-        (F.max(F.col("alive").cast("int")) == 1).alias("alive"),
-        F.max("last_heartbeat_ms").alias("last_heartbeat_ms"),
-    )
-
-
-def _runs(flagged: DataFrame, group_cols: list[str], seq_col: str, time_col: str, *aggs: Column) -> DataFrame:
-    """Gaps-and-islands: rows (one per step where a condition holds) -> one row per run with
-    start_ms, last_ms, last_seq and steps. `seq_col` must number the steps without gaps."""
-    w = Window.partitionBy(*group_cols).orderBy(seq_col)
-    return (
-        flagged.withColumn("_island", F.col(seq_col) - F.row_number().over(w))
-        .groupBy(*group_cols, "_island")
-        .agg(
-            F.min(time_col).alias("start_ms"),
-            F.max(time_col).alias("last_ms"),
-            F.max(seq_col).alias("last_seq"),
-            F.count(F.lit(1)).alias("steps"),
-            *aggs,
-        )
-        .drop("_island")
-    )
-
-
-def _death_periods(snapshots: DataFrame, faults: DataFrame) -> DataFrame:
-    """(fault_id, kind, target, broker_addr, fault_ms, revive_ms): each broker-death fault, resolved
-    to broker addresses (the fault's own; else every address ever seen under the target broker
-    name, or the target itself when it is an address) and bounded by the next revive fault of the
-    same target (null: never revived)."""
-    deaths = faults.where(F.col("kind").isin(sorted(BROKER_DEATH_KINDS))).select(
-        "fault_id",
-        "kind",
-        "target",
-        F.col("broker_addr").alias("fault_addr"),
-        F.col("t_ms").alias("fault_ms"),
-    )
-    revives = faults.where(F.col("kind").isin(sorted(BROKER_REVIVE_KINDS))).select(
-        F.col("target").alias("r_target"), F.col("t_ms").alias("revive_ms")
-    )
-    bounded = (
-        deaths.join(
-            F.broadcast(revives),
-            (deaths["target"] == revives["r_target"]) & (revives["revive_ms"] > deaths["fault_ms"]),
-            "left",
-        )
-        .groupBy("fault_id", "kind", "target", "fault_addr", "fault_ms")
-        .agg(F.min("revive_ms").alias("revive_ms"))
-    )
-    names = snapshots.select(
-        F.col("broker_name").alias("n_broker_name"), F.col("broker_addr").alias("n_addr")
-    )
-    names = names.distinct()
-    cols = ["fault_id", "kind", "target", "broker_addr", "fault_ms", "revive_ms"]
-    given = bounded.where(F.col("fault_addr").isNotNull()).withColumnRenamed("fault_addr", "broker_addr")
-    resolved = (
-        bounded.where(F.col("fault_addr").isNull())
-        .join(names, (F.col("target") == F.col("n_broker_name")) | (F.col("target") == F.col("n_addr")))
-        .withColumnRenamed("n_addr", "broker_addr")
-    )
-    return given.select(*cols).unionByName(resolved.select(*cols).distinct())
-
-
-def _in_dead_period(time_col: str = "snapshot_ms") -> Column:
-    t = F.col(time_col)
-    return (t >= F.col("fault_ms")) & (F.col("revive_ms").isNull() | (t < F.col("revive_ms")))
+__all__ = [
+    "DEFAULT_BUCKET_MS",
+    "KIND_BROKER",
+    "KIND_TOPIC",
+    "STALE_COLUMNS",
+    "detection_delays",
+    "divergence_instants",
+    "divergence_opened_by",
+    "divergence_windows",
+    "liveness_intervals",
+    "return_delays",
+    "stale_route_exposure",
+    "topic_placement_skew",
+]
+"""The fault analyses live in `fault_jobs`; they are here too, so every analysis is `jobs.<name>`."""
 
 
 # ------------------------------------------------------------------------------ a. divergence
@@ -389,201 +314,6 @@ def liveness_intervals(spark: SparkSession, snapshots: DataFrame) -> DataFrame:
             "snapshots",
         )
         .orderBy("namesrv", "broker_addr", "state", "start_ms")
-    )
-
-
-def detection_delays(spark: SparkSession, snapshots: DataFrame, faults: DataFrame | None = None) -> DataFrame:
-    """How long after a broker died each NameServer stopped advertising it (empty without faults).
-
-    For each broker-death fault and each address of the broker: the NameServers that advertised
-    the address in their last snapshot before the fault; for each, the removal time is its first
-    snapshot at or after the fault (and before a revive) that no longer lists the address.
-
-    Output schema:
-      fault_id long, kind string, target string, broker_addr string, fault_ms long
-      namesrvs long              NameServers advertising the address before the fault
-      removed long               of those, how many removed it (before any revive)
-      first_removal_ms long, first_namesrv string, first_delay_ms long    fastest NameServer
-      last_removal_ms long, last_namesrv string, last_delay_ms long       slowest that removed it
-      all_removed boolean
-      removals array<struct<namesrv string, removal_ms long, delay_ms long>>  sorted by namesrv
-    """
-    _check_snapshots(snapshots)
-    periods = F.broadcast(_death_periods(snapshots, _faults_or_empty(spark, faults)))
-    steps = snapshot_steps(snapshots).select("namesrv", "snapshot_ms")
-    present = snapshots.select("namesrv", "snapshot_ms", "broker_addr").distinct()
-    key = ["fault_id", "broker_addr", "namesrv"]
-    before = (
-        steps.join(periods, steps["snapshot_ms"] < periods["fault_ms"])
-        .groupBy(*key)
-        .agg(F.max("snapshot_ms").alias("snapshot_ms"))
-        .join(present, ["namesrv", "snapshot_ms", "broker_addr"])
-        .select(*key)
-    )
-    removal = (
-        steps.join(periods, _in_dead_period())
-        .join(present, ["namesrv", "snapshot_ms", "broker_addr"], "left_anti")
-        .groupBy(*key)
-        .agg(F.min("snapshot_ms").alias("removal_ms"))
-    )
-    per_ns = (
-        before.join(removal, key, "left")
-        .join(periods.select("fault_id", "broker_addr", "fault_ms"), ["fault_id", "broker_addr"])
-        .withColumn("delay_ms", F.col("removal_ms") - F.col("fault_ms"))
-    )
-    removed_struct = F.when(F.col("removal_ms").isNotNull(), F.struct("removal_ms", "namesrv"))
-    agg = per_ns.groupBy("fault_id", "broker_addr").agg(
-        F.count(F.lit(1)).alias("namesrvs"),
-        F.count("removal_ms").alias("removed"),
-        F.min(removed_struct).alias("first"),
-        F.max(removed_struct).alias("last"),
-        F.array_sort(F.collect_list(F.struct("namesrv", "removal_ms", "delay_ms"))).alias("removals"),
-    )
-    return (
-        periods.join(agg, ["fault_id", "broker_addr"], "left")
-        .select(
-            "fault_id",
-            "kind",
-            "target",
-            "broker_addr",
-            "fault_ms",
-            F.coalesce("namesrvs", F.lit(0)).alias("namesrvs"),
-            F.coalesce("removed", F.lit(0)).alias("removed"),
-            F.col("first.removal_ms").alias("first_removal_ms"),
-            F.col("first.namesrv").alias("first_namesrv"),
-            (F.col("first.removal_ms") - F.col("fault_ms")).alias("first_delay_ms"),
-            F.col("last.removal_ms").alias("last_removal_ms"),
-            F.col("last.namesrv").alias("last_namesrv"),
-            (F.col("last.removal_ms") - F.col("fault_ms")).alias("last_delay_ms"),
-            "removals",
-        )
-        .withColumn("all_removed", (F.col("namesrvs") > 0) & (F.col("removed") == F.col("namesrvs")))
-        .orderBy("fault_ms", "fault_id", "broker_addr")
-    )
-
-
-# ------------------------------------------------------------------------------ c. stale routes
-STALE_COLUMNS: tuple[str, ...] = (
-    "basis",
-    "namesrv",
-    "broker_addr",
-    "broker_name",
-    "fault_id",
-    "dead_since_ms",
-    "start_ms",
-    "end_ms",
-    "duration_ms",
-    "exposure_ms",
-    "stale_snapshots",
-    "ended_by",
-)
-
-
-def stale_route_exposure(
-    spark: SparkSession, snapshots: DataFrame, faults: DataFrame | None = None
-) -> DataFrame:
-    """Windows in which a NameServer still advertised a broker that was dead.
-
-    Two bases, both reported: 'fault' (dead from a death fault until a revive fault of the same
-    target) and 'heartbeat' (the snapshot row itself says alive = false: heartbeat expired, the
-    NameServer's scan has not removed it yet). A window is a run of such stale snapshots.
-
-    Output schema:
-      basis string           'fault' | 'heartbeat'
-      namesrv string, broker_addr string, broker_name string
-      fault_id long          null for 'heartbeat'
-      dead_since_ms long     fault time ('fault'); last heartbeat, the last sign of life ('heartbeat')
-      start_ms long          first stale snapshot
-      end_ms long            when the run ended (see ended_by), else its last stale snapshot
-      duration_ms long       end_ms - start_ms
-      exposure_ms long       end_ms - dead_since_ms: how long clients could be sent to a dead broker
-      stale_snapshots long
-      ended_by string        'removed' (next snapshot lacks it) | 'revived' (revive fault first) |
-                             'recovered' (heartbeat resumed) | 'open' (still stale at the last snapshot)
-    """
-    _check_snapshots(snapshots)
-    steps = snapshot_steps(snapshots)
-    pres = broker_presence(snapshots)
-    periods = F.broadcast(_death_periods(snapshots, _faults_or_empty(spark, faults)))
-    nxt = steps.select("namesrv", (F.col("seq") - 1).alias("last_seq"), F.col("snapshot_ms").alias("next_ms"))
-
-    # fault basis
-    stale_f = (
-        steps.select("namesrv", "snapshot_ms", "seq")
-        .join(periods, _in_dead_period())
-        .join(
-            pres.select("namesrv", "snapshot_ms", "broker_addr", "broker_name"),
-            ["namesrv", "snapshot_ms", "broker_addr"],
-        )
-    )
-    runs_f = _runs(
-        stale_f,
-        ["namesrv", "broker_addr", "fault_id"],
-        "seq",
-        "snapshot_ms",
-        F.max("broker_name").alias("broker_name"),
-        F.max("fault_ms").alias("dead_since_ms"),
-        F.max("revive_ms").alias("revive_ms"),
-    ).join(nxt, ["namesrv", "last_seq"], "left")
-    removed_first = F.col("next_ms").isNotNull() & (
-        F.col("revive_ms").isNull() | (F.col("next_ms") < F.col("revive_ms"))
-    )
-    by_fault = runs_f.select(
-        F.lit("fault").alias("basis"),
-        "namesrv",
-        "broker_addr",
-        "broker_name",
-        "fault_id",
-        "dead_since_ms",
-        "start_ms",
-        F.when(removed_first, F.col("next_ms"))
-        .when(F.col("revive_ms").isNotNull(), F.col("revive_ms"))
-        .otherwise(F.col("last_ms"))
-        .alias("end_ms"),
-        F.col("steps").alias("stale_snapshots"),
-        F.when(removed_first, "removed")
-        .when(F.col("revive_ms").isNotNull(), "revived")
-        .otherwise("open")
-        .alias("ended_by"),
-    )
-
-    # heartbeat basis
-    stale_h = pres.where(~F.col("alive")).join(
-        steps.select("namesrv", "snapshot_ms", "seq"), ["namesrv", "snapshot_ms"]
-    )
-    runs_h = _runs(
-        stale_h,
-        ["namesrv", "broker_addr"],
-        "seq",
-        "snapshot_ms",
-        F.max("broker_name").alias("broker_name"),
-        F.min("last_heartbeat_ms").alias("dead_since_ms"),
-    ).join(nxt, ["namesrv", "last_seq"], "left")
-    at_next = pres.select(
-        "namesrv", F.col("snapshot_ms").alias("next_ms"), "broker_addr", F.col("alive").alias("alive_next")
-    )
-    runs_h = runs_h.join(at_next, ["namesrv", "next_ms", "broker_addr"], "left")
-    by_heartbeat = runs_h.select(
-        F.lit("heartbeat").alias("basis"),
-        "namesrv",
-        "broker_addr",
-        "broker_name",
-        F.lit(None).cast("long").alias("fault_id"),
-        "dead_since_ms",
-        "start_ms",
-        F.coalesce("next_ms", "last_ms").alias("end_ms"),
-        F.col("steps").alias("stale_snapshots"),
-        F.when(F.col("next_ms").isNull(), "open")
-        .when(F.col("alive_next").isNull(), "removed")
-        .otherwise("recovered")
-        .alias("ended_by"),
-    )
-    return (
-        by_fault.unionByName(by_heartbeat)
-        .withColumn("duration_ms", F.col("end_ms") - F.col("start_ms"))
-        .withColumn("exposure_ms", F.col("end_ms") - F.col("dead_since_ms"))
-        .select(*STALE_COLUMNS)
-        .orderBy("basis", "namesrv", "broker_addr", "start_ms")
     )
 
 

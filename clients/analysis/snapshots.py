@@ -28,7 +28,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from clients.analysis.errors import SnapshotDatasetError
-from namesrv.snapshot import SNAPSHOT_COLUMNS, arrow_schema
+from namesrv.routeinfo.snapshot import SNAPSHOT_COLUMNS, arrow_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

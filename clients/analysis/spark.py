@@ -16,8 +16,6 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -171,17 +169,3 @@ def stop_spark(*, shutdown_ray: bool | None = None) -> None:
             if ray.is_initialized():
                 ray.shutdown()
             _State.owns_ray = False
-
-
-@contextmanager
-def spark_session(
-    settings: SparkSettings | None = None, *, init_ray: bool = True, ray_num_cpus: int | None = None
-) -> Iterator[SparkSession]:
-    """Context manager over the shared session; only the outermost user stops it."""
-    created = _State.session is None
-    session = get_or_create_spark(settings, init_ray=init_ray, ray_num_cpus=ray_num_cpus)
-    try:
-        yield session
-    finally:
-        if created:
-            stop_spark()

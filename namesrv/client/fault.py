@@ -79,6 +79,11 @@ class LatencyFaultTolerance:
         item = self.fault_items.get(broker_name)
         return item is None or item.is_available(self.clock())
 
+    def isolated_count(self) -> int:
+        """Brokers avoided right now."""
+        now = self.clock()
+        return sum(1 for i in self.fault_items.values() if not i.is_available(now))
+
     def remove(self, broker_name: str) -> None:
         self.fault_items.pop(broker_name, None)
 

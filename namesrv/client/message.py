@@ -1,29 +1,26 @@
-"""Messages, queues and the checks a producer runs before any network call (RocketMQ's Validators)."""
+"""Messages, queues and the checks a producer runs before any network call (RocketMQ's Validators).
+
+The name rules are the protocol's constrained types (`TopicName`, `GroupName`); only the wording of
+the errors is the client's own, as RocketMQ's client words them.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from namesrv.constants import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    SCHEDULE_TOPIC,
-    SYSTEM_TOPICS,
+from namesrv.client.errors import MQClientError
+from namesrv.protocol.constants import (
+    GROUP_MAX_LENGTH,
+    MAX_MESSAGE_SIZE,
+    NOT_ALLOWED_SEND_TOPICS,
     TOPIC_MAX_LENGTH,
-    TOPIC_PATTERN,
+    TOPIC_REGEX,
 )
+from namesrv.protocol.types import GroupName, InvalidInput, TopicName, check
 
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 MAX_PROPERTIES_SIZE = 32 * 1024
-GROUP_MAX_LENGTH = 255
-GROUP_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+\Z")  # \Z: "$" would accept a trailing newline
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 RESERVED_PROPERTIES = frozenset({"UNIQ_KEY", "__STARTDELIVERTIME", "MSG_REGION", "TRACE_ON"})
-NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, AUTO_CREATE_TOPIC_KEY_TOPIC}) | SYSTEM_TOPICS
-
-
-class MQClientError(Exception):
-    """A client-side error (bad message or group, no route, no name server); nothing was sent."""
 
 
 @dataclass
@@ -50,29 +47,28 @@ class MessageQueue:
     queue_id: int
 
 
+def _check_name(tp: object, value: object, what: str, max_length: int, prefix: str) -> str:
+    """RocketMQ's Validators wording (`prefix` is "The specified topic" or "the specified group",
+    capitalised as RocketMQ does) for a name that breaks the protocol's rule."""
+    if not isinstance(value, str) or not value.strip():
+        raise MQClientError(f"{prefix} is blank")
+    try:
+        checked: str = check(tp, value, what)
+    except InvalidInput as e:
+        if e.kind == "string_too_long":
+            raise MQClientError(f"{prefix} is longer than {what} max length {max_length}") from None
+        raise MQClientError(f"{prefix}[{value}] contains illegal characters, allowing only {TOPIC_REGEX}") from None
+    return checked
+
+
 def check_group(group: object) -> str:
-    if not isinstance(group, str) or not group.strip():
-        raise MQClientError("the specified group is blank")
-    if len(group) > GROUP_MAX_LENGTH:
-        raise MQClientError(f"the specified group is longer than group max length {GROUP_MAX_LENGTH}")
-    if not GROUP_PATTERN.match(group):
-        raise MQClientError(
-            f"the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-        )
-    return group
+    return _check_name(GroupName, group, "group", GROUP_MAX_LENGTH, "the specified group")
 
 
 def check_topic(topic: object) -> str:
-    if not isinstance(topic, str) or not topic.strip():
-        raise MQClientError("The specified topic is blank")
-    if len(topic) > TOPIC_MAX_LENGTH:
-        raise MQClientError(f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}")
-    if not TOPIC_PATTERN.match(topic):
-        raise MQClientError(
-            f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-        )
-    if topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith("rmq_sys_"):
-        raise MQClientError(f"Sending message to topic[{topic}] is forbidden (reserved system topic)")
+    topic = _check_name(TopicName, topic, "topic", TOPIC_MAX_LENGTH, "The specified topic")
+    if topic in NOT_ALLOWED_SEND_TOPICS:  # RocketMQ's Validators.isNotAllowedSendTopic
+        raise MQClientError(f"Sending message to topic[{topic}] is forbidden.")
     return topic
 
 

@@ -8,8 +8,8 @@ import random
 from dataclasses import dataclass, field
 
 from namesrv.client.message import MessageQueue
-from namesrv.constants import MASTER_ID, is_writeable
-from namesrv.models import TopicRouteData
+from namesrv.protocol.constants import MASTER_ID, is_writeable
+from namesrv.protocol.models import TopicRouteData
 
 
 @dataclass
@@ -19,7 +19,9 @@ class TopicPublishInfo:
     route: TopicRouteData | None = None
     order_topic: bool = False
     route_version: int = -1
-    _counter: itertools.count = field(default_factory=lambda: itertools.count(random.randrange(1 << 30)), repr=False)
+    _counter: itertools.count[int] = field(
+        default_factory=lambda: itertools.count(random.randrange(1 << 30)), repr=False
+    )
     """Round-robin position; starts at random (RocketMQ's ThreadLocalIndex), so producers, and every
     fresh route, do not all send their first messages to the first queue of the first broker."""
 

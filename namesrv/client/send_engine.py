@@ -7,19 +7,23 @@ manual clock.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from namesrv.client.fault import FAULT_TABLE_5_X, FaultTable, LatencyFaultTolerance
-from namesrv.client.message import Message, MessageQueue, MQClientError, check_message
+from namesrv.client.config import ProducerConfig
+from namesrv.client.errors import MQBrokerError, MQClientError, RemotingError, SendFailedError
+from namesrv.client.fault import LatencyFaultTolerance
+from namesrv.client.message import Message, MessageQueue, check_message
 from namesrv.client.publish_info import TopicPublishInfo, master_addr
 from namesrv.clock import Clock, system_clock
-from namesrv.constants import ResponseCode
+from namesrv.protocol.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -34,37 +38,6 @@ RETRY_RESPONSE_CODES = frozenset(
 )
 
 
-class MQBrokerError(Exception):
-    """The broker answered, with an error code."""
-
-    def __init__(self, code: int, remark: str | None, broker_name: str) -> None:
-        super().__init__(f"broker {broker_name} answered code {code}: {remark}")
-        self.code = code
-        self.remark = remark
-        self.broker_name = broker_name
-
-
-class RemotingError(Exception):
-    """The broker did not answer: it died, timed out, or cannot be found."""
-
-
-class SendFailedError(MQClientError):
-    """Every attempt failed; `failures` lists (broker name, error) per attempt, in order."""
-
-    def __init__(self, topic: str, failures: list[tuple[str, str]], cost_ms: int, timed_out: bool = False) -> None:
-        brokers = [b for b, _ in failures]
-        reason = "send timeout" if timed_out else "still failed"
-        detail = "; ".join(f"{b}: {e}" for b, e in failures)
-        super().__init__(
-            f"Send [{len(failures)}] times, {reason}, cost [{cost_ms}]ms, Topic: {topic}, "
-            f"BrokersSent: {brokers}: {detail}"
-        )
-        self.topic = topic
-        self.failures = failures
-        self.brokers_tried = brokers
-        self.timed_out = timed_out
-
-
 @dataclass(slots=True)
 class SendResult:
     send_status: str
@@ -76,12 +49,19 @@ class SendResult:
     brokers_tried: list[str] = field(default_factory=list)
 
 
+FAILED_ATTEMPT_KINDS = ("broker_error", "no_answer", "unexpected")
+"""How a send attempt failed: the broker answered an error (or raised one), no answer came (dead,
+timed out, unreachable), or the transport raised something else. Every kind is a failed attempt
+the engine records and, within the retry budget, retries on another broker."""
+
+
 class Transport(Protocol):
     def send(
         self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str, timeout_ms: int,
         default_topic: str | None,
     ) -> SendResult:
-        """Raise MQBrokerError for an error answer, RemotingError for no answer."""
+        """Raise MQBrokerError for an error answer, RemotingError for no answer. Anything else it
+        raises still counts as a failed attempt (kind "unexpected"), never escapes a send."""
         ...
 
     def send_oneway(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str) -> None: ...
@@ -109,34 +89,44 @@ class UniqIdGenerator:
         return f"{self.prefix}{next(self._counter):012X}"
 
 
-@dataclass
-class SendPolicy:
-    send_msg_timeout_ms: int = 3000
-    retry_times_when_send_failed: int = 2
-    send_latency_fault_enable: bool = True
-    fault_table: FaultTable = FAULT_TABLE_5_X
-    max_message_size: int = 4 * 1024 * 1024
-
-
 class SendEngine:
     def __init__(
         self,
         transport: Transport,
-        policy: SendPolicy | None = None,
+        config: ProducerConfig | None = None,
         clock: Clock = system_clock,
     ) -> None:
         self.transport = transport
-        self.policy = policy or SendPolicy()
+        self.config = config or ProducerConfig()
         self.clock = clock
-        self.fault = LatencyFaultTolerance(self.policy.fault_table, clock)
+        self.fault = LatencyFaultTolerance(self.config.latency_table, clock)
         self.ids = UniqIdGenerator()
+        self.stats: collections.Counter[str] = collections.Counter()
+        """Counts since start: attempts, retries, sends ok/failed, and failed attempts by kind
+        (`failed_attempts.<kind>`, kinds in FAILED_ATTEMPT_KINDS). Read with `stats_snapshot`."""
+        self._stats_lock = threading.Lock()
+
+    def _count(self, *keys: str) -> None:
+        with self._stats_lock:
+            for key in keys:
+                self.stats[key] += 1
+
+    def stats_snapshot(self) -> dict[str, int]:
+        with self._stats_lock:
+            return dict(self.stats)
+
+    def _update_fault_item(self, broker_name: str, latency_ms: int, isolation: bool) -> None:
+        """Record a send's outcome for fault tolerance; nothing at all when it is off (RocketMQ's
+        MQFaultStrategy.updateFaultItem)."""
+        if self.config.send_latency_fault_enable:
+            self.fault.update_fault_item(broker_name, latency_ms, isolation)
 
     # ------------------------------------------------------------------ queue selection
     def select_one_message_queue(self, info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue | None:
         mqs = info.message_queues
         if not mqs:
             return None
-        if not self.policy.send_latency_fault_enable:
+        if not self.config.send_latency_fault_enable:
             return info.select_one_message_queue(last_broker_name)
         names = info.broker_names()
         avoid = last_broker_name if len(names) > 1 else None
@@ -160,12 +150,14 @@ class SendEngine:
         timeout_ms: int | None = None,
         default_topic: str | None = None,
         times_total: int | None = None,
+        retry_broker_errors: bool = True,
     ) -> SendResult:
         """Sync send: up to 1 + retry_times attempts, each on a broker other than the one that just
-        failed, all within one timeout budget."""
-        check_message(msg, self.policy.max_message_size)
-        timeout = self.policy.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        total = 1 + self.policy.retry_times_when_send_failed if times_total is None else times_total
+        failed, all within one timeout budget. `retry_broker_errors` False retries only attempts
+        that got no answer (an async send, as RocketMQ 4.9's onExceptionImpl does)."""
+        check_message(msg, self.config.max_message_size)
+        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        total = 1 + self.config.retry_times_when_send_failed if times_total is None else times_total
         msg_id = self.ids.next()
         begin = self.clock()
         failures: list[tuple[str, str]] = []
@@ -176,25 +168,34 @@ class SendEngine:
                 raise MQClientError(f"no writable queue for topic {msg.topic}")
             cost = self.clock() - begin
             if cost >= timeout:
+                self._count("sends_failed")
                 raise SendFailedError(msg.topic, failures or [(mq.broker_name, "no time left")], cost, timed_out=True)
             started = self.clock()
             addr = master_addr(info.route, mq.broker_name) if info.route is not None else None
+            self._count("attempts", *(("retries",) if attempt else ()))
             try:
                 if addr is None:
                     raise RemotingError(f"broker {mq.broker_name} has no master in the route")
                 result = self.transport.send(addr, mq, msg, msg_id, timeout - cost, default_topic)
-            except (RemotingError, MQBrokerError) as e:
-                self.fault.update_fault_item(mq.broker_name, self.clock() - started, True)
-                failures.append((mq.broker_name, str(e)))
+            except Exception as e:  # every failed attempt: counted, and retried within the budget
+                kind, error = _classify(e)
+                self._count("failed_attempts", f"failed_attempts.{kind}")
+                self._update_fault_item(mq.broker_name, self.clock() - started, True)
+                failures.append((mq.broker_name, error))
                 last_broker = mq.broker_name
-                log.info("send %s to %s failed (attempt %d/%d): %s", msg.topic, mq.broker_name, attempt + 1, total, e)
-                if isinstance(e, MQBrokerError) and e.code not in RETRY_RESPONSE_CODES:
+                log.log(logging.WARNING if kind == "unexpected" else logging.INFO,
+                        "send %s to %s failed (attempt %d/%d, %s): %s", msg.topic, mq.broker_name, attempt + 1,
+                        total, kind, error)
+                if isinstance(e, MQBrokerError) and (not retry_broker_errors or e.code not in RETRY_RESPONSE_CODES):
+                    self._count("sends_failed")
                     raise SendFailedError(msg.topic, failures, self.clock() - begin) from e
                 continue
-            self.fault.update_fault_item(mq.broker_name, self.clock() - started, False)
+            self._update_fault_item(mq.broker_name, self.clock() - started, False)
+            self._count("sends_ok")
             result.attempts = attempt + 1
             result.brokers_tried = [b for b, _ in failures] + [mq.broker_name]
             return result
+        self._count("sends_failed")
         raise SendFailedError(msg.topic, failures, self.clock() - begin)
 
     def send_orderly(
@@ -203,28 +204,32 @@ class SendEngine:
     ) -> SendResult:
         """One attempt on the selected queue: an ordered message never moves to another queue
         silently; the caller sees the failure and decides."""
-        check_message(msg, self.policy.max_message_size)
+        check_message(msg, self.config.max_message_size)
         if not info.message_queues:
             raise MQClientError(f"no writable queue for topic {msg.topic}")
         mq = selector(list(info.message_queues), msg, arg)
         if mq not in info.message_queues:
             raise MQClientError(f"selector returned {mq}, which is not a queue of {msg.topic}")
-        timeout = self.policy.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
         addr = master_addr(info.route, mq.broker_name) if info.route is not None else None
         started = self.clock()
+        self._count("attempts")
         try:
             if addr is None:
                 raise RemotingError(f"broker {mq.broker_name} has no master in the route")
             result = self.transport.send(addr, mq, msg, self.ids.next(), timeout, None)
-        except (RemotingError, MQBrokerError) as e:
-            self.fault.update_fault_item(mq.broker_name, self.clock() - started, True)
-            raise SendFailedError(msg.topic, [(mq.broker_name, str(e))], self.clock() - started) from e
-        self.fault.update_fault_item(mq.broker_name, self.clock() - started, False)
+        except Exception as e:  # whatever failed, the caller gets a SendFailedError saying what
+            kind, error = _classify(e)
+            self._count("failed_attempts", f"failed_attempts.{kind}", "sends_failed")
+            self._update_fault_item(mq.broker_name, self.clock() - started, True)
+            raise SendFailedError(msg.topic, [(mq.broker_name, error)], self.clock() - started) from e
+        self._update_fault_item(mq.broker_name, self.clock() - started, False)
+        self._count("sends_ok")
         result.brokers_tried = [mq.broker_name]
         return result
 
     def send_oneway(self, msg: Message, info: TopicPublishInfo, default_topic: str | None = None) -> MessageQueue:
-        check_message(msg, self.policy.max_message_size)
+        check_message(msg, self.config.max_message_size)
         mq = self.select_one_message_queue(info, None)
         if mq is None:
             raise MQClientError(f"no writable queue for topic {msg.topic}")
@@ -233,3 +238,12 @@ class SendEngine:
             raise MQClientError(f"broker {mq.broker_name} has no master in the route")
         self.transport.send_oneway(addr, mq, msg, self.ids.next())
         return mq
+
+
+def _classify(e: Exception) -> tuple[str, str]:
+    """(kind, message) of a failed attempt; the message keeps what the broker said."""
+    if isinstance(e, MQBrokerError):
+        return "broker_error", str(e)
+    if isinstance(e, RemotingError):
+        return "no_answer", str(e)
+    return "unexpected", f"{type(e).__name__}: {e}"

@@ -1,0 +1,283 @@
+"""A broker's lifecycle owner (RocketMQ's BrokerController), inside the actor's event loop.
+
+It owns the topic config, the commit log, consumer offsets, the request processor, the remoting
+server clients dial, the registration with every NameServer, and one control loop of periodic
+steps: registration, flushing an ASYNC_FLUSH log, persisting consumer offsets (off the loop), and
+expiring silent clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from actors.broker_registration import NamesrvRegistrar
+from actors.control_loop import ControlLoop
+from actors.housekeeping import BrokerChannel
+from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
+from actors.remoting_server import Connection, RemotingServer
+from namesrv.acl.plain_acl import AclError, AclManager, broker_resources
+from namesrv.broker.commit_log import CommitLog, FlushDiskType
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.processor import BrokerIdentity, BrokerProcessor, Client
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.clock import Clock, system_clock
+from namesrv.persist import BackgroundWriter
+from namesrv.protocol import fastjson
+from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.command import RemotingResponse, error
+from namesrv.protocol.constants import SYSTEM_TOPICS
+from namesrv.protocol.models import TopicConfig
+from namesrv.protocol.remoting import RemotingCommand, encode_command
+from namesrv.protocol.server_config import RemotingServerConfig
+from namesrv.protocol.types import InvalidInput, check_topic, describe_errors
+
+log = logging.getLogger(__name__)
+
+OFFSET_PERSIST_INTERVAL_S = 5.0
+"""RocketMQ's flushConsumerOffsetInterval."""
+CLIENT_SCAN_INTERVAL_S = 10.0
+
+
+class BrokerController:
+    def __init__(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        store_dir: Path,
+        config: BrokerConfig,
+        namesrv_names: list[str],
+        namespace: str,
+        remoting: RemotingServerConfig | None,
+        advertise: Callable[[int], str],
+        channel_of: Callable[[str], BrokerChannel],
+        ray_name: str,
+        clock: Clock = system_clock,
+        metrics: Metrics | None = None,
+    ) -> None:
+        """Binds the client port at once (a taken port fails the start). The broker's address is
+        `advertise(port)`, or `ray_name` without TCP; `channel_of(token)` is what NameServers watch."""
+        self._remoting_config = remoting
+        self.remoting = RemotingServer(ray_name, self._handle_wire, self._connection_closed,
+                                       remoting.server_channel_max_idle_time_seconds if remoting else 0,
+                                       lambda coro: self.loop.spawn("request", coro))
+        if remoting is not None:
+            port = self.remoting.bind(remoting.listen_host, remoting.listen_port)
+            addr, ha_addr = advertise(port), advertise(port + 1)
+        else:
+            addr, ha_addr = ray_name, f"{ray_name}:ha"
+        self.identity = identity = BrokerIdentity(cluster_name, broker_name, broker_id, addr)
+        self.incarnation = uuid.uuid4().hex[:12]
+        self.token = f"{addr}#{self.incarnation}"
+        """Unique per incarnation: NameServers tell a restarted broker from its predecessor by it."""
+        self.config = config
+        self.store_dir = store_dir
+        self.clock = clock
+        started = time.perf_counter()
+        self.writer = BackgroundWriter(identity.broker_addr)
+        """Topic-config writes, off the event loop; answers that changed topics wait for `durable()`."""
+        self.topics = TopicConfigManager(store_dir / "config" / "topics.json", clock, config.auto_create_topic_enable,
+                                         config.default_topic_queue_nums, writer=self.writer.write)
+        self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit)
+        self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
+        self.recovery_ms = (time.perf_counter() - started) * 1000
+        self.loop = ControlLoop(identity.broker_addr)
+        self.processor = BrokerProcessor(identity, config, self.topics, self.store, self.offsets, clock,
+                                         on_topic_created=self._topic_created,
+                                         on_group_changed=self._group_changed)
+        ident = {"clusterName": identity.cluster_name, "brokerAddr": identity.broker_addr,
+                 "brokerName": identity.broker_name, "brokerId": identity.broker_id}
+        self.registrar = NamesrvRegistrar(ident, ha_addr, namesrv_names, namespace, config, channel_of(self.token),
+                                          lambda: self.topics.build_serialize_wrapper(self.config.broker_permission),
+                                          lambda: self.topics.data_version)
+        self._connections: dict[str, Connection] = {}
+        self.acl = AclManager(config.acl_file) if config.acl_enable else None
+        self.acl_rejections: collections.Counter[str] = collections.Counter()
+        self.metrics = metrics if metrics is not None else NO_METRICS
+        self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._notify_opaque = 0
+
+    def start(self) -> None:
+        cfg = self.config
+        # As RocketMQ's BrokerController.start: one registration at once, then one every period from
+        # the initial delay on (with no initial delay the periodic step itself runs at once).
+        if cfg.register_initial_delay_ms > 0:
+            self.loop.spawn("register-at-start", self.registrar.register_broker_all())
+        self.loop.every("register-broker-all", cfg.effective_register_period_ms() / 1000,
+                        self.registrar.register_broker_all, initial_delay_s=cfg.register_initial_delay_ms / 1000)
+        if cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
+            self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
+        self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
+        self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,
+                        initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
+        if self.acl is not None:
+            self.loop.every("reload-acl", 1.0, self._reload_acl, initial_delay_s=1.0)
+        self.loop.every("scan-not-active-clients", CLIENT_SCAN_INTERVAL_S, self.processor.scan_not_active_clients,
+                        initial_delay_s=CLIENT_SCAN_INTERVAL_S)
+        self.loop.start()
+        if self._remoting_config is not None:
+            self.loop.spawn("remoting-serve", self.remoting.serve())
+
+    async def shutdown(self) -> dict[str, str]:
+        """Graceful: unregister from every NameServer, stop serving, release held pulls, persist
+        offsets, close the store."""
+        outcomes = await self.registrar.unregister_broker_all()
+        self.processor.closed = True
+        self.processor.hold.notify_all()
+        await self.remoting.stop()
+        await self.loop.shutdown()
+        await self.persist_offsets()
+        await self.durable()
+        await asyncio.to_thread(self.store.close)
+        return outcomes
+
+    # ------------------------------------------------------------------ steps
+    async def _flush(self) -> None:
+        await asyncio.to_thread(self.store.flush)
+
+    async def persist_offsets(self) -> None:
+        data = self.offsets.snapshot()
+        if data is not None:
+            await asyncio.to_thread(self.offsets.write, data)
+
+    def flush_metrics(self) -> None:
+        stats = self.processor.stats
+        for (kind, result), total in stats.items():
+            delta = total - self._flushed_stats[(kind, result)]
+            if delta:
+                if kind == "pulled_messages":
+                    self.metrics.inc(kind, delta)
+                else:
+                    self.metrics.inc(kind, delta, result=result)
+        self._flushed_stats = collections.Counter(stats)
+        self.metrics.set("store_size_bytes", self.store.size_bytes())
+        self.metrics.set("messages", sum(self.store.queues().values()))
+        self.metrics.flush()
+
+    async def _reload_acl(self) -> None:
+        assert self.acl is not None
+        try:
+            await asyncio.to_thread(self.acl.reload)
+        except AclError as e:  # the previous rules stay in force
+            log.error("ACL file not reloaded: %s", e)
+
+    # ------------------------------------------------------------------ topic admin (both paths)
+    async def update_topic(self, tc: TopicConfig) -> RemotingResponse:
+        """Create or update a topic, persist it, then register with every NameServer before answering
+        (so a route query right after the answer already sees it)."""
+        changed = self.topics.update_topic_config(tc)
+        await self.durable()
+        outcomes = await self.registrar.register_broker_all() if changed else {}
+        return RemotingResponse(ext_fields={"changed": changed, "registered": outcomes})
+
+    async def delete_topic(self, topic: str) -> RemotingResponse:
+        try:
+            check_topic(topic)
+        except InvalidInput as e:
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
+        deleted = self.topics.delete_topic_config(topic)
+        await self.durable()
+        outcomes = await self.registrar.register_broker_all() if deleted else {}
+        return RemotingResponse(ext_fields={"deleted": deleted, "registered": outcomes})
+
+    async def _wire_update_topic(self, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC from mqadmin (AdminBrokerProcessor): an invalid or system topic is
+        INVALID_PARAMETER and changes nothing."""
+        try:
+            h = CreateTopicRequestHeader.model_validate(cmd.ext_fields or {}, strict=False)
+            tc = TopicConfig(topic_name=h.topic, read_queue_nums=h.read_queue_nums, write_queue_nums=h.write_queue_nums,
+                             perm=h.perm, topic_filter_type=h.topic_filter_type, topic_sys_flag=h.topic_sys_flag,
+                             order=h.order)
+        except ValidationError as e:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, f"invalid request: {describe_errors(e)}")
+        if tc.topic_name in SYSTEM_TOPICS:
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
+                                f"The topic[{tc.topic_name}] is conflict with system topic.")
+        log.info("topic %s updated over TCP: %s", tc.topic_name, tc)
+        answer = await self.update_topic(tc)
+        return cmd.response(int(answer.code), answer.remark)
+
+    async def _wire_delete_topic(self, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER, deleteTopic's first step (the NameServers are told next)."""
+        try:
+            topic = DeleteTopicRequestHeader.model_validate(cmd.ext_fields or {}, strict=False).topic
+        except ValidationError as e:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, f"invalid request: {describe_errors(e)}")
+        if topic in SYSTEM_TOPICS:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, f"The topic[{topic}] is conflict with system topic.")
+        answer = await self.delete_topic(topic)
+        return cmd.response(int(answer.code), answer.remark)
+
+    def _topic_created(self, topic: str) -> None:
+        log.info("topic %s created: registering with every NameServer", topic)
+        self.loop.spawn("register-new-topic", self.registrar.register_broker_all())
+
+    # ------------------------------------------------------------------ wire
+    def _handle_wire(self, conn: Connection, cmd: RemotingCommand) -> Any:
+        self._connections[conn.token] = conn
+        denied = self.check_acl(cmd.code, cmd.ext_fields or {}, cmd.body, conn.peer)
+        if denied is not None:
+            return cmd.response(ResponseCode.NO_PERMISSION, denied)
+        if cmd.code == BrokerRequestCode.UPDATE_AND_CREATE_TOPIC:
+            return self._wire_update_topic(cmd)
+        if cmd.code == BrokerRequestCode.DELETE_TOPIC_IN_BROKER:
+            return self._wire_delete_topic(cmd)
+        before = self.writer.submitted
+        answer = self.processor.process(cmd, Client(conn.token, conn.peer))
+        if self.writer.submitted != before:  # it changed the topic config (auto-created a topic)
+            return self._when_durable(answer, before)
+        return answer
+
+    async def _when_durable(self, answer: Any, since: int) -> RemotingCommand:
+        result: RemotingCommand = answer if isinstance(answer, RemotingCommand) else await answer
+        await self.durable(since)
+        return result
+
+    async def durable(self, since: int | None = None) -> None:
+        """Returns once every topic-config change made so far (or, with `since`, made after that
+        `writer.submitted` count: none, and it returns at once) is on disk."""
+        await self.writer.drained(since)
+
+    def check_acl(self, code: int, ext: dict[str, str], body: bytes | None, remote: str) -> str | None:
+        """RocketMQ's broker-side plain ACL (when on): None, or why the request is refused."""
+        if self.acl is None:
+            return None
+        heartbeat = None
+        if code == BrokerRequestCode.HEART_BEAT and body:
+            try:
+                heartbeat = fastjson.loads(body)
+            except fastjson.JsonError:
+                heartbeat = None
+        denied = self.acl.validator.check_broker(code, ext, body, remote, broker_resources(code, ext, heartbeat))
+        if denied is None:
+            return None
+        self.acl_rejections[denied.reason] += 1
+        self.metrics.inc("acl_rejections", reason=denied.reason)
+        log.warning("ACL refused request %d from %s: %s", code, remote, denied.remark)
+        return denied.remark
+
+    def _connection_closed(self, conn: Connection, reason: str) -> None:
+        self._connections.pop(conn.token, None)
+        self.processor.channel_closed(conn.token)
+
+    def _group_changed(self, group: str, channels: list[str]) -> None:
+        """Tell the group's members to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, oneway)."""
+        for token in channels:
+            conn = self._connections.get(token)
+            if conn is None or conn.transport is None or conn.transport.is_closing():
+                continue
+            self._notify_opaque += 1
+            cmd = RemotingCommand(BrokerRequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notify_opaque, 2,
+                                  ext_fields={"consumerGroup": group})
+            conn.transport.write(encode_command(cmd))

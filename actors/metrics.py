@@ -1,0 +1,145 @@
+"""Metrics in Prometheus format through Ray (`ray.util.metrics`): they appear on every node's
+metrics endpoint (and in Ray's dashboard) as `ray_namesrv_*`, `ray_broker_*` and `ray_producer_*`.
+
+Recording a Ray metric costs 5-8 µs, a tenth of a route query over TCP, so the hot path only bumps
+local counters; a control-loop step hands the totals to Ray every second. Latencies are sampled
+into the histogram (at most SAMPLES_PER_FLUSH per flush, uniformly), so its buckets give the
+distribution while `..._requests_total` gives the exact count.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from ray.util.metrics import Counter, Gauge, Histogram
+
+FLUSH_INTERVAL_S = 1.0
+SAMPLES_PER_FLUSH = 100
+LATENCY_BOUNDARIES_MS = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5, 10, 25, 50, 100, 250, 1000]
+DELAY_BOUNDARIES_MS = [10.0, 50, 100, 500, 1000, 5000, 10_000, 30_000, 60_000, 120_000, 300_000]
+
+
+class Metrics:
+    """Local aggregation in front of Ray's metrics: `inc`, `observe` and `set` are cheap; `flush`
+    (from a control-loop step) records them."""
+
+    def __init__(self, prefix: str, owner: str) -> None:
+        self.prefix = prefix
+        self.owner = owner
+        self._counters: dict[str, Counter] = {}
+        self._histograms: dict[str, Histogram] = {}
+        self._gauges: dict[str, Gauge] = {}
+        self._counts: dict[tuple[str, tuple[tuple[str, str], ...]], float] = collections.defaultdict(float)
+        self._samples: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
+        self._seen: collections.Counter[tuple[str, tuple[tuple[str, str], ...]]] = collections.Counter()
+        self._values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self._rng = random.Random()
+
+    def counter(self, name: str, description: str, tag_keys: Sequence[str] = ()) -> None:
+        self._counters[name] = Counter(f"{self.prefix}_{name}", description=description,
+                                       tag_keys=("owner", *tag_keys))
+
+    def histogram(self, name: str, description: str, boundaries: list[float], tag_keys: Sequence[str] = ()) -> None:
+        self._histograms[name] = Histogram(f"{self.prefix}_{name}", description=description, boundaries=boundaries,
+                                           tag_keys=("owner", *tag_keys))
+
+    def gauge(self, name: str, description: str, tag_keys: Sequence[str] = ()) -> None:
+        self._gauges[name] = Gauge(f"{self.prefix}_{name}", description=description, tag_keys=("owner", *tag_keys))
+
+    # ------------------------------------------------------------------ the cheap part
+    def inc(self, name: str, value: float = 1, **tags: Any) -> None:
+        if value <= 0:  # a Ray counter only goes up
+            return
+        self._counts[(name, tuple(sorted((k, str(v)) for k, v in tags.items())))] += value
+
+    def observe(self, name: str, value: float, **tags: Any) -> None:
+        """Reservoir sampling: every observation has the same chance to reach the histogram."""
+        key = (name, tuple(sorted((k, str(v)) for k, v in tags.items())))
+        self._seen[key] += 1
+        samples = self._samples.setdefault(key, [])
+        if len(samples) < SAMPLES_PER_FLUSH:
+            samples.append(value)
+        else:
+            j = self._rng.randrange(self._seen[key])
+            if j < SAMPLES_PER_FLUSH:
+                samples[j] = value
+
+    def set(self, name: str, value: float, **tags: Any) -> None:
+        self._values[(name, tuple(sorted((k, str(v)) for k, v in tags.items())))] = value
+
+    # ------------------------------------------------------------------ the Ray part
+    def flush(self) -> None:
+        counts, self._counts = self._counts, collections.defaultdict(float)
+        samples, self._samples = self._samples, {}
+        self._seen.clear()
+        for (name, tags), value in counts.items():
+            self._counters[name].inc(value, tags={"owner": self.owner, **dict(tags)})
+        for (name, tags), values in samples.items():
+            for v in values:
+                self._histograms[name].observe(v, tags={"owner": self.owner, **dict(tags)})
+        for (name, tags), value in self._values.items():
+            self._gauges[name].set(value, tags={"owner": self.owner, **dict(tags)})
+
+
+class _NoMetrics(Metrics):
+    """Records nothing (a controller built outside Ray, e.g. in a unit test)."""
+
+    def __init__(self) -> None:
+        super().__init__("none", "")
+
+    def inc(self, name: str, value: float = 1, **tags: Any) -> None:
+        pass
+
+    def observe(self, name: str, value: float, **tags: Any) -> None:
+        pass
+
+    def set(self, name: str, value: float, **tags: Any) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+NO_METRICS = _NoMetrics()
+
+
+def namesrv_metrics(owner: str) -> Metrics:
+    m = Metrics("namesrv", owner)
+    m.counter("requests", "NameServer requests by request code, answer code and transport",
+              ("code", "result", "transport"))
+    m.histogram("request_latency_ms", "NameServer request handling time (sampled)", LATENCY_BOUNDARIES_MS, ("code",))
+    m.gauge("live_brokers", "Broker addresses in the live table")
+    m.gauge("topics", "Topics with a route")
+    m.counter("broker_removals", "Broker addresses removed, by cause (channel, expired, unregister)", ("cause",))
+    m.histogram("broker_removal_delay_ms", "Time from a removed broker's last heartbeat to its removal",
+                DELAY_BOUNDARIES_MS, ("cause",))
+    m.gauge("long_poll_waiters", "Route long-polls waiting")
+    m.counter("long_poll_pushes", "Route long-polls answered because a route changed")
+    m.counter("registration_bytes", "REGISTER_BROKER body bytes received")
+    m.counter("acl_rejections", "Requests refused by the ACL, by reason", ("reason",))
+    return m
+
+
+def broker_metrics(owner: str) -> Metrics:
+    m = Metrics("broker", owner)
+    m.counter("sends", "Messages offered to the broker, by answer code", ("result",))
+    m.counter("pulls", "PULL_MESSAGE answers, by answer code", ("result",))
+    m.counter("pulled_messages", "Messages handed out by pulls")
+    m.gauge("store_size_bytes", "Commit log size")
+    m.gauge("messages", "Messages in the store")
+    m.counter("acl_rejections", "Requests refused by the ACL, by reason", ("reason",))
+    return m
+
+
+def producer_metrics(owner: str) -> Metrics:
+    m = Metrics("producer", owner)
+    m.histogram("send_latency_ms", "Sync send latency, every attempt included (sampled)", LATENCY_BOUNDARIES_MS)
+    m.counter("sends", "Sync sends by outcome", ("result",))
+    m.counter("retries", "Send attempts beyond the first")
+    m.counter("failed_attempts", "Send attempts that failed, by kind (broker_error, no_answer, unexpected)",
+              ("kind",))
+    m.gauge("isolated_brokers", "Brokers the latency fault tolerance currently avoids")
+    return m

@@ -1,0 +1,169 @@
+"""The real RocketMQ client over TCP side by side with the Ray-native clients, against the same
+brokers in the same run (a private local Ray: 1 NameServer, 2 brokers, fast profile, free ports).
+
+    bash run.sh bench bench_clients            # 2,000 sends each, under ~2 minutes
+    bash run.sh bench bench_clients --quick    # 300 sends each, under a minute
+
+1. Sync sends: one sender each, sequential sync sends back to back, the same body size and count.
+   Real client: PyPI `rocketmq` 0.4.4 (rocketmq-client-cpp) in a process of its own
+   (clients/real_client.py produce), over TCP to the NameServer and brokers. Ray-native:
+   clients.producer.Producer in this driver (route from the NameServer actor, sends as actor calls).
+   The first --warmup sends of each (route lookup, connections) are left out; sends/s is the
+   measured sends over the time they took, latency is each send_sync()/send() call.
+2. Consumption of everything both producers stored: the real client's PushConsumer
+   (clients/real_client.py consume, messages/s from its first delivery to its last, its start-up and
+   rebalance left out) and the Ray-native PullConsumer.consume_all in this driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from typing import Any
+
+import ray
+from _common import latency_ms, pct_ms, print_machine, ratio_table
+
+from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
+from clients.admin import AdminClient
+from clients.consumer import PullConsumer
+from clients.producer import Message, Producer
+from clients.real_client import command, parse_lines
+
+BASE, MEASURED = "real client (TCP)", "Ray-native"
+
+
+def run_real(*args: str, timeout_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    out = subprocess.run(command(*args), capture_output=True, text=True, timeout=timeout_s)
+    records, done = parse_lines(out.stdout)
+    if done is None:
+        raise RuntimeError(f"real client {args[0]} failed (exit {out.returncode}): {out.stderr[-1000:]}")
+    return records, done
+
+
+def send_figures(t_end: list[float], latencies_s: list[float], warmup: int) -> dict[str, Any]:
+    """sends/s over the measured sends (after `warmup`): their count over the time from the end of
+    the last warm-up send to the end of the last one; their latencies."""
+    lat = latencies_s[warmup:]
+    wall = t_end[-1] - t_end[warmup - 1] if warmup else t_end[-1] - t_end[0] + latencies_s[0]
+    return {"per_s": len(lat) / wall, "p50_ms": pct_ms(lat, 0.5), "p99_ms": pct_ms(lat, 0.99), "lat": lat,
+            "wall_s": wall}
+
+
+def bench_real_sends(addr: str, topic: str, count: int, warmup: int, body_size: int) -> dict[str, Any]:
+    records, _ = run_real("produce", addr, topic, str(count + warmup), "--body-size", str(body_size),
+                          "--group", f"PID_bench_{uuid.uuid4().hex[:6]}", "--prefix", "real",
+                          timeout_s=600)
+    failed = [r for r in records if "error" in r]
+    if failed:
+        raise RuntimeError(f"{len(failed)} real-client sends failed, e.g. {failed[0]['error']}")
+    return send_figures([r["t"] for r in records], [r["latency_ms"] / 1000 for r in records], warmup)
+
+
+def bench_ray_sends(dep: Deployment, topic: str, count: int, warmup: int, body_size: int) -> dict[str, Any]:
+    group = f"bench_{uuid.uuid4().hex[:6]}"
+    t_end: list[float] = []
+    lat: list[float] = []
+    with Producer(group, namesrv=list(dep.namesrvs), namespace=dep.spec.namespace, instance_name=group,
+                  auto_create_topic=False) as producer:
+        for i in range(count + warmup):
+            body = f"ray-{i}".encode()
+            msg = Message(topic, body + b"x" * (body_size - len(body)))
+            t0 = time.monotonic()
+            producer.send(msg)
+            t1 = time.monotonic()
+            t_end.append(t1)
+            lat.append(t1 - t0)
+    return send_figures(t_end, lat, warmup)
+
+
+def bench_real_consume(addr: str, topic: str, total: int) -> dict[str, Any]:
+    t0 = time.monotonic()
+    records, done = run_real("consume", addr, f"CID_bench_{uuid.uuid4().hex[:6]}", topic, str(total),
+                             "--timeout", "300", timeout_s=400)
+    if done["distinct"] < total:
+        raise RuntimeError(f"the real consumer got {done['distinct']} of {total} messages")
+    first = {}
+    for r in records:  # the first delivery of each message (a redelivery is not progress)
+        first.setdefault(r["msg_id"], r["t"])
+    times = sorted(first.values())
+    return {"per_s": (len(times) - 1) / (times[-1] - times[0]), "first_delivery_s": times[0] - t0,
+            "deliveries": done["deliveries"], "distinct": done["distinct"]}
+
+
+def bench_ray_consume(dep: Deployment, topic: str, total: int) -> dict[str, Any]:
+    t0 = time.monotonic()
+    got = PullConsumer(dep.spec.namespace, list(dep.namesrvs)).consume_all(topic)
+    wall = time.monotonic() - t0
+    if len(got) < total:
+        raise RuntimeError(f"the PullConsumer got {len(got)} of {total} messages")
+    return {"per_s": len(got) / wall, "distinct": len(got)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="300 sends each instead of 2,000 (under a minute)")
+    ap.add_argument("--count", type=int, help="measured sync sends per client (default 2000, --quick 300)")
+    ap.add_argument("--warmup", type=int, default=20, help="sends per client left out of the figures")
+    ap.add_argument("--body-size", type=int, default=128)
+    args = ap.parse_args(argv)
+    count = args.count or (300 if args.quick else 2000)
+    if importlib.util.find_spec("rocketmq") is None:
+        raise SystemExit("the real client is missing: pip install rocketmq==0.4.4 (or pip install -e '.[dev]')")
+
+    data_dir = tempfile.mkdtemp(prefix="bench-clients-")
+    print_machine(data_dir)
+    namespace = f"bench-clients-{uuid.uuid4().hex[:8]}"
+    ray.init(address="local", num_cpus=2, include_dashboard=False, namespace=namespace, log_to_driver=False)
+    dep: Deployment | None = None
+    try:
+        dep = deploy(ClusterSpec(
+            namesrv_count=1, brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], profile="fast",
+            namespace=namespace, data_dir=os.path.join(data_dir, "cluster"), namesrv_port=0, broker_port=0,
+        ))
+        addr = dep.namesrv_addr()
+        topic = f"BenchClients_{uuid.uuid4().hex[:6]}"
+        AdminClient(dep).create_topic(topic, read_queue_nums=4, write_queue_nums=4)
+        print(f"\n== 1 NameServer, brokers broker-a and broker-b (fast profile, ASYNC_FLUSH), namesrvAddr {addr}; "
+              f"topic {topic} with 4 queues on each; {count:,} sync sends per client after {args.warmup} warm-up, "
+              f"{args.body_size}-byte bodies, one sender each, back to back", flush=True)
+        real = bench_real_sends(addr, topic, count, args.warmup, args.body_size)
+        print(f"  {BASE:<18} {real['per_s']:8.0f} sends/s  {latency_ms(real['lat'])}", flush=True)
+        ray_ = bench_ray_sends(dep, topic, count, args.warmup, args.body_size)
+        print(f"  {MEASURED:<18} {ray_['per_s']:8.0f} sends/s  {latency_ms(ray_['lat'])}", flush=True)
+
+        total = 2 * (count + args.warmup)
+        print(f"\n== consume all {total:,} messages of {topic}: the real client's PushConsumer "
+              "(first to last delivery) and the Ray-native PullConsumer.consume_all", flush=True)
+        real_c = bench_real_consume(addr, topic, total)
+        print(f"  {BASE:<18} {real_c['per_s']:8.0f} msgs/s  (first delivery {real_c['first_delivery_s']:.2f} s "
+              f"after its process started; {real_c['deliveries']:,} deliveries of {real_c['distinct']:,} messages)",
+              flush=True)
+        ray_c = bench_ray_consume(dep, topic, total)
+        print(f"  {MEASURED:<18} {ray_c['per_s']:8.0f} msgs/s  (PullConsumer in this driver, {ray_c['distinct']:,} "
+              "messages)", flush=True)
+
+        print()
+        print(ratio_table([
+            ("sync sends/s", real["per_s"], ray_["per_s"]),
+            ("send p50 ms", real["p50_ms"], ray_["p50_ms"]),
+            ("send p99 ms", real["p99_ms"], ray_["p99_ms"]),
+            ("consume msgs/s", real_c["per_s"], ray_c["per_s"]),
+        ], BASE, MEASURED, digits=3))
+        print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    finally:
+        if dep is not None:
+            dep.teardown(graceful=False)
+        ray.shutdown()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""Route queries over RocketMQ's remoting protocol on TCP: a NameServer actor side by side with a
+no-op remoting server (same framing and header handling, one constant prebuilt answer), in one run.
+
+    bash run.sh bench bench_wire [--connections 1,16,64] [--inflight 4] [--seconds 3] [--topics 10000]
+
+The NameServer holds --topics topics on --brokers brokers (registered over TCP, every topic on every
+broker), so a route answer is a realistic 10-broker route. Load comes from separate processes (one
+asyncio loop each) keeping --inflight requests in flight per connection; each round alternates the
+NameServer and the no-op server so both see the same machine. Printed: QPS, p50 and p99 per
+connection count, their ratio, the load generators' CPU use, the NameServer's RSS and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import random
+import resource
+import time
+from typing import Any
+
+import psutil
+import ray
+from _common import print_machine, ratio_table
+
+from actors.remoting_server import RemotingServer
+from clients.remoting_client import RemotingClient
+from namesrv.protocol.bodies import body_crc32
+from namesrv.protocol.codes import RequestCode, ResponseCode
+from namesrv.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
+from namesrv.stats import percentile
+
+# ---------------------------------------------------------------------------- the two servers
+
+
+@ray.remote(num_cpus=0)
+class NoopRemotingActor:
+    """The same RemotingServer, answering every request with one constant, prebuilt route."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.server = RemotingServer("noop", self.handle, lambda conn, why: None, 0,
+                                     lambda coro: asyncio.get_event_loop().create_task(coro))
+        self.port = self.server.bind("127.0.0.1", 0)
+        asyncio.get_event_loop().create_task(self.server.serve())
+
+    def handle(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, self.body, 479)
+
+    async def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def register_brokers(addr: str, brokers: int, topics: int) -> None:
+    """Register `brokers` fake brokers over TCP, each hosting every topic (full registrations)."""
+    host, port = addr.rsplit(":", 1)
+    table = {f"BenchTopic{t}": {"topicName": f"BenchTopic{t}", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+                                "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
+             for t in range(topics)}
+    body = json.dumps({"topicConfigSerializeWrapper": {"dataVersion": {"counter": 1, "timestamp": 1},
+                                                       "topicConfigTable": table}, "filterServerList": []}).encode()
+    clients = []
+    for b in range(brokers):
+        c = RemotingClient(host, int(port), timeout_s=60)
+        answer = c.invoke(RequestCode.REGISTER_BROKER, {
+            "brokerAddr": f"10.0.0.{b}:10911", "brokerName": f"bench-broker-{b}", "brokerId": 0,
+            "clusterName": "BenchCluster", "haServerAddr": f"10.0.0.{b}:10912", "bodyCrc32": body_crc32(body)}, body)
+        assert answer.code == ResponseCode.SUCCESS, answer
+        clients.append(c)  # kept open: closing a broker's connection removes it (channel semantics)
+    _keep.extend(clients)
+
+
+_keep: list[RemotingClient] = []
+
+# ---------------------------------------------------------------------------- load generator
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, topics: int, inflight: int, deadline: float, latencies: list[float]) -> None:
+        self.topics, self.inflight, self.deadline, self.lat = topics, inflight, deadline, latencies
+        self.decoder = FrameDecoder()
+        self.sent: dict[int, float] = {}
+        self.opaque = 0
+        self.done = asyncio.get_event_loop().create_future()
+        self.rng = random.Random(os.getpid())
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.transport.write(b"".join(self._request() for _ in range(self.inflight)))
+
+    def _request(self) -> bytes:
+        self.opaque += 1
+        cmd = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, self.opaque, 0, 1, 63, None,
+                              {"topic": f"BenchTopic{self.rng.randrange(self.topics)}"})
+        self.sent[self.opaque] = time.perf_counter()
+        return encode_command(cmd)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        out = []
+        for cmd in self.decoder.feed(data):
+            self.lat.append(now - self.sent.pop(cmd.opaque))
+            if now < self.deadline:
+                out.append(self._request())
+        if out:
+            self.transport.write(b"".join(out))
+        elif not self.sent and not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _drive(addr: str, conns: int, inflight: int, seconds: float, topics: int) -> list[float]:
+    host, port = addr.rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+    protocols = []
+    for _ in range(conns):
+        _, proto = await loop.create_connection(lambda: _Conn(topics, inflight, deadline, latencies), host, int(port))
+        protocols.append(proto)
+    await asyncio.wait_for(asyncio.gather(*(p.done for p in protocols)), seconds + 30)
+    for p in protocols:
+        p.transport.close()
+    return latencies
+
+
+def _worker(addr: str, conns: int, inflight: int, seconds: float, topics: int, out: Any) -> None:
+    start = resource.getrusage(resource.RUSAGE_SELF)
+    latencies = asyncio.run(_drive(addr, conns, inflight, seconds, topics))
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    out.put((latencies, (end.ru_utime - start.ru_utime) + (end.ru_stime - start.ru_stime)))
+
+
+def measure(addr: str, conns: int, inflight: int, seconds: float, topics: int, procs: int) -> dict[str, float]:
+    """QPS and latency with `conns` connections spread over `procs` load processes."""
+    ctx = mp.get_context("fork")
+    queue: Any = ctx.Queue()
+    share = [conns // procs + (1 if i < conns % procs else 0) for i in range(procs)]
+    workers = [ctx.Process(target=_worker, args=(addr, n, inflight, seconds, topics, queue)) for n in share if n]
+    for w in workers:
+        w.start()
+    results = [queue.get(timeout=seconds + 120) for _ in workers]
+    for w in workers:
+        w.join()
+    lat = [x for r in results for x in r[0]]
+    cpu = sum(r[1] for r in results)
+    return {"qps": len(lat) / seconds, "p50_ms": (percentile(lat, 0.5) or 0) * 1000,
+            "p99_ms": (percentile(lat, 0.99) or 0) * 1000, "loadgen_cpu_s": cpu}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--connections", default="1,16,64")
+    ap.add_argument("--inflight", type=int, default=4, help="requests in flight per connection")
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved NameServer/no-op rounds per count")
+    ap.add_argument("--topics", type=int, default=10_000)
+    ap.add_argument("--brokers", type=int, default=10)
+    ap.add_argument("--procs", type=int, default=1, help="load generator processes")
+    ap.add_argument("--quick", action="store_true", help="1 and 16 connections, 1 s, 1 round, 2,000 topics")
+    args = ap.parse_args()
+    if args.quick:
+        args.connections, args.seconds, args.rounds, args.topics = "1,16", 1.0, 1, 2_000
+
+    from actors.launcher import ClusterSpec, deploy
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    dep = deploy(ClusterSpec(namesrv_count=1, brokers=[], namesrv_port=0, broker_port=None,
+                             namesrv_overrides={"snapshot_interval_ms": 0, "not_ready_window_ms": 0}))
+    ns = dep.namesrvs["namesrv-0"]
+    addr = dep.namesrv_addr()
+    t0 = time.perf_counter()
+    register_brokers(addr, args.brokers, args.topics)
+    print(f"registered {args.brokers} brokers x {args.topics} topics over TCP in {time.perf_counter() - t0:.1f} s")
+    status = ray.get(ns.get_status.remote())
+    rss = psutil.Process(status["pid"]).memory_info().rss
+    host, port = addr.rsplit(":", 1)
+    with RemotingClient(host, int(port)) as c:
+        route_body = c.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BenchTopic0"}).body or b""
+    noop = NoopRemotingActor.remote(route_body)
+    noop_addr = ray.get(noop.address.remote())
+
+    print_machine()
+    print(f"NameServer RSS with {args.topics:,} topics on {args.brokers} brokers: {rss / 2**20:.0f} MiB; "
+          f"route answer {len(route_body)} bytes; {args.inflight} requests in flight per connection")
+    summary, table_rows = [], []
+    for conns in (int(x) for x in args.connections.split(",")):
+        rows: dict[str, list[dict[str, float]]] = {"ns": [], "noop": []}
+        for _ in range(args.rounds):
+            rows["ns"].append(measure(addr, conns, args.inflight, args.seconds, args.topics, args.procs))
+            rows["noop"].append(measure(noop_addr, conns, args.inflight, args.seconds, args.topics, args.procs))
+        best = {k: max(v, key=lambda r: r["qps"]) for k, v in rows.items()}
+        n, o = best["ns"], best["noop"]
+        table_rows += [(f"{conns} conns: QPS", o["qps"], n["qps"]),
+                       (f"{conns} conns: p50 ms", o["p50_ms"], n["p50_ms"]),
+                       (f"{conns} conns: p99 ms", o["p99_ms"], n["p99_ms"]),
+                       (f"{conns} conns: loadgen CPU s/s", o["loadgen_cpu_s"] / args.seconds,
+                        n["loadgen_cpu_s"] / args.seconds)]
+        summary.append({"connections": conns, "namesrv": n, "noop": o, "ratio": n["qps"] / o["qps"]})
+    print(ratio_table(table_rows, "no-op server", "NameServer"))
+    encodings = ray.get(ns.get_status.remote()).get("route_encodings")
+    print(f"route bodies encoded: {encodings} (cached per route version)")
+    print(json.dumps({"rss_mib": rss / 2**20, "results": summary}))
+    dep.teardown()
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Carrying a fault plan out: kill, signal and restart brokers and NameServers of a `Deployment`,
+recording every fault as it is made."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.launcher import Deployment
+from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector
+from clients.chaos.plan import ChaosConfig, FaultRecord, PlannedFault, Timing
+from clients.chaos.schema import (
+    BROKER_FAULTS,
+    BROKER_REVIVALS,
+    KILL_BROKER,
+    KILL_NAMESRV,
+    RESTART_BROKER,
+    RESTART_NAMESRV,
+    SIGCONT_BROKER,
+    SIGKILL_BROKER,
+    SIGSTOP_BROKER,
+    TIMELINE_KINDS,
+)
+from namesrv.clock import system_clock as now_ms
+
+log = logging.getLogger(__name__)
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _signal_on_node(pid: int, sig: int) -> None:
+    os.kill(pid, sig)
+
+
+_LOCAL_NODE_IPS: dict[str, bool] = {}
+
+
+def _is_local_node(node_id: str) -> bool:
+    if node_id not in _LOCAL_NODE_IPS:
+        me = ray.util.get_node_ip_address()
+        ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+        _LOCAL_NODE_IPS[node_id] = ips.get(node_id) == me
+    return _LOCAL_NODE_IPS[node_id]
+
+
+def send_signal(pid: int, sig: signal.Signals, node_id: str | None = None) -> None:
+    """Signal a worker process: directly when it runs on this machine, else through a task pinned
+    to its node (a driver on another host cannot reach it with os.kill)."""
+    if node_id is None or _is_local_node(node_id):
+        os.kill(pid, sig)
+        return
+    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    ray.get(_signal_on_node.options(scheduling_strategy=strategy).remote(pid, int(sig)), timeout=60)
+
+
+class ChaosDriver:
+    """Carries a fault plan out against a Deployment and records each fault as it makes it.
+
+    Events run in plan order, each no earlier than planned (a slow restart delays what follows, it
+    never reorders it), so the timeline's kinds and targets are the plan's. Before faulting a broker
+    the driver waits (bounded) until that broker is back in every route, so each fault starts from
+    a converged cluster. Stopped processes are always continued when `run` ends, however it ends.
+    """
+
+    def __init__(self, dep: Deployment, cfg: ChaosConfig, observer: RouteObserver | None = None,
+                 removals: RemovalLog | None = None, *, timing: Timing | None = None,
+                 snapshots: SnapshotCollector | None = None) -> None:
+        self.dep = dep
+        self.cfg = cfg
+        self.timing = timing or cfg.timing()
+        self.observer = observer
+        self.removals = removals
+        self.snapshots = snapshots
+        self.timeline: list[FaultRecord] = []
+        self.recovery_ms: dict[int, float] = {}
+        """restart_broker fault_id -> ms from the restart call until the broker answered."""
+        self._stopped: dict[str, tuple[int, str | None]] = {}
+        self._open: dict[str, int] = {}
+        self._faulted_at: dict[str, float] = {}
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def halt(self) -> None:
+        self._halt.set()
+
+    def run(self, plan: list[PlannedFault], start: float | None = None) -> list[FaultRecord]:
+        """Execute `plan` (times relative to `start`, a time.monotonic() value; default now)."""
+        start = time.monotonic() if start is None else start
+        try:
+            for event in plan:
+                due = start + event.at_s
+                if event.after_s is not None and event.target in self._faulted_at:
+                    due = max(due, self._faulted_at[event.target] + event.after_s)
+                if self._halt.wait(max(0.0, due - time.monotonic())):
+                    log.warning("chaos halted before %s %s", event.kind, event.target)
+                    break
+                self.execute(event.kind, event.target)
+        finally:
+            self.release_stopped()
+        return self.timeline
+
+    def release_stopped(self) -> None:
+        """SIGCONT every broker still stopped (idempotent)."""
+        with self._lock:
+            stopped, self._stopped = dict(self._stopped), {}
+        for addr, (pid, node) in stopped.items():
+            try:
+                send_signal(pid, signal.SIGCONT, node)
+                log.info("released stopped broker %s (pid %d)", addr, pid)
+            except ProcessLookupError:
+                pass
+            except Exception:
+                log.exception("could not SIGCONT %s (pid %d)", addr, pid)
+
+    # -- one event
+    def execute(self, kind: str, target: str) -> FaultRecord:
+        """Make one fault or revival now and record it; a failed action is recorded (ok=False), not raised."""
+        handler = {
+            KILL_BROKER: self._kill_broker, SIGKILL_BROKER: self._sigkill_broker,
+            SIGSTOP_BROKER: self._sigstop_broker, SIGCONT_BROKER: self._sigcont_broker,
+            RESTART_BROKER: self._restart_broker, KILL_NAMESRV: self._kill_namesrv,
+        }[kind]
+        if kind in BROKER_FAULTS:
+            self._settle(target)
+        revives = self._open.pop(target, None) if kind in BROKER_REVIVALS else None
+        broker_addr = None if kind == KILL_NAMESRV else target
+        rec = FaultRecord(len(self.timeline), now_ms(), kind, target, broker_addr, revives=revives)
+        self.timeline.append(rec)
+        try:
+            detail = handler(target, rec)
+            rec.detail = detail if rec.revives is None else f"revives fault {rec.revives}; {detail}"
+        except Exception as e:
+            rec.ok = False
+            rec.detail = f"failed: {type(e).__name__}: {e}"[:500]
+            log.exception("chaos event %s on %s failed", kind, target)
+        if kind in BROKER_FAULTS and rec.ok:
+            self._open[target] = rec.fault_id
+            self._faulted_at[target] = time.monotonic() - (now_ms() - rec.t_ms) / 1000
+        log.info("fault %d %s %s: %s", rec.fault_id, kind, target, rec.detail)
+        return rec
+
+    def inject(self, kind: str, target: str, action: Callable[[], object], detail: str) -> FaultRecord:
+        """Record a fault made by the caller (e.g. losing a whole node), timed right before `action`
+        runs, so its revival and measurements link up like those of planned faults."""
+        if kind not in TIMELINE_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        rec = FaultRecord(len(self.timeline), now_ms(), kind, target, None if kind == KILL_NAMESRV else target, detail)
+        self.timeline.append(rec)
+        action()
+        if kind in BROKER_FAULTS:
+            self._open[target] = rec.fault_id
+            self._faulted_at[target] = time.monotonic()
+        return rec
+
+    def _settle(self, addr: str) -> None:
+        observer = self.observer
+        if observer is None:
+            return
+        bound = self.timing.back_bound_ms(RESTART_BROKER) / 1000
+        if not observer.wait_for(lambda: observer.advertised_everywhere(addr), bound):
+            log.warning("%s not back in every route after %.1f s; faulting it anyway", addr, bound)
+
+    def _runtime(self, addr: str) -> dict[str, Any]:
+        return ray.get(self.dep.brokers[addr].get_runtime_info.remote(), timeout=30)
+
+    def _kill_broker(self, addr: str, rec: FaultRecord) -> str:
+        self.dep.kill_broker(addr)
+        return "ray.kill, no restart"
+
+    def _sigkill_broker(self, addr: str, rec: FaultRecord) -> str:
+        info = self._runtime(addr)
+        rec.t_ms = now_ms()
+        send_signal(info["pid"], signal.SIGKILL, info["node_id"])
+        return f"SIGKILL pid {info['pid']}"
+
+    def _sigstop_broker(self, addr: str, rec: FaultRecord) -> str:
+        info = self._runtime(addr)
+        with self._lock:
+            self._stopped[addr] = (info["pid"], info["node_id"])
+        rec.t_ms = now_ms()
+        send_signal(info["pid"], signal.SIGSTOP, info["node_id"])
+        return f"SIGSTOP pid {info['pid']} (alive to Ray, silent to NameServers)"
+
+    def _sigcont_broker(self, addr: str, rec: FaultRecord) -> str:
+        with self._lock:
+            pid, node = self._stopped.pop(addr)
+        send_signal(pid, signal.SIGCONT, node)
+        return f"SIGCONT pid {pid}"
+
+    def _restart_broker(self, addr: str, rec: FaultRecord) -> str:
+        started = time.perf_counter()
+        handle = self.dep.restart_broker(addr)
+        info = ray.get(handle.get_runtime_info.remote(), timeout=120)
+        up_ms = (time.perf_counter() - started) * 1000
+        self.recovery_ms[rec.fault_id] = up_ms
+        return (f"up in {up_ms:.0f} ms; store recovered {info['recovered_messages']} messages in "
+                f"{info['recovery_ms']:.0f} ms")
+
+    def _kill_namesrv(self, name: str, rec: FaultRecord) -> str:
+        handle = self.dep.namesrvs[name]
+        before = ray.get(handle.get_status.remote(), timeout=30)
+        if self.removals is not None:
+            self.removals.snapshot([name])  # its removal list dies with it
+        if self.snapshots is not None:
+            try:
+                self.snapshots.collect([name])  # and so do its buffered route snapshots
+            except Exception:  # never let the record keeping stop the fault
+                log.exception("snapshots of %s not collected before its kill", name)
+        rec.t_ms = now_ms()
+        self.dep.kill_namesrv(name, restart=True)
+        deadline = time.monotonic() + 120
+        while True:  # calls made while it restarts either wait for the new instance or fail fast
+            try:
+                status = ray.get(handle.get_status.remote(), timeout=max(1.0, deadline - time.monotonic()))
+                if status["started_ms"] != before["started_ms"] or status["pid"] != before["pid"]:
+                    break
+            except RayActorError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} did not come back within 120 s")
+            self._halt.wait(0.05)
+        back = FaultRecord(len(self.timeline), now_ms(), RESTART_NAMESRV, name, None, revives=rec.fault_id)
+        back.detail = f"revives fault {rec.fault_id}; Ray restarted it empty in {back.t_ms - rec.t_ms} ms"
+        self.timeline.append(back)
+        return f"ray.kill, Ray restarts it (was pid {before['pid']})"

@@ -1,0 +1,371 @@
+"""Turning what the run recorded into per-fault detection and recovery times, and checking the four
+invariants (the model: Ray's chaos release tests, where every sequence number must be accounted for
+and resources must come back):
+
+1. every acknowledged message is readable;
+2. a sync send fails only when every broker it tried was faulted;
+3. a dead broker leaves every NameServer and every producer's route cache in bound, and a revived
+   one comes back everywhere in bound; no live broker is ever removed (3d);
+4. nothing leaked: actors, tasks, threads, temp dirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from clients.chaos.observe import RemovalLog, RouteLog, RouteObservation
+from clients.chaos.plan import FaultRecord, Timing
+from clients.chaos.schema import BROKER_FAULTS, BROKER_REVIVALS, KILL_NAMESRV, RESTART_BROKER, RESTART_NAMESRV
+from namesrv.waiting import WaitTimeout, wait_until
+
+
+@dataclass(slots=True)
+class Detection:
+    fault_id: int
+    kind: str
+    broker_addr: str
+    observer: str
+    observer_kind: str
+    """'namesrv' (removal / return in its tables) or 'producer' (its route cache)."""
+    fault_t_ms: int
+    seen_t_ms: int | None
+    elapsed_ms: int | None
+    cause: str
+    bound_ms: int
+    ok: bool
+
+
+@dataclass(slots=True)
+class Invariant:
+    name: str
+    ok: bool
+    value: str
+    detail: str = ""
+
+
+# ---------------------------------------------------------------------------------------- measuring
+def _revival_times(timeline: list[FaultRecord]) -> dict[int, int]:
+    """fault_id of a broker fault -> t_ms of the event that revived it."""
+    return {r.revives: r.t_ms for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
+
+
+def namesrv_outages(timeline: list[FaultRecord]) -> list[tuple[str, int, int]]:
+    """(NameServer, killed t_ms, answering again t_ms) for every NameServer kill in the timeline."""
+    killed = {r.fault_id: r for r in timeline if r.kind == KILL_NAMESRV}
+    return [(r.target, killed[r.revives].t_ms, r.t_ms) for r in timeline
+            if r.kind == RESTART_NAMESRV and r.revives in killed]
+
+
+def _deadline(start_ms: int, bound_ms: int, outages: list[tuple[str, int, int]]) -> tuple[int, str]:
+    """When a client-side change is due: `bound_ms` after `start_ms`, or, when a NameServer outage
+    overlaps that window, `bound_ms` after the NameServer is back. A client holding a long-poll on a
+    killed NameServer learns of it only when Ray fails the call, ~2 s later as the actor restarts
+    (a non-restartable actor's calls fail in ~10 ms): until then it sees no change from anyone."""
+    due, note = start_ms + bound_ms, ""
+    for name, down, up in outages:
+        if down <= due and up >= start_ms and up + bound_ms > due:
+            due, note = up + bound_ms, f" (after {name} restart)"
+    return due, note
+
+
+def measure_namesrv_detection(
+    timeline: list[FaultRecord], removals: RemovalLog, namesrvs: Iterable[str], timing: Timing,
+) -> list[Detection]:
+    """For each broker fault and NameServer: when that NameServer removed the broker (its own
+    timestamp and cause). A NameServer killed after the fault, before it removed the broker, stopped
+    advertising it by restarting empty: that counts, dated at the kill."""
+    kills: dict[str, list[int]] = {}
+    for r in timeline:
+        if r.kind == KILL_NAMESRV:
+            kills.setdefault(r.target, []).append(r.t_ms)
+    out = []
+    for f in timeline:
+        if f.kind not in BROKER_FAULTS or not f.ok:
+            continue
+        bound = timing.detect_bound_ms(f.kind)
+        for name in sorted(namesrvs):
+            seen = next(((t, c) for a, c, t in removals.events(name) if a == f.broker_addr and t >= f.t_ms), None)
+            killed = next((t for t in kills.get(name, []) if t >= f.t_ms), None)
+            if killed is not None and (seen is None or killed < seen[0]):
+                seen = (killed, "namesrv_restart")
+            t, cause = seen if seen is not None else (None, "never")
+            elapsed = None if t is None else t - f.t_ms
+            out.append(Detection(f.fault_id, f.kind, f.target, name, "namesrv", f.t_ms, t, elapsed, cause, bound,
+                                 elapsed is not None and elapsed <= bound))
+    return out
+
+
+def _first_time(entries: list[tuple[int, bool]], since_ms: int) -> int | None:
+    """entries: (t_ms, condition holds) in time order. The first time >= since_ms the condition
+    holds: since_ms itself when it already held then."""
+    held = None
+    for t, ok in entries:
+        if t > since_ms:
+            break
+        held = ok
+    if held:
+        return since_ms
+    return next((t for t, ok in entries if t > since_ms and ok), None)
+
+
+def measure_namesrv_return(
+    timeline: list[FaultRecord], history: list[RouteObservation], namesrvs: Iterable[str], topics: list[str],
+    timing: Timing,
+) -> list[Detection]:
+    """For each revival and NameServer: when the broker was back in every topic's route there (if
+    that NameServer was down meanwhile, the bound counts from its return)."""
+    outages = namesrv_outages(timeline)
+    out = []
+    for r in timeline:
+        if r.kind not in BROKER_REVIVALS or not r.ok:
+            continue
+        for name in sorted(namesrvs):
+            times = []
+            for topic in topics:
+                entries = [(o.t_ms, o.addrs is not None and r.target in o.addrs)
+                           for o in history if o.namesrv == name and o.topic == topic]
+                times.append(_first_time(entries, r.t_ms))
+            t = None if any(x is None for x in times) else max(times)  # type: ignore[type-var]
+            due, note = _deadline(r.t_ms, timing.back_bound_ms(r.kind), [o for o in outages if o[0] == name])
+            elapsed = None if t is None else t - r.t_ms
+            out.append(Detection(r.fault_id, r.kind, r.target, name, "namesrv", r.t_ms, t, elapsed,
+                                 ("registered" if t is not None else "never") + note, due - r.t_ms,
+                                 t is not None and t <= due))
+    return out
+
+
+def measure_producer_routes(
+    timeline: list[FaultRecord], route_logs: dict[str, RouteLog],
+    broker_names: dict[str, str], topics: list[str], timing: Timing,
+) -> list[Detection]:
+    """For each broker fault / revival and producer: when its route cache dropped / regained the
+    broker for every topic (from the producer's own route log). A producer whose NameServer was
+    killed meanwhile follows only once it fails over; if the broker was revived before that, there
+    was nothing left to drop and the row says so."""
+    outages = namesrv_outages(timeline)
+    revived = _revival_times(timeline)
+    out = []
+    for f in timeline:
+        if not f.ok or f.kind not in BROKER_FAULTS | BROKER_REVIVALS:
+            continue
+        name = broker_names[f.target]
+        want_present = f.kind in BROKER_REVIVALS
+        bound = timing.producer_back_bound_ms(f.kind) if want_present else timing.producer_bound_ms(f.kind)
+        due, note = _deadline(f.t_ms, bound, outages)
+        for producer, entries in sorted(route_logs.items()):
+            per_topic: list[tuple[int, str] | None] = []
+            for topic in topics:
+                mine = [(t, (name in brokers) == want_present, src) for tp, t, src, brokers in entries if tp == topic]
+                t = _first_time([(t, ok) for t, ok, _ in mine], f.t_ms)
+                src = next((s for tm, ok, s in mine if tm == t and ok), "already")
+                per_topic.append(None if t is None else (t, src))
+            done = None if any(x is None for x in per_topic) else max(per_topic)  # type: ignore[type-var]
+            t, cause = done if done is not None else (None, "never")  # cause: how the last topic followed
+            ok = t is not None and t <= due
+            back = revived.get(f.fault_id)
+            if t is None and note and back is not None and back <= due:
+                cause, ok = "revived before its NameServer returned", True
+            elapsed = None if t is None else t - f.t_ms
+            out.append(Detection(f.fault_id, f.kind, f.target, producer, "producer", f.t_ms, t, elapsed, cause + note,
+                                 due - f.t_ms, ok))
+    return out
+
+
+def spurious_removals(removals: RemovalLog, timeline: list[FaultRecord], timing: Timing) -> list[dict[str, Any]]:
+    """Removals of a broker no fault touched at the time: a live broker dropped from routes (a
+    channel watch that took a transient error for death, heartbeats late because a NameServer's
+    event loop stalled). Invariant 3d: there must be none (`check_no_live_removal`). A removal
+    from a fault until its revival's return bound is the fault's own (a resumed broker may expire
+    before its first heartbeat lands)."""
+    revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
+    windows: dict[str, list[tuple[int, float]]] = {}
+    for f in timeline:
+        if f.kind in BROKER_FAULTS:
+            r = revived.get(f.fault_id)
+            windows.setdefault(f.target, []).append(
+                (f.t_ms, float("inf") if r is None else r.t_ms + timing.back_bound_ms(r.kind)))
+    return [row for row in removals.rows()
+            if row["cause"] != "unregister"
+            and not any(a <= row["t_ms"] <= b for a, b in windows.get(row["broker_addr"], []))]
+
+
+def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], timing: Timing,
+                     end_ms: int, up_ms: dict[int, float] | None = None) -> dict[str, list[tuple[int, int]]]:
+    """broker name -> [(from, to)] ms while it could not take a send: from its fault until its
+    revival completed (SIGCONT: at once; a restart: once the new actor was up, `up_ms[revival
+    fault_id]` as the driver measured it, else the profile's actor start); open-ended faults run to
+    `end_ms`. Tight on purpose: not until the broker was back in routes, since a producer sends
+    only to brokers its route names, so a failure after the revival was not the fault's."""
+    revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
+    up_ms = up_ms or {}
+    windows: dict[str, list[tuple[int, int]]] = {}
+    for f in timeline:
+        if f.kind not in BROKER_FAULTS:
+            continue
+        r = revived.get(f.fault_id)
+        if r is None:
+            to = end_ms
+        else:
+            start = up_ms.get(r.fault_id, timing.actor_start_ms) if r.kind == RESTART_BROKER else 0
+            to = r.t_ms + int(start)
+        windows.setdefault(broker_names[f.target], []).append((f.t_ms, to))
+    return windows
+
+
+def explain_failure(record: dict[str, Any], windows: dict[str, list[tuple[int, int]]]) -> str | None:
+    """Why a failed send failed, when every broker it tried was faulted at the time; None when it
+    tried a healthy broker (or none): such a failure breaks invariant 2."""
+    tried = [b for b in (record.get("brokers_tried") or "").split(",") if b]
+    if not tried:
+        return None
+    start, end = record["t_ms"], record["t_ms"] + int(record["latency_ms"]) + 1
+    for broker in tried:
+        if not any(a <= end and start <= b for a, b in windows.get(broker, [])):
+            return None
+    hung = "timed out" in (record.get("error") or "")
+    return f"{'timed out on hung' if hung else 'every attempt on faulted'} broker(s) {','.join(dict.fromkeys(tried))}"
+
+
+# ---------------------------------------------------------------------------------------- checks
+def _store_key(r: dict[str, Any]) -> tuple[Any, ...]:
+    return r["topic"], r["broker_name"], r["queue_id"], r["queue_offset"]
+
+
+def check_no_loss(acked: list[dict[str, Any]], consumed: list[Any]) -> tuple[Invariant, dict[str, int]]:
+    """Invariant 1: every acknowledged (topic, broker, queue, offset) reads back with its msgId.
+    Marks each acknowledged record with `lost` (True / False), so losses can be told per fault."""
+    stored = {(m.topic, m.broker_name, m.queue_id, m.queue_offset): m.msg_id for m in consumed}
+    lost = []
+    for r in acked:
+        r["lost"] = stored.get(_store_key(r)) != r["msg_id"]
+        if r["lost"]:
+            lost.append(r)
+    ids = [m.msg_id for m in consumed]
+    acked_ids = {r["msg_id"] for r in acked}
+    counts = {
+        "acknowledged": len(acked),
+        "consumed": len(consumed),
+        "lost": len(lost),
+        "duplicates": len(ids) - len(set(ids)),
+        "stored_unacknowledged": len(set(ids) - acked_ids),
+    }
+    where = [_store_key(r) for r in lost[:3]]
+    example = f"; e.g. {where}" if lost else ""
+    return Invariant(
+        "1 every acknowledged message is readable",
+        not lost,
+        f"{counts['lost']} lost of {counts['acknowledged']}",
+        f"{counts['consumed']} consumed, {counts['duplicates']} duplicate msgIds, "
+        f"{counts['stored_unacknowledged']} stored but never acknowledged (failed or timed-out sends){example}",
+    ), counts
+
+
+def check_sends(records: list[dict[str, Any]]) -> tuple[Invariant, dict[str, Any]]:
+    """Invariant 2: a sync send fails only when every broker it tried was faulted; `explained` must
+    be filled in on every failed record first (see `explain_failure`)."""
+    failed = [r for r in records if not r["ok"]]
+    unexplained = [r for r in failed if not r.get("explained")]
+    acked = len(records) - len(failed)
+    rate = acked / len(records) if records else 1.0
+    counts = {"attempted": len(records), "acknowledged": acked, "failed": len(failed),
+              "unexplained_failures": len(unexplained), "success_rate": rate,
+              "retried": sum(1 for r in records if r["ok"] and r["attempts"] > 1)}
+    reasons: dict[str, int] = {}
+    for r in failed:
+        key = r.get("explained") or f"UNEXPLAINED: {(r.get('error') or '')[:120]}"
+        reasons[key] = reasons.get(key, 0) + 1
+    detail = "; ".join(f"{n}x {k}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:6])
+    return Invariant(
+        "2 sync sends succeed while a writable broker lives",
+        not unexplained and bool(records),
+        f"{rate:.2%} ({acked}/{len(records)}), {len(unexplained)} unexplained failures",
+        f"{counts['retried']} acknowledged after a retry" + (f"; failures: {detail}" if detail else ""),
+    ), counts
+
+
+def check_no_live_removal(spurious: list[dict[str, Any]]) -> Invariant:
+    """Invariant 3d: no NameServer removed a broker no fault touched (see `spurious_removals`)."""
+    example = "; ".join(f"{r['namesrv']} removed {r['broker_addr']} ({r['cause']}) at {r['t_ms']}"
+                        for r in spurious[:3])
+    return Invariant("3d no live broker is ever removed", not spurious,
+                     f"{len(spurious)} removals of brokers no fault touched", example)
+
+
+def check_detections(name: str, rows: list[Detection], what: str) -> Invariant:
+    bad = [d for d in rows if not d.ok]
+    worst = max((d.elapsed_ms for d in rows if d.elapsed_ms is not None), default=None)
+    detail = "; ".join(
+        f"fault {d.fault_id} {d.kind} {d.broker_addr} @ {d.observer}: "
+        f"{'never' if d.elapsed_ms is None else f'{d.elapsed_ms} ms'} > {d.bound_ms} ms"
+        for d in bad[:5]
+    )
+    return Invariant(name, not bad, f"{len(rows) - len(bad)}/{len(rows)} {what}"
+                     + (f", max {worst} ms" if worst is not None else ""), detail)
+
+
+def alive_actor_ids(job_id: str | None = None, exclude: Collection[str] = ()) -> set[str]:
+    """IDs of ALIVE actors in the cluster (of one job when given; those whose name or ID is in
+    `exclude` left out), read from the GCS. The state API (ray.util.state) needs the dashboard,
+    which local test clusters here run without."""
+    from ray._private import state
+
+    return {a["ActorID"] for a in state.actors().values()
+            if a["State"] == "ALIVE" and (job_id is None or a["JobID"] == job_id)
+            and a["Name"] not in exclude and a["ActorID"] not in exclude}
+
+
+def alive_actors(job_id: str | None = None, exclude: Collection[str] = ()) -> int:
+    return len(alive_actor_ids(job_id, exclude))
+
+
+def wait_actors_gone(job_id: str, timeout_s: float = 30.0, exclude: Collection[str] = ()) -> bool:
+    """After ray.kill (asynchronous): wait until no actor of this job (but those named or with an
+    ID in `exclude`) is ALIVE, so none of them can still write into a directory about to be removed."""
+    try:
+        wait_until(lambda: alive_actors(job_id, exclude) == 0, timeout_s, f"no ALIVE actor of job {job_id}", 0.1)
+    except WaitTimeout:
+        return False
+    return True
+
+
+def named_actors(namespace: str) -> list[str]:
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == namespace)
+
+
+def check_leaks(namespace: str, job_id: str, alive_before: int, refs: list[Any], data_dir: str | None,
+                threads_stopped: bool, *, keep: Collection[str] = (), own_store: bool = True) -> Invariant:
+    """Invariant 4, after teardown: no named actor left in the namespace but those in `keep` (an
+    existing deployment's own actors, which stay: a broker the run restarted is this job's actor and
+    lives on, detached), no other ALIVE actor of this job but those in `keep` by ID (the driver's
+    own from before the run, e.g. a Spark session's), every submitted call finished, the temp
+    store dir gone (`data_dir`, None when kept or not the run's own: `own_store` False), threads
+    stopped. ray.kill is asynchronous, so the GCS gets a bounded moment to catch up."""
+    keep = set(keep)
+
+    def ours() -> list[str]:
+        return [n for n in named_actors(namespace) if n not in keep]
+
+    with contextlib.suppress(WaitTimeout):  # the GCS catching up after ray.kill; what is left is reported
+        wait_until(lambda: not ours(), 30, f"no named actor of this run in {namespace}", 0.1)
+    leftovers = ours()
+    wait_actors_gone(job_id, exclude=keep)
+    ours_alive, alive_after = alive_actors(job_id, keep), alive_actors()
+    pending = len(ray.wait(refs, num_returns=len(refs), timeout=0)[1]) if refs else 0
+    dir_left = data_dir is not None and os.path.exists(data_dir)
+    return Invariant(
+        "4 nothing leaked",
+        not leftovers and ours_alive == 0 and pending == 0 and not dir_left and threads_stopped,
+        f"{len(leftovers)} named actors, {ours_alive} ALIVE actors of this job, {pending} unfinished tasks",
+        f"cluster ALIVE actors {alive_before} before, {alive_after} after; observer and collector threads "
+        f"{'stopped' if threads_stopped else 'STILL RUNNING'}; "
+        + ("the stores are the deployment's" if not own_store else "temp store dir "
+           + ("kept" if data_dir is None else ("LEFT BEHIND" if dir_left else "removed")))
+        + (f"; {len(keep)} actors of the deployment or from before the run stay" if keep else "")
+        + (f"; leftover actors {leftovers}" if leftovers else ""),
+    )

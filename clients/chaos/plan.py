@@ -1,0 +1,261 @@
+"""What a chaos run will do, decided before it starts: the configuration, the timing bounds each
+fault is held to, and the fault plan as a pure function of the seed and the cluster shape (one seed
+reproduces the same faults on the same targets in the same order, whatever the timing).
+
+Also the record of what was actually done (`FaultRecord`), so plan and timeline compare in one place.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from actors.profiles import get_profile
+from clients.chaos.schema import (
+    BROKER_FAULTS,
+    FAULT_KINDS,
+    KILL_NAMESRV,
+    RESTART_BROKER,
+    RESTART_NAMESRV,
+    REVIVAL_OF,
+    SIGSTOP_BROKER,
+)
+from namesrv.broker.config import BrokerConfig
+from namesrv.routeinfo.config import NamesrvConfig
+
+
+def parse_fault_mix(text: str | Iterable[str]) -> dict[str, int]:
+    """'kill_broker,sigstop_broker:2' -> {kind: weight}; every kind must be a known fault."""
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    mix: dict[str, int] = {}
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        kind, _, weight = part.partition(":")
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; choose from {', '.join(FAULT_KINDS)}")
+        try:
+            w = int(weight) if weight else 1
+        except ValueError:
+            raise ValueError(f"fault weight must be an integer, got {part!r}") from None
+        if w < 1:
+            raise ValueError(f"fault weight must be >= 1, got {part!r}")
+        mix[kind] = mix.get(kind, 0) + w
+    if not mix:
+        raise ValueError("the fault mix is empty")
+    return mix
+
+
+# ---------------------------------------------------------------------------------------- timing
+@dataclass(frozen=True)
+class Timing:
+    """The bounds each fault is held to, derived from the NameServer and broker configs in force."""
+
+    expiry_ms: int
+    scan_ms: int
+    register_period_ms: int
+    register_timeout_ms: int
+    route_poll_ms: int
+    channel_bound_ms: int
+    margin_ms: int
+    actor_start_ms: int
+
+    @classmethod
+    def from_configs(cls, namesrv: NamesrvConfig, broker: BrokerConfig, route_poll_ms: int,
+                     channel_bound_ms: int, margin_ms: int, actor_start_ms: int) -> Timing:
+        return cls(
+            expiry_ms=namesrv.broker_channel_expired_time_ms,
+            scan_ms=namesrv.scan_not_active_broker_interval_ms,
+            register_period_ms=broker.effective_register_period_ms(),
+            register_timeout_ms=broker.register_broker_timeout_ms,
+            route_poll_ms=route_poll_ms,
+            channel_bound_ms=channel_bound_ms,
+            margin_ms=margin_ms,
+            actor_start_ms=actor_start_ms,
+        )
+
+    @property
+    def hang_bound_ms(self) -> int:
+        """A hung broker is caught only by the expiry scan: expiry + one scan period + margin."""
+        return self.expiry_ms + self.scan_ms + self.margin_ms
+
+    def detect_bound_ms(self, kind: str) -> int:
+        return self.hang_bound_ms if kind == SIGSTOP_BROKER else self.channel_bound_ms
+
+    def producer_bound_ms(self, kind: str) -> int:
+        """The producer follows a NameServer by push, or at worst by its next route poll."""
+        return self.detect_bound_ms(kind) + self.route_poll_ms + self.margin_ms
+
+    def back_bound_ms(self, kind: str) -> int:
+        """One registration round after it returns, counting one round lost to the register timeout
+        (a resumed broker's in-flight calls and timers expired while it was stopped; a new one looks
+        the NameServers up first), plus actor start for a restart."""
+        extra = self.actor_start_ms if kind == RESTART_BROKER else 0
+        return self.register_timeout_ms + self.register_period_ms + self.margin_ms + extra
+
+    def producer_back_bound_ms(self, kind: str) -> int:
+        return self.back_bound_ms(kind) + self.route_poll_ms
+
+
+# ---------------------------------------------------------------------------------------- config
+class ChaosConfig(BaseModel):
+    """One chaos run. By default it deploys a private cluster in its own namespace and tears it down
+    afterwards; with `existing` it faults the deployment already running in `namespace` instead."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    duration_s: float = Field(default=60.0, gt=0)
+    """How long producers send; faults are planned so every broker is back before sending stops."""
+    seed: int = 0
+    fault_interval_s: float = Field(default=4.0, gt=0)
+    faults: tuple[tuple[str, int], ...] = tuple((k, 1) for k in FAULT_KINDS)
+    brokers: int = Field(default=3, ge=1)
+    """Brokers of a private deployment (an existing one has what it has)."""
+    namesrvs: int = Field(default=2, ge=1)
+    producers: int = Field(default=2, ge=1)
+    rate: float = Field(default=50.0, gt=0)
+    """Messages per second per producer."""
+    topics: int = Field(default=2, ge=1)
+    queues: int = Field(default=4, ge=1)
+    down_time_s: float = Field(default=2.0, gt=0)
+    """How long a killed broker stays down before it is restarted from its store."""
+    stop_time_s: float | None = Field(default=None, gt=0)
+    """How long a SIGSTOPped broker stays hung; default: its detection bound + 0.5 s."""
+    warmup_s: float = Field(default=1.5, ge=0)
+    settle_s: float = Field(default=1.0, ge=0)
+    """A revived broker is left alone at least this long (and until it is back in every route)."""
+    profile: str = "fast"
+    """Timing profile of a private deployment, and the route poll of the chaos producers."""
+    channel_bound_ms: int = Field(default=2_000, gt=0)
+    margin_ms: int = Field(default=1_000, ge=0)
+    actor_start_ms: int = Field(default=8_000, ge=0)
+    """Allowance for starting a broker actor (a new worker process) on a busy 2-core machine."""
+    snapshot_interval_ms: int = Field(default=1_000, gt=0)
+    """A private deployment's NameServers snapshot their routes this often (and on every change);
+    with an output directory the run collects every NameServer's snapshots this often."""
+    namespace: str | None = None
+    existing: bool = False
+    """Fault the deployment already running in `namespace` (which must be given) instead of a private one."""
+    data_dir: str | None = None
+    keep_data: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        get_profile(self.profile)  # a clear error for an unknown profile
+        for kind, weight in self.faults:
+            if kind not in FAULT_KINDS or weight < 1:
+                raise ValueError(f"bad fault mix entry {(kind, weight)!r}")
+        if not self.faults:
+            raise ValueError("the fault mix is empty")
+        if not self.existing and self.brokers < 2 and any(k in BROKER_FAULTS for k, _ in self.faults):
+            raise ValueError("broker faults need at least 2 brokers: the last healthy one is never faulted")
+        if self.existing and not self.namespace:
+            raise ValueError("faulting an existing deployment needs its namespace")
+        if self.existing and self.data_dir is not None:
+            raise ValueError("an existing deployment keeps its own data dir; data_dir is for a private one")
+        return self
+
+    @property
+    def fault_mix(self) -> dict[str, int]:
+        return dict(self.faults)
+
+    def timing(self) -> Timing:
+        """The bounds for a deployment running this config's profile."""
+        profile = get_profile(self.profile)
+        return self.timing_for(profile.namesrv_config(), profile.broker_config())
+
+    def timing_for(self, namesrv: NamesrvConfig, broker: BrokerConfig) -> Timing:
+        """The bounds for a deployment running these configs (an existing one's, read from its actors)."""
+        return Timing.from_configs(namesrv, broker, get_profile(self.profile).route_poll_interval_ms,
+                                   self.channel_bound_ms, self.margin_ms, self.actor_start_ms)
+
+    def stop_time(self, timing: Timing | None = None) -> float:
+        timing = timing or self.timing()
+        return self.stop_time_s if self.stop_time_s is not None else timing.hang_bound_ms / 1000 + 0.5
+
+
+# ---------------------------------------------------------------------------------------- plan
+@dataclass(frozen=True, slots=True)
+class PlannedFault:
+    at_s: float
+    """Seconds after the start of sending."""
+    kind: str
+    target: str
+    after_s: float | None = None
+    """A revival also waits this long after its fault really happened (a late fault never shortens
+    a broker's down time: a SIGSTOP shorter than the expiry would go unnoticed)."""
+
+
+def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
+                timing: Timing | None = None) -> list[PlannedFault]:
+    """The whole fault timeline, decided up front from the seed alone.
+
+    One fault every `fault_interval_s` from `warmup_s`, kinds drawn from a shuffled bag of the mix
+    (each kind once per round of the bag, so even short runs cover the mix), targets drawn
+    among the brokers that are up and settled. A broker fault is planned only while another broker
+    is up, so one stays writable. Each broker fault brings its revival (restart after `down_time_s`,
+    SIGCONT after the stop time); the last fault leaves room for its revival before sending stops.
+    A NameServer kill needs no planned revival: Ray restarts it and the driver waits for it.
+    """
+    rng = random.Random(cfg.seed)
+    brokers, namesrvs = sorted(brokers), sorted(namesrvs)
+    mix = cfg.fault_mix
+    stop_s = cfg.stop_time(timing)
+    longest = max((stop_s if k == SIGSTOP_BROKER else cfg.down_time_s) for k in mix if k in BROKER_FAULTS) if any(
+        k in BROKER_FAULTS for k in mix) else 0.0
+    last_at = cfg.duration_s - longest - 1.0
+    back_at: dict[str, float] = {b: float("-inf") for b in brokers}
+    events: list[tuple[float, int, PlannedFault]] = []
+    bag: list[str] = []
+    t = cfg.warmup_s
+    while t <= last_at + 1e-9:
+        up = [b for b in brokers if back_at[b] <= t]
+        ready = [b for b in up if t - back_at[b] >= cfg.settle_s] if len(up) >= 2 else []
+        feasible = {k for k in mix if (k in BROKER_FAULTS and ready) or (k == KILL_NAMESRV and namesrvs)}
+        if feasible:
+            if not feasible.intersection(bag):  # a new round; kinds not feasible now stay queued
+                round_ = [k for k, w in mix.items() for _ in range(w)]
+                rng.shuffle(round_)
+                bag += round_
+            kind = next(k for k in bag if k in feasible)
+            bag.remove(kind)
+            if kind in BROKER_FAULTS:
+                target = rng.choice(ready)
+                down = stop_s if kind == SIGSTOP_BROKER else cfg.down_time_s
+                back_at[target] = t + down
+                events.append((t + down, 0, PlannedFault(round(t + down, 3), REVIVAL_OF[kind], target, down)))
+            else:
+                target = rng.choice(namesrvs)
+            events.append((t, 1, PlannedFault(round(t, 3), kind, target)))
+        t += cfg.fault_interval_s
+    return [e for _, _, e in sorted(events, key=lambda e: (e[0], e[1]))]
+
+
+# ---------------------------------------------------------------------------------------- records
+@dataclass(slots=True)
+class FaultRecord:
+    """One fault or revival as it was made (a row of faults.parquet)."""
+
+    fault_id: int
+    t_ms: int
+    kind: str
+    target: str
+    broker_addr: str | None
+    detail: str = ""
+    revives: int | None = None
+    """For a revival: the fault_id it ends (not part of the Parquet contract; also in `detail`)."""
+    ok: bool = True
+
+
+def plan_signature(plan: Iterable[PlannedFault]) -> list[tuple[str, str]]:
+    """(kind, target) in order: what must repeat for the same seed."""
+    return [(e.kind, e.target) for e in plan]
+
+
+def timeline_signature(timeline: Iterable[FaultRecord]) -> list[tuple[str, str]]:
+    """The executed timeline in the plan's terms (restart_namesrv rows are observations, not planned)."""
+    return [(r.kind, r.target) for r in timeline if r.kind != RESTART_NAMESRV]

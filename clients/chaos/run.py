@@ -1,0 +1,283 @@
+"""`run_chaos`: one chaos scenario from start to verdict. Deploy (or adopt an existing deployment),
+send, break things on the seeded plan while observing routes and collecting route snapshots,
+recover, check the invariants, clean up, report.
+
+The pieces it wires together each have their module: `plan` (config, timing, the seeded plan),
+`driver` (making faults), `observe` (routes, removals, snapshots, producers' records),
+`invariants` (measurements and checks), `report` (the report, its Parquet and text).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import string
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from pydantic.alias_generators import to_snake
+
+from actors.launcher import BrokerSpec, ClusterSpec, Deployment, connect
+from clients.admin import AdminClient
+from clients.chaos.driver import ChaosDriver
+from clients.chaos.invariants import (
+    alive_actor_ids,
+    alive_actors,
+    check_detections,
+    check_leaks,
+    check_no_live_removal,
+    check_no_loss,
+    check_sends,
+    explain_failure,
+    impaired_windows,
+    measure_namesrv_detection,
+    measure_namesrv_return,
+    measure_producer_routes,
+    named_actors,
+    spurious_removals,
+    wait_actors_gone,
+)
+from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
+from clients.chaos.plan import ChaosConfig, Timing, plan_faults, plan_signature, timeline_signature
+from clients.chaos.report import EXISTING, PRIVATE, ChaosReport, summarize
+from clients.chaos.schema import (
+    BROKER_FAULTS,
+    BROKER_REVIVALS,
+    FAULT_KINDS,
+    FAULTS_FILE,
+    RESTART_BROKER,
+    SNAPSHOTS_DIR,
+)
+from clients.consumer import PullConsumer
+from clients.producer_actor import ProducerActor
+from namesrv.broker.config import BrokerConfig
+from namesrv.clock import system_clock as now_ms
+from namesrv.routeinfo.config import NamesrvConfig
+
+log = logging.getLogger(__name__)
+
+
+class ChaosSetupError(RuntimeError):
+    """The run cannot start as asked (no deployment to fault, no fault fits, output in the way);
+    nothing was changed."""
+
+
+@dataclass
+class Target:
+    """What the run faults: the deployment, the bounds its configs give, and what must stay."""
+
+    dep: Deployment
+    kind: str
+    timing: Timing
+    fault_brokers: list[str]
+    """Broker addresses a fault may hit (masters: the producers write to them)."""
+    data_dir: str
+    own_dir: bool = False
+    """A temp dir of the run's own, removed afterwards unless kept."""
+    keep: set[str] = field(default_factory=set)
+    """Actor names in the namespace that are not the run's (an existing deployment's)."""
+
+
+def broker_specs(n: int) -> list[BrokerSpec]:
+    names = [f"broker-{string.ascii_lowercase[i]}" if i < 26 else f"broker-{i}" for i in range(n)]
+    return [BrokerSpec(name) for name in names]
+
+
+def private_target(cfg: ChaosConfig, namespace: str) -> Target:
+    """A fresh deployment of the config's shape and profile (not started yet)."""
+    own_dir = cfg.data_dir is None
+    data_dir = cfg.data_dir or tempfile.mkdtemp(prefix="namesrv-chaos-")
+    spec = ClusterSpec(namesrv_count=cfg.namesrvs, brokers=broker_specs(cfg.brokers), profile=cfg.profile,
+                       namespace=namespace, data_dir=data_dir, namesrv_port=0, broker_port=None,
+                       namesrv_overrides={"snapshot_interval_ms": cfg.snapshot_interval_ms})
+    return Target(Deployment(spec), PRIVATE, cfg.timing(), [b.addr for b in spec.brokers], data_dir, own_dir)
+
+
+def adopt_existing(cfg: ChaosConfig) -> Target:
+    """The deployment running in `cfg.namespace`, set up so the driver can restart its brokers as
+    they were (same node, store, config; detached, so they outlive this driver), with the bounds
+    its own NameServer and broker configs give."""
+    namespace = str(cfg.namespace)
+    dep = connect(namespace)
+    if not dep.namesrvs:
+        raise ChaosSetupError(f"no NameServer in Ray namespace {namespace!r}: nothing to fault "
+                              "(leave --namespace out to run on a private deployment)")
+    keep = set(named_actors(namespace))
+    infos = {addr: ray.get(h.get_runtime_info.remote(), timeout=30) for addr, h in sorted(dep.brokers.items())}
+    masters = [a for a, info in infos.items() if info["broker_id"] == 0]
+    if any(k in BROKER_FAULTS for k in cfg.fault_mix) and len(masters) < 2:
+        raise ChaosSetupError(f"broker faults need at least 2 master brokers; {namespace!r} has {len(masters)}")
+    roots = {str(Path(info["store_dir"]).parent) for info in infos.values()}
+    if len(roots) > 1:
+        raise ChaosSetupError(f"the brokers of {namespace!r} keep their stores under different roots {roots}")
+    props = ray.get(next(iter(dep.namesrvs.values())).get_namesrv_config.remote(), timeout=30).payload.properties
+    namesrv_config = NamesrvConfig.model_validate({to_snake(k): v for k, v in props.items()})
+    broker_config: BrokerConfig = next(iter(infos.values()))["config"] if infos else BrokerConfig()
+    dep.spec.data_dir = roots.pop() if roots else dep.spec.data_dir
+    dep.spec.detached = True
+    dep.spec.broker_overrides = broker_config.model_dump()
+    for addr, info in infos.items():
+        spec = BrokerSpec(info["broker_name"], info["broker_id"], info["cluster"], node_id=info["node_id"])
+        dep.broker_specs[addr] = spec
+        dep.spec.brokers.append(spec)
+    return Target(dep, EXISTING, cfg.timing_for(namesrv_config, broker_config), masters, dep.spec.data_dir,
+                  keep=keep)
+
+
+def _check_out_dir(out: Path) -> None:
+    if (out / FAULTS_FILE).exists() or (out / SNAPSHOTS_DIR).exists():
+        raise ChaosSetupError(f"{out} already holds a chaos run's output; choose a new --out directory")
+
+
+def consume_everything(namespace: str, namesrvs: list[str], topics: list[str]) -> list[Any]:
+    consumer = PullConsumer(namespace, namesrvs, timeout_s=30)
+    return [m for topic in topics for m in consumer.consume_all(topic)]
+
+
+def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -> ChaosReport:
+    """One chaos scenario on the connected Ray cluster (call ray.init first). By default it deploys
+    a fresh cluster in its own namespace and tears it down afterwards; with `cfg.existing` it faults
+    the deployment running in `cfg.namespace` and leaves it running. With `out_dir`, every
+    NameServer's route snapshots are collected into OUT/snapshots while it runs, and the report's
+    Parquet files are written beside them."""
+    if not ray.is_initialized():
+        raise RuntimeError("run_chaos needs a connected Ray (ray.init)")
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        _check_out_dir(out)
+    run_id = uuid.uuid4().hex[:8]
+    namespace = cfg.namespace or f"chaos-{run_id}"
+    job_id = ray.get_runtime_context().get_job_id()
+    alive_before = alive_actors()
+    job_actors_before = alive_actor_ids(job_id)  # the driver's own (a Spark session's, say): not the run's
+    target = adopt_existing(cfg) if cfg.existing else private_target(cfg, namespace)
+    dep, timing = target.dep, target.timing
+    suffix = f"-{run_id}" if cfg.existing else ""  # never mix with an earlier rehearsal's topics
+    topics = [f"ChaosTopic{i}{suffix}" for i in range(cfg.topics)]
+    names = {addr: s.broker_name for addr, s in dep.broker_specs.items()}
+    plan = plan_faults(cfg, target.fault_brokers, sorted(dep.spec.namesrv_names), timing)
+    if not any(e.kind in FAULT_KINDS for e in plan):
+        if target.own_dir:
+            shutil.rmtree(target.data_dir, ignore_errors=True)
+        raise ChaosSetupError(
+            f"no fault fits in {cfg.duration_s:g} s of sending: a fault starts after {cfg.warmup_s:g} s and its "
+            f"broker must be back 1 s before the end (down {cfg.down_time_s:g} s, SIGSTOP held "
+            f"{cfg.stop_time(timing):.1f} s with this deployment's {timing.expiry_ms / 1000:g} s expiry); "
+            "raise --duration or change --faults")
+    producers: dict[str, Any] = {}
+    loops: list[Any] = []
+    observer: RouteObserver | None = None
+    collector: SnapshotCollector | None = None
+    driver: ChaosDriver | None = None
+    started_ms = now_ms()
+    log.info("chaos run on %s deployment in namespace %s, data in %s, seed %d",
+             target.kind, namespace, target.data_dir, cfg.seed)
+    try:
+        if target.kind == PRIVATE:
+            dep.start()
+        admin = AdminClient(dep, timeout_s=30)
+        for topic in topics:
+            admin.create_topic(topic, read_queue_nums=cfg.queues, write_queue_nums=cfg.queues)
+        if out is not None:
+            collector = SnapshotCollector(dep.namesrvs, out / SNAPSHOTS_DIR, f"chaos-{run_id}",
+                                          cfg.snapshot_interval_ms / 1000).start()
+        observer = RouteObserver(dep.namesrvs, topics).start()
+        if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers), 60):
+            raise RuntimeError("brokers never showed up in every NameServer's routes")
+        removals = RemovalLog(dep.namesrvs)
+        actor_cls = ray.remote(ProducerActor)
+        for i in range(cfg.producers):
+            pname = f"chaos-producer-{i}" if not cfg.existing else f"chaos-{run_id}-producer-{i}"
+            producers[pname] = actor_cls.options(num_cpus=0, max_concurrency=4, name=pname, namespace=namespace).remote(
+                f"chaos_producer_{i}", namespace, sorted(dep.namesrvs),
+                poll_name_server_interval_ms=timing.route_poll_ms)
+        ray.get([p.summary.remote() for p in producers.values()], timeout=120)
+        driver = ChaosDriver(dep, cfg, observer, removals, timing=timing, snapshots=collector)
+        start = time.monotonic()
+        started_ms = now_ms()
+        loops = [p.run_send_loop.remote(topics, cfg.rate, cfg.duration_s, 128, cfg.seed * 1000 + i)
+                 for i, p in enumerate(producers.values())]
+        timeline = driver.run(plan, start)
+        ray.get(loops, timeout=cfg.duration_s + 300)
+        if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers),
+                                 timing.back_bound_ms(RESTART_BROKER) / 1000):
+            log.warning("not every broker is back in every route at the end of the run")
+        removals.snapshot()
+        sends, route_logs = collect_producer_results(producers)
+        consumed = consume_everything(namespace, sorted(dep.namesrvs), topics)
+        history = observer.snapshot_history()
+    finally:
+        if driver is not None:
+            driver.release_stopped()
+        for p in producers.values():
+            try:
+                ray.get(p.shutdown.remote(), timeout=10)
+            except Exception as e:
+                log.info("producer shutdown: %s", type(e).__name__)
+            ray.kill(p, no_restart=True)
+        threads_stopped = observer.stop() if observer is not None else True
+        threads_stopped = (collector.stop() if collector is not None else True) and threads_stopped
+        _clean_up(target, cfg, topics, job_id, job_actors_before)
+    ended_ms = now_ms()
+
+    windows = impaired_windows(timeline, names, timing, ended_ms, driver.recovery_ms if driver else None)
+    for r in sends:
+        r["explained"] = None if r["ok"] else explain_failure(r, windows)
+    loss, loss_counts = check_no_loss([r for r in sends if r["ok"]], consumed)
+    send_inv, send_counts = check_sends(sends)
+    namesrv_names = sorted(removals.namesrvs)
+    ns_detect = measure_namesrv_detection(timeline, removals, namesrv_names, timing)
+    ns_back = measure_namesrv_return(timeline, history, namesrv_names, topics, timing)
+    prod = measure_producer_routes(timeline, route_logs, names, topics, timing)
+    detections = ns_detect + ns_back + prod
+    kept_dir = target.data_dir if target.own_dir and not cfg.keep_data else None
+    spurious = spurious_removals(removals, timeline, timing)
+    invariants = [
+        loss,
+        send_inv,
+        check_detections("3a dead broker leaves every NameServer in bound", ns_detect, "NameServer removals in bound"),
+        check_detections("3b producer caches follow in bound", [d for d in prod if d.kind in BROKER_FAULTS],
+                         "producer cache drops in bound"),
+        check_detections("3c revived broker back everywhere in bound",
+                         ns_back + [d for d in prod if d.kind in BROKER_REVIVALS], "returns in bound"),
+        check_no_live_removal(spurious),
+        check_leaks(namespace, job_id, alive_before, loops, kept_dir, threads_stopped,
+                    keep=target.keep | job_actors_before, own_store=target.kind == PRIVATE),
+    ]
+    figures = summarize(timeline, detections, driver.recovery_ms if driver else {}, send_counts, loss_counts, timing)
+    figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
+    figures["spurious_removals"] = spurious
+    report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),
+                         route_logs, history, invariants, figures, started_ms, target=target.kind,
+                         broker_names=names, snapshot_rows=collector.total_rows if collector else 0,
+                         ended_ms=ended_ms)
+    if out is not None:
+        report.write_parquet(out)
+    return report
+
+
+def _clean_up(target: Target, cfg: ChaosConfig, topics: list[str], job_id: str, job_actors_before: set[str]) -> None:
+    """A private deployment is torn down (and its temp dir removed); an existing one keeps running,
+    rid of the run's topics."""
+    dep = target.dep
+    if target.kind == EXISTING:
+        admin = AdminClient(dep, timeout_s=30)
+        for topic in topics:
+            try:
+                admin.delete_topic(topic)
+            except Exception as e:
+                log.warning("could not delete chaos topic %s: %s", topic, e)
+        return
+    try:
+        dep.teardown(graceful=True)
+    except Exception:
+        log.exception("teardown failed")
+    if target.own_dir and not cfg.keep_data:
+        wait_actors_gone(job_id, exclude=job_actors_before)  # a dying NameServer may still persist its brokers
+        shutil.rmtree(target.data_dir, ignore_errors=True)

@@ -1,0 +1,73 @@
+"""The chaos run's vocabulary and its Parquet outputs: fault kinds and the table schemas.
+
+The fault timeline (`faults.parquet`) is the contract with the Spark analysis, which reads it beside
+the route snapshots: one row per fault or recovery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+FAULT_TIMELINE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("fault_id", "int64"),
+    ("t_ms", "int64"),
+    ("kind", "string"),
+    ("target", "string"),
+    ("broker_addr", "string"),
+    ("detail", "string"),
+)
+"""`kind` is one of TIMELINE_KINDS; `target` is the broker address or the NameServer name."""
+
+KILL_BROKER = "kill_broker"
+SIGKILL_BROKER = "sigkill_broker"
+SIGSTOP_BROKER = "sigstop_broker"
+SIGCONT_BROKER = "sigcont_broker"
+RESTART_BROKER = "restart_broker"
+KILL_NAMESRV = "kill_namesrv"
+RESTART_NAMESRV = "restart_namesrv"
+
+FAULT_KINDS: tuple[str, ...] = (KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER, KILL_NAMESRV)
+"""What a fault mix may name; the other kinds are the recoveries that follow them."""
+TIMELINE_KINDS: tuple[str, ...] = (*FAULT_KINDS, SIGCONT_BROKER, RESTART_BROKER, RESTART_NAMESRV)
+BROKER_FAULTS: frozenset[str] = frozenset({KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER})
+BROKER_REVIVALS: frozenset[str] = frozenset({RESTART_BROKER, SIGCONT_BROKER})
+NAMESRV_KINDS: frozenset[str] = frozenset({KILL_NAMESRV, RESTART_NAMESRV})
+REVIVAL_OF: dict[str, str] = {
+    KILL_BROKER: RESTART_BROKER, SIGKILL_BROKER: RESTART_BROKER, SIGSTOP_BROKER: SIGCONT_BROKER,
+}
+
+# The output directory of a run (`namesrv chaos --out DIR`); `namesrv analyze DIR` reads it as it is.
+FAULTS_FILE = "faults.parquet"
+SENDS_FILE = "sends.parquet"
+DETECTIONS_FILE = "detections.parquet"
+SUMMARY_FILE = "summary.json"
+SNAPSHOTS_DIR = "snapshots"
+"""Every NameServer's route snapshots of the run: the dataset `namesrv snapshot` writes."""
+
+
+def _schema(columns: Iterable[tuple[str, str]]) -> pa.Schema:
+    return pa.schema([(name, pa.type_for_alias(t)) for name, t in columns])
+
+
+TIMELINE_SCHEMA = _schema(FAULT_TIMELINE_COLUMNS)
+SEND_SCHEMA = _schema((
+    ("producer", "string"), ("t_ms", "int64"), ("topic", "string"), ("ok", "bool"), ("broker_name", "string"),
+    ("queue_id", "int64"), ("queue_offset", "int64"), ("msg_id", "string"), ("latency_ms", "double"),
+    ("attempts", "int64"), ("brokers_tried", "string"), ("error", "string"), ("explained", "string"),
+    ("lost", "bool"),
+))
+"""One row per send; `lost` is set on acknowledged sends (not read back afterwards), null on failed ones."""
+DETECTION_SCHEMA = _schema((
+    ("fault_id", "int64"), ("kind", "string"), ("broker_addr", "string"), ("observer", "string"),
+    ("observer_kind", "string"), ("fault_t_ms", "int64"), ("seen_t_ms", "int64"), ("elapsed_ms", "int64"),
+    ("cause", "string"), ("bound_ms", "int64"), ("ok", "bool"),
+))
+"""One row per (broker fault or revival, NameServer or producer): when it saw the change."""
+REMOVAL_SCHEMA = _schema((("namesrv", "string"), ("broker_addr", "string"), ("cause", "string"), ("t_ms", "int64")))
+PRODUCER_ROUTE_SCHEMA = _schema((("producer", "string"), ("topic", "string"), ("t_ms", "int64"), ("source", "string"),
+                                 ("brokers", "string")))
+"""Each route change a producer applied: `brokers` is the comma-joined broker names it then wrote to."""
+NAMESRV_ROUTE_SCHEMA = _schema((("t_ms", "int64"), ("namesrv", "string"), ("topic", "string"), ("addrs", "string")))
+"""Each route change the observer saw on a NameServer; `addrs` null while it could not be reached."""

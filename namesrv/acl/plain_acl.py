@@ -1,0 +1,298 @@
+"""RocketMQ 4.x plain ACL: accounts from a `plain_acl.yml`, signatures as RocketMQ's client RPC hook
+computes them, and the rules that decide who may send which request.
+
+A signed request carries `AccessKey` and `Signature` in its extFields; the signature is
+base64(HmacSHA1(secretKey, values of every other extFields entry in key order, then the body)).
+
+Rules (beyond RocketMQ 4.x, whose NameServer checks nothing): on a NameServer, route and cluster
+queries need any valid account or a white-listed address; REGISTER_BROKER, UNREGISTER_BROKER and
+BROKER_HEARTBEAT need a broker account (`broker: true`, our extension of the file) or an admin;
+KV, topic deletion, write-permission and config changes need an admin. On a broker, RocketMQ's
+plain ACL: PUB on the topic to send, SUB on the topic and the group's retry topic to consume, an
+admin to create or delete a topic.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from namesrv.protocol.codes import BrokerRequestCode, RequestCode
+from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
+from namesrv.protocol.remoting import ext_value
+from namesrv.protocol.types import describe_errors
+
+log = logging.getLogger(__name__)
+
+ACCESS_KEY = "AccessKey"
+SIGNATURE = "Signature"
+SECURITY_TOKEN = "SecurityToken"
+
+DENY, ANY, PUB, SUB = 1, 2, 4, 8
+"""RocketMQ's Permission bits."""
+_PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB}
+
+NAMESRV_ADMIN_CODES = frozenset({
+    RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG, RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.UPDATE_NAMESRV_CONFIG,
+})
+BROKER_ADMIN_CODES = frozenset({BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, BrokerRequestCode.DELETE_TOPIC_IN_BROKER})
+"""Broker requests only an admin account may send (RocketMQ's Permission.needAdminPerm)."""
+NAMESRV_BROKER_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
+                                  RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION})
+
+
+class AclError(ValueError):
+    """The ACL file cannot be read or is malformed (the previous rules stay in force)."""
+
+
+class Account(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+    access_key: str = Field(alias="accessKey", min_length=1)
+    secret_key: str = Field(alias="secretKey", min_length=6)
+    white_remote_address: str | None = Field(default=None, alias="whiteRemoteAddress")
+    admin: bool = False
+    broker: bool = False
+    """Our extension: may register, unregister and heartbeat as a broker on the NameServers."""
+    default_topic_perm: str = Field(default="DENY", alias="defaultTopicPerm")
+    default_group_perm: str = Field(default="DENY", alias="defaultGroupPerm")
+    topic_perms: list[str] = Field(default_factory=list, alias="topicPerms")
+    group_perms: list[str] = Field(default_factory=list, alias="groupPerms")
+
+
+class PlainAclConfig(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+    global_white_remote_addresses: list[str] = Field(default_factory=list, alias="globalWhiteRemoteAddresses")
+    accounts: list[Account] = Field(default_factory=list)
+
+
+def sign(ext_fields: Mapping[str, str], body: bytes | None, secret_key: str) -> str:
+    """RocketMQ's request signature: base64 HmacSHA1 over the values of the extFields (but the
+    signature itself) in key order, then the body."""
+    content = "".join(v for k, v in sorted(ext_fields.items()) if k != SIGNATURE).encode("utf-8") + (body or b"")
+    return base64.b64encode(hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()).decode()
+
+
+class SessionCredentials(BaseModel):
+    """What a client signs its requests with (RocketMQ's SessionCredentials)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    access_key: str = Field(min_length=1)
+    secret_key: str = Field(min_length=1)
+
+
+def signed(ext_fields: Mapping[str, Any], body: bytes | None, credentials: SessionCredentials | None) -> dict[str, Any]:
+    """`ext_fields` with AccessKey and Signature added, as a client RPC hook sends them (unchanged
+    without credentials). Typed Ray-path values are signed as the strings RocketMQ writes them."""
+    fields = dict(ext_fields)
+    if credentials is None:
+        return fields
+    fields[ACCESS_KEY] = credentials.access_key
+    fields[SIGNATURE] = sign({k: ext_value(v) for k, v in fields.items() if v is not None}, body,
+                             credentials.secret_key)
+    return fields
+
+
+def long_poll_content(topic_versions: Mapping[str, int]) -> dict[str, str]:
+    """What a route long-poll over Ray signs (it carries no RocketMQ header of its own): the held
+    topics, as a GET_ROUTEINFO_BY_TOPIC header would name one."""
+    return {"topic": ",".join(sorted(topic_versions))}
+
+
+# ---------------------------------------------------------------------------- addresses
+def _segment_matches(pattern: str, value: int) -> bool:
+    if pattern == "*":
+        return True
+    if "-" in pattern:
+        lo, _, hi = pattern.partition("-")
+        return lo.isdigit() and hi.isdigit() and int(lo) <= value <= int(hi)
+    if pattern.startswith("{") and pattern.endswith("}"):
+        return str(value) in {p.strip() for p in pattern[1:-1].split(",")}
+    return pattern.isdigit() and int(pattern) == value
+
+
+def address_matches(pattern: str | None, remote: str) -> bool:
+    """RocketMQ's RemoteAddressStrategy for IPv4: '*', an exact address, per-segment '*',
+    'a-b' ranges and '{x,y}' sets, or a comma-separated list of addresses."""
+    if not pattern:
+        return False
+    host = remote.rsplit(":", 1)[0] if remote.count(":") == 1 else remote
+    if pattern.strip() == "*":
+        return True
+    try:
+        octets = [int(x) for x in str(ipaddress.IPv4Address(host)).split(".")]
+    except ValueError:
+        return False
+    if "," in pattern and "{" not in pattern:
+        return any(address_matches(p.strip(), host) for p in pattern.split(","))
+    parts = pattern.strip().split(".")
+    if len(parts) != 4:
+        return False
+    return all(_segment_matches(p, o) for p, o in zip(parts, octets, strict=True))
+
+
+# ---------------------------------------------------------------------------- decisions
+@dataclass(frozen=True, slots=True)
+class Denied:
+    """Why a request was refused: `reason` is the counter key, `remark` goes to the client."""
+
+    reason: str
+    remark: str
+
+
+class PlainAccessValidator:
+    def __init__(self, config: PlainAclConfig) -> None:
+        self.config = config
+        self.accounts = {a.access_key: a for a in config.accounts}
+
+    @classmethod
+    def from_yaml(cls, text: str) -> PlainAccessValidator:
+        try:
+            raw = yaml.safe_load(text) or {}
+            return cls(PlainAclConfig.model_validate(raw))
+        except yaml.YAMLError as e:
+            raise AclError(f"ACL file is not YAML: {e}") from None
+        except ValidationError as e:
+            raise AclError(f"ACL file is malformed: {describe_errors(e)}") from None
+
+    def _white_listed(self, remote: str) -> bool:
+        return any(address_matches(p, remote) for p in self.config.global_white_remote_addresses)
+
+    def _authenticate(self, code: int, ext: Mapping[str, str], body: bytes | None,
+                      remote: str) -> Account | Denied | None:
+        """The signing account, a refusal, or None for a white-listed address."""
+        if self._white_listed(remote):
+            return None
+        access_key = ext.get(ACCESS_KEY)
+        if not access_key:
+            return Denied("missing_access_key", f"No accessKey is configured for request code {code}")
+        account = self.accounts.get(access_key)
+        if account is None:
+            return Denied("unknown_access_key", f"No acl config for {access_key}")
+        if address_matches(account.white_remote_address, remote):
+            return account
+        if ext.get(SIGNATURE) != sign(ext, body, account.secret_key):
+            return Denied("bad_signature", f"Check signature failed for accessKey={access_key}")
+        return account
+
+    def check_namesrv(self, code: int, ext: Mapping[str, str], body: bytes | None, remote: str) -> Denied | None:
+        who = self._authenticate(code, ext, body, remote)
+        if isinstance(who, Denied) or who is None:
+            return who
+        if code in NAMESRV_ADMIN_CODES and not who.admin:
+            return Denied("not_admin", f"Need admin permission for request code={code}, but accessKey="
+                                       f"{who.access_key} is not")
+        if code in NAMESRV_BROKER_CODES and not (who.broker or who.admin):
+            return Denied("not_broker", f"Need broker permission for request code={code}, but accessKey="
+                                        f"{who.access_key} is not")
+        return None
+
+    def check_broker(self, code: int, ext: Mapping[str, str], body: bytes | None, remote: str,
+                     resources: dict[str, int]) -> Denied | None:
+        """RocketMQ's broker-side plain ACL; `resources` maps topics (groups as %RETRY%group) to
+        the permission the request needs."""
+        who = self._authenticate(code, ext, body, remote)
+        if isinstance(who, Denied) or who is None:
+            return who
+        if who.admin:
+            return None
+        if code in BROKER_ADMIN_CODES:
+            return Denied("not_admin", f"Need admin permission for request code={code}, but accessKey="
+                                       f"{who.access_key} is not")
+        owned = self._owned(who)
+        for resource, needed in resources.items():
+            is_group = resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            have = owned.get(resource, _PERMS.get(who.default_group_perm if is_group else who.default_topic_perm,
+                                                  DENY))
+            if not _permits(needed, have):
+                kind = "group" if is_group else "topic"
+                name = resource[len(RETRY_GROUP_TOPIC_PREFIX):] if is_group else resource
+                return Denied("no_permission", f"No permission for {kind} {name} (accessKey={who.access_key})")
+        return None
+
+    @staticmethod
+    def _owned(account: Account) -> dict[str, int]:
+        owned: dict[str, int] = {}
+        for items, prefix in ((account.topic_perms, ""), (account.group_perms, RETRY_GROUP_TOPIC_PREFIX)):
+            for item in items:
+                name, _, perm = item.partition("=")
+                owned[prefix + name.strip()] = _PERMS.get(perm.strip(), DENY)
+        return owned
+
+
+def _permits(needed: int, owned: int) -> bool:
+    if owned & DENY:
+        return False
+    if needed & ANY:
+        return bool(owned & (PUB | SUB))
+    return bool(needed & owned)
+
+
+def broker_resources(code: int, ext: Mapping[str, str], heartbeat: Mapping[str, Any] | None) -> dict[str, int]:
+    """What a broker request needs (PlainAccessValidator.parse)."""
+    retry = RETRY_GROUP_TOPIC_PREFIX
+    out: dict[str, int] = {}
+    if code in (BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_BATCH_MESSAGE):
+        topic, group = ext.get("topic", ""), ext.get("producerGroup", "")
+        out[retry + ext.get("group", group) if topic.startswith(retry) else topic] = SUB if topic.startswith(
+            retry) else PUB
+    elif code == BrokerRequestCode.SEND_MESSAGE_V2:
+        topic = ext.get("b", "")
+        out[retry + ext.get("a", "") if topic.startswith(retry) else topic] = SUB if topic.startswith(retry) else PUB
+    elif code == BrokerRequestCode.CONSUMER_SEND_MSG_BACK:
+        out[retry + ext.get("group", "")] = SUB
+    elif code == BrokerRequestCode.PULL_MESSAGE:
+        out[ext.get("topic", "")] = SUB
+        out[retry + ext.get("consumerGroup", "")] = SUB
+    elif code == BrokerRequestCode.HEART_BEAT and heartbeat:
+        for consumer in heartbeat.get("consumerDataSet") or []:
+            out[retry + str(consumer.get("groupName", ""))] = SUB
+            for sub in consumer.get("subscriptionDataSet") or []:
+                out[str(sub.get("topic", ""))] = SUB
+    elif code in (BrokerRequestCode.UNREGISTER_CLIENT, BrokerRequestCode.GET_CONSUMER_LIST_BY_GROUP):
+        if ext.get("consumerGroup"):
+            out[retry + ext["consumerGroup"]] = SUB
+    elif code == BrokerRequestCode.UPDATE_CONSUMER_OFFSET:
+        out[retry + ext.get("consumerGroup", "")] = SUB
+        out[ext.get("topic", "")] = SUB
+    return out
+
+
+class AclManager:
+    """A validator loaded from a file, reloaded when the file changes (mtime or size); while the
+    file is unreadable the previous rules stay in force (and the failure is logged)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self._stamp: tuple[float, int] | None = None
+        self.validator = PlainAccessValidator(PlainAclConfig())
+        self.reloads = 0
+        self.reload()
+
+    def reload(self) -> bool:
+        """Load the file if it changed; True when new rules took effect."""
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            raise AclError(f"ACL file {self.path} does not exist") from None
+        stamp = (st.st_mtime, st.st_size)
+        if stamp == self._stamp:
+            return False
+        self.validator = PlainAccessValidator.from_yaml(self.path.read_text(encoding="utf-8"))
+        self._stamp = stamp
+        self.reloads += 1
+        log.info("ACL rules loaded from %s: %d accounts", self.path, len(self.validator.accounts))
+        return True

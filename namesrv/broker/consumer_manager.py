@@ -1,0 +1,117 @@
+"""Who consumes from this broker (RocketMQ's ConsumerManager), fed by HEART_BEAT.
+
+Per consumer group: its client channels (one per client id and connection) with their last
+heartbeat, and its subscriptions. A channel leaves when its connection closes, when the client
+unregisters, or after 120 s without a heartbeat; every change of a group's membership is reported
+so the broker can tell the group's other members to rebalance (NOTIFY_CONSUMER_IDS_CHANGED).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from namesrv.clock import Clock
+
+CHANNEL_EXPIRED_MS = 120_000
+"""A client silent for this long is gone (RocketMQ's channelExpiredTimeout)."""
+
+
+@dataclass(slots=True)
+class SubscriptionData:
+    topic: str
+    sub_string: str = "*"
+    tags_set: frozenset[str] = frozenset()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> SubscriptionData:
+        sub = str(d.get("subString") or "*")
+        tags = d.get("tagsSet")
+        tag_set = frozenset(str(t) for t in tags) if isinstance(tags, list) and tags else parse_tags(sub)
+        version = d.get("subVersion")
+        return cls(str(d.get("topic", "")), sub, tag_set, version if isinstance(version, int) else 0,
+                   str(d.get("expressionType") or "TAG"))
+
+    def matches(self, tags: str | None) -> bool:
+        """TAG filtering: everything for '*', else the message's tag must be one of the set."""
+        return not self.tags_set or (tags is not None and tags in self.tags_set)
+
+
+def parse_tags(expression: str | None) -> frozenset[str]:
+    """'TagA || TagB' -> {TagA, TagB}; '*' or blank -> empty (every tag)."""
+    if expression is None or expression.strip() in ("", "*"):
+        return frozenset()
+    return frozenset(t.strip() for t in expression.split("||") if t.strip())
+
+
+@dataclass(slots=True)
+class ClientChannel:
+    client_id: str
+    channel: str
+    language: int
+    version: int
+    last_update: int
+
+
+@dataclass(slots=True)
+class ConsumerGroupInfo:
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+    channels: dict[str, ClientChannel] = field(default_factory=dict)
+
+
+class ConsumerManager:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.groups: dict[str, ConsumerGroupInfo] = {}
+
+    def register_consumer(self, group: str, client: ClientChannel, consume_type: str, message_model: str,
+                          consume_from_where: str, subscriptions: list[SubscriptionData]) -> bool:
+        """Record a heartbeat; True when the group's membership changed (a new member)."""
+        info = self.groups.get(group)
+        if info is None:
+            info = self.groups[group] = ConsumerGroupInfo(group)
+        info.consume_type, info.message_model, info.consume_from_where = consume_type, message_model, consume_from_where
+        changed = client.channel not in info.channels
+        client.last_update = self.clock()
+        info.channels[client.channel] = client
+        info.subscriptions = {s.topic: s for s in subscriptions}
+        return changed
+
+    def unregister_consumer(self, group: str, channel: str) -> bool:
+        info = self.groups.get(group)
+        if info is None or info.channels.pop(channel, None) is None:
+            return False
+        if not info.channels:
+            del self.groups[group]
+        return True
+
+    def do_channel_close(self, channel: str) -> list[str]:
+        """A connection closed: the groups it was a member of (each lost a member)."""
+        return [g for g in list(self.groups) if self.unregister_consumer(g, channel)]
+
+    def scan_not_active(self, expired_ms: int = CHANNEL_EXPIRED_MS) -> list[str]:
+        now = self.clock()
+        changed = []
+        for group, info in list(self.groups.items()):
+            for channel, c in list(info.channels.items()):
+                if now - c.last_update > expired_ms and self.unregister_consumer(group, channel):
+                    changed.append(group)
+        return changed
+
+    def consumer_ids(self, group: str) -> list[str]:
+        info = self.groups.get(group)
+        return sorted({c.client_id for c in info.channels.values()}) if info else []
+
+    def channels_of(self, group: str) -> list[str]:
+        info = self.groups.get(group)
+        return list(info.channels) if info else []
+
+    def subscription(self, group: str, topic: str) -> SubscriptionData | None:
+        info = self.groups.get(group)
+        return info.subscriptions.get(topic) if info else None

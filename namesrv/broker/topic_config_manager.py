@@ -1,0 +1,157 @@
+"""A broker's topic table and its DataVersion (RocketMQ's TopicConfigManager), persisted atomically.
+
+Every change bumps the DataVersion and is on disk before the caller is told it happened, so a
+broker restarted after kill -9 registers exactly the topics it acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from namesrv.clock import Clock, system_clock
+from namesrv.persist import FileWriter, atomic_write
+from namesrv.protocol.constants import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    PERM_ALL,
+    SELF_TEST_TOPIC,
+    Perm,
+    is_readable,
+    is_writeable,
+)
+from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper, parse_data_version
+from namesrv.protocol.types import InvalidInput, check_topic
+
+log = logging.getLogger(__name__)
+
+
+class TopicConfigManager:
+    def __init__(
+        self,
+        path: str | Path | None,
+        clock: Clock = system_clock,
+        auto_create_topic_enable: bool = True,
+        default_topic_queue_nums: int = 8,
+        writer: FileWriter = atomic_write,
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        self.writer = writer
+        """Puts each new image of the table on disk (a broker passes a BackgroundWriter's)."""
+        self.clock = clock
+        self.auto_create_topic_enable = auto_create_topic_enable
+        self.topic_config_table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self._load()
+        changed = self._ensure(TopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1))
+        if auto_create_topic_enable:
+            changed |= self._ensure(
+                TopicConfig(
+                    topic_name=AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    read_queue_nums=default_topic_queue_nums,
+                    write_queue_nums=default_topic_queue_nums,
+                    perm=PERM_ALL,
+                )
+            )
+        if changed:
+            self._bump_and_persist()
+
+    def _ensure(self, tc: TopicConfig) -> bool:
+        if tc.topic_name in self.topic_config_table:
+            return False
+        self.topic_config_table[tc.topic_name] = tc
+        return True
+
+    def _load(self) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        data = json.loads(self.path.read_text(encoding="utf-8"))
+        self.topic_config_table = {
+            name: TopicConfig.model_validate(tc) for name, tc in data["topicConfigTable"].items()
+        }
+        self.data_version = parse_data_version(data["dataVersion"])
+        log.info("loaded %d topics, %s from %s", len(self.topic_config_table), self.data_version, self.path)
+
+    def _bump_and_persist(self) -> None:
+        self.data_version = self.data_version.next_version(self.clock())
+        if self.path is not None:
+            body = {
+                "topicConfigTable": {n: tc.to_wire() for n, tc in sorted(self.topic_config_table.items())},
+                "dataVersion": self.data_version.to_wire(),
+            }
+            self.writer(self.path, json.dumps(body, indent=1).encode())
+
+    # ------------------------------------------------------------------ changes
+    def update_topic_config(self, tc: TopicConfig) -> bool:
+        """Create or replace a topic; False (and no version bump) when nothing changed."""
+        if self.topic_config_table.get(tc.topic_name) == tc:
+            return False
+        self.topic_config_table[tc.topic_name] = tc
+        self._bump_and_persist()
+        log.info("topic config updated: %s", tc)
+        return True
+
+    def next_version(self) -> DataVersion:
+        """Bump the version without a topic change (e.g. the broker's permission changed), so every
+        NameServer rewrites this broker's queue data on the next registration."""
+        self._bump_and_persist()
+        return self.data_version
+
+    def delete_topic_config(self, topic: str) -> bool:
+        if self.topic_config_table.pop(topic, None) is None:
+            return False
+        self._bump_and_persist()
+        log.info("topic deleted: %s", topic)
+        return True
+
+    def create_topic_in_send_message_method(
+        self, topic: str, default_topic: str, client_default_topic_queue_nums: int
+    ) -> TopicConfig | None:
+        """Auto-create `topic` on the first message, modelled on `default_topic` (TBW102).
+
+        Only when the default topic is inheritable; the new topic gets at most the default topic's
+        write queues, and the default topic's perm without INHERIT.
+        """
+        check_topic(topic)
+        existing = self.topic_config_table.get(topic)
+        if existing is not None:
+            return existing
+        default = self.topic_config_table.get(default_topic)
+        if default is None or not self.auto_create_topic_enable:
+            return None
+        if not default.perm & Perm.INHERIT:
+            log.warning("create topic %s from %s refused: no INHERIT perm", topic, default_topic)
+            return None
+        if client_default_topic_queue_nums <= 0:
+            raise InvalidInput("defaultTopicQueueNums must be positive")
+        queue_nums = min(client_default_topic_queue_nums, default.write_queue_nums)
+        tc = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=queue_nums,
+            write_queue_nums=queue_nums,
+            perm=int(default.perm & ~Perm.INHERIT),
+        )
+        self.update_topic_config(tc)
+        log.info("auto-created topic %s from %s with %d queues", topic, default_topic, queue_nums)
+        return tc
+
+    def create_topic_in_send_message_back_method(
+        self, topic: str, queue_nums: int, perm: int = int(Perm.READ | Perm.WRITE)
+    ) -> TopicConfig | None:
+        """Create a group's retry or dead-letter topic (%RETRY%g, %DLQ%g) if missing; returns the
+        new config, or None when it existed already (RocketMQ's createTopicInSendMessageBackMethod)."""
+        if topic in self.topic_config_table:
+            return None
+        tc = TopicConfig(topic_name=topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums, perm=perm)
+        self.update_topic_config(tc)
+        log.info("created %s with %d queues", topic, queue_nums)
+        return tc
+
+    # ------------------------------------------------------------------ registration body
+    def build_serialize_wrapper(self, broker_permission: int) -> TopicConfigSerializeWrapper:
+        """The register body; a broker that is not both readable and writeable reports its own perm
+        for every topic, so routes stop sending (or reading) there at once."""
+        table = self.topic_config_table
+        if not (is_readable(broker_permission) and is_writeable(broker_permission)):
+            table = {n: tc.model_copy(update={"perm": broker_permission}) for n, tc in table.items()}
+        return TopicConfigSerializeWrapper(topic_config_table=dict(table), data_version=self.data_version)

@@ -1,0 +1,42 @@
+"""Producer settings with RocketMQ's defaults (DefaultMQProducer's fields, the parts we model)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.client.fault import FAULT_TABLES, FaultTable
+from namesrv.protocol.constants import DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_SIZE
+
+
+class ProducerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    send_msg_timeout_ms: int = Field(default=3000, gt=0)
+    """One budget for every attempt of a sync send."""
+    retry_times_when_send_failed: int = Field(default=2, ge=0)
+    retry_times_when_send_async_failed: int = Field(default=2, ge=0)
+    """RocketMQ 4.9's retryTimesWhenSendAsyncFailed: an async send whose attempt got no answer
+    (broker dead, unreachable, timed out) tries another broker, up to this many times more, within
+    the same timeout; a broker's error answer is final, as in 4.9."""
+    send_latency_fault_enable: bool = False
+    """Isolate a slow or failed broker for a while (MQFaultStrategy); off by default, as in
+    RocketMQ's DefaultMQProducer. Without it a retry still avoids the broker that just failed."""
+    fault_table: Literal["4.9", "5.x"] = "5.x"
+    """Which RocketMQ version's latency -> isolation table to apply when fault tolerance is on."""
+    poll_name_server_interval_ms: int = Field(default=30_000, gt=0)
+    route_push: bool = True
+    """Beyond RocketMQ: also hold a long-poll so route changes arrive at once, not at the next poll."""
+    auto_create_topic: bool = True
+    """Send a topic with no route through TBW102's route (the broker creates it)."""
+    default_topic_queue_nums: int = Field(default=DEFAULT_TOPIC_QUEUE_NUMS, gt=0)
+    max_message_size: int = Field(default=MAX_MESSAGE_SIZE, gt=0)
+    async_send_threads: int = Field(default=4, gt=0)
+    credentials: SessionCredentials | None = None
+    """Sign every request with this account (NameServers and brokers with ACL on)."""
+
+    @property
+    def latency_table(self) -> FaultTable:
+        return FAULT_TABLES[self.fault_table]

@@ -1,0 +1,57 @@
+"""What can go wrong on the client side, named as RocketMQ's client names it."""
+
+from __future__ import annotations
+
+
+class MQClientError(Exception):
+    """A client-side error (bad message or group, no route, no name server); nothing was sent."""
+
+
+class TopicNotFound(MQClientError):
+    """No NameServer has a route for the topic (TOPIC_NOT_EXIST)."""
+
+    def __init__(self, topic: str, detail: str = "") -> None:
+        super().__init__(f"No route info of this topic: {topic}" + (f" ({detail})" if detail else ""))
+        self.topic = topic
+
+
+class NoNameServerAvailable(MQClientError):
+    """No NameServer answered (every one was dead, timed out, or still not ready after a restart)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"no name server available: {detail}")
+
+
+class NameServerNotReady(MQClientError):
+    """A NameServer is inside its 'not ready' window after a (re)start; ask another one."""
+
+
+class MQBrokerError(Exception):
+    """The broker answered, with an error code."""
+
+    def __init__(self, code: int, remark: str | None, broker_name: str) -> None:
+        super().__init__(f"broker {broker_name} answered code {code}: {remark}")
+        self.code = code
+        self.remark = remark
+        self.broker_name = broker_name
+
+
+class RemotingError(Exception):
+    """The broker did not answer: it died, timed out, or cannot be found."""
+
+
+class SendFailedError(MQClientError):
+    """Every attempt failed; `failures` lists (broker name, error) per attempt, in order."""
+
+    def __init__(self, topic: str, failures: list[tuple[str, str]], cost_ms: int, timed_out: bool = False) -> None:
+        brokers = [b for b, _ in failures]
+        reason = "send timeout" if timed_out else "still failed"
+        detail = "; ".join(f"{b}: {e}" for b, e in failures)
+        super().__init__(
+            f"Send [{len(failures)}] times, {reason}, cost [{cost_ms}]ms, Topic: {topic}, "
+            f"BrokersSent: {brokers}: {detail}"
+        )
+        self.topic = topic
+        self.failures = failures
+        self.brokers_tried = brokers
+        self.timed_out = timed_out

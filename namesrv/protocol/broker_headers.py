@@ -1,0 +1,120 @@
+"""Request headers of the broker codes the client libraries use (RocketMQ's *RequestHeader classes).
+
+Same rules as the NameServer's headers: typed strictly on the Ray path, parsed from strings over TCP
+(`model_validate(ext, strict=False)`). SEND_MESSAGE_V2 carries the same header under one-letter keys
+(a = producerGroup, ..., n = brokerName); `SendMessageRequestHeader.from_v2` maps them back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
+from namesrv.protocol.headers import Header
+from namesrv.protocol.types import GroupName, TopicName
+
+V2_KEYS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+           "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
+           "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
+"""SendMessageRequestHeaderV2's letters (l is consumeRetryTimes on the wire, maxReconsumeTimes in V1)."""
+
+QueueId = int  # may be negative in a send: "any queue"
+
+
+class SendMessageRequestHeader(Header):
+    producer_group: GroupName
+    topic: TopicName
+    default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC
+    default_topic_queue_nums: int = Field(default=DEFAULT_TOPIC_QUEUE_NUMS, gt=0, le=1024)
+    queue_id: QueueId = Field(ge=-1, le=65535)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    flag: int = 0
+    properties: str | None = None
+    reconsume_times: int = Field(default=0, ge=0)
+    unit_mode: bool = False
+    batch: bool = False
+    max_reconsume_times: int | None = None
+
+    @staticmethod
+    def from_v2(ext: dict[str, Any]) -> dict[str, Any]:
+        """The V1 field names for a V2 header's letters (unknown keys kept as they are)."""
+        return {V2_KEYS.get(k, k): v for k, v in ext.items()}
+
+
+class PullMessageRequestHeader(Header):
+    consumer_group: GroupName
+    topic: TopicName
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int = Field(gt=0)
+    sys_flag: int = 0
+    commit_offset: int = 0
+    suspend_timeout_millis: int = Field(default=0, ge=0)
+    subscription: str | None = None
+    sub_version: int = 0
+    expression_type: str | None = None
+
+
+class ConsumerQueueHeader(Header):
+    """QUERY_CONSUMER_OFFSET (and the group/topic/queue part of UPDATE_CONSUMER_OFFSET)."""
+
+    consumer_group: GroupName
+    topic: TopicName
+    queue_id: int = Field(ge=0)
+
+
+class UpdateConsumerOffsetRequestHeader(ConsumerQueueHeader):
+    commit_offset: int = Field(ge=0)
+
+
+class TopicQueueHeader(Header):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME."""
+
+    topic: TopicName
+    queue_id: int = Field(ge=0)
+
+
+class SearchOffsetRequestHeader(TopicQueueHeader):
+    timestamp: int
+
+
+class GetConsumerListByGroupRequestHeader(Header):
+    consumer_group: GroupName
+
+
+class UnregisterClientRequestHeader(Header):
+    client_id: str = Field(alias="clientID", min_length=1, max_length=1024)
+    producer_group: GroupName | None = None
+    consumer_group: GroupName | None = None
+
+
+class ConsumerSendMsgBackRequestHeader(Header):
+    offset: int = Field(ge=0)
+    group: GroupName
+    delay_level: int = 0
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+
+
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC (what mqadmin updateTopic sends to each broker)."""
+
+    topic: TopicName
+    default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: Literal["SINGLE_TAG", "MULTI_TAG"] = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+
+class DeleteTopicRequestHeader(Header):
+    """DELETE_TOPIC_IN_BROKER."""
+
+    topic: TopicName

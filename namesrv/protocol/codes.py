@@ -1,0 +1,73 @@
+"""RocketMQ's request and response codes: the numbers on the wire, named as RocketMQ names them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class RequestCode(IntEnum):
+    """NameServer request codes (RocketMQ's numbers; one processor handler each)."""
+
+    PUT_KV_CONFIG = 100
+    GET_KV_CONFIG = 101
+    DELETE_KV_CONFIG = 102
+    REGISTER_BROKER = 103
+    UNREGISTER_BROKER = 104
+    GET_ROUTEINFO_BY_TOPIC = 105
+    GET_BROKER_CLUSTER_INFO = 106
+    WIPE_WRITE_PERM_OF_BROKER = 205
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    DELETE_TOPIC_IN_NAMESRV = 216
+    GET_KVLIST_BY_NAMESPACE = 219
+    GET_TOPICS_BY_CLUSTER = 224
+    GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
+    QUERY_DATA_VERSION = 322
+    ADD_WRITE_PERM_OF_BROKER = 327
+    BROKER_HEARTBEAT = 904
+
+
+class BrokerRequestCode(IntEnum):
+    """Broker request codes the client libraries use (RocketMQ's numbers)."""
+
+    SEND_MESSAGE = 10
+    PULL_MESSAGE = 11
+    UPDATE_AND_CREATE_TOPIC = 17
+    """mqadmin updateTopic: create or update one topic on this broker, then register it."""
+    QUERY_CONSUMER_OFFSET = 14
+    UPDATE_CONSUMER_OFFSET = 15
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
+    GET_MAX_OFFSET = 30
+    GET_MIN_OFFSET = 31
+    GET_EARLIEST_MSG_STORETIME = 32
+    HEART_BEAT = 34
+    UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
+    GET_CONSUMER_LIST_BY_GROUP = 38
+    NOTIFY_CONSUMER_IDS_CHANGED = 40
+    """Broker -> client, oneway: the group's members changed, rebalance now."""
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
+    CHECK_CLIENT_CONFIG = 46
+    DELETE_TOPIC_IN_BROKER = 215
+    """mqadmin deleteTopic's first step: drop the topic on this broker, then register."""
+    SEND_MESSAGE_V2 = 310
+    SEND_BATCH_MESSAGE = 320
+
+
+class ResponseCode(IntEnum):
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    FLUSH_DISK_TIMEOUT = 10
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    PULL_NOT_FOUND = 19
+    PULL_RETRY_IMMEDIATELY = 20
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    INVALID_PARAMETER = 29

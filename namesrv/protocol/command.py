@@ -1,0 +1,63 @@
+"""Requests and responses (RocketMQ's RemotingCommand), independent of how they travel.
+
+A request is (code, extFields, body), as in RocketMQ. A response carries its code, remark and
+extFields, and its body either as raw bytes or as `payload`, a typed wire model
+(`TopicRouteData`, `ClusterInfo`, `TopicList`, `KVTable`, ...): over Ray the model itself travels
+(pickled by Ray, nothing encoded twice); a TCP front end encodes it as RocketMQ's JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.remoting import ext_value
+
+
+@dataclass(slots=True)
+class RemotingRequest:
+    code: int
+    ext_fields: dict[str, Any] = field(default_factory=dict)
+    body: bytes | None = None
+    version: int = 0
+    """The sender's RocketMQ version (MQVersion ordinal): decides body formats, as in RocketMQ."""
+    wire: bool = False
+    """True when it came over TCP in RocketMQ's serialization: extFields values are strings to be
+    parsed as RocketMQ parses them, and bodies are JSON. False for the Ray path: typed values and
+    msgpack bodies."""
+
+
+@dataclass(slots=True)
+class RemotingResponse:
+    code: int = ResponseCode.SUCCESS
+    remark: str | None = None
+    ext_fields: dict[str, Any] = field(default_factory=dict)
+    body: bytes | None = None
+    payload: Any = None
+    """The typed body (a wire model with `to_wire()`), when the handler answers with one."""
+    not_ready: bool = False
+    """The NameServer refused because it is still inside its 'not ready' window after a (re)start:
+    ask another NameServer (or again later). On the wire this is SYSTEM_ERROR with its remark."""
+
+    @property
+    def ok(self) -> bool:
+        return self.code == ResponseCode.SUCCESS
+
+    def wire_body(self) -> Any:
+        """The body as RocketMQ's JSON object model (camelCase keys), or None: what a TCP front end
+        serializes, and what tests compare."""
+        if self.payload is None:
+            return None
+        to_wire = getattr(self.payload, "to_wire", None)
+        return to_wire() if to_wire is not None else self.payload
+
+
+def error(code: int, remark: str) -> RemotingResponse:
+    return RemotingResponse(code=code, remark=remark)
+
+
+def request_ext_strings(request: RemotingRequest) -> dict[str, str]:
+    """A request's extFields as the strings a TCP client sent (and signed); Ray callers' typed
+    values are written as RocketMQ writes them (True -> "true")."""
+    return {k: ext_value(v) for k, v in request.ext_fields.items() if v is not None}

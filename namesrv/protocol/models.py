@@ -1,0 +1,318 @@
+"""Route data types.
+
+Two kinds on purpose: pydantic models validate what crosses a boundary (topic configs, register
+bodies); the route tables hold slotted dataclasses, because every heartbeat and every route query
+touches them and pydantic's per-attribute machinery would be the hot path's main cost.
+Wire forms use RocketMQ's camelCase field names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from namesrv.protocol.constants import Perm
+from namesrv.protocol.types import InvalidInput, PermValue, QueueNums, TopicName, TopicSysFlag, Version, check
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """Version of a broker's topic table: (timestamp, counter); any difference means 'changed'."""
+
+    timestamp: int = 0
+    counter: int = 0
+
+    def next_version(self, now_ms: int) -> DataVersion:
+        return DataVersion(timestamp=now_ms, counter=self.counter + 1)
+
+    def to_wire(self) -> dict[str, int]:
+        return {"timestamp": self.timestamp, "counter": self.counter}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> DataVersion:
+        return cls(timestamp=int(data["timestamp"]), counter=int(data["counter"]))
+
+
+class _DataVersionWire(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    timestamp: Version
+    counter: Version
+
+
+def parse_data_version(v: object) -> DataVersion:
+    """A DataVersion from its wire dict, refusing anything but two non-negative integers."""
+    if isinstance(v, DataVersion):
+        return v
+    if not isinstance(v, dict):
+        raise InvalidInput("dataVersion must be a map with exactly 'timestamp' and 'counter'")
+    wire = check(_DataVersionWire, v, "dataVersion")
+    return DataVersion(wire.timestamp, wire.counter)
+
+
+class TopicConfig(BaseModel):
+    """A topic as one broker holds it (RocketMQ's TopicConfig)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore", strict=True
+    )
+
+    topic_name: TopicName
+    read_queue_nums: QueueNums = 16
+    write_queue_nums: QueueNums = 16
+    perm: PermValue = int(Perm.READ | Perm.WRITE)
+    topic_filter_type: Literal["SINGLE_TAG", "MULTI_TAG"] = "SINGLE_TAG"
+    topic_sys_flag: TopicSysFlag = 0
+    order: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+
+@dataclass(slots=True)
+class QueueData:
+    """One broker group's queues for one topic."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    @classmethod
+    def from_topic_config(cls, broker_name: str, tc: TopicConfig) -> QueueData:
+        return cls(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
+
+    def copy(self) -> QueueData:
+        return QueueData(
+            self.broker_name, self.read_queue_nums, self.write_queue_nums, self.perm, self.topic_sys_flag
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicSysFlag": self.topic_sys_flag,
+        }
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> QueueData:
+        return cls(d["brokerName"], d["readQueueNums"], d["writeQueueNums"], d["perm"], d["topicSysFlag"])
+
+
+@dataclass(slots=True)
+class BrokerData:
+    """A broker group: one name, a master (id 0) and slaves, each at an address."""
+
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+
+    def copy(self) -> BrokerData:
+        return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs))
+
+    def select_broker_id(self) -> int | None:
+        """The master's id, else the lowest slave's (RocketMQ's selectBrokerAddr, minus the
+        randomness): where a consumer reads a broker group's queues."""
+        if 0 in self.broker_addrs:
+            return 0
+        return min(self.broker_addrs) if self.broker_addrs else None
+
+    def select_broker_addr(self) -> str | None:
+        broker_id = self.select_broker_id()
+        return self.broker_addrs[broker_id] if broker_id is not None else None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "brokerName": self.broker_name,
+            "brokerAddrs": dict(self.broker_addrs),
+        }
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> BrokerData:
+        return cls(d["cluster"], d["brokerName"], {int(k): v for k, v in d["brokerAddrs"].items()})
+
+
+@dataclass(slots=True)
+class BrokerLiveInfo:
+    """Liveness of one broker address; `channel` fences stale channel-close events."""
+
+    last_update_timestamp: int
+    heartbeat_timeout_millis: int
+    data_version: DataVersion
+    channel: Any = None
+    ha_server_addr: str = ""
+    registration_seq: int = 0
+    """Arrival order of the registration that wrote this entry (a stale one never overwrites it)."""
+
+
+@dataclass(slots=True)
+class TopicRouteData:
+    """What a client gets for a topic: its queues and the addresses of the brokers that host them."""
+
+    queue_datas: list[QueueData]
+    broker_datas: list[BrokerData]
+    filter_server_table: dict[str, list[str]] = field(default_factory=dict)
+    order_topic_conf: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "queueDatas": [q.to_wire() for q in self.queue_datas],
+            "brokerDatas": [b.to_wire() for b in self.broker_datas],
+            "filterServerTable": self.filter_server_table,
+            "orderTopicConf": self.order_topic_conf,
+        }
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> TopicRouteData:
+        return cls(
+            [QueueData.from_wire(q) for q in d["queueDatas"]],
+            [BrokerData.from_wire(b) for b in d["brokerDatas"]],
+            {k: list(v) for k, v in d.get("filterServerTable", {}).items()},
+            d.get("orderTopicConf"),
+        )
+
+
+@dataclass(slots=True)
+class ClusterInfo:
+    broker_addr_table: dict[str, BrokerData]
+    cluster_addr_table: dict[str, set[str]]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "brokerAddrTable": {k: v.to_wire() for k, v in self.broker_addr_table.items()},
+            "clusterAddrTable": {k: sorted(v) for k, v in self.cluster_addr_table.items()},
+        }
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> ClusterInfo:
+        return cls(
+            {k: BrokerData.from_wire(v) for k, v in d["brokerAddrTable"].items()},
+            {k: set(v) for k, v in d["clusterAddrTable"].items()},
+        )
+
+
+@dataclass(slots=True)
+class RegisterBrokerResult:
+    """What a slave learns from registering: its master's address and HA address (None for a master
+    or while the master is not live). The order-topic KV table travels in the response body."""
+
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@dataclass(slots=True)
+class TopicList:
+    """A list of topic names (RocketMQ's TopicList); `broker_addr` only for the system topic list."""
+
+    topic_list: list[str]
+    broker_addr: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"topicList": list(self.topic_list)}
+        if self.broker_addr is not None:
+            wire["brokerAddr"] = self.broker_addr
+        return wire
+
+
+@dataclass(slots=True)
+class ConfigProperties:
+    """A NameServer's configuration as RocketMQ's camelCase keys to string values."""
+
+    properties: dict[str, str]
+
+    def to_wire(self) -> dict[str, str]:
+        return dict(self.properties)
+
+
+@dataclass(slots=True)
+class KVTable:
+    """One KV namespace's entries (RocketMQ's KVTable)."""
+
+    table: dict[str, str]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"table": dict(self.table)}
+
+
+class TopicConfigSerializeWrapper(BaseModel):
+    """The register body's topic part: the broker's whole topic table and its version."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True)
+
+    topic_config_table: dict[str, TopicConfig] = Field(default_factory=dict)
+    data_version: DataVersion = Field(default_factory=DataVersion)
+
+    @field_validator("data_version", mode="before")
+    @classmethod
+    def _version(cls, v: object) -> DataVersion:
+        return parse_data_version(v)
+
+    @field_validator("topic_config_table")
+    @classmethod
+    def _keys_match(cls, v: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
+        for name, tc in v.items():
+            if name != tc.topic_name:
+                raise ValueError(f"topicConfigTable key {name!r} differs from topicName {tc.topic_name!r}")
+        return v
+
+
+class RegisterBrokerBody(BaseModel):
+    """REGISTER_BROKER body: topic table + DataVersion, and the broker's filter servers."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True)
+
+    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = Field(
+        default_factory=TopicConfigSerializeWrapper
+    )
+    filter_server_list: list[str] = Field(default_factory=list)
+
+
+def _get_either(m: dict[Any, Any], camel: str, snake: str) -> tuple[str | None, Any]:
+    for key in (camel, snake):
+        if key in m:
+            return key, m[key]
+    return None, None
+
+
+def parse_register_body(raw: object) -> tuple[RegisterBrokerBody, dict[str, str]]:
+    """A REGISTER_BROKER body, and {topic: why} for each topic config that fails validation.
+
+    A bad topic is left out rather than failing the whole registration, so one topic above a
+    queue-count limit never stops its broker registering its other topics (RocketMQ takes every
+    topic as it comes). Anything else malformed (the body's shape, the DataVersion, filter servers)
+    still fails the request.
+    """
+    if raw is None:
+        return RegisterBrokerBody(), {}
+    try:  # the usual case, validated in one pass; the per-topic pass below only runs on an error
+        return RegisterBrokerBody.model_validate(raw), {}
+    except ValidationError:
+        pass
+    rejected: dict[str, str] = {}
+    if isinstance(raw, dict):
+        wkey, wrapper = _get_either(raw, "topicConfigSerializeWrapper", "topic_config_serialize_wrapper")
+        if wkey is not None and isinstance(wrapper, dict):
+            tkey, table = _get_either(wrapper, "topicConfigTable", "topic_config_table")
+            if tkey is not None and isinstance(table, dict):
+                kept: dict[Any, TopicConfig] = {}
+                for name, value in table.items():
+                    label = str(name)[:255]
+                    try:
+                        tc = check(TopicConfig, value, "topicConfig")
+                    except InvalidInput as e:
+                        rejected[label] = str(e)
+                        continue
+                    if name != tc.topic_name:
+                        rejected[label] = f"topicConfigTable key differs from topicName {tc.topic_name!r}"
+                        continue
+                    kept[name] = tc
+                if rejected:
+                    raw = raw | {wkey: wrapper | {tkey: kept}}
+    return RegisterBrokerBody.model_validate(raw), rejected

@@ -1,0 +1,290 @@
+"""RocketMQ's remoting protocol on the wire: the frame and both header serializations.
+
+Frame, big-endian: `int32 total (4 + headerLength + bodyLength) | int32 (serializeType << 24 |
+headerLength) | header | body`. Headers are JSON (serializeType 0) or ROCKETMQ binary (1):
+`int16 code | int8 language | int16 version | int32 opaque | int32 flag | int32 remarkLength + remark
+| int32 extLength + (int16 keyLength, key, int32 valueLength, value)*`. flag bit 0 marks a
+response, bit 1 a oneway request. A response is written in the serialization of its request.
+
+`FrameDecoder` takes bytes as they arrive and hands back whole commands; anything malformed raises
+`FrameError`, after which the connection is closed (as RocketMQ's NettyDecoder does).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from namesrv.protocol.constants import MAX_FRAME_SIZE
+
+RESPONSE_FLAG = 1 << 0
+ONEWAY_FLAG = 1 << 1
+
+
+class SerializeType(IntEnum):
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(IntEnum):
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+    NODE_JS = 13
+
+
+class FrameError(ValueError):
+    """The bytes on a connection are not a RocketMQ frame: the connection is closed."""
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response as it travels. `ext_fields` values are strings, as RocketMQ's
+    HashMap<String, String>; `language` keeps the sender's code even when RocketMQ has no name for it."""
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    language: int = LanguageCode.JAVA
+    version: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] | None = None
+    body: bytes | None = None
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RESPONSE_FLAG)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
+    def response(self, code: int, remark: str | None = None, ext_fields: dict[str, str] | None = None,
+                 body: bytes | None = None, version: int = 0) -> RemotingCommand:
+        """The answer to this request: same opaque and serialization, the response flag set."""
+        return RemotingCommand(code, self.opaque, RESPONSE_FLAG, LanguageCode.JAVA, version, remark, ext_fields,
+                               body, self.serialize_type)
+
+
+_INT = struct.Struct(">i")
+_FRAME_HEAD = struct.Struct(">ii")
+_BIN_FIXED = struct.Struct(">hbhii")
+_U16 = struct.Struct(">h")
+
+MAX_LENGTH_FIELD = MAX_FRAME_SIZE - 4
+"""Netty's LengthFieldBasedFrameDecoder counts the length field itself against the 16 MiB limit."""
+
+
+# ---------------------------------------------------------------------------- ext field values
+def ext_value(value: Any) -> str:
+    """An extFields value as the string RocketMQ's HashMap<String, String> would hold: fastjson turns
+    `true` into "true", 5 into "5", a nested object into its JSON."""
+    if isinstance(value, str):
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------- headers
+_JSON_INT_FIELDS = ("code", "version", "opaque", "flag")
+
+
+def decode_json_header(data: bytes) -> RemotingCommand:
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise FrameError(f"JSON header does not parse: {e}") from None
+    if not isinstance(obj, dict):
+        raise FrameError("JSON header is not an object")
+    if "code" not in obj:
+        raise FrameError("JSON header has no code")
+    ints: dict[str, int] = {}
+    for name in _JSON_INT_FIELDS:
+        value = obj.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+            raise FrameError(f"JSON header field {name} is not a 32-bit integer: {value!r}")
+        ints[name] = value
+    language = obj.get("language", "JAVA")
+    if isinstance(language, str) and language in LanguageCode.__members__:
+        lang = int(LanguageCode[language])
+    elif isinstance(language, int) and not isinstance(language, bool):
+        lang = language
+    else:
+        lang = int(LanguageCode.OTHER)
+    remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        remark = ext_value(remark)
+    ext = obj.get("extFields")
+    if ext is not None and not isinstance(ext, dict):
+        raise FrameError("JSON header extFields is not an object")
+    ext_fields: dict[str, str] | None = ext
+    if ext is not None and not all(type(v) is str for v in ext.values()):
+        ext_fields = {k: ext_value(v) for k, v in ext.items() if v is not None}
+    return RemotingCommand(ints["code"], ints["opaque"], ints["flag"], lang, ints["version"], remark, ext_fields)
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    """fastjson's field order (alphabetical), null fields omitted."""
+    try:
+        language = LanguageCode(cmd.language).name
+    except ValueError:
+        language = LanguageCode.OTHER.name
+    parts = [f'{{"code":{cmd.code}']
+    if cmd.ext_fields is not None:
+        parts.append(',"extFields":' + json.dumps(cmd.ext_fields, ensure_ascii=False, separators=(",", ":")))
+    parts.append(f',"flag":{cmd.flag},"language":"{language}","opaque":{cmd.opaque}')
+    if cmd.remark is not None:
+        parts.append(',"remark":' + json.dumps(cmd.remark, ensure_ascii=False))
+    parts.append(f',"serializeTypeCurrentRPC":"JSON","version":{cmd.version}}}')
+    return "".join(parts).encode("utf-8")
+
+
+def _read_str(data: bytes, pos: int, short: bool, limit: int, what: str) -> tuple[str | None, int]:
+    if short:
+        if pos + 2 > len(data):
+            raise FrameError(f"ROCKETMQ header truncated in {what} length")
+        (length,) = _U16.unpack_from(data, pos)
+        pos += 2
+    else:
+        if pos + 4 > len(data):
+            raise FrameError(f"ROCKETMQ header truncated in {what} length")
+        (length,) = _INT.unpack_from(data, pos)
+        pos += 4
+    if length == 0:
+        return None, pos
+    if length < 0 or length > limit or pos + length > len(data):
+        raise FrameError(f"ROCKETMQ header {what} length {length} exceeds the header")
+    try:
+        return data[pos : pos + length].decode("utf-8"), pos + length
+    except UnicodeDecodeError:
+        raise FrameError(f"ROCKETMQ header {what} is not UTF-8") from None
+
+
+def decode_rocketmq_header(data: bytes) -> RemotingCommand:
+    if len(data) < _BIN_FIXED.size + 8:
+        raise FrameError(f"ROCKETMQ header of {len(data)} bytes is shorter than its fixed part")
+    code, language, version, opaque, flag = _BIN_FIXED.unpack_from(data, 0)
+    pos = _BIN_FIXED.size
+    remark, pos = _read_str(data, pos, False, len(data), "remark")
+    if pos + 4 > len(data):
+        raise FrameError("ROCKETMQ header truncated before extFields")
+    (ext_len,) = _INT.unpack_from(data, pos)
+    pos += 4
+    if ext_len < 0 or pos + ext_len > len(data):
+        raise FrameError(f"ROCKETMQ header extFields length {ext_len} exceeds the header")
+    ext_fields: dict[str, str] | None = None
+    if ext_len > 0:
+        ext_fields = {}
+        end = pos + ext_len
+        while pos < end:
+            key, pos = _read_str(data, pos, True, ext_len, "extFields key")
+            value, pos = _read_str(data, pos, False, ext_len, "extFields value")
+            if pos > end:
+                raise FrameError("ROCKETMQ header extFields entry runs past its length")
+            if key is not None:
+                ext_fields[key] = value if value is not None else ""
+    if pos != len(data):
+        raise FrameError(f"ROCKETMQ header has {len(data) - pos} trailing bytes")
+    return RemotingCommand(code, opaque, flag, language, version, remark, ext_fields,
+                           serialize_type=SerializeType.ROCKETMQ)
+
+
+def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
+    parts = [_BIN_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)]
+    if cmd.remark:
+        remark = cmd.remark.encode("utf-8")
+        parts += [_INT.pack(len(remark)), remark]
+    else:
+        parts.append(_INT.pack(0))
+    ext = bytearray()
+    for k, v in (cmd.ext_fields or {}).items():
+        kb, vb = k.encode("utf-8"), v.encode("utf-8")
+        ext += _U16.pack(len(kb)) + kb + _INT.pack(len(vb)) + vb
+    parts += [_INT.pack(len(ext)), bytes(ext)]
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------------------- frames
+def encode_command(cmd: RemotingCommand) -> bytes:
+    """One whole frame for `cmd`, in its serialization."""
+    if cmd.serialize_type is SerializeType.ROCKETMQ:
+        header = encode_rocketmq_header(cmd)
+    else:
+        header = encode_json_header(cmd)
+    body = cmd.body or b""
+    total = 4 + len(header) + len(body)
+    if total > MAX_LENGTH_FIELD:
+        raise FrameError(f"frame of {total} bytes exceeds the {MAX_FRAME_SIZE}-byte limit")
+    return _FRAME_HEAD.pack(total, (int(cmd.serialize_type) << 24) | len(header)) + header + body
+
+
+def decode_frame(frame: bytes) -> RemotingCommand:
+    """One frame without its length field: `int32 type|headerLength`, header, body."""
+    if len(frame) < 4:
+        raise FrameError(f"frame of {len(frame)} bytes has no header length")
+    (mark,) = _INT.unpack_from(frame, 0)
+    header_len = mark & 0xFFFFFF
+    kind = (mark >> 24) & 0xFF
+    if header_len > len(frame) - 4:
+        raise FrameError(f"header length {header_len} exceeds the frame ({len(frame) - 4} bytes left)")
+    header = frame[4 : 4 + header_len]
+    if kind == SerializeType.JSON:
+        cmd = decode_json_header(header)
+    elif kind == SerializeType.ROCKETMQ:
+        cmd = decode_rocketmq_header(header)
+    else:
+        raise FrameError(f"unknown serialize type {kind}")
+    body = frame[4 + header_len :]
+    cmd.body = body if body else None
+    return cmd
+
+
+@dataclass
+class FrameDecoder:
+    """Splits a byte stream into commands. `feed` returns every command completed by the new bytes;
+    a half frame waits for the rest (and costs only its buffer)."""
+
+    max_length: int = MAX_LENGTH_FIELD
+    _buffer: bytearray = field(default_factory=bytearray)
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        buf = self._buffer
+        buf += data
+        out: list[RemotingCommand] = []
+        pos = 0
+        while len(buf) - pos >= 4:
+            (length,) = _INT.unpack_from(buf, pos)
+            if length < 4:
+                raise FrameError(f"frame length {length} is shorter than its header length field")
+            if length > self.max_length:
+                raise FrameError(f"frame length {length} exceeds the {MAX_FRAME_SIZE}-byte limit")
+            if len(buf) - pos - 4 < length:
+                break
+            out.append(decode_frame(bytes(buf[pos + 4 : pos + 4 + length])))
+            pos += 4 + length
+        if pos:
+            del buf[:pos]
+        return out

@@ -1,0 +1,395 @@
+"""Dispatch by request code (RocketMQ's DefaultRequestProcessor): one handler per code.
+
+Every handler parses and validates its whole request before touching a table, so a bad request
+gets an error response and changes nothing; the one exception is a registration's topic configs,
+where an invalid one is left out (and named in the remark) and the broker's other topics register.
+`process_request` never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import replace
+from types import GeneratorType
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel, to_snake
+
+from namesrv.protocol.bodies import body_crc32, json_object, parse_properties
+from namesrv.protocol.codes import RequestCode, ResponseCode
+from namesrv.protocol.command import RemotingRequest, RemotingResponse, error
+from namesrv.protocol.constants import MASTER_ID, ORDER_TOPIC_CONFIG_NAMESPACE
+from namesrv.protocol.headers import (
+    BrokerHeartbeatRequestHeader,
+    BrokerIdentityHeader,
+    BrokerNameHeader,
+    ClusterHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetRouteInfoRequestHeader,
+    Header,
+    KVConfigHeader,
+    NamespaceHeader,
+    RegisterBrokerRequestHeader,
+)
+from namesrv.protocol.models import (
+    ConfigProperties,
+    KVTable,
+    TopicConfig,
+    TopicList,
+    TopicRouteData,
+    parse_data_version,
+)
+from namesrv.protocol.msgpack_codec import CodecError, decode_body
+from namesrv.protocol.register_body import SLICE, BodyEncoding, RegisterBody, open_register_body, run_to_end
+from namesrv.protocol.types import InvalidInput, describe_errors
+from namesrv.routeinfo.config import NamesrvConfig
+from namesrv.routeinfo.kvconfig import KVConfigManager
+from namesrv.routeinfo.ready_gate import ReadyGate
+from namesrv.routeinfo.registration import ALL, NONE, TopicsWanted, covers
+from namesrv.routeinfo.route_info_manager import RouteInfoManager
+
+log = logging.getLogger(__name__)
+
+Steps = Generator[None, None, RemotingResponse]
+Handler = Callable[[RemotingRequest, Any], RemotingResponse | Steps]
+
+
+
+class DefaultRequestProcessor:
+    def __init__(
+        self,
+        route_info_manager: RouteInfoManager,
+        kv_config_manager: KVConfigManager,
+        ready_gate: ReadyGate | None = None,
+    ) -> None:
+        self.rim = route_info_manager
+        self.kv = kv_config_manager
+        self.ready_gate = ready_gate
+        self.updated_config_keys: set[str] = set()
+        """Config keys UPDATE_NAMESRV_CONFIG has set (what the host persists; see config_store)."""
+        self.handlers: dict[int, Handler] = {
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_routeinfo_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list_from_nameserver,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kvlist_by_namespace,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list_from_ns,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+        }
+
+    @property
+    def config(self) -> NamesrvConfig:
+        return self.rim.config
+
+    # ------------------------------------------------------------------ entry point
+    def process_request(self, request: RemotingRequest, channel: Any = None) -> RemotingResponse:
+        """Answer one request at once; bad input becomes an error response, never an exception."""
+        response: RemotingResponse = run_to_end(self.process_steps(request, channel))
+        return response
+
+    def process_steps(self, request: RemotingRequest, channel: Any = None) -> Steps:
+        """`process_request` as a generator that yields between slices of a long request (a big
+        registration), so an event loop can answer others in between; returns the response."""
+        try:
+            if not isinstance(request, RemotingRequest):
+                kind = type(request).__name__
+                return error(ResponseCode.SYSTEM_ERROR, f"request must be a RemotingRequest, got {kind}")
+            code = request.code
+            if not isinstance(code, int) or isinstance(code, bool):
+                return error(ResponseCode.SYSTEM_ERROR, f"request code must be an integer, got {code!r}")
+            handler = self.handlers.get(code)
+            if handler is None:
+                return error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
+            if not isinstance(request.ext_fields, dict):
+                return error(ResponseCode.SYSTEM_ERROR, "extFields must be a map")
+            if request.body is not None and not isinstance(request.body, (bytes, bytearray)):
+                return error(ResponseCode.SYSTEM_ERROR, "body must be bytes or None")
+            if request.body is not None and len(request.body) > self.config.max_body_size:
+                return error(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"body of {len(request.body)} bytes exceeds the {self.config.max_body_size}-byte limit",
+                )
+            answer = handler(request, channel)
+            if isinstance(answer, GeneratorType):
+                answer = yield from answer
+            assert isinstance(answer, RemotingResponse)
+            return answer
+        except ValidationError as e:
+            return error(ResponseCode.SYSTEM_ERROR, f"invalid request: {describe_errors(e)}")
+        except (InvalidInput, CodecError) as e:
+            return error(ResponseCode.SYSTEM_ERROR, f"invalid request: {e}")
+        except GeneratorExit:
+            raise
+        except Exception as e:  # a bug, not bad input: log it with the stack, answer anyway
+            log.exception("failed to process request %r", getattr(request, "code", None))
+            return error(ResponseCode.SYSTEM_ERROR, f"internal error: {type(e).__name__}: {e}")
+
+    def _header(self, model: type[Header], request: RemotingRequest) -> Any:
+        """Strict typed values on the Ray path; over TCP every value is a string, parsed as RocketMQ
+        parses header fields."""
+        return model.model_validate(request.ext_fields, strict=not request.wire)
+
+    def _body(self, request: RemotingRequest, required: bool = True) -> Any:
+        """The decoded body: JSON from the TCP path, msgpack from the Ray path."""
+        if request.body is None:
+            if required:
+                raise InvalidInput("request body is missing")
+            return None
+        if request.wire:
+            return json_object(request.body, "body")
+        return decode_body(request.body, self.config.max_body_size)
+
+    # ------------------------------------------------------------------ KV config
+    def put_kv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(KVConfigHeader, request)
+        if h.value is None:
+            raise InvalidInput("value is required")
+        changed = self.kv.get_kv_config(h.namespace, h.key) != h.value
+        self.kv.put_kv_config(h.namespace, h.key, h.value)
+        if changed and h.namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
+            self._order_conf_changed([h.key])
+        return RemotingResponse()
+
+    def get_kv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(KVConfigHeader, request)
+        value = self.kv.get_kv_config(h.namespace, h.key)
+        if value is None:
+            return error(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}")
+        return RemotingResponse(ext_fields={"value": value})
+
+    def delete_kv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(KVConfigHeader, request)
+        if self.kv.delete_kv_config(h.namespace, h.key) and h.namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
+            self._order_conf_changed([h.key])
+        return RemotingResponse()
+
+    def get_kvlist_by_namespace(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(NamespaceHeader, request)
+        table = self.kv.get_kv_list_by_namespace(h.namespace)
+        if table is None:
+            return error(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace}")
+        return RemotingResponse(payload=KVTable(table))
+
+    # ------------------------------------------------------------------ brokers
+    def register_broker(self, request: RemotingRequest, channel: Any) -> Steps:
+        """REGISTER_BROKER in slices (see `namesrv.routeinfo.registration`): read the body, validate
+        the topics the tables need, then write them; bad input is found before anything is written."""
+        h = self._header(RegisterBrokerRequestHeader, request)
+        seq = self.rim.next_registration_seq()
+        if h.body_crc32 and request.body is not None:  # 0 means "not computed", as in RocketMQ
+            crc = body_crc32(request.body)
+            if crc != h.body_crc32:
+                raise InvalidInput(f"body crc32 {crc} does not match header bodyCrc32 {h.body_crc32}")
+        encoding: BodyEncoding = ("compressed" if h.compressed else "json") if request.wire else "msgpack"
+        body = yield from open_register_body(request.body, encoding, request.version)
+        ident = (h.broker_addr, h.broker_name, h.broker_id, body.data_version)
+        validated: TopicsWanted = NONE
+        configs: list[TopicConfig] = []
+        rejected: dict[str, str] = {}
+        while True:  # validated against what the tables need at `begin` (re-checked in that turn)
+            wanted = self.rim.topics_wanted(*ident) if request.body else NONE
+            if covers(validated, wanted):
+                break
+            configs, rejected = yield from _validate_topics(body, wanted)
+            validated = wanted
+        registration = self.rim.begin_registration(
+            h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr, body.data_version,
+            wanted, body.filter_server_list, channel, h.heartbeat_timeout_millis, seq,
+        )
+        if registration is None:
+            return RemotingResponse(remark="superseded by a later registration of this broker")
+        if registration.wanted != ALL:  # only the topics deleted here, if the broker still has them
+            configs = [tc for tc in configs if tc.topic_name in registration.wanted]
+        reported = [tc.topic_name for tc in configs]
+        configs.reverse()  # written from the end of the list, in the body's order
+        try:
+            while configs:  # each written slice is dropped at once: no 10,000-model free at the end
+                batch = configs[-SLICE:]
+                del configs[-SLICE:]
+                if not registration.apply(reversed(batch)):
+                    break
+                del batch
+                if configs:
+                    yield
+        except BaseException:  # the host gave up on the request (or a bug): nothing half-recorded
+            registration.abandon()
+            raise
+        outcome = registration.outcome()
+        result = registration.finish(reported)
+        if outcome == "removed":
+            return error(ResponseCode.SYSTEM_ERROR, f"broker {h.broker_addr} was removed during its registration")
+        ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
+        kv_table = self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {}
+        remark = None
+        if outcome == "superseded":
+            remark = "superseded by a later registration of this broker"
+        elif rejected:
+            log.warning("register %s: %d invalid topics left out: %s", h.broker_addr, len(rejected), rejected)
+            listed = "; ".join(f"{t}: {why}" for t, why in list(rejected.items())[:5])
+            remark = f"{len(rejected)} invalid topics not registered: {listed}"[:1000]
+        return RemotingResponse(ext_fields=ext, remark=remark, payload=KVTable(kv_table))
+
+    def unregister_broker(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(BrokerIdentityHeader, request)
+        removed = self.rim.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, channel)
+        return RemotingResponse(ext_fields={"removed": removed})
+
+    def query_data_version(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(BrokerIdentityHeader, request)
+        version = parse_data_version(self._body(request))
+        changed = self.rim.is_broker_topic_config_changed(h.broker_addr, version)
+        self.rim.update_broker_info_update_timestamp(h.broker_addr)
+        stored = self.rim.query_broker_topic_config(h.broker_addr)
+        return RemotingResponse(ext_fields={"changed": changed}, payload=stored)
+
+    def broker_heartbeat(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(BrokerHeartbeatRequestHeader, request)
+        known = self.rim.update_broker_info_update_timestamp(h.broker_addr)
+        ext: dict[str, Any] = {"known": known}
+        if known and h.broker_id != MASTER_ID:  # a slave on lite heartbeats still follows its master
+            ext["masterAddr"], ext["haServerAddr"] = self.rim.live_master_of(h.broker_name)
+        if known and h.broker_id == MASTER_ID and self.rim.has_missing_topics(h.broker_name):
+            ext["topicsMissing"] = True  # topics deleted here that the broker may still hold: send them
+        return RemotingResponse(ext_fields=ext)
+
+    def wipe_write_perm_of_broker(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(BrokerNameHeader, request)
+        count = self.rim.wipe_write_perm_of_broker(h.broker_name)
+        log.info("wipe write perm of broker %s, topic count %d", h.broker_name, count)
+        return RemotingResponse(ext_fields={"wipeTopicCount": count})
+
+    def add_write_perm_of_broker(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(BrokerNameHeader, request)
+        count = self.rim.add_write_perm_of_broker(h.broker_name)
+        log.info("add write perm of broker %s, topic count %d", h.broker_name, count)
+        return RemotingResponse(ext_fields={"addTopicCount": count})
+
+    # ------------------------------------------------------------------ routes and topics
+    def get_routeinfo_by_topic(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(GetRouteInfoRequestHeader, request)
+        if self.ready_gate is not None and not self.ready_gate.is_open:
+            reason = self.ready_gate.not_ready_reason(self.rim.registered_addrs())
+            if reason is not None:
+                return RemotingResponse(code=ResponseCode.SYSTEM_ERROR, remark=reason, not_ready=True)
+        route, version = self.route_answer(h.topic)
+        if route is None:
+            return error(
+                ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {h.topic[:255]}"
+            )
+        return RemotingResponse(ext_fields={"routeVersion": version}, payload=route)
+
+    def route_answer(self, topic: str) -> tuple[TopicRouteData | None, int]:
+        """The topic's route and version as every client gets them, polled or pushed (the long-poll
+        answers with this too): with order messages on, it carries the topic's orderTopicConf."""
+        route, version = self.rim.pickup_route_and_version(topic)
+        if route is not None and self.config.order_message_enable:
+            order_conf = self.kv.get_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
+            if order_conf is not None:  # the route is shared: answer with a copy that carries the conf
+                route = replace(route, order_topic_conf=order_conf)
+        return route, version
+
+    def _order_conf_changed(self, topics: Iterable[str]) -> None:
+        """An orderTopicConf is part of the route: a change to one is a route change (new version,
+        waiters woken), for the topics that have a route."""
+        for topic in topics:
+            if topic in self.rim.topic_queue_table:
+                self.rim.touch_topic(topic)
+
+    def get_broker_cluster_info(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        return RemotingResponse(payload=self.rim.get_all_cluster_info())
+
+    def get_all_topic_list_from_nameserver(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        if not self.config.enable_all_topic_list:
+            return error(ResponseCode.SYSTEM_ERROR, "disable")
+        return RemotingResponse(payload=TopicList(self.rim.get_all_topic_list()))
+
+    def get_topics_by_cluster(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        if not self.config.enable_topic_list:
+            return error(ResponseCode.SYSTEM_ERROR, "disable")
+        h = self._header(ClusterHeader, request)
+        return RemotingResponse(payload=TopicList(self.rim.get_topics_by_cluster(h.cluster)))
+
+    def get_system_topic_list_from_ns(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        names, broker_addr = self.rim.get_system_topic_list()
+        return RemotingResponse(payload=TopicList(names, broker_addr))
+
+    def delete_topic_in_namesrv(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        h = self._header(DeleteTopicFromNamesrvRequestHeader, request)
+        deleted = self.rim.delete_topic(h.topic, h.cluster_name)
+        return RemotingResponse(ext_fields={"deleted": deleted})
+
+    # ------------------------------------------------------------------ NameServer config
+    def update_namesrv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        """Body: a map of config keys (RocketMQ's camelCase or snake_case) to string values."""
+        props = parse_properties(request.body or b"") if request.wire else self._body(request)
+        if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+            raise InvalidInput("config body must be a map of string keys to string values")
+        blacklist = {to_snake(k) for k in self.config.blacklisted_keys()}
+        denied = sorted(k for k in props if to_snake(k) in blacklist)
+        if denied:
+            return error(ResponseCode.NO_PERMISSION, f"Can not update config in black list: {', '.join(denied)}")
+        # Unknown keys are ignored, as RocketMQ ignores properties no config field takes; known keys
+        # are validated all together (a bad value is an error and changes nothing).
+        updates = {to_snake(k): v for k, v in props.items() if to_snake(k) in NamesrvConfig.model_fields}
+        ignored = sorted(k for k in props if to_snake(k) not in NamesrvConfig.model_fields)
+        if ignored:
+            log.warning("namesrv config update ignores unknown keys: %s", ignored)
+        merged = self.config.model_dump() | updates
+        new_config = NamesrvConfig.model_validate(merged)  # all or nothing
+        order_toggled = new_config.order_message_enable != self.config.order_message_enable
+        for key in updates:
+            setattr(self.config, key, getattr(new_config, key))
+        self.updated_config_keys.update(updates)
+        if order_toggled:  # every route with an orderTopicConf gains or loses it
+            self._order_conf_changed(self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {})
+        log.info("namesrv config updated: %s", updates)
+        return RemotingResponse(remark=f"ignored unknown keys: {', '.join(ignored)}"[:1000] if ignored else None)
+
+    def get_namesrv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        props = {to_camel(k): str(v) for k, v in self.config.model_dump().items()}
+        return RemotingResponse(payload=ConfigProperties(props))
+
+
+def _validate_topics(
+    body: RegisterBody, wanted: TopicsWanted
+) -> Generator[None, None, tuple[list[TopicConfig], dict[str, str]]]:
+    """The wanted topic configs of a body, validated, and {topic: why} for each invalid one (left
+    out, so one bad topic never stops its broker registering the others, as RocketMQ takes every
+    topic as it comes). Yields between slices."""
+    configs: list[TopicConfig] = []
+    rejected: dict[str, str] = {}
+    if not wanted:
+        return configs, rejected
+    validate = TopicConfig.model_validate
+    for n, (key, raw) in enumerate(body.topics(), 1):
+        if n % SLICE == 0:
+            yield
+        label = str(key)[:255]
+        if not isinstance(key, str):
+            rejected[label] = "topicConfigTable keys must be topic names"
+            continue
+        if wanted != ALL and key not in wanted:
+            continue
+        try:
+            tc = validate(raw)
+        except ValidationError as e:
+            rejected[label] = describe_errors(e, "topicConfig")
+            continue
+        if key != tc.topic_name:
+            rejected[label] = f"topicConfigTable key differs from topicName {tc.topic_name!r}"
+            continue
+        configs.append(tc)
+    return configs, rejected

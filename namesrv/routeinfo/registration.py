@@ -1,0 +1,126 @@
+"""A broker's registration applied in slices (RouteInfoManager.registerBroker, made incremental).
+
+RocketMQ applies a registration under its write lock in one go; with 10,000 topics that holds
+every route query for tens of milliseconds. Here a registration is a :class:`BrokerRegistration`:
+
+1. `RouteInfoManager.topics_wanted` says, without changing anything, which of the broker's topics
+   the tables need: all of them (a first registration, a changed DataVersion, or one still being
+   applied), only those the NameServer deleted while the group stayed registered (RocketMQ 5's
+   per-topic `isTopicConfigChanged`), or none (an unchanged heartbeat never looks at its topics).
+2. `RouteInfoManager.begin_registration` writes the broker's identity, cluster, liveness and filter
+   servers (what RocketMQ writes before the topics), in one turn.
+3. `apply` writes the topics, a slice at a time, between which the host answers other requests. A
+   route query in between sees each topic either with this broker's queues or as before, never a
+   half-written queue entry.
+4. `finish` records the broker's DataVersion (so until then the registration counts as "changed"),
+   drops topics the broker no longer reports when `delete_topic_with_broker_registration` is on,
+   and answers as RocketMQ does (a slave learns its master's address).
+
+Faults in between are decided by the live table: a registration whose broker was removed (channel
+closed, unregistered, expired) or that a newer registration of the same address replaced stops at
+its next slice and writes nothing more; a registration that arrived earlier than the one already
+begun for its address is refused at `begin` (the newer data wins). While any registration of an
+address is in flight, that address does not count as registered for the not-ready gate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Literal
+
+from namesrv.protocol.constants import MASTER_ID
+from namesrv.protocol.models import BrokerLiveInfo, DataVersion, RegisterBrokerResult, TopicConfig
+
+if TYPE_CHECKING:
+    from namesrv.routeinfo.route_info_manager import RouteInfoManager
+
+log = logging.getLogger(__name__)
+
+ALL: Literal["all"] = "all"
+TopicsWanted = Literal["all"] | frozenset[str]
+"""Which reported topics a registration must write: every one, or only the named ones (maybe none)."""
+
+NONE: frozenset[str] = frozenset()
+
+
+
+def covers(validated: TopicsWanted, wanted: TopicsWanted) -> bool:
+    """Whether topics validated for `validated` include every topic `wanted` needs."""
+    if validated == ALL:
+        return True
+    return wanted != ALL and wanted <= validated
+
+
+Outcome = Literal["applied", "superseded", "removed"]
+
+
+class BrokerRegistration:
+    def __init__(
+        self,
+        rim: RouteInfoManager,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        data_version: DataVersion,
+        wanted: TopicsWanted,
+        live: BrokerLiveInfo,
+        seq: int,
+    ) -> None:
+        self.rim = rim
+        self.broker_addr = broker_addr
+        self.broker_name = broker_name
+        self.broker_id = broker_id
+        self.data_version = data_version
+        self.wanted = wanted
+        self.live = live
+        self.seq = seq
+        self.written = 0
+
+    @property
+    def current(self) -> bool:
+        """Still the registration in force for its address (not removed, not replaced)."""
+        return self.rim.broker_live_table.get(self.broker_addr) is self.live
+
+    def outcome(self) -> Outcome:
+        if self.current:
+            return "applied"
+        newer = self.rim.registering.get(self.broker_addr)
+        live = self.rim.broker_live_table.get(self.broker_addr)
+        if (newer is not None and newer.seq > self.seq) or (live is not None and live.registration_seq > self.seq):
+            return "superseded"
+        return "removed"
+
+    def apply(self, configs: Iterable[TopicConfig]) -> bool:
+        """Write one slice of topics; False (and nothing written) once the registration is void."""
+        if not self.current:
+            return False
+        write = self.rim.write_queue_data
+        name = self.broker_name
+        for tc in configs:
+            write(name, tc.topic_name, tc)
+            self.written += 1
+        return True
+
+    def abandon(self) -> None:
+        """Stop here (the host gave up on the request): the topics written so far stay, the
+        DataVersion is not recorded, so the broker's next registration writes them all again."""
+        if self.rim.registering.get(self.broker_addr) is self:
+            del self.rim.registering[self.broker_addr]
+
+    def finish(self, reported: Iterable[str] | None = None) -> RegisterBrokerResult:
+        """Complete the registration. `reported`: every topic name in the body, when the whole table
+        was written (only then may topics the broker dropped be removed)."""
+        rim = self.rim
+        self.abandon()
+        result = RegisterBrokerResult()
+        if not self.current:
+            return result
+        self.live.data_version = self.data_version
+        if reported is not None and self.wanted == ALL and rim.config.delete_topic_with_broker_registration:
+            keep = set(reported)
+            for topic in [t for t in rim.topics_of_broker(self.broker_name) if t not in keep]:
+                rim.remove_queue_data(topic, self.broker_name)
+        if self.broker_id != MASTER_ID:
+            result.master_addr, result.ha_server_addr = rim.live_master_of(self.broker_name)
+        return result

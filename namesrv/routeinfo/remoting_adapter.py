@@ -1,0 +1,94 @@
+"""The NameServer's side of RocketMQ's remoting protocol: wire commands in, wire commands out.
+
+A request arrives as a `RemotingCommand` (extFields as strings, JSON bodies) and becomes the same
+`RemotingRequest` the Ray path builds, so one processor serves both. The answer goes back as RocketMQ
+words it: only the response-header fields RocketMQ's NameServer sets for that code, bodies as
+fastjson writes them (standard JSON when the client asks for it), remark and codes unchanged.
+A route's JSON is encoded once per route version, not once per request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from namesrv.protocol import fastjson
+from namesrv.protocol.bodies import format_properties
+from namesrv.protocol.codes import RequestCode, ResponseCode
+from namesrv.protocol.command import RemotingRequest, RemotingResponse
+from namesrv.protocol.models import ConfigProperties
+from namesrv.protocol.remoting import RemotingCommand
+
+NAMESRV_VERSION = 479
+"""The version this NameServer puts in its responses: MQVersion.Version.V5_3_3.ordinal()."""
+
+STANDARD_JSON_FROM_VERSION = 401
+"""MQVersion.Version.V4_9_4.ordinal(): from this client version on, routes are standard JSON."""
+
+WIRE_RESPONSE_FIELDS: dict[int, tuple[str, ...]] = {
+    RequestCode.REGISTER_BROKER: ("haServerAddr", "masterAddr"),
+    RequestCode.QUERY_DATA_VERSION: ("changed",),
+    RequestCode.GET_KV_CONFIG: ("value",),
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: ("wipeTopicCount",),
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: ("addTopicCount",),
+}
+"""RocketMQ's response headers per code; codes not listed answer without extFields."""
+
+ROUTE_CACHE_MAX_TOPICS = 100_000
+"""Encoded routes kept (per topic the last version in each JSON flavour); beyond it the cache restarts."""
+
+
+def to_request(cmd: RemotingCommand) -> RemotingRequest:
+    return RemotingRequest(cmd.code, dict(cmd.ext_fields or {}), cmd.body, version=cmd.version, wire=True)
+
+
+def wants_standard_json(cmd: RemotingCommand) -> bool:
+    ext = cmd.ext_fields or {}
+    return cmd.version >= STANDARD_JSON_FROM_VERSION or ext.get("acceptStandardJsonOnly", "").lower() == "true"
+
+
+def _ext_value(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
+
+
+class WireEncoder:
+    """Encodes processor answers for the wire, caching each topic's route JSON per version."""
+
+    def __init__(self) -> None:
+        self._routes: dict[tuple[str, bool], tuple[object, bytes]] = {}
+        self.route_encodings = 0
+        """How many route bodies were actually encoded (the rest came from the cache)."""
+
+    def _route_body(self, cmd: RemotingCommand, response: RemotingResponse, standard: bool) -> bytes:
+        topic = (cmd.ext_fields or {}).get("topic", "")
+        route = response.payload
+        key = (response.ext_fields.get("routeVersion"), route.order_topic_conf)
+        cached = self._routes.get((topic, standard))
+        if cached is not None and cached[0] == key and key[0] is not None:
+            return cached[1]
+        body = fastjson.dumps(route.to_wire(), standard=standard)
+        self.route_encodings += 1
+        if len(self._routes) >= ROUTE_CACHE_MAX_TOPICS:
+            self._routes.clear()
+        self._routes[(topic, standard)] = (key, body)
+        return body
+
+    def encode(self, cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand:
+        """The wire answer to request `cmd`."""
+        body = response.body
+        if response.payload is not None and response.ok:
+            standard = wants_standard_json(cmd)
+            if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+                body = self._route_body(cmd, response, standard)
+            elif isinstance(response.payload, ConfigProperties):
+                body = format_properties(response.payload.properties)
+            else:
+                body = fastjson.dumps(response.wire_body(), standard=standard)
+        ext: dict[str, str] | None = None
+        fields = WIRE_RESPONSE_FIELDS.get(cmd.code)
+        if fields is not None and response.code == ResponseCode.SUCCESS:
+            ext = {k: _ext_value(response.ext_fields[k]) for k in fields if response.ext_fields.get(k) is not None}
+        return cmd.response(int(response.code), response.remark, ext, body, NAMESRV_VERSION)

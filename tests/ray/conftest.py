@@ -1,0 +1,24 @@
+"""Fixtures of the Ray tests beyond the shared ones in tests/conftest.py (`ray_local`,
+`deployments`); helpers are in tests/ray/helpers.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ray.helpers import IsolatedHost, isolation_unavailable
+
+
+@pytest.fixture
+def isolated_host(tmp_path: Path) -> Iterator[IsolatedHost]:
+    """A private host (PID, network and mount namespaces) for CLI walks that start and stop Ray."""
+    reason = isolation_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    host = IsolatedHost(tmp_path / "host")
+    try:
+        yield host
+    finally:
+        host.close()

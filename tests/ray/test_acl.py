@@ -1,0 +1,185 @@
+"""ACL on a deployed cluster: brokers register with a broker account, the real RocketMQ client signs
+with the right and the wrong secret, every admin code over TCP unsigned, wrongly signed and signed
+by a non-admin, the Ray path with and without credentials, and no refused request changing a table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actors.launcher import BrokerSpec, Deployment
+from clients.admin import AdminClient, AdminError
+from clients.namesrv_client import NameServerClient
+from clients.remoting_client import RemotingClient, parse_namesrv_addr
+from namesrv.acl.plain_acl import SessionCredentials, signed
+from namesrv.client.errors import MQClientError
+from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.protocol.remoting import SerializeType
+from tests.ray.helpers import DeploymentFactory, stable_tables, wait_until
+
+ACL = """
+accounts:
+  - accessKey: app
+    secretKey: app-secret
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+  - accessKey: ops
+    secretKey: ops-secret
+    admin: true
+  - accessKey: broker
+    secretKey: broker-secret
+    broker: true
+"""
+APP = SessionCredentials(access_key="app", secret_key="app-secret")
+OPS = SessionCredentials(access_key="ops", secret_key="ops-secret")
+BROKER = SessionCredentials(access_key="broker", secret_key="broker-secret")
+WRONG = SessionCredentials(access_key="ops", secret_key="guessed")
+ADMIN_CODES = {
+    RequestCode.PUT_KV_CONFIG: {"namespace": "ns", "key": "k", "value": "v"},
+    RequestCode.DELETE_KV_CONFIG: {"namespace": "ns", "key": "k"},
+    RequestCode.DELETE_TOPIC_IN_NAMESRV: {"topic": "Guarded"},
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: {"brokerName": "broker-a"},
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: {"brokerName": "broker-a"},
+    RequestCode.UPDATE_NAMESRV_CONFIG: {},
+}
+
+
+@pytest.fixture
+def dep(deployments: DeploymentFactory, tmp_path: Path) -> Deployment:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    d = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0,
+                           namesrv_overrides={"acl_enable": True, "acl_file": str(acl)},
+                           broker_overrides={"credentials": BROKER})
+    admin = AdminClient(d, credentials=OPS)
+    wait_until(lambda: set(d.brokers) <= {a for bd in admin.cluster_info().broker_addr_table.values()
+                                          for a in bd.broker_addrs.values()}, 15, "the broker's signed registration")
+    admin.create_topic("Guarded", read_queue_nums=2, write_queue_nums=2)
+    return d
+
+
+def tcp(dep: Deployment, kind: SerializeType = SerializeType.JSON) -> RemotingClient:
+    host, port = parse_namesrv_addr(dep.namesrv_addr())[0]
+    return RemotingClient(host, port, serialize_type=kind)
+
+
+def rejections(dep: Deployment) -> dict[str, int]:
+    return ray.get(dep.namesrvs["namesrv-0"].get_status.remote(), timeout=60)["acl_rejections"]
+
+
+def invoke(c: RemotingClient, code: int, ext: dict[str, Any], creds: SessionCredentials | None,
+           body: bytes | None = None) -> Any:
+    return c.invoke(code, signed(ext, body, creds), body)
+
+
+def test_brokers_register_with_their_broker_account(dep: Deployment) -> None:
+    assert AdminClient(dep, credentials=OPS).route("Guarded") is not None
+    assert rejections(dep) == {}, "the broker's signed registrations all passed"
+
+
+@pytest.mark.parametrize("kind", list(SerializeType))
+def test_every_admin_code_unsigned_wrongly_signed_and_by_a_non_admin(dep: Deployment, kind: SerializeType) -> None:
+    ns = dep.namesrvs["namesrv-0"]
+    before = stable_tables(ns)
+    with tcp(dep, kind) as c:
+        for code, ext in ADMIN_CODES.items():
+            body = b"orderMessageEnable=true\n" if code == RequestCode.UPDATE_NAMESRV_CONFIG else None
+            for creds, reason in ((None, "No accessKey"), (WRONG, "Check signature failed"),
+                                  (APP, "Need admin permission")):
+                answer = invoke(c, code, ext, creds, body)
+                assert answer.code == ResponseCode.NO_PERMISSION, (code, creds, answer)
+                assert reason in (answer.remark or "") and "secret" not in (answer.remark or ""), answer.remark
+    assert stable_tables(ns) == before
+    assert ray.get(ns.get_kv_config.remote(**signed({"namespace": "ns", "key": "k"}, None, OPS)), timeout=60).code == 22
+    counts = rejections(dep)
+    assert counts["missing_access_key"] >= 6 and counts["bad_signature"] >= 6 and counts["not_admin"] >= 6
+    with tcp(dep, kind) as c:
+        assert invoke(c, RequestCode.PUT_KV_CONFIG, ADMIN_CODES[RequestCode.PUT_KV_CONFIG], OPS).code == 0
+
+
+def test_route_queries_need_any_valid_account(dep: Deployment) -> None:
+    with tcp(dep) as c:
+        assert invoke(c, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Guarded"}, APP).code == ResponseCode.SUCCESS
+        assert invoke(c, RequestCode.GET_BROKER_CLUSTER_INFO, {}, APP).code == ResponseCode.SUCCESS
+        assert invoke(c, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Guarded"}, None).code == 16
+        assert invoke(c, RequestCode.REGISTER_BROKER, {"clusterName": "C", "brokerAddr": "x:1", "brokerName": "evil",
+                                                       "brokerId": 0}, APP).code == 16, "not a broker account"
+
+
+def test_the_ray_path_carries_credentials(dep: Deployment) -> None:
+    names = list(dep.namesrvs)
+    route, _ = NameServerClient(names, dep.spec.namespace, credentials=APP).get_topic_route("Guarded")
+    assert route.broker_datas
+    with pytest.raises(MQClientError, match="No accessKey"):
+        NameServerClient(names, dep.spec.namespace).get_topic_route("Guarded")
+    with pytest.raises(AdminError, match="Need admin permission"):
+        AdminClient(dep, credentials=APP).wipe_write_perm_of_broker("broker-a")
+    with pytest.raises(ray.exceptions.RayTaskError, match="No accessKey"):
+        ray.get(dep.namesrvs["namesrv-0"].listen_for_change.remote({"Guarded": -1}, 0.1), timeout=60)
+
+
+def test_the_real_client_with_the_right_and_the_wrong_secret(dep: Deployment) -> None:
+    code = r'''
+import sys
+from rocketmq.client import Producer, Message
+p = Producer('PID_acl_' + sys.argv[3]); p.set_namesrv_addr(sys.argv[1])
+p.set_session_credentials('app', sys.argv[2], 'ALIYUN'); p.start()
+m = Message('Guarded'); m.set_body('secret data')
+try:
+    print('status', p.send_sync(m).status)
+except Exception as e:
+    print('error', e)
+p.shutdown()
+'''
+    results = {}
+    for label, secret in (("right", "app-secret"), ("wrong", "not-the-secret")):
+        out = subprocess.run([sys.executable, "-c", code, dep.namesrv_addr(), secret, label], capture_output=True,
+                             text=True, timeout=60)
+        results[label] = out.stdout.strip()
+    assert results["right"].startswith("status"), results
+    assert results["wrong"].startswith("error"), results
+    log = ray.get(dep.namesrvs["namesrv-0"].get_wire_log.remote(), timeout=60)
+    codes = {r.response_code for r in log if r.subject == "Guarded" and r.language == 1}
+    assert codes == {ResponseCode.SUCCESS, ResponseCode.NO_PERMISSION}, "accepted once, refused once"
+
+
+@given(st.lists(st.tuples(st.sampled_from(sorted(ADMIN_CODES)), st.sampled_from([None, WRONG, APP]),
+                          st.dictionaries(st.sampled_from(["namespace", "key", "value", "topic", "brokerName"]),
+                                          st.sampled_from(["ns", "k", "Guarded", "broker-a", "x"]), max_size=4)),
+                min_size=1, max_size=6))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_no_refused_request_changes_a_table(dep: Deployment, requests: list) -> None:
+    ns = dep.namesrvs["namesrv-0"]
+    before = stable_tables(ns)
+    with tcp(dep) as c:
+        for code, creds, ext in requests:
+            assert invoke(c, code, ext, creds).code == ResponseCode.NO_PERMISSION
+    assert stable_tables(ns) == before
+
+
+def test_only_an_admin_creates_or_deletes_topics_on_a_broker(deployments: DeploymentFactory, tmp_path: Path) -> None:
+    """mqadmin updateTopic / deleteTopic reach the broker itself: with its ACL on, an admin account only."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    d = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0,
+                           broker_overrides={"acl_enable": True, "acl_file": str(acl)})
+    broker = d.brokers[next(iter(d.brokers))]
+    before = ray.get(broker.get_topic_config_table.remote())
+    create = {"topic": "AdminOnly", "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2", "perm": "6"}
+    with RemotingClient(*parse_namesrv_addr(next(iter(d.brokers)))[0]) as c:
+        for creds in (None, WRONG, APP):
+            for code, ext in ((BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, create),
+                              (BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TBW102"})):
+                answer = invoke(c, code, ext, creds)
+                assert answer.code == ResponseCode.NO_PERMISSION, (code, creds, answer.remark)
+        assert ray.get(broker.get_topic_config_table.remote()) == before
+        assert invoke(c, BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, create, OPS).code == ResponseCode.SUCCESS
+        assert invoke(c, BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "AdminOnly"}, OPS).code == (
+            ResponseCode.SUCCESS)

@@ -1,0 +1,131 @@
+"""The `namesrv` command as a newcomer meets it: every verb, right and wrong, through the installed
+entry point in a subprocess.
+
+Verbs that start, find or stop Ray run on an `isolated_host` (private PID and network namespaces),
+so `namesrv up` starts its own Ray, "no Ray running" really holds and `down --stop-ray` can stop
+nothing but what runs there. The demo needs no isolation: it always runs on a private Ray.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ray.helpers import RAY_CORE_LOG_LINE, IsolatedHost, short_tmp_dir, wait_until
+
+pytestmark = pytest.mark.timeout(600)
+
+NAMESRV = str(Path(sys.executable).parent / "namesrv")
+
+
+def error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The command's stderr, which must be exactly one line (Ray's own C++ log lines aside)."""
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and not re.match(RAY_CORE_LOG_LINE, ln)]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def fails(result: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    line = error_line(result)
+    for word in words:
+        assert word in line, line
+    return line
+
+
+def succeeds(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stdout
+
+
+def test_without_ray_every_verb_says_so_in_one_line(isolated_host: IsolatedHost) -> None:
+    host = isolated_host
+    for verb in (["status"], ["route", "TopicA"], ["topic", "TopicA"], ["down"], ["snapshot", str(host.tmp / "s")]):
+        result = host.run([NAMESRV, *verb])
+        assert result.returncode != 0, (verb, result.stdout)
+        assert "Traceback" not in result.stderr, (verb, result.stderr)
+        if verb[0] != "snapshot":  # another team's verb: no traceback is all this test asks of it
+            fails(result, 1, "no Ray cluster running", "namesrv up")
+
+    # Asked to stop Ray, `down` runs the venv's own `ray stop` (PATH has no `ray`) and still reports
+    # the empty machine.
+    result = host.run([NAMESRV, "down", "--stop-ray"])
+    fails(result, 1, "no Ray cluster running")
+    assert "ray stopped" in result.stdout
+
+
+def test_cli_walk_up_topic_route_status_demo_down(isolated_host: IsolatedHost, tmp_path: Path) -> None:
+    host = isolated_host
+    data = str(tmp_path / "data")
+    out = succeeds(host.run([NAMESRV, "up", "--profile", "fast", "--namesrvs", "1", "--brokers", "broker-a",
+                             "--data-dir", data], timeout=300))
+    assert "deployed 1 NameServers and 1 brokers" in out
+    assert any("gcs_server" in p for p in host.processes()), "`namesrv up` started a Ray of its own"
+    fails(host.run([NAMESRV, "up", "--data-dir", data]), 1, "already deployed", "namesrv down")
+
+    fails(host.run([NAMESRV, "route", "TopicA"]), 1, "no route on any NameServer", "namesrv topic TopicA")
+    fails(host.run([NAMESRV, "topic", "TopicA", "--queues", "0"]), 2, "--queues", "0 queues")
+    fails(host.run([NAMESRV, "topic", "TopicA", "--cluster", "NoSuchCluster"]), 1, "no master broker")
+    assert re.search(r"created TopicA on broker-a-0 \(127\.0\.0\.1:\d+\) with 2 queues each", succeeds(
+        host.run([NAMESRV, "topic", "TopicA", "--queues", "2"])))
+    route = succeeds(host.run([NAMESRV, "route", "TopicA"]))
+    assert re.search(r"TopicA\s+broker-a\s+0\s+127\.0\.0\.1:\d+\s+2\s+2\s+RW-", route), route
+    status = succeeds(host.run([NAMESRV, "status"]))
+    assert re.search(r"^namesrv-0\s+ready\s", status, re.M), status
+    assert re.search(r"^namesrv-0\s+DefaultCluster\s+broker-a\s+0\s+127\.0\.0\.1:\d+\s.*\syes$", status, re.M), status
+    for verb in ("status", "route", "topic", "down"):
+        argv = [NAMESRV, verb, "--namespace", "nothing-here"] + (["TopicA"] if verb in ("route", "topic") else [])
+        fails(host.run(argv), 1, "no NameServer in Ray namespace 'nothing-here'")
+
+    # The demo runs on a private Ray of its own even with `namesrv up`'s Ray running, and leaves
+    # nothing behind in either.
+    demo = succeeds(host.run([NAMESRV, "demo", "--duration", "3", "--rate", "20"], timeout=300))
+    assert "OK: nothing acknowledged was lost" in demo
+    assert not list(host.tmp.glob("namesrv-demo-*"))
+    assert "TopicA" in succeeds(host.run([NAMESRV, "route", "TopicA"]))
+
+    # Ray's own `ray` is found next to the venv's Python (PATH has none), and every Ray process goes.
+    down = succeeds(host.run([NAMESRV, "down", "--stop-ray"], timeout=300))
+    assert "stopped 1 brokers and 1 NameServers" in down and "ray stopped" in down
+    assert host.processes() == []
+    fails(host.run([NAMESRV, "status"]), 1, "no Ray cluster running")
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    path = short_tmp_dir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_demo_killed_from_outside_says_so_cleans_up_and_exits_143(short_tmp: Path) -> None:
+    """SIGTERM mid-run: one line saying so, exit 128 + 15, its Ray shut down, its data removed."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(short_tmp), "TMPDIR": str(short_tmp), "LANG": "C.UTF-8"}
+    demo = subprocess.Popen([NAMESRV, "demo", "--duration", "60", "--rate", "20"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: list(short_tmp.glob("namesrv-demo-*/*")), 120, "the demo's brokers writing their data")
+        time.sleep(1)  # mid-run, not mid-start
+        demo.send_signal(signal.SIGTERM)
+        stdout, stderr = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 128 + signal.SIGTERM, (stdout, stderr)
+    assert "namesrv demo: terminated (SIGTERM)" in stderr
+    assert "Traceback" not in stderr, stderr
+    assert "demo stopped early: its Ray is shut down and its data removed" in stdout
+    assert not list(short_tmp.glob("namesrv-demo-*"))

@@ -1,0 +1,392 @@
+"""The mqadmin verbs and `namesrv top` as a user runs them, against one deployment (two NameServers,
+two brokers, all on free TCP ports on 127.0.0.1):
+
+- over TCP (`-n "host:port;host:port"`): the installed `namesrv` entry point in a subprocess, which
+  speaks RocketMQ's remoting protocol to the NameServers and brokers;
+- over the Ray namespace: `clients.cli.main` in this driver (one run through a subprocess too);
+- bad input: one line on stderr, a non-zero exit, no traceback, and the NameServers' tables as before;
+- `namesrv top` under a pseudo-terminal, its screen read back.
+
+Each test's state is checked through the actors or the wire, not through the verb under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from actors.launcher import BrokerSpec, Deployment, free_port
+from clients.cli import main as namesrv_main
+from clients.remoting_client import RemotingClient, parse_namesrv_addr
+from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from tests.ray.helpers import (
+    RAY_CORE_LOG_LINE,
+    DeploymentFactory,
+    removals_of,
+    stable_tables,
+    wait_registered_everywhere,
+    wait_until,
+)
+
+pytestmark = pytest.mark.timeout(600)
+
+NAMESRV = str(Path(sys.executable).parent / "namesrv")
+
+
+@pytest.fixture(scope="module")
+def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    factory = DeploymentFactory(tmp_path_factory.mktemp("mqadmin"))
+    try:
+        d = factory.deploy(brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=2, broker_port=0)
+        wait_registered_everywhere(d)
+        yield d
+    finally:
+        factory.close()
+
+
+@pytest.fixture(scope="module")
+def addr(dep: Deployment) -> str:
+    return dep.namesrv_addr()
+
+
+# ---------------------------------------------------------------------------- running the command
+def run(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([NAMESRV, *argv], capture_output=True, text=True, timeout=timeout)
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stdout
+
+
+def fails(result: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and not re.match(RAY_CORE_LOG_LINE, ln)]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def tcp(addr: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return run(*argv, "-n", addr)
+
+
+def tcp_json(addr: str, *argv: str) -> Any:
+    return json.loads(ok(tcp(addr, *argv, "--json")))
+
+
+def over_ray(dep: Deployment, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """The command in this driver (already connected to the test's Ray), as `namesrv ... --namespace NS`."""
+    capsys.readouterr()
+    code = namesrv_main([*argv, "--namespace", dep.spec.namespace])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return code, out, err
+
+
+def ray_json(dep: Deployment, capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    code, out, err = over_ray(dep, capsys, *argv, "--json")
+    assert code == 0, (out, err)
+    return json.loads(out)
+
+
+# ---------------------------------------------------------------------------- the state, seen directly
+def routes(dep: Deployment, topic: str) -> dict[str, dict[str, Any] | None]:
+    """Each NameServer's route for `topic` as RocketMQ's JSON model (None: no route)."""
+    out = {}
+    for name, ns in dep.namesrvs.items():
+        resp = ray.get(ns.get_routeinfo_by_topic.remote(topic=topic), timeout=10)
+        out[name] = resp.wire_body() if resp.ok else None
+    return out
+
+
+def queues(route: dict[str, Any] | None) -> dict[str, tuple[int, int, int]]:
+    return {q["brokerName"]: (q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in (route or {}).get(
+        "queueDatas", [])}
+
+
+def kv_everywhere(dep: Deployment, namespace: str, key: str) -> dict[str, str | None]:
+    out = {}
+    for name, ns in dep.namesrvs.items():
+        resp = ray.get(ns.get_kv_config.remote(namespace=namespace, key=key), timeout=10)
+        out[name] = resp.ext_fields.get("value") if resp.ok else None
+    return out
+
+
+def broker_topics(dep: Deployment) -> dict[str, set[str]]:
+    return {a: set(ray.get(b.get_topic_config_table.remote(), timeout=10)) for a, b in dep.brokers.items()}
+
+
+def fingerprint(dep: Deployment) -> Any:
+    return ({n: stable_tables(ns) for n, ns in dep.namesrvs.items()}, broker_topics(dep),
+            {n: ray.get(ns.get_kvlist_by_namespace.remote(namespace="mqadmin-test"), timeout=10).code
+             for n, ns in dep.namesrvs.items()})
+
+
+# ---------------------------------------------------------------------------- over TCP
+def test_cluster_and_topic_lists_over_tcp(dep: Deployment, addr: str) -> None:
+    rows = tcp_json(addr, "clusterList", "-c", "DefaultCluster")
+    assert {(r["brokerName"], r["brokerId"], r["brokerAddr"]) for r in rows} == {
+        (s.broker_name, 0, a) for a, s in dep.broker_specs.items()}
+    text = ok(tcp(addr, "clusterList"))
+    assert text.splitlines()[0].split() == ["#Cluster", "Name", "#Broker", "Name", "#BID", "#Addr"]
+    assert "broker-a" in text and "broker-b" in text
+    assert "TBW102" in tcp_json(addr, "topicList")["topicList"]
+    assert "TBW102" in ok(tcp(addr, "topicList")).split()
+    assert any(r["topic"] == "TBW102" and r["cluster"] == "DefaultCluster" for r in tcp_json(addr, "topicList", "-c"))
+
+
+def test_update_route_and_delete_topic_over_tcp(dep: Deployment, addr: str) -> None:
+    out = ok(tcp(addr, "updateTopic", "-t", "MqaTcpTopic", "-c", "DefaultCluster", "-r", "4", "-w", "3", "-p", "6"))
+    assert out.count("create topic to ") == 2 and "TopicConfig [topicName=MqaTcpTopic" in out
+    # the broker answered after registering: every NameServer has the route at once
+    for name, route in routes(dep, "MqaTcpTopic").items():
+        assert queues(route) == {"broker-a": (4, 3, 6), "broker-b": (4, 3, 6)}, name
+    shown = tcp_json(addr, "topicRoute", "-t", "MqaTcpTopic")
+    assert queues(shown) == {"broker-a": (4, 3, 6), "broker-b": (4, 3, 6)}
+    table = ok(tcp(addr, "topicRoute", "-t", "MqaTcpTopic", "-l"))
+    assert table.splitlines()[-1].split()[:4] == ["Total:", "2", "8", "6"]
+
+    one = next(a for a, s in dep.broker_specs.items() if s.broker_name == "broker-a")
+    created = tcp_json(addr, "updateTopic", "-t", "MqaOneBroker", "-b", one, "-p", "4")
+    assert created["brokers"] == [one] and created["topicConfig"]["perm"] == 4
+    assert queues(routes(dep, "MqaOneBroker")["namesrv-0"]) == {"broker-a": (8, 8, 4)}
+
+    out = ok(tcp(addr, "deleteTopic", "-t", "MqaTcpTopic", "-c", "DefaultCluster"))
+    assert "delete topic [MqaTcpTopic] from NameServer success." in out
+    assert routes(dep, "MqaTcpTopic") == {"namesrv-0": None, "namesrv-1": None}
+    assert all("MqaTcpTopic" not in topics for topics in broker_topics(dep).values())
+    fails(tcp(addr, "topicRoute", "-t", "MqaTcpTopic"), 1, "MqaTcpTopic", "does not exist")
+
+
+def test_kv_config_over_tcp(dep: Deployment, addr: str) -> None:
+    assert "success" in ok(tcp(addr, "updateKvConfig", "-s", "mqadmin-kv", "-k", "k1", "-v", "v1"))
+    assert kv_everywhere(dep, "mqadmin-kv", "k1") == {"namesrv-0": "v1", "namesrv-1": "v1"}
+    with RemotingClient(*parse_namesrv_addr(addr)[1]) as c:  # and RocketMQ's own query reads it back
+        assert c.invoke(RequestCode.GET_KV_CONFIG, {"namespace": "mqadmin-kv", "key": "k1"}).ext_fields == {
+            "value": "v1"}
+    assert tcp_json(addr, "deleteKvConfig", "-s", "mqadmin-kv", "-k", "k1")["namesrvs"] == sorted(addr.split(";"))
+    assert kv_everywhere(dep, "mqadmin-kv", "k1") == {"namesrv-0": None, "namesrv-1": None}
+    fails(tcp(addr, "deleteKvConfig", "-s", "mqadmin-kv", "-k", "k1"), 1, "no KV config mqadmin-kv/k1")
+
+
+def test_namesrv_config_over_tcp(dep: Deployment, addr: str) -> None:
+    configs = tcp_json(addr, "getNamesrvConfig")
+    assert set(configs) == set(addr.split(";"))
+    assert all(c["orderMessageEnable"].lower() == "false" for c in configs.values())
+    text = ok(tcp(addr, "getNamesrvConfig"))
+    assert f"============{addr.split(';')[0]}============" in text
+    try:
+        assert "orderMessageEnable : true" in ok(tcp(addr, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v",
+                                                     "true"))
+        assert all(c["orderMessageEnable"].lower() == "true" for c in tcp_json(addr, "getNamesrvConfig").values())
+    finally:
+        ok(tcp(addr, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "false"))
+
+
+def test_write_perm_over_tcp(dep: Deployment, addr: str) -> None:
+    wiped = tcp_json(addr, "wipeWritePerm", "-b", "broker-a")
+    assert set(wiped["wipeTopicCount"]) == set(addr.split(";")) and min(wiped["wipeTopicCount"].values()) >= 1
+    try:
+        for route in routes(dep, "TBW102").values():
+            perms = {b: p for b, (_, _, p) in queues(route).items()}
+            assert perms["broker-a"] & 2 == 0 and perms["broker-b"] & 2, perms
+    finally:
+        out = ok(tcp(addr, "addWritePerm", "-b", "broker-a"))
+    assert out.count("add write perm of broker[broker-a] in name server[") == 2 and "OK" in out
+    for route in routes(dep, "TBW102").values():
+        assert all(p & 2 for _, _, p in queues(route).values())
+
+
+def test_bad_input_is_one_line_and_changes_nothing(dep: Deployment, addr: str) -> None:
+    closed = f"127.0.0.1:{free_port()}"
+    cases: list[tuple[list[str], int, list[str]]] = [
+        (["topicList", "-n", "nohost"], 2, ["bad NameServer address 'nohost'"]),
+        (["topicList", "-n", closed], 1, [closed, "refused"]),
+        (["updateTopic", "-t", "T1", "-c", "DefaultCluster", "-n", closed], 1, ["refused"]),
+        (["topicRoute", "-t", "NoSuchTopic", "-n", addr], 1, ["NoSuchTopic", "does not exist"]),
+        (["updateTopic", "-t", "bad topic!", "-c", "DefaultCluster", "-n", addr], 2, ["-t/--topic"]),
+        (["updateTopic", "-t", "T1", "-c", "DefaultCluster", "-p", "3", "-n", addr], 2, ["not a topic permission"]),
+        (["updateTopic", "-t", "T1", "-c", "DefaultCluster", "-r", "0", "-n", addr], 2, ["-r/--readQueueNums"]),
+        (["updateTopic", "-t", "T1", "-n", addr], 2, ["-b/--brokerAddr", "-c/--clusterName"]),
+        (["updateTopic", "-t", "T1", "-c", "NoCluster", "-n", addr], 1, ["no cluster 'NoCluster'"]),
+        (["updateTopic", "-t", "T1", "-b", "127.0.0.1:1", "-n", addr], 1, ["no broker at '127.0.0.1:1'"]),
+        (["updateTopic", "-t", "TBW102", "-c", "DefaultCluster", "-n", addr], 2, ["system topic"]),
+        (["deleteTopic", "-t", "NoSuchTopic", "-c", "DefaultCluster", "-n", addr], 1, ["does not exist"]),
+        (["wipeWritePerm", "-b", "no-broker", "-n", addr], 1, ["no broker named 'no-broker'"]),
+        (["updateNamesrvConfig", "-k", "noSuchKey", "-v", "1", "-n", addr], 1, ["unknown NameServer config key"]),
+        (["updateNamesrvConfig", "-k", "configStorePath", "-v", "/tmp/x", "-n", addr], 1, ["black list"]),
+        (["updateKvConfig", "-s", "mqadmin-test", "-k", "", "-v", "v", "-n", addr], 1, ["invalid KV config"]),
+        (["updateKvConfig", "-s", "bad ns!", "-k", "k", "-v", "v", "-n", addr], 1, ["invalid KV config"]),
+    ]
+    before = fingerprint(dep)
+    for argv, code, words in cases:
+        fails(run(*argv, timeout=60), code, *words)  # a hang would fail here
+    assert fingerprint(dep) == before
+
+
+def test_brokers_refuse_bad_topics_over_the_wire(dep: Deployment) -> None:
+    """What mqadmin would meet without the CLI's own checks: the broker's INVALID_PARAMETER."""
+    broker = next(iter(dep.broker_specs))
+    before = broker_topics(dep)
+    with RemotingClient(*parse_namesrv_addr(broker)[0]) as c:
+        base = {"defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8", "perm": "6"}
+        for topic in ("TBW102", "bad topic!", ""):
+            answer = c.invoke(BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, base | {"topic": topic})
+            assert answer.code == ResponseCode.INVALID_PARAMETER, (topic, answer.remark)
+        assert c.invoke(BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, base | {"topic": "T", "perm": "99"}).code == (
+            ResponseCode.INVALID_PARAMETER)
+        assert c.invoke(BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "TBW102"}).code == (
+            ResponseCode.INVALID_PARAMETER)
+    assert broker_topics(dep) == before
+
+
+# ---------------------------------------------------------------------------- over the Ray namespace
+def test_every_verb_over_the_ray_namespace(dep: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = ray_json(dep, capsys, "clusterList")
+    assert {r["brokerAddr"] for r in rows} == set(dep.brokers)
+    assert "TBW102" in ray_json(dep, capsys, "topicList")["topicList"]
+
+    assert ray_json(dep, capsys, "updateTopic", "-t", "MqaRayTopic", "-c", "DefaultCluster", "-r", "2", "-w",
+                    "2")["brokers"] == sorted(dep.brokers)
+    for route in routes(dep, "MqaRayTopic").values():
+        assert queues(route) == {"broker-a": (2, 2, 6), "broker-b": (2, 2, 6)}
+    assert queues(ray_json(dep, capsys, "topicRoute", "-t", "MqaRayTopic")) == queues(
+        routes(dep, "MqaRayTopic")["namesrv-0"])
+
+    ray_json(dep, capsys, "wipeWritePerm", "-b", "broker-b")
+    assert all(queues(r)["broker-b"][2] & 2 == 0 for r in routes(dep, "MqaRayTopic").values())
+    ray_json(dep, capsys, "addWritePerm", "-b", "broker-b")
+    assert all(queues(r)["broker-b"][2] & 2 for r in routes(dep, "MqaRayTopic").values())
+
+    ray_json(dep, capsys, "updateKvConfig", "-s", "mqadmin-ray", "-k", "k", "-v", "v2")
+    assert kv_everywhere(dep, "mqadmin-ray", "k") == {"namesrv-0": "v2", "namesrv-1": "v2"}
+    ray_json(dep, capsys, "deleteKvConfig", "-s", "mqadmin-ray", "-k", "k")
+    assert kv_everywhere(dep, "mqadmin-ray", "k") == {"namesrv-0": None, "namesrv-1": None}
+
+    configs = ray_json(dep, capsys, "getNamesrvConfig")
+    assert set(configs) == {"namesrv-0", "namesrv-1"} and "brokerChannelExpiredTimeMs" in configs["namesrv-0"]
+    ray_json(dep, capsys, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    try:
+        assert all(c["orderMessageEnable"].lower() == "true" for c in ray_json(dep, capsys,
+                                                                              "getNamesrvConfig").values())
+    finally:
+        ray_json(dep, capsys, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "false")
+
+    ray_json(dep, capsys, "deleteTopic", "-t", "MqaRayTopic", "-c", "DefaultCluster")
+    assert routes(dep, "MqaRayTopic") == {"namesrv-0": None, "namesrv-1": None}
+    code, _, err = over_ray(dep, capsys, "topicRoute", "-t", "MqaRayTopic")
+    assert code == 1 and "does not exist" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ray_namespace_errors(dep: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    before = fingerprint(dep)
+    for argv, words in [(["wipeWritePerm", "-b", "no-broker"], "no broker named"),
+                        (["deleteTopic", "-t", "NoSuchTopic", "-c", "DefaultCluster"], "does not exist"),
+                        (["updateTopic", "-t", "T1", "-c", "NoCluster"], "no cluster")]:
+        code, _, err = over_ray(dep, capsys, *argv)
+        assert code == 1 and words in err and len(err.strip().splitlines()) == 1, err
+    capsys.readouterr()
+    assert namesrv_main(["clusterList", "--namespace", "mqadmin-nothing-here"]) == 1
+    assert "no NameServer in Ray namespace 'mqadmin-nothing-here'" in capsys.readouterr().err
+    assert fingerprint(dep) == before
+
+
+def test_a_separate_process_reaches_the_namespace(dep: Deployment) -> None:
+    gcs = ray.get_runtime_context().gcs_address
+    rows = json.loads(ok(run("clusterList", "--json", "--namespace", dep.spec.namespace, "--address", gcs)))
+    assert {r["brokerAddr"] for r in rows} == set(dep.brokers)
+
+
+# ---------------------------------------------------------------------------- namesrv top
+def run_in_pty(argv: list[str], cols: int = 200, rows: int = 60, timeout: float = 120) -> tuple[int, str]:
+    """Run `argv` with a pseudo-terminal as its stdin/stdout/stderr; returns its exit code and
+    everything it wrote to the terminal."""
+    import fcntl
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    screen = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                try:
+                    data = os.read(master, 1 << 16)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                screen += data
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    return proc.wait(timeout=10), screen.decode(errors="replace")
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def register_fake_broker(client: RemotingClient, name: str, addr: str, topic: str) -> None:
+    body = json.dumps({"topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 1, "stateVersion": 0, "timestamp": 1},
+        "topicConfigTable": {topic: {"topicName": topic, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}}},
+        "filterServerList": []}).encode()
+    answer = client.invoke(RequestCode.REGISTER_BROKER, {
+        "brokerAddr": addr, "brokerId": "0", "brokerName": name, "clusterName": "TopCluster",
+        "haServerAddr": addr, "heartbeatTimeoutMillis": "120000"}, body)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+
+def test_top_shows_brokers_ages_disagreements_and_removals(dep: Deployment, addr: str) -> None:
+    ns0 = dep.namesrvs["namesrv-0"]
+    first = parse_namesrv_addr(addr)[0]
+    # A broker that registered on namesrv-0 and left (its connection closed): a removal.
+    with RemotingClient(*first) as gone:
+        register_fake_broker(gone, "top-gone", "127.0.0.1:30921", "TopGoneTopic")
+    wait_until(lambda: removals_of(ns0, "127.0.0.1:30921"), 15, "the closed broker's removal on namesrv-0")
+    # A broker only namesrv-0 knows, for as long as its connection stays open: a disagreement.
+    with RemotingClient(*first) as held:
+        register_fake_broker(held, "top-lonely", "127.0.0.1:30931", "TopLonelyTopic")
+        code, screen = run_in_pty([NAMESRV, "top", "--namespace", dep.spec.namespace, "--address",
+                                   ray.get_runtime_context().gcs_address, "--iterations", "2", "--interval", "0.2"])
+    wait_until(lambda: removals_of(ns0, "127.0.0.1:30931"), 15, "the lonely broker's removal")
+    text = ANSI.sub("", screen)
+    assert code == 0, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert "\x1b[1A" in screen, "not refreshed in place"
+    assert "refresh 2" in text
+    for broker in ("broker-a", "broker-b", "top-lonely"):
+        assert broker in text, broker
+    last = text[text.rindex("refresh 2"):]
+    ages = re.findall(r"(broker-[ab]) .*?│ (\d+ ms|\d+\.\d\d s) +│ (\d+ ms|\d+\.\d\d s) +│", last)
+    assert {b for b, _, _ in ages} == {"broker-a", "broker-b"}, last
+    lonely = next(line for line in last.splitlines() if "top-lonely" in line)
+    assert "missing" in lonely and re.search(r"\d+ ms|\d+\.\d\d s", lonely), lonely
+    assert "brokers on namesrv-0, not on namesrv-1: 127.0.0.1:30931" in last
+    assert "topics on namesrv-0, not on namesrv-1: TopLonelyTopic" in last
+    removal = next(line for line in last.splitlines() if "127.0.0.1:30921" in line)
+    assert "namesrv-0" in removal and "channel" in removal, removal

@@ -1,0 +1,23 @@
+"""Fixtures for the Spark tests: one Ray and one Spark session (RayDP) for the whole run, because
+starting Spark costs ~20 s. Chaos runs in these tests use the same Ray (their actors take no CPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("raydp")
+    from clients.analysis.spark import SparkSettings, get_or_create_spark, stop_spark
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield get_or_create_spark(SparkSettings(app_name="test-analysis"), init_ray=False)
+    finally:
+        stop_spark()
+        ray.shutdown()

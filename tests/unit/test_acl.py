@@ -1,0 +1,157 @@
+"""Plain ACL: RocketMQ's signature, plain_acl.yml accounts, the NameServer's rules, the broker's
+PUB/SUB rules, and a property test that a refused request never changes a table."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from namesrv.acl.plain_acl import (
+    AclError,
+    AclManager,
+    PlainAccessValidator,
+    SessionCredentials,
+    address_matches,
+    broker_resources,
+    sign,
+    signed,
+)
+from namesrv.protocol.codes import BrokerRequestCode, RequestCode
+from namesrv.protocol.command import RemotingRequest, request_ext_strings
+
+ACL_YAML = """
+globalWhiteRemoteAddresses:
+  - 10.10.103.*
+accounts:
+  - accessKey: RocketMQ
+    secretKey: "12345678"
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - topicB=PUB|SUB
+      - topicC=SUB
+    groupPerms:
+      - groupA=DENY
+  - accessKey: admin
+    secretKey: admin-secret
+    admin: true
+  - accessKey: brokers
+    secretKey: broker-secret
+    broker: true
+  - accessKey: trusted-host
+    secretKey: whatever
+    whiteRemoteAddress: 192.168.1.*
+"""
+USER = SessionCredentials(access_key="RocketMQ", secret_key="12345678")
+ADMIN = SessionCredentials(access_key="admin", secret_key="admin-secret")
+BROKER = SessionCredentials(access_key="brokers", secret_key="broker-secret")
+REMOTE = "172.16.0.9:50000"
+
+
+@pytest.fixture
+def validator() -> PlainAccessValidator:
+    return PlainAccessValidator.from_yaml(ACL_YAML)
+
+
+def test_signature_is_hmac_sha1_over_sorted_values_then_body() -> None:
+    ext = {"topic": "T", "AccessKey": "ak", "b": "2"}
+    expected = base64.b64encode(hmac.new(b"secret", b"ak" + b"2" + b"T" + b"BODY", hashlib.sha1).digest()).decode()
+    assert sign(ext, b"BODY", "secret") == expected
+    assert sign(ext | {"Signature": "ignored"}, b"BODY", "secret") == expected
+    out = signed({"brokerId": 0, "flag": True}, None, USER)
+    assert out["AccessKey"] == "RocketMQ" and out["brokerId"] == 0, "typed values stay typed"
+    assert out["Signature"] == sign({"brokerId": "0", "flag": "true", "AccessKey": "RocketMQ"}, None, "12345678")
+    assert signed({"a": 1}, None, None) == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "remote", "ok"),
+    [("*", "1.2.3.4:5", True), ("10.10.103.*", "10.10.103.7:1", True), ("10.10.103.*", "10.10.104.7:1", False),
+     ("192.168.1.1-100", "192.168.1.50", True), ("192.168.1.1-100", "192.168.1.101", False),
+     ("192.168.{1,2}.5", "192.168.2.5", True), ("1.1.1.1,2.2.2.2", "2.2.2.2:9", True), (None, "1.1.1.1", False),
+     ("10.*.*.*", "ray", False)],
+)
+def test_remote_address_patterns(pattern: str | None, remote: str, ok: bool) -> None:
+    assert address_matches(pattern, remote) is ok
+
+
+def namesrv_ext(code: int, creds: SessionCredentials | None, body: bytes | None = None, **ext: object) -> dict:
+    return request_ext_strings(RemotingRequest(code, signed(ext, body, creds), body))
+
+
+def test_namesrv_rules(validator: PlainAccessValidator) -> None:
+    route = RequestCode.GET_ROUTEINFO_BY_TOPIC
+    assert validator.check_namesrv(route, namesrv_ext(route, USER, topic="T"), None, REMOTE) is None
+    denied = validator.check_namesrv(route, namesrv_ext(route, None, topic="T"), None, REMOTE)
+    assert denied is not None and denied.reason == "missing_access_key"
+    assert validator.check_namesrv(route, namesrv_ext(route, None, topic="T"), None, "10.10.103.1:2") is None
+    wrong = SessionCredentials(access_key="RocketMQ", secret_key="not-it")
+    denied = validator.check_namesrv(route, namesrv_ext(route, wrong, topic="T"), None, REMOTE)
+    assert denied is not None and denied.reason == "bad_signature" and "12345678" not in denied.remark
+    ghost = SessionCredentials(access_key="ghost", secret_key="x")
+    denied = validator.check_namesrv(route, namesrv_ext(route, ghost, topic="T"), None, REMOTE)
+    assert denied is not None and denied.reason == "unknown_access_key"
+    tampered = namesrv_ext(route, USER, topic="T") | {"topic": "Other"}
+    assert validator.check_namesrv(route, tampered, None, REMOTE) is not None, "the signature covers the header"
+    body = b"register me"
+    reg = namesrv_ext(RequestCode.REGISTER_BROKER, BROKER, body, brokerName="b")
+    assert validator.check_namesrv(RequestCode.REGISTER_BROKER, reg, body, REMOTE) is None
+    assert validator.check_namesrv(RequestCode.REGISTER_BROKER, reg, b"other body", REMOTE) is not None
+    user_reg = namesrv_ext(RequestCode.REGISTER_BROKER, USER, body, brokerName="b")
+    assert validator.check_namesrv(RequestCode.REGISTER_BROKER, user_reg, body, REMOTE).reason == "not_broker"
+
+
+@pytest.mark.parametrize("code", sorted([RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG,
+                                         RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                                         RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.UPDATE_NAMESRV_CONFIG]))
+def test_every_admin_code_needs_an_admin(validator: PlainAccessValidator, code: int) -> None:
+    ext = {"namespace": "ns", "key": "k", "value": "v", "topic": "T", "brokerName": "b"}
+    assert validator.check_namesrv(code, namesrv_ext(code, None, **ext), None, REMOTE).reason == "missing_access_key"
+    wrong = SessionCredentials(access_key="admin", secret_key="guess")
+    assert validator.check_namesrv(code, namesrv_ext(code, wrong, **ext), None, REMOTE).reason == "bad_signature"
+    assert validator.check_namesrv(code, namesrv_ext(code, USER, **ext), None, REMOTE).reason == "not_admin"
+    assert validator.check_namesrv(code, namesrv_ext(code, ADMIN, **ext), None, REMOTE) is None
+
+
+def test_broker_rules_are_rocketmqs_plain_acl(validator: PlainAccessValidator) -> None:
+    def check(code: int, ext: dict, creds: SessionCredentials = USER, heartbeat: dict | None = None) -> str | None:
+        body = json.dumps(heartbeat).encode() if heartbeat else None
+        full = namesrv_ext(code, creds, body, **ext)
+        denied = validator.check_broker(code, full, body, REMOTE, broker_resources(code, full, heartbeat))
+        return denied.reason if denied else None
+
+    send = BrokerRequestCode.SEND_MESSAGE
+    assert check(send, {"topic": "topicB", "producerGroup": "g"}) is None
+    assert check(send, {"topic": "topicC", "producerGroup": "g"}) == "no_permission", "SUB only"
+    assert check(send, {"topic": "topicX", "producerGroup": "g"}) == "no_permission", "default DENY"
+    assert check(BrokerRequestCode.SEND_MESSAGE_V2, {"b": "topicB", "a": "g"}) is None
+    pull = BrokerRequestCode.PULL_MESSAGE
+    assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"}) is None
+    assert check(pull, {"topic": "topicC", "consumerGroup": "groupA"}) == "no_permission", "group DENY"
+    hb = {"clientID": "c", "consumerDataSet": [{"groupName": "g", "subscriptionDataSet": [{"topic": "topicX"}]}]}
+    assert check(BrokerRequestCode.HEART_BEAT, {}, heartbeat=hb) == "no_permission"
+    assert check(send, {"topic": "anything", "producerGroup": "g"}, creds=ADMIN) is None
+
+
+def test_the_file_reloads_when_it_changes_and_bad_files_keep_the_old_rules(tmp_path: Path) -> None:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(ACL_YAML)
+    acl = AclManager(path)
+    assert "admin" in acl.validator.accounts and not acl.reload(), "unchanged file: nothing reloaded"
+    path.write_text(ACL_YAML.replace("accessKey: admin", "accessKey: root"))
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    assert acl.reload() and "root" in acl.validator.accounts and "admin" not in acl.validator.accounts
+    path.write_text("accounts: [{accessKey: x}]")  # no secretKey
+    os.utime(path, (time.time() + 10, time.time() + 10))
+    with pytest.raises(AclError, match="secretKey"):
+        acl.reload()
+    assert "root" in acl.validator.accounts, "the previous rules stay in force"
+    with pytest.raises(AclError, match="does not exist"):
+        AclManager(tmp_path / "missing.yml")

@@ -1,0 +1,329 @@
+"""The broker's request processing over the wire, pure (real store files, a manual clock): every
+code a client library uses, RocketMQ's binary message layout, and bad input that changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from namesrv.broker.commit_log import CommitLog, MessageInner
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.message_codec import (
+    BatchEntry,
+    decode_offset_msg_id,
+    encode_batch,
+    offset_msg_id,
+    properties_to_string,
+    string_to_properties,
+)
+from namesrv.broker.processor import BrokerIdentity, BrokerProcessor, Client
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.clock import ManualClock
+from namesrv.protocol.codes import BrokerRequestCode as Code
+from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.constants import MAX_MESSAGE_SIZE
+from namesrv.protocol.models import TopicConfig
+from namesrv.protocol.remoting import FrameDecoder, RemotingCommand, SerializeType, encode_command
+
+ADDR = "127.0.0.1:10911"
+CLIENT = Client("tcp:127.0.0.1:5555#1", "127.0.0.1:5555")
+
+
+class Broker:
+    def __init__(self, root: Path, **config: Any) -> None:
+        self.clock = ManualClock()
+        self.topics = TopicConfigManager(root / "topics.json", self.clock)
+        self.store = CommitLog(root / "store", clock=self.clock)
+        self.offsets = ConsumerOffsetManager(root / "offsets.json")
+        self.created: list[str] = []
+        self.notified: list[tuple[str, list[str]]] = []
+        self.processor = BrokerProcessor(
+            BrokerIdentity("DefaultCluster", "broker-a", 0, ADDR), BrokerConfig(**config), self.topics, self.store,
+            self.offsets, self.clock, self.created.append, lambda g, c: self.notified.append((g, c)))
+        self.topics.update_topic_config(TopicConfig(topic_name="T", read_queue_nums=2, write_queue_nums=2))
+
+    def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
+             client: Client = CLIENT, kind: SerializeType = SerializeType.JSON) -> RemotingCommand:
+        request = RemotingCommand(code, 7, 0, 1, 63, None, {k: str(v) for k, v in (ext or {}).items()} or None,
+                                  body, kind)
+        [decoded] = FrameDecoder().feed(encode_command(request))
+        answer = self.processor.process(decoded, client)
+        if not isinstance(answer, RemotingCommand):
+            answer = asyncio.run(_await(answer))
+        [wire] = FrameDecoder().feed(encode_command(answer))
+        assert wire.opaque == 7 and wire.is_response and wire.serialize_type is kind
+        return wire
+
+    def send(self, body: bytes = b"hello", queue_id: int = 0, topic: str = "T", **props: str) -> RemotingCommand:
+        ext = {"producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+               "queueId": queue_id, "sysFlag": 0, "bornTimestamp": 1, "flag": 0,
+               "properties": properties_to_string({"UNIQ_KEY": f"U{len(body)}{queue_id}", **props})}
+        return self.call(Code.SEND_MESSAGE, ext, body)
+
+    def pull(self, offset: int, queue_id: int = 0, topic: str = "T", **extra: Any) -> RemotingCommand:
+        ext = {"consumerGroup": "CG", "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
+               "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subVersion": 0} | extra
+        return self.call(Code.PULL_MESSAGE, ext)
+
+    def state(self) -> tuple[Any, ...]:
+        return (self.store.queues(), dict(self.topics.topic_config_table), json.dumps(self.offsets.table))
+
+
+async def _await(x: Any) -> Any:
+    return await x
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Broker:
+    return Broker(tmp_path)
+
+
+def decode_messages(body: bytes) -> list[dict[str, Any]]:
+    """A reference decoder of RocketMQ's stored-message layout, written from the spec in the module
+    docstring of message_codec (what MessageDecoder.decodes does on the client)."""
+    out = []
+    pos = 0
+    while pos < len(body):
+        (size, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = struct.unpack_from(
+            ">iiiiiqqiq", body, pos)
+        p = pos + 48
+        born_host = body[p : p + 8]
+        (store_ts,) = struct.unpack_from(">q", body, p + 8)
+        store_host = body[p + 16 : p + 24]
+        reconsume, prepared, body_len = struct.unpack_from(">iqi", body, p + 24)
+        p += 40
+        msg_body = body[p : p + body_len]
+        p += body_len
+        topic_len = body[p]
+        topic = body[p + 1 : p + 1 + topic_len].decode()
+        p += 1 + topic_len
+        (props_len,) = struct.unpack_from(">h", body, p)
+        props = string_to_properties(body[p + 2 : p + 2 + props_len].decode())
+        assert p + 2 + props_len - pos == size, "totalSize covers the whole record"
+        out.append(dict(magic=magic, crc=crc, queue_id=queue_id, flag=flag, queue_offset=queue_offset, phys=phys,
+                        sys_flag=sys_flag, born_ts=born_ts, born_host=born_host, store_ts=store_ts,
+                        store_host=store_host, reconsume=reconsume, prepared=prepared, body=msg_body, topic=topic,
+                        props=props))
+        pos += size
+    return out
+
+
+# ---------------------------------------------------------------------------- send
+def test_send_answers_rocketmqs_header_and_stores_what_it_acknowledged(broker: Broker) -> None:
+    answer = broker.send(b"payload", queue_id=1, TAGS="TagA", KEYS="k1", color="blue")
+    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields is not None
+    assert answer.ext_fields["queueId"] == "1" and answer.ext_fields["queueOffset"] == "0"
+    host, commit_offset = decode_offset_msg_id(answer.ext_fields["msgId"])
+    assert host == ADDR and commit_offset == 0 and answer.ext_fields["msgId"] == offset_msg_id(ADDR, 0)
+    second = broker.send(b"again", queue_id=1)
+    assert second.ext_fields is not None and second.ext_fields["queueOffset"] == "1"
+    [stored, _] = broker.store.get_message("T", 1, 0)
+    assert (stored.body, stored.properties["TAGS"], stored.properties["color"]) == (b"payload", "TagA", "blue")
+    assert stored.born_host == CLIENT.peer and stored.properties["CLUSTER"] == "DefaultCluster"
+
+
+def test_send_v2_uses_one_letter_keys(broker: Broker) -> None:
+    ext = {"a": "PG", "b": "T", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 5, "h": 0,
+           "i": properties_to_string({"TAGS": "V2"}), "j": 0, "k": "false", "m": "false"}
+    answer = broker.call(Code.SEND_MESSAGE_V2, ext, b"v2 body")
+    assert answer.code == ResponseCode.SUCCESS
+    assert broker.store.get_message("T", 0, 0)[0].properties["TAGS"] == "V2"
+
+
+def test_batch_send_stores_every_message_in_one_queue(broker: Broker) -> None:
+    body = encode_batch([BatchEntry(0, f"b{i}".encode(), {"UNIQ_KEY": f"u{i}"}) for i in range(3)])
+    answer = broker.call(Code.SEND_BATCH_MESSAGE, {"producerGroup": "PG", "topic": "T", "queueId": 1,
+                                                   "batch": "true"}, body)
+    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields is not None
+    assert len(answer.ext_fields["msgId"].split(",")) == 3
+    assert [m.msg_id for m in broker.store.get_message("T", 1, 0)] == ["u0", "u1", "u2"]
+
+
+def test_auto_create_through_tbw102_and_the_limits(broker: Broker) -> None:
+    answer = broker.send(b"first", topic="NewTopic")
+    assert answer.code == ResponseCode.SUCCESS and broker.created == ["NewTopic"]
+    assert broker.topics.topic_config_table["NewTopic"].write_queue_nums == 4
+    before = broker.state()
+    too_big = broker.send(b"x" * (MAX_MESSAGE_SIZE + 1))
+    assert too_big.code == ResponseCode.MESSAGE_ILLEGAL and "exceeds" in (too_big.remark or "")
+    assert broker.send(b"x", queue_id=5).code == ResponseCode.SYSTEM_ERROR
+    bad_topic = broker.call(Code.SEND_MESSAGE, {"producerGroup": "PG", "topic": "bad topic", "queueId": 0}, b"x")
+    assert bad_topic.code == ResponseCode.SYSTEM_ERROR and "topic" in (bad_topic.remark or "")
+    forbidden = broker.send(b"x", topic="SCHEDULE_TOPIC_XXXX")
+    assert forbidden.code == ResponseCode.NO_PERMISSION
+    assert broker.state() == before, "refused sends store nothing"
+
+
+def test_a_broker_without_write_permission_refuses_sends(tmp_path: Path) -> None:
+    b = Broker(tmp_path, broker_permission=4)
+    answer = b.send(b"x")
+    assert answer.code == ResponseCode.NO_PERMISSION
+    assert answer.remark == f"the broker[{ADDR}] sending message is forbidden"
+
+
+# ---------------------------------------------------------------------------- pull
+def test_pull_returns_rocketmqs_stored_message_layout(broker: Broker) -> None:
+    broker.clock.advance(1000)
+    broker.send(b"one", TAGS="A", KEYS="k")
+    broker.send(b"two")
+    answer = broker.pull(0)
+    assert answer.code == ResponseCode.SUCCESS and answer.remark == "FOUND"
+    assert answer.ext_fields is not None
+    assert (answer.ext_fields["nextBeginOffset"], answer.ext_fields["minOffset"], answer.ext_fields["maxOffset"]) == (
+        "2", "0", "2")
+    [one, two] = decode_messages(answer.body or b"")
+    assert one["magic"] == -626843481 and one["topic"] == "T" and one["body"] == b"one"
+    assert (one["queue_offset"], two["queue_offset"]) == (0, 1) and one["phys"] == 0 and two["phys"] > 0
+    assert one["props"]["TAGS"] == "A" and one["props"]["KEYS"] == "k" and one["props"]["UNIQ_KEY"]
+    assert one["store_host"] == bytes([127, 0, 0, 1]) + struct.pack(">i", 10911)
+    assert one["born_host"] == bytes([127, 0, 0, 1]) + struct.pack(">i", 5555)
+    assert one["store_ts"] == broker.clock() and one["crc"] != 0
+
+
+@pytest.mark.parametrize(
+    ("offset", "code", "status", "next_offset"),
+    [
+        (2, ResponseCode.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE", 2),
+        (9, ResponseCode.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", 2),
+        (-3, ResponseCode.PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL", 0),
+    ],
+)
+def test_pull_codes_where_rocketmq_uses_them(broker: Broker, offset: int, code: int, status: str,
+                                             next_offset: int) -> None:
+    broker.send(b"a")
+    broker.send(b"b")
+    answer = broker.pull(offset)
+    assert (answer.code, answer.remark) == (code, status) and answer.body is None
+    assert answer.ext_fields is not None and answer.ext_fields["nextBeginOffset"] == str(next_offset)
+
+
+def test_an_empty_queue_and_a_tag_filter(broker: Broker) -> None:
+    assert broker.pull(0).code == ResponseCode.PULL_NOT_FOUND
+    assert broker.pull(5).code == ResponseCode.PULL_OFFSET_MOVED
+    broker.send(b"x", TAGS="Drop")
+    broker.send(b"y", TAGS="Keep")
+    only = broker.pull(0, subscription="Keep || Other")
+    assert [m["body"] for m in decode_messages(only.body or b"")] == [b"y"]
+    none = broker.pull(0, subscription="Nothing")
+    assert none.code == ResponseCode.PULL_RETRY_IMMEDIATELY and none.ext_fields is not None
+    assert none.ext_fields["nextBeginOffset"] == "2", "filtered messages are skipped, not re-scanned forever"
+
+
+def test_a_suspended_pull_returns_when_a_message_arrives(broker: Broker) -> None:
+    async def scenario() -> RemotingCommand:
+        ext = {"consumerGroup": "CG", "topic": "T", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+               "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "20000", "subVersion": "0"}
+        pending = broker.processor.process(RemotingCommand(Code.PULL_MESSAGE, 1, 0, ext_fields=ext), CLIENT)
+        assert not isinstance(pending, RemotingCommand)
+        task = asyncio.ensure_future(pending)
+        await asyncio.sleep(0.05)
+        assert not task.done() and broker.processor.hold.held == 1, "held while the queue is empty"
+        await broker.processor.send([MessageInner("T", 0, b"wake up")], "TBW102", 4)
+        return await asyncio.wait_for(task, 5)
+
+    answer = asyncio.run(scenario())
+    assert answer.code == ResponseCode.SUCCESS
+    assert [m["body"] for m in decode_messages(answer.body or b"")] == [b"wake up"]
+
+
+# ---------------------------------------------------------------------------- offsets and clients
+def test_consumer_offsets(broker: Broker) -> None:
+    q = {"consumerGroup": "CG", "topic": "T", "queueId": 1}
+    assert broker.call(Code.QUERY_CONSUMER_OFFSET, q).ext_fields == {"offset": "0"}, "a new group starts at 0"
+    assert broker.call(Code.UPDATE_CONSUMER_OFFSET, q | {"commitOffset": 7}).code == ResponseCode.SUCCESS
+    assert broker.call(Code.QUERY_CONSUMER_OFFSET, q).ext_fields == {"offset": "7"}
+    broker.pull(0, queue_id=1, sysFlag=1, commitOffset=9)
+    assert broker.offsets.query_offset("CG", "T", 1) == 9, "a pull may commit the offset it carries"
+    broker.offsets.persist()
+    assert ConsumerOffsetManager(broker.offsets.path).query_offset("CG", "T", 1) == 9
+
+
+def test_max_min_and_search_offsets(broker: Broker) -> None:
+    for _ in range(3):
+        broker.clock.advance(100)
+        broker.send(b"m")
+    t = {"topic": "T", "queueId": 0}
+    assert broker.call(Code.GET_MAX_OFFSET, t).ext_fields == {"offset": "3"}
+    assert broker.call(Code.GET_MIN_OFFSET, t).ext_fields == {"offset": "0"}
+    first = broker.clock() - 200
+    assert broker.call(Code.SEARCH_OFFSET_BY_TIMESTAMP, t | {"timestamp": first + 1}).ext_fields == {"offset": "1"}
+    assert broker.call(Code.GET_EARLIEST_MSG_STORETIME, t).ext_fields == {"timestamp": str(first)}
+
+
+def heartbeat(client_id: str, group: str = "CG") -> bytes:
+    return json.dumps({"clientID": client_id, "producerDataSet": [{"groupName": "PG"}], "consumerDataSet": [{
+        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
+        "subscriptionDataSet": [{"topic": "T", "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": 1,
+                                 "classFilterMode": False, "expressionType": "TAG"}]}]}).encode()
+
+
+def test_heartbeats_build_the_group_and_its_retry_topic(broker: Broker) -> None:
+    other = Client("tcp:other#2", "127.0.0.1:6666")
+    assert broker.call(Code.HEART_BEAT, body=heartbeat("c1")).code == ResponseCode.SUCCESS
+    assert "%RETRY%CG" in broker.topics.topic_config_table and broker.created == ["%RETRY%CG"]
+    broker.call(Code.HEART_BEAT, body=heartbeat("c2"), client=other)
+    answer = broker.call(Code.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"})
+    assert json.loads(answer.body or b"") == {"consumerIdList": ["c1", "c2"]}
+    assert [g for g, _ in broker.notified] == ["CG", "CG"], "every join tells the group to rebalance"
+    broker.processor.channel_closed(other.channel)
+    assert json.loads(broker.call(Code.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"}).body or b"") == {
+        "consumerIdList": ["c1"]}
+    broker.call(Code.UNREGISTER_CLIENT, {"clientID": "c1", "consumerGroup": "CG"})
+    missing = broker.call(Code.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"})
+    assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, "no consumer for this group, CG")
+
+
+def test_a_message_sent_back_goes_to_the_retry_topic_then_the_dead_letter_topic(broker: Broker) -> None:
+    broker.call(Code.HEART_BEAT, body=heartbeat("c1"))
+    broker.send(b"poison", TAGS="P")
+    [m] = broker.store.get_message("T", 0, 0)
+    back = {"offset": m.commit_log_offset, "group": "CG", "delayLevel": 0, "originMsgId": "ORIG",
+            "maxReconsumeTimes": 1}
+    assert broker.call(Code.CONSUMER_SEND_MSG_BACK, back).code == ResponseCode.SUCCESS
+    [retry] = broker.store.get_message("%RETRY%CG", 0, 0)
+    assert (retry.body, retry.reconsume_times, retry.properties["RETRY_TOPIC"]) == (b"poison", 1, "T")
+    again = back | {"offset": retry.commit_log_offset}
+    assert broker.call(Code.CONSUMER_SEND_MSG_BACK, again).code == ResponseCode.SUCCESS
+    [dead] = broker.store.get_message("%DLQ%CG", 0, 0)
+    assert dead.reconsume_times == 2 and dead.properties["ORIGIN_MESSAGE_ID"] == "ORIG"
+
+
+def test_unknown_codes_and_bad_headers_answer_clearly_and_change_nothing(broker: Broker) -> None:
+    broker.send(b"kept")
+    before = broker.state()
+    answer = broker.call(777)
+    assert (answer.code, answer.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 777 not supported")
+    answer = broker.call(Code.PULL_MESSAGE, {"consumerGroup": "CG", "topic": "T", "queueId": "x"})
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "queueId" in (answer.remark or "")
+    answer = broker.call(Code.SEND_BATCH_MESSAGE, {"producerGroup": "PG", "topic": "T", "queueId": 0}, b"\x00\x01")
+    assert answer.code != ResponseCode.SUCCESS
+    assert broker.call(Code.HEART_BEAT, body=b"{not json").code == ResponseCode.SYSTEM_ERROR
+    lost = broker.call(Code.CONSUMER_SEND_MSG_BACK, {"offset": 999_999, "group": "CG"})
+    assert lost.code == ResponseCode.SYSTEM_ERROR
+    assert broker.state() == before
+
+
+@given(code=st.sampled_from([int(c) for c in Code] + [0, 999]),
+       ext=st.dictionaries(st.sampled_from(["topic", "queueId", "queueOffset", "consumerGroup", "producerGroup",
+                                            "maxMsgNums", "offset", "group", "commitOffset", "properties", "b", "e"]),
+                           st.one_of(st.text(max_size=12), st.sampled_from(["T", "0", "-1", "99", "bad topic"])),
+                           max_size=6),
+       body=st.one_of(st.none(), st.binary(max_size=64)))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_fuzzed_broker_requests_never_escape_and_invalid_ones_store_nothing(broker: Broker, code: int,
+                                                                             ext: dict[str, str],
+                                                                             body: bytes | None) -> None:
+    before = broker.store.queues()
+    answer = broker.call(code, ext, body)
+    assert answer.is_response
+    if answer.code != ResponseCode.SUCCESS:
+        assert broker.store.queues() == before, "a refused request never touches the store"

@@ -1,0 +1,141 @@
+"""The mqadmin verbs' and `namesrv top`'s pure parts, without a cluster: argument checks, the shapes
+they print, what `top` calls a disagreement or a new removal, and a closed pipe."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from clients.admin.mqadmin import namesrv_addr_arg, new_topic_arg, perm_arg, route_list_table, topic_config_text
+from clients.admin.top import Frame, NamesrvView, broker_rows, disagreements, recent_removals, render
+from namesrv.protocol.models import BrokerData, QueueData, TopicConfig, TopicRouteData
+
+
+@pytest.mark.parametrize("bad", ["nohost", "host:", ":9876", "host:0", "host:99999", ";", ""])
+def test_a_bad_namesrv_addr_is_refused(bad: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        namesrv_addr_arg(bad)
+
+
+def test_namesrv_addr_and_perm_and_topic() -> None:
+    assert namesrv_addr_arg("127.0.0.1:9876;127.0.0.1:9877") == "127.0.0.1:9876;127.0.0.1:9877"
+    assert [perm_arg(p) for p in ("2", "4", "6")] == [2, 4, 6]
+    for bad in ("0", "1", "3", "7", "RW", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            perm_arg(bad)
+    assert new_topic_arg("TopicA") == "TopicA"
+    for bad in ("TBW102", "SELF_TEST_TOPIC", "bad topic", "x" * 128):
+        with pytest.raises(argparse.ArgumentTypeError):
+            new_topic_arg(bad)
+
+
+def test_printed_shapes_are_rocketmqs() -> None:
+    tc = TopicConfig(topic_name="T", read_queue_nums=4, write_queue_nums=2, perm=4)
+    assert topic_config_text(tc) == ("TopicConfig [topicName=T, readQueueNums=4, writeQueueNums=2, perm=R--, "
+                                      "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, attributes={}]")
+    route = TopicRouteData([QueueData("b", 4, 2, 6), QueueData("a", 1, 1, 4)],
+                           [BrokerData("C", "b", {0: "h:2"}), BrokerData("C", "a", {0: "h:1", 1: "h:3"})])
+    lines = route_list_table(route).splitlines()
+    assert lines[0].split() == ["#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"]
+    assert lines[2].split() == ["C", "a", "{0=h:1,", "1=h:3}", "1", "1", "4"]
+    assert lines[3].split() == ["C", "b", "{0=h:2}", "4", "2", "6"]
+    assert lines[4].split() == ["Total:", "2", "5", "3"]
+
+
+@dataclass
+class Removal:
+    broker_addr: str
+    cause: str
+    t_ms: int
+
+
+def broker(name: str, addr: str, age: int | None) -> dict[str, object]:
+    return {"cluster": "C", "broker_name": name, "broker_id": 0, "broker_addr": addr, "last_heartbeat_age_ms": age}
+
+
+def status(*brokers: dict[str, object]) -> dict[str, object]:
+    return {"ready": True, "brokers": list(brokers), "topics": 1, "route_seq": 3, "remoting_address": None}
+
+
+def test_top_finds_disagreements_and_new_removals() -> None:
+    a, b = broker("a", "h:1", 10), broker("b", "h:2", 2500)
+    frame = Frame(10_000, [
+        NamesrvView("ns-0", status(a, b), {"T", "U"}, [Removal("h:9", "expired", 9_000)]),
+        NamesrvView("ns-1", status(a), {"T"}, [Removal("h:8", "channel", 4_000)]),
+        NamesrvView("ns-2", error="GetTimeoutError"),
+    ])
+    assert broker_rows(frame) == [(("C", "a", 0, "h:1"), {"ns-0": 10, "ns-1": 10}),
+                                  (("C", "b", 0, "h:2"), {"ns-0": 2500})]
+    assert disagreements(frame) == ["brokers on ns-0, not on ns-1: h:2", "topics on ns-0, not on ns-1: U"]
+    assert recent_removals(frame, since_ms=5_000) == [(9_000, "ns-0", "h:9", "expired", True),
+                                                       (4_000, "ns-1", "h:8", "channel", False)]
+
+    from rich.console import Console
+
+    console = Console(width=160, record=True, color_system=None)
+    console.print(render(frame, "Ray namespace 'x'", started_ms=5_000))
+    text = console.export_text()
+    assert "UNREACHABLE GetTimeoutError" in text and "missing" in text and "2.50 s" in text and "10 ms" in text
+    assert "NEW" in text and "brokers on ns-0, not on ns-1: h:2" in text
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly() -> None:
+    """`namesrv ... | head -1`: exit 141 (SIGPIPE), nothing on stderr."""
+    code = ("import sys, clients.admin.mqadmin as m, clients.cli as c\n"
+            "def many(args):\n    for i in range(200000): print('topic', i)\n    return 0\n"
+            "m.cmd_topic_list = many\nsys.exit(c.main(['topicList', '-n', '127.0.0.1:1']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == b"topic 0\n"
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and err == b"", err
+
+
+# ---------------------------------------------------------------------------- --acl and credentials
+def test_acl_option_turns_the_acl_on_and_brokers_sign_with_the_broker_account(tmp_path: Path) -> None:
+    from clients.cli_support import acl_overrides
+
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("accounts:\n  - {accessKey: ops, secretKey: ops-secret, admin: true}\n"
+                   "  - {accessKey: brk, secretKey: brk-secret, broker: true}\n")
+    namesrv, broker = acl_overrides(str(acl))
+    assert namesrv == {"acl_enable": True, "acl_file": str(acl.resolve())}
+    creds = broker.pop("credentials")
+    assert broker == namesrv
+    assert (creds.access_key, creds.secret_key) == ("brk", "brk-secret")
+
+
+@pytest.mark.parametrize("text, why", [
+    ("accounts:\n  - {accessKey: ops, secretKey: ops-secret, admin: true}\n", "no account with `broker: true`"),
+    ("accounts: [", "not YAML"),
+    ("accounts:\n  - {accessKey: x, secretKey: short, broker: true}\n", "malformed"),
+])
+def test_acl_option_refuses_a_file_brokers_cannot_use(tmp_path: Path, text: str, why: str) -> None:
+    from clients.cli_support import CLIError, acl_overrides
+
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(text)
+    with pytest.raises(CLIError, match=why):
+        acl_overrides(str(acl))
+    with pytest.raises(CLIError, match="does not exist"):
+        acl_overrides(str(tmp_path / "missing.yml"))
+
+
+def test_admin_credentials_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clients.cli_support import CLIError, env_credentials
+
+    monkeypatch.delenv("NAMESRV_ACCESS_KEY", raising=False)
+    monkeypatch.delenv("NAMESRV_SECRET_KEY", raising=False)
+    assert env_credentials() is None
+    monkeypatch.setenv("NAMESRV_ACCESS_KEY", "ops")
+    with pytest.raises(CLIError, match="both"):
+        env_credentials()
+    monkeypatch.setenv("NAMESRV_SECRET_KEY", "ops-secret")
+    creds = env_credentials()
+    assert creds is not None and creds.access_key == "ops"

@@ -1,0 +1,211 @@
+"""Every request code the processor serves, as a RocketMQ client or broker sends it over TCP:
+extFields as strings, JSON (or compressed) bodies, answers encoded as RocketMQ's NameServer encodes
+them. Pure core: the processor and the wire adapter, no sockets (tests/ray/test_remoting.py adds TCP)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from namesrv.clock import ManualClock
+from namesrv.protocol import fastjson
+from namesrv.protocol.bodies import body_crc32, encode_compressed_register_body
+from namesrv.protocol.codes import RequestCode, ResponseCode
+from namesrv.protocol.remoting import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.routeinfo.config import NamesrvConfig
+from namesrv.routeinfo.kvconfig import KVConfigManager
+from namesrv.routeinfo.processor import DefaultRequestProcessor
+from namesrv.routeinfo.remoting_adapter import NAMESRV_VERSION, WireEncoder, to_request
+from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from tests.unit.helpers import state
+
+CLUSTER, BROKER, ADDR = "DefaultCluster", "broker-a", "10.0.0.1:10911"
+
+
+class Wire:
+    """A processor behind the wire adapter; `call` goes through real frame encoding both ways."""
+
+    def __init__(self, config: NamesrvConfig | None = None) -> None:
+        self.clock = ManualClock()
+        self.rim = RouteInfoManager(config or NamesrvConfig(), self.clock)
+        self.processor = DefaultRequestProcessor(self.rim, KVConfigManager(None))
+        self.encoder = WireEncoder()
+
+    def call(self, code: int, ext: dict[str, str] | None = None, body: bytes | None = None, version: int = 63,
+             kind: SerializeType = SerializeType.JSON, opaque: int = 5) -> RemotingCommand:
+        request = RemotingCommand(code, opaque, 0, 1, version, None, ext, body, kind)
+        [decoded] = FrameDecoder().feed(encode_command(request))
+        answer = self.encoder.encode(decoded, self.processor.process_request(to_request(decoded), "tcp:peer#1"))
+        [wire_answer] = FrameDecoder().feed(encode_command(answer))
+        assert wire_answer.opaque == opaque and wire_answer.is_response and wire_answer.serialize_type is kind
+        assert wire_answer.version == NAMESRV_VERSION
+        return wire_answer
+
+
+def broker_body(topics: dict[str, int], counter: int = 1) -> dict:
+    """A RegisterBrokerBody as a RocketMQ 5.x broker writes it (attributes, stateVersion and all)."""
+    return {
+        "filterServerList": [],
+        "topicConfigSerializeWrapper": {
+            "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1_700_000_000_000},
+            "topicConfigTable": {
+                t: {"attributes": {}, "order": False, "perm": 6, "readQueueNums": q, "topicFilterType": "SINGLE_TAG",
+                    "topicName": t, "topicSysFlag": 0, "writeQueueNums": q}
+                for t, q in topics.items()
+            },
+            "topicQueueMappingInfoMap": {},
+        },
+    }
+
+
+def register_ext(body: bytes, broker_id: int = 0, addr: str = ADDR, **extra: str) -> dict[str, str]:
+    return {"brokerAddr": addr, "brokerId": str(broker_id), "brokerName": BROKER, "clusterName": CLUSTER,
+            "haServerAddr": "10.0.0.1:10912", "bodyCrc32": str(body_crc32(body)), "compressed": "false",
+            "enableActingMaster": "false", **extra}
+
+
+@pytest.fixture
+def wire() -> Wire:
+    w = Wire()
+    body = json.dumps(broker_body({"TopicA": 4, "TopicB": 8})).encode()
+    assert w.call(RequestCode.REGISTER_BROKER, register_ext(body), body, version=479).code == ResponseCode.SUCCESS
+    return w
+
+
+# ---------------------------------------------------------------------------- registration
+@pytest.mark.parametrize("kind", list(SerializeType))
+def test_a_brokers_registration_over_the_wire(kind: SerializeType) -> None:
+    w = Wire()
+    body = json.dumps(broker_body({"TopicA": 4})).encode()
+    answer = w.call(RequestCode.REGISTER_BROKER, register_ext(body), body, version=479, kind=kind)
+    assert answer.code == ResponseCode.SUCCESS and answer.remark is None
+    assert answer.ext_fields in (None, {}), "a master learns no masterAddr/haServerAddr: null fields are omitted"
+    assert json.loads(answer.body or b"{}") == {"table": {}}
+    assert w.rim.broker_addr_table[BROKER].broker_addrs == {0: ADDR}
+    assert w.rim.topic_queue_table["TopicA"][BROKER].write_queue_nums == 4
+    slave = json.dumps(broker_body({"TopicA": 4})).encode()
+    answer = w.call(RequestCode.REGISTER_BROKER, register_ext(slave, 1, "10.0.0.2:10911"), slave, version=479,
+                    kind=kind)
+    assert answer.ext_fields == {"masterAddr": ADDR, "haServerAddr": "10.0.0.1:10912"}
+
+
+def test_a_compressed_registration(wire: Wire) -> None:
+    w = Wire()
+    body = encode_compressed_register_body(broker_body({"TopicZ": 2}))
+    answer = w.call(RequestCode.REGISTER_BROKER, register_ext(body, compressed="true"), body, version=479)
+    assert answer.code == ResponseCode.SUCCESS
+    assert w.rim.topic_queue_table["TopicZ"][BROKER].read_queue_nums == 2
+
+
+def test_a_wrong_crc_or_a_missing_field_names_the_problem_and_changes_nothing(wire: Wire) -> None:
+    body = json.dumps(broker_body({"TopicC": 4}, counter=2)).encode()
+    before = state(wire.processor)
+    answer = wire.call(RequestCode.REGISTER_BROKER, register_ext(body) | {"bodyCrc32": "12345"}, body)
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "crc32" in (answer.remark or "")
+    ext = register_ext(body)
+    del ext["brokerName"]
+    answer = wire.call(RequestCode.REGISTER_BROKER, ext, body)
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "brokerName" in (answer.remark or "")
+    answer = wire.call(RequestCode.REGISTER_BROKER, register_ext(body) | {"brokerId": "zero"}, body)
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "brokerId" in (answer.remark or "")
+    answer = wire.call(RequestCode.REGISTER_BROKER, register_ext(b"{oops"), b"{oops")
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "JSON" in (answer.remark or "")
+    assert state(wire.processor) == before
+
+
+def test_query_data_version_heartbeat_and_unregister(wire: Wire) -> None:
+    ident = {"brokerAddr": ADDR, "brokerId": "0", "brokerName": BROKER, "clusterName": CLUSTER}
+    same = fastjson.dumps({"counter": 1, "stateVersion": 0, "timestamp": 1_700_000_000_000})
+    answer = wire.call(RequestCode.QUERY_DATA_VERSION, ident, same)
+    assert answer.ext_fields == {"changed": "false"}
+    assert json.loads(answer.body or b"") == {"counter": 1, "timestamp": 1_700_000_000_000}
+    newer = fastjson.dumps({"counter": 2, "timestamp": 1_700_000_000_001})
+    assert wire.call(RequestCode.QUERY_DATA_VERSION, ident, newer).ext_fields == {"changed": "true"}
+    wire.clock.advance(50_000)
+    assert wire.call(RequestCode.BROKER_HEARTBEAT, ident).code == ResponseCode.SUCCESS
+    assert wire.rim.broker_live_table[ADDR].last_update_timestamp == wire.clock()
+    answer = wire.call(RequestCode.UNREGISTER_BROKER, ident)
+    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields is None, "RocketMQ's answer has no header"
+    assert ADDR not in wire.rim.broker_live_table
+
+
+# ---------------------------------------------------------------------------- routes
+def test_route_is_fastjson_for_old_clients_and_standard_for_new_ones(wire: Wire) -> None:
+    old = wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}, version=63)
+    assert old.code == ResponseCode.SUCCESS and old.ext_fields is None
+    assert b'"brokerAddrs":{0:"10.0.0.1:10911"}' in (old.body or b"")
+    route = fastjson.loads(old.body or b"")
+    assert route["queueDatas"] == [{"brokerName": BROKER, "perm": 6, "readQueueNums": 4, "topicSysFlag": 0,
+                                    "writeQueueNums": 4}]
+    assert "orderTopicConf" not in route, "nulls are omitted"
+    for ext, version in (({"topic": "TopicA"}, 401), ({"topic": "TopicA", "acceptStandardJsonOnly": "true"}, 63)):
+        new = wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, version=version)
+        assert b'"brokerAddrs":{"0":"10.0.0.1:10911"}' in (new.body or b"")
+        assert json.loads(new.body or b"") == route
+
+
+def test_route_json_is_encoded_once_per_route_version(wire: Wire) -> None:
+    for _ in range(5):
+        wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})
+    assert wire.encoder.route_encodings == 1
+    body = json.dumps(broker_body({"TopicA": 2, "TopicB": 8}, counter=2)).encode()
+    wire.call(RequestCode.REGISTER_BROKER, register_ext(body), body, version=479)
+    answer = wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})
+    assert wire.encoder.route_encodings == 2
+    assert fastjson.loads(answer.body or b"")["queueDatas"][0]["writeQueueNums"] == 2
+
+
+def test_missing_topic_and_unknown_code_are_worded_as_rocketmq_words_them(wire: Wire) -> None:
+    answer = wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Nope"})
+    assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    assert answer.remark == "No topic route info in name server for the topic: Nope"
+    answer = wire.call(999, {"topic": "TopicA"})
+    assert (answer.code, answer.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 999 not supported")
+
+
+# ---------------------------------------------------------------------------- admin codes
+def test_cluster_info_and_topic_lists(wire: Wire) -> None:
+    info = fastjson.loads(wire.call(RequestCode.GET_BROKER_CLUSTER_INFO).body or b"")
+    assert info == {"brokerAddrTable": {BROKER: {"brokerAddrs": {"0": ADDR}, "brokerName": BROKER,
+                                                 "cluster": CLUSTER}},
+                    "clusterAddrTable": {CLUSTER: [BROKER]}}
+    topics = json.loads(wire.call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body or b"")
+    assert sorted(topics["topicList"]) == ["TopicA", "TopicB"]
+    by_cluster = json.loads(wire.call(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": CLUSTER}).body or b"")
+    assert by_cluster == {"topicList": ["TopicA", "TopicB"]}
+    system = json.loads(wire.call(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS).body or b"")
+    assert system == {"brokerAddr": ADDR, "topicList": [CLUSTER, BROKER]}
+
+
+def test_kv_config_codes(wire: Wire) -> None:
+    kv = {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicA"}
+    assert wire.call(RequestCode.PUT_KV_CONFIG, kv | {"value": "broker-a:4"}).code == ResponseCode.SUCCESS
+    answer = wire.call(RequestCode.GET_KV_CONFIG, kv)
+    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields == {"value": "broker-a:4"}
+    listed = json.loads(wire.call(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "ORDER_TOPIC_CONFIG"}).body or b"")
+    assert listed == {"table": {"TopicA": "broker-a:4"}}
+    assert wire.call(RequestCode.DELETE_KV_CONFIG, kv).code == ResponseCode.SUCCESS
+    answer = wire.call(RequestCode.GET_KV_CONFIG, kv)
+    assert answer.code == ResponseCode.QUERY_NOT_FOUND and answer.ext_fields is None
+    assert answer.remark == "No config item, Namespace: ORDER_TOPIC_CONFIG Key: TopicA"
+
+
+def test_write_permission_and_topic_deletion(wire: Wire) -> None:
+    answer = wire.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": BROKER})
+    assert answer.ext_fields == {"wipeTopicCount": "2"}
+    assert wire.rim.topic_queue_table["TopicA"][BROKER].perm == 4
+    answer = wire.call(RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": BROKER})
+    assert answer.ext_fields == {"addTopicCount": "2"}
+    assert wire.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "TopicB", "clusterName": ""}).code == 0
+    assert "TopicB" not in wire.rim.topic_queue_table
+
+
+def test_namesrv_config_travels_as_properties_text(wire: Wire) -> None:
+    text = (wire.call(RequestCode.GET_NAMESRV_CONFIG).body or b"").decode()
+    assert "orderMessageEnable=False\n" in text and "scanNotActiveBrokerIntervalMs=10000\n" in text
+    answer = wire.call(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n")
+    assert answer.code == ResponseCode.SUCCESS
+    assert wire.processor.config.order_message_enable is True
+    answer = wire.call(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"kvConfigPath=/tmp/evil\n")
+    assert answer.code == ResponseCode.NO_PERMISSION
