@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import ray
+from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -412,7 +413,8 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
     dep = Deployment(spec)
     dep.registry = registry
     for name in namesrv_names:
-        dep.namesrvs[name] = ray.get_actor(name, namespace=namespace)
+        if (handle := _named_actor(name, namespace)) is not None:
+            dep.namesrvs[name] = handle
     for b in record["brokers"].values():
         known = BrokerSpec(**b)
         dep.broker_specs[known.addr] = known
@@ -420,7 +422,9 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
     for name in names:
         if name in dep.namesrvs or name == REGISTRY_NAME:
             continue
-        handle = ray.get_actor(name, namespace=namespace)
+        handle = _named_actor(name, namespace)
+        if handle is None:
+            continue
         try:
             info = cast(dict[str, Any], ray.get(handle.get_runtime_info.remote(), timeout=5))
         except Exception:  # not a broker (a producer, a chaos driver) or not answering
@@ -435,6 +439,16 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
                                                     node_id=info.get("node_id"), port=int(port) if tcp else None,
                                                     host=host if tcp else LOOPBACK)
     return dep
+
+
+def _named_actor(name: str, namespace: str) -> ActorHandle[Any] | None:
+    """The named actor's handle, or None when it died between being listed and being looked up
+    (Ray drops a dead actor's name asynchronously, so a listing can still show a broker just killed)."""
+    try:
+        return ray.get_actor(name, namespace=namespace)
+    except ValueError:
+        log.info("actor %s in namespace %s is gone (died after it was listed)", name, namespace)
+        return None
 
 
 def _creation_error(e: RayActorError) -> str:

@@ -20,7 +20,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from actors.housekeeping import BrokerChannel
-from actors.launcher import BrokerSpec, Deployment
+from actors.launcher import BrokerSpec, Deployment, connect
 from actors.profiles import get_profile
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import ResponseCode
@@ -186,6 +186,33 @@ def test_ray_kill_removes_broker_via_channel_watch(deployments: DeploymentFactor
         assert [r.cause for r in removals_of(ns, B)] == ["channel"], name
         assert cluster_addrs(ns) == {A}, name
         assert broker_addrs(route_of(ns, TOPIC).wire_body()) == {A}, name
+
+
+def test_connect_skips_a_broker_that_died_after_being_listed(
+    deployments: DeploymentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray drops a dead actor's name asynchronously: a listing taken just before a kill still shows
+    the broker, whose lookup then fails. connect() carries on without it (CI once failed here)."""
+    dep = deploy_with_topic(deployments, namesrv_overrides=LONG_EXPIRY)
+    ns = dep.spec.namespace
+    listed = ray.util.list_named_actors(all_namespaces=True)
+    dep.kill_broker(B)
+    wait_until(lambda: _lookup_fails(B, ns), 30, f"{B}'s name released")
+    monkeypatch.setattr(ray.util, "list_named_actors", lambda all_namespaces=False: listed)
+
+    other = connect(ns)
+
+    assert sorted(other.namesrvs) == sorted(dep.namesrvs)
+    assert sorted(other.brokers) == [A]
+    assert ray.get(other.brokers[A].ping.remote(), timeout=30)
+
+
+def _lookup_fails(name: str, namespace: str) -> bool:
+    try:
+        ray.get_actor(name, namespace=namespace)
+    except ValueError:
+        return True
+    return False
 
 
 def test_sigstop_broker_removed_only_after_expiry_and_back_on_sigcont(deployments: DeploymentFactory) -> None:
