@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel, to_snake
 
-from namesrv.protocol.bodies import body_crc32, json_object, parse_properties
+from namesrv.protocol.bodies import body_crc32, java_property_value, json_object, parse_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.command import RemotingRequest, RemotingResponse, error
 from namesrv.protocol.constants import MASTER_ID, ORDER_TOPIC_CONFIG_NAMESPACE
@@ -359,7 +359,7 @@ class DefaultRequestProcessor:
         return RemotingResponse(remark=f"ignored unknown keys: {', '.join(ignored)}"[:1000] if ignored else None)
 
     def get_namesrv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
-        props = {to_camel(k): str(v) for k, v in self.config.model_dump().items()}
+        props = {to_camel(k): java_property_value(v) for k, v in self.config.model_dump().items() if v is not None}
         return RemotingResponse(payload=ConfigProperties(props))
 
 

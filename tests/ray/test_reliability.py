@@ -186,7 +186,7 @@ def test_namesrv_config_update_survives_an_actor_restart(deployments: Deployment
 
     wait_until(restarted, 60, "namesrv-0 to restart")
     props = ray.get(ns.get_namesrv_config.remote(), timeout=30).payload.properties
-    assert props["orderMessageEnable"] == "True" and props["deleteTopicWithBrokerRegistration"] == "True", props
+    assert props["orderMessageEnable"] == "true" and props["deleteTopicWithBrokerRegistration"] == "true", props
 
 
 def test_producer_records_are_bounded_and_drops_counted(deployments: DeploymentFactory) -> None:

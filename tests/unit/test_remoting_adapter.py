@@ -203,7 +203,7 @@ def test_write_permission_and_topic_deletion(wire: Wire) -> None:
 
 def test_namesrv_config_travels_as_properties_text(wire: Wire) -> None:
     text = (wire.call(RequestCode.GET_NAMESRV_CONFIG).body or b"").decode()
-    assert "orderMessageEnable=False\n" in text and "scanNotActiveBrokerIntervalMs=10000\n" in text
+    assert "orderMessageEnable=false\n" in text and "scanNotActiveBrokerIntervalMs=10000\n" in text
     answer = wire.call(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n")
     assert answer.code == ResponseCode.SUCCESS
     assert wire.processor.config.order_message_enable is True
