@@ -24,7 +24,7 @@ from actors.metrics import broker_metrics
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE
 from namesrv.broker.commit_log import MessageInner
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor import BrokerError
+from namesrv.broker.processor_types import BrokerError
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.command import RemotingResponse, error
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, Perm

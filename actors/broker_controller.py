@@ -28,7 +28,8 @@ from namesrv.acl.plain_acl import AclError, AclManager, broker_resources
 from namesrv.broker.commit_log import CommitLog, FlushDiskType
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.processor import BrokerIdentity, BrokerProcessor, Client
+from namesrv.broker.processor import BrokerProcessor
+from namesrv.broker.processor_types import BrokerIdentity, Client
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter

@@ -12,16 +12,16 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from namesrv.broker.commit_log import AppendResult, CommitLog, MessageInner, StoredMessage
+from namesrv.broker.commit_log import CommitLog, MessageInner, StoredMessage
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ClientChannel, ConsumerManager, SubscriptionData, parse_tags
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.message_codec import decode_batch, encode_message_ext, offset_msg_id, string_to_properties
+from namesrv.broker.processor_types import BrokerError, BrokerIdentity, Client, PullOutcome, SendOutcome
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
@@ -61,49 +61,6 @@ SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_M
 QUERY_OFFSET_NOT_FOUND = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
 Answer = RemotingCommand | Awaitable[RemotingCommand]
-
-
-class BrokerError(Exception):
-    """A request refused with a RocketMQ response code and remark."""
-
-    def __init__(self, code: int, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
-
-
-@dataclass(slots=True)
-class SendOutcome:
-    results: list[AppendResult]
-    msg_ids: list[str]
-    """Offset message ids (store host + commit-log offset), one per stored message."""
-
-
-@dataclass(slots=True)
-class PullOutcome:
-    code: int
-    status: str
-    """DefaultMessageStore's GetMessageStatus name, which RocketMQ puts in the remark."""
-    messages: list[StoredMessage]
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class Client:
-    """Who sent a wire request: its connection's token (the channel) and its address."""
-
-    channel: str
-    peer: str
-
-
-@dataclass
-class BrokerIdentity:
-    cluster_name: str
-    broker_name: str
-    broker_id: int
-    broker_addr: str
 
 
 class BrokerProcessor:

@@ -24,7 +24,8 @@ from namesrv.broker.message_codec import (
     properties_to_string,
     string_to_properties,
 )
-from namesrv.broker.processor import BrokerIdentity, BrokerProcessor, Client
+from namesrv.broker.processor import BrokerProcessor
+from namesrv.broker.processor_types import BrokerIdentity, Client
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
