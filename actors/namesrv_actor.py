@@ -98,6 +98,9 @@ class NameServerActor:
     async def delete_topic_in_namesrv(self, **ext: Any) -> RemotingResponse:
         return self._call(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
 
+    async def register_topic_in_namesrv(self, body: bytes | None = None, **ext: Any) -> RemotingResponse:
+        return self._call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, ext, body)
+
     async def get_topics_by_cluster(self, **ext: Any) -> RemotingResponse:
         return self._call(RequestCode.GET_TOPICS_BY_CLUSTER, ext)
 

@@ -5,9 +5,10 @@ A signed request carries `AccessKey` and `Signature` in its extFields; the signa
 base64(HmacSHA1(secretKey, values of every other extFields entry in key order, then the body)).
 
 Rules (beyond RocketMQ 4.x, whose NameServer checks nothing): on a NameServer, route and cluster
-queries need any valid account or a white-listed address; REGISTER_BROKER, UNREGISTER_BROKER and
-BROKER_HEARTBEAT need a broker account (`broker: true`, our extension of the file) or an admin;
-KV, topic deletion, write-permission and config changes need an admin. On a broker, RocketMQ's
+queries need any valid account or a white-listed address; REGISTER_BROKER, UNREGISTER_BROKER,
+BROKER_HEARTBEAT, QUERY_DATA_VERSION and REGISTER_TOPIC_IN_NAMESRV need a broker account (`broker:
+true`, our extension of the file) or an admin; KV, topic deletion, write-permission and config
+changes need an admin. On a broker, RocketMQ's
 plain ACL: PUB on the topic to send, SUB on the topic and the group's retry topic to consume, an
 admin to create or delete a topic.
 """
@@ -49,7 +50,8 @@ NAMESRV_ADMIN_CODES = frozenset({
 BROKER_ADMIN_CODES = frozenset({BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, BrokerRequestCode.DELETE_TOPIC_IN_BROKER})
 """Broker requests only an admin account may send (RocketMQ's Permission.needAdminPerm)."""
 NAMESRV_BROKER_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
-                                  RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION})
+                                  RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION,
+                                  RequestCode.REGISTER_TOPIC_IN_NAMESRV})
 
 
 class AclError(ValueError):

@@ -18,6 +18,8 @@ class RequestCode(IntEnum):
     WIPE_WRITE_PERM_OF_BROKER = 205
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_TOPIC_IN_NAMESRV = 216
+    REGISTER_TOPIC_IN_NAMESRV = 217
+    """RocketMQ 5: a broker (enableSingleTopicRegister) registers one created or updated topic."""
     GET_KVLIST_BY_NAMESPACE = 219
     GET_TOPICS_BY_CLUSTER = 224
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304

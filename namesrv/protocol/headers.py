@@ -62,6 +62,10 @@ class GetRouteInfoRequestHeader(Header):
     topic: str
 
 
+class RegisterTopicRequestHeader(TopicHeader):
+    pass
+
+
 class DeleteTopicFromNamesrvRequestHeader(TopicHeader):
     cluster_name: Name | None = None
     """Delete the topic from this cluster's brokers only; blank or None: from every broker."""

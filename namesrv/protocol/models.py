@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from namesrv.protocol.constants import Perm
-from namesrv.protocol.types import InvalidInput, PermValue, QueueNums, TopicName, TopicSysFlag, Version, check
+from namesrv.protocol.types import InvalidInput, Name, PermValue, QueueNums, TopicName, TopicSysFlag, Version, check
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +81,6 @@ class QueueData:
     write_queue_nums: int
     perm: int
     topic_sys_flag: int = 0
-
-    @classmethod
-    def from_topic_config(cls, broker_name: str, tc: TopicConfig) -> QueueData:
-        return cls(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
 
     def copy(self) -> QueueData:
         return QueueData(
@@ -272,6 +268,29 @@ class RegisterBrokerBody(BaseModel):
         default_factory=TopicConfigSerializeWrapper
     )
     filter_server_list: list[str] = Field(default_factory=list)
+
+
+class QueueDataBody(BaseModel):
+    """One group's queues as a request carries them (validated; becomes a `QueueData`)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True)
+
+    broker_name: Name
+    read_queue_nums: QueueNums
+    write_queue_nums: QueueNums
+    perm: PermValue
+    topic_sys_flag: TopicSysFlag = 0
+
+    def to_queue_data(self) -> QueueData:
+        return QueueData(self.broker_name, self.read_queue_nums, self.write_queue_nums, self.perm, self.topic_sys_flag)
+
+
+class RegisterTopicBody(BaseModel):
+    """REGISTER_TOPIC_IN_NAMESRV body: a TopicRouteData of which only `queueDatas` is read."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True)
+
+    queue_datas: list[QueueDataBody] | None = Field(default=None, max_length=10_000)
 
 
 def _get_either(m: dict[Any, Any], camel: str, snake: str) -> tuple[str | None, Any]:

@@ -32,10 +32,12 @@ from namesrv.protocol.headers import (
     KVConfigHeader,
     NamespaceHeader,
     RegisterBrokerRequestHeader,
+    RegisterTopicRequestHeader,
 )
 from namesrv.protocol.models import (
     ConfigProperties,
     KVTable,
+    RegisterTopicBody,
     TopicConfig,
     TopicList,
     TopicRouteData,
@@ -80,6 +82,7 @@ class DefaultRequestProcessor:
             RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list_from_nameserver,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic_in_namesrv,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kvlist_by_namespace,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list_from_ns,
@@ -325,6 +328,19 @@ class DefaultRequestProcessor:
     def get_system_topic_list_from_ns(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
         names, broker_addr = self.rim.get_system_topic_list()
         return RemotingResponse(payload=TopicList(names, broker_addr))
+
+    def register_topic_in_namesrv(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
+        """RocketMQ 5's single-topic registration: the body is a TopicRouteData whose queueDatas are
+        put under the topic. As in RocketMQ it answers SUCCESS when nothing is to be done (no queue
+        data) or a group is not registered here (then nothing changes; the remark says why)."""
+        h = self._header(RegisterTopicRequestHeader, request)
+        body = RegisterTopicBody.model_validate(self._body(request))
+        if not body.queue_datas:
+            return RemotingResponse()
+        unknown = self.rim.register_topic(h.topic, [q.to_queue_data() for q in body.queue_datas])
+        if unknown is not None:
+            return RemotingResponse(remark=f"broker {unknown} is not registered, topic {h.topic} unchanged")
+        return RemotingResponse()
 
     def delete_topic_in_namesrv(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
         h = self._header(DeleteTopicFromNamesrvRequestHeader, request)

@@ -240,11 +240,27 @@ class RouteInfoManager:
         return bool(self._missing_topics.get(broker_name))
 
     def write_queue_data(self, broker_name: str, topic: str, tc: TopicConfig) -> None:
-        key = (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
+        self._put_queue_data(topic, broker_name, (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag))
+
+    def register_topic(self, topic: str, queue_datas: list[QueueData]) -> str | None:
+        """REGISTER_TOPIC_IN_NAMESRV (RocketMQ 5's single-topic registration): each group's queues
+        for `topic`, the topic created if new. All or nothing: when a group is not registered here,
+        nothing changes and its name is returned (RocketMQ logs it and stops)."""
+        for qd in queue_datas:
+            if qd.broker_name not in self.broker_addr_table:
+                log.warning("register topic %s names broker %s, which is not registered", topic, qd.broker_name)
+                return qd.broker_name
+        for qd in queue_datas:
+            shape = (qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag)
+            self._put_queue_data(topic, qd.broker_name, shape)
+            self._missing_topics.get(qd.broker_name, set()).discard(topic)
+        return None
+
+    def _put_queue_data(self, topic: str, broker_name: str, shape: tuple[int, int, int, int]) -> None:
         shared = self._queue_datas.setdefault(broker_name, {})
-        new = shared.get(key)
+        new = shared.get(shape)
         if new is None:  # one QueueData per distinct shape per group, shared by its topics (never mutated)
-            new = shared[key] = QueueData.from_topic_config(broker_name, tc)
+            new = shared[shape] = QueueData(broker_name, *shape)
         queue_map = self.topic_queue_table.get(topic)
         if queue_map is None:
             queue_map = self.topic_queue_table[topic] = {}

@@ -19,7 +19,13 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.remoting import SerializeType, encode_command
-from tests.ray.helpers import DeploymentFactory, stable_tables, wait_for_route, wait_registered_everywhere
+from tests.ray.helpers import (
+    DeploymentFactory,
+    route_of,
+    stable_tables,
+    wait_for_route,
+    wait_registered_everywhere,
+)
 
 TCP_BROKER = "tcp-broker"
 TCP_ADDR = "127.0.0.1:30911"
@@ -86,6 +92,21 @@ def test_admin_codes_over_tcp(dep: Deployment, kind: SerializeType) -> None:
     log = ray.get(dep.namesrvs["namesrv-0"].get_wire_log.remote(), timeout=60)
     assert any(r.code == RequestCode.GET_ROUTEINFO_BY_TOPIC and r.subject == "TBW102"
                and r.response_code == ResponseCode.TOPIC_NOT_EXIST for r in log)
+
+
+def test_single_topic_registration_over_tcp_wakes_the_topics_long_pollers(dep: Deployment) -> None:
+    """REGISTER_TOPIC_IN_NAMESRV (217) as a RocketMQ 5 broker sends it: the held route is pushed."""
+    ns = dep.namesrvs["namesrv-0"]
+    waiter = ns.listen_for_change.remote({"TopicSingle": 0}, 60)
+    queue_data = {"brokerName": "broker-b", "perm": 6, "readQueueNums": 2, "topicSysFlag": 0, "writeQueueNums": 2}
+    body = fastjson.dumps({"brokerDatas": [], "filterServerTable": {}, "queueDatas": [queue_data]}, standard=False)
+    with client_of(dep) as c:
+        answer = c.invoke(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "TopicSingle"}, body)
+        assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+    change = ray.get(waiter, timeout=60)["TopicSingle"]
+    assert change.route is not None and [q.to_wire() for q in change.route.queue_datas] == [queue_data]
+    other = route_of(dep.namesrvs["namesrv-1"], "TopicSingle")
+    assert other.code == ResponseCode.TOPIC_NOT_EXIST, "NameServers share nothing: only the one asked has it"
 
 
 def test_many_requests_in_flight_on_one_connection(dep: Deployment) -> None:

@@ -108,6 +108,19 @@ def test_namesrv_rules(validator: PlainAccessValidator) -> None:
     assert validator.check_namesrv(RequestCode.REGISTER_BROKER, user_reg, body, REMOTE).reason == "not_broker"
 
 
+@pytest.mark.parametrize("code", sorted([RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
+                                         RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION,
+                                         RequestCode.REGISTER_TOPIC_IN_NAMESRV]))
+def test_every_broker_code_needs_a_broker_or_an_admin(validator: PlainAccessValidator, code: int) -> None:
+    ext = {"clusterName": "c", "brokerAddr": "10.0.0.1:10911", "brokerName": "b", "brokerId": "0", "topic": "T"}
+    body = b"{}"
+    unsigned = validator.check_namesrv(code, namesrv_ext(code, None, body, **ext), body, REMOTE)
+    assert unsigned is not None and unsigned.reason == "missing_access_key"
+    assert validator.check_namesrv(code, namesrv_ext(code, USER, body, **ext), body, REMOTE).reason == "not_broker"
+    assert validator.check_namesrv(code, namesrv_ext(code, BROKER, body, **ext), body, REMOTE) is None
+    assert validator.check_namesrv(code, namesrv_ext(code, ADMIN, body, **ext), body, REMOTE) is None
+
+
 @pytest.mark.parametrize("code", sorted([RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG,
                                          RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
                                          RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.UPDATE_NAMESRV_CONFIG]))

@@ -393,6 +393,7 @@ def test_request_and_response_codes_are_rocketmqs_numbers() -> None:
         "WIPE_WRITE_PERM_OF_BROKER": 205,
         "GET_ALL_TOPIC_LIST_FROM_NAMESERVER": 206,
         "DELETE_TOPIC_IN_NAMESRV": 216,
+        "REGISTER_TOPIC_IN_NAMESRV": 217,
         "GET_KVLIST_BY_NAMESPACE": 219,
         "GET_TOPICS_BY_CLUSTER": 224,
         "GET_SYSTEM_TOPIC_LIST_FROM_NS": 304,

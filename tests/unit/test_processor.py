@@ -432,6 +432,55 @@ def test_delete_topic_in_namesrv_whole_and_per_cluster(populated: DefaultRequest
     assert response.ext_fields == {"deleted": False}
 
 
+# ---------------------------------------------------------------------------- single topic 217
+
+
+def queue_data(broker: str = BROKER_A, queues: int = 4, perm: int = RW) -> dict[str, Any]:
+    return {"brokerName": broker, "readQueueNums": queues, "writeQueueNums": queues, "perm": perm, "topicSysFlag": 0}
+
+
+def register_topic(processor: DefaultRequestProcessor, topic: str, *qds: dict[str, Any]) -> RemotingResponse:
+    """As a RocketMQ 5 broker with enableSingleTopicRegister sends it: a TopicRouteData body."""
+    body = {"brokerDatas": [], "filterServerTable": {}, "queueDatas": list(qds)}
+    return call(processor, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": topic}, body)
+
+
+def test_register_topic_creates_a_route_and_updates_one_group_only(populated: DefaultRequestProcessor) -> None:
+    ext_b = ident("10.0.0.3:10911", 0, "broker-b")
+    ok(call(populated, RequestCode.REGISTER_BROKER, ext_b, register_payload("TopicA")))
+    before = populated.rim.route_version("TopicNew")
+
+    assert ok(register_topic(populated, "TopicNew", queue_data(queues=2))).remark is None
+    answer = ok(call(populated, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicNew"}))
+    route = TopicRouteData.from_wire(answer.wire_body())
+    assert [(q.broker_name, q.read_queue_nums, q.perm) for q in route.queue_datas] == [(BROKER_A, 2, RW)]
+    assert {b.broker_name for b in route.broker_datas} == {BROKER_A}
+    assert populated.rim.route_version("TopicNew") > before
+    assert "TopicNew" in populated.rim.topics_of_broker(BROKER_A)
+
+    ok(register_topic(populated, "TopicA", queue_data("broker-b", queues=1, perm=int(Perm.READ))))
+    table = populated.rim.topic_queue_table["TopicA"]
+    assert (table[BROKER_A].read_queue_nums, table["broker-b"].read_queue_nums, table["broker-b"].perm) == (8, 1, 4)
+
+
+def test_register_topic_brings_back_a_topic_deleted_here(populated: DefaultRequestProcessor) -> None:
+    ok(call(populated, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "TopicB"}))
+    assert populated.rim.has_missing_topics(BROKER_A)
+    ok(register_topic(populated, "TopicB", queue_data(queues=8)))
+    assert "TopicB" in populated.rim.topic_queue_table
+    assert not populated.rim.has_missing_topics(BROKER_A), "nothing left for a full registration to restore"
+
+
+def test_register_topic_for_an_unregistered_group_changes_nothing(populated: DefaultRequestProcessor) -> None:
+    before = state(populated)
+    response = ok(register_topic(populated, "TopicNew", queue_data(), queue_data("broker-ghost")))
+    assert response.remark == "broker broker-ghost is not registered, topic TopicNew unchanged"
+    assert state(populated) == before, "all or nothing: the registered group's queues were not written either"
+    assert ok(register_topic(populated, "TopicNew")).remark is None  # no queue datas: nothing to do
+    ok(call(populated, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "TopicNew"}, {"queueDatas": None}))
+    assert state(populated) == before
+
+
 # ---------------------------------------------------------------------------- perms 205, 327
 
 
@@ -529,7 +578,7 @@ def test_get_namesrv_config_lists_camel_case_strings(processor: DefaultRequestPr
 
 
 def test_every_named_request_code_has_a_handler(processor: DefaultRequestProcessor) -> None:
-    expected = {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 219, 224, 304, 318, 319, 322, 327, 904}
+    expected = {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 217, 219, 224, 304, 318, 319, 322, 327, 904}
     assert {int(c) for c in RequestCode} == expected
     assert set(processor.handlers) == expected
 
@@ -597,6 +646,29 @@ BAD_REQUESTS: dict[str, tuple[tuple[int, dict, bytes | None], str]] = {
     "route query topic as int": ((RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": 5}, None), "topic"),
     "delete topic invalid": ((RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "a b"}, None), "topic"),
     "delete topic missing": ((RequestCode.DELETE_TOPIC_IN_NAMESRV, {}, None), "topic"),
+    "register topic without body": ((RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"}, None), "body is missing"),
+    "register topic invalid name": (
+        (RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "a b"}, encode_body({"queueDatas": [queue_data()]})),
+        "topic",
+    ),
+    "register topic perm 8": (
+        (RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"}, encode_body({"queueDatas": [queue_data(perm=8)]})),
+        "perm",
+    ),
+    "register topic queue nums as string": (
+        (RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"},
+         encode_body({"queueDatas": [queue_data() | {"readQueueNums": "4"}]})),
+        "readQueueNums",
+    ),
+    "register topic without broker name": (
+        (RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"},
+         encode_body({"queueDatas": [{"readQueueNums": 1, "writeQueueNums": 1, "perm": 6}]})),
+        "brokerName",
+    ),
+    "register topic queueDatas not a list": (
+        (RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T"}, encode_body({"queueDatas": {"a": 1}})),
+        "queueDatas",
+    ),
     "unregister brokerId string": ((RequestCode.UNREGISTER_BROKER, ident() | {"brokerId": "0"}, None), "brokerId"),
     "wipe perm blank broker": ((RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": ""}, None), "brokerName"),
     "add perm broker as list": ((RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": ["x"]}, None), "brokerName"),

@@ -201,6 +201,24 @@ def test_write_permission_and_topic_deletion(wire: Wire) -> None:
     assert "TopicB" not in wire.rim.topic_queue_table
 
 
+def test_single_topic_registration_as_a_rocketmq_5_broker_sends_it(wire: Wire) -> None:
+    """BrokerOuterAPI.registerSingleTopicAll: header `topic` (+ RpcRequestHeader fields), a
+    TopicRouteData body with one queueData; answered SUCCESS without a body or extFields."""
+    route = {"brokerDatas": [], "filterServerTable": {}, "queueDatas": [
+        {"brokerName": BROKER, "perm": 6, "readQueueNums": 2, "topicSysFlag": 0, "writeQueueNums": 2}]}
+    body = fastjson.dumps(route, standard=False)
+    answer = wire.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "TopicC", "lo": "false"}, body, version=479)
+    assert (answer.code, answer.remark, answer.ext_fields, answer.body) == (ResponseCode.SUCCESS, None, None, None)
+    assert wire.rim.topic_queue_table["TopicC"][BROKER].write_queue_nums == 2
+    got = json.loads(wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicC"}, version=479).body or b"")
+    assert got["queueDatas"] == route["queueDatas"]
+
+    before = state(wire.processor)
+    bad = wire.call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "TopicD"}, b'{"queueDatas": [{"perm": 6')
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "JSON" in (bad.remark or ""), bad.remark
+    assert state(wire.processor) == before
+
+
 def test_namesrv_config_travels_as_properties_text(wire: Wire) -> None:
     text = (wire.call(RequestCode.GET_NAMESRV_CONFIG).body or b"").decode()
     assert "orderMessageEnable=false\n" in text and "scanNotActiveBrokerIntervalMs=10000\n" in text
