@@ -179,7 +179,7 @@ class BrokerController:
         (so a route query right after the answer already sees it)."""
         changed = self.topics.update_topic_config(tc)
         await self.durable()
-        outcomes = await self.registrar.register_broker_all() if changed else {}
+        outcomes = await self._register_topic(tc) if changed else {}
         return RemotingResponse(ext_fields={"changed": changed, "registered": outcomes})
 
     async def delete_topic(self, topic: str) -> RemotingResponse:
@@ -220,9 +220,18 @@ class BrokerController:
         answer = await self.delete_topic(topic)
         return cmd.response(int(answer.code), answer.remark)
 
+    async def _register_topic(self, tc: TopicConfig) -> dict[str, str]:
+        """A created or updated topic to every NameServer: alone (enableSingleTopicRegister) or with
+        the whole table (RocketMQ's default)."""
+        if self.config.enable_single_topic_register:
+            return await self.registrar.register_single_topic_all(tc)
+        return await self.registrar.register_broker_all()
+
     def _topic_created(self, topic: str) -> None:
         log.info("topic %s created: registering with every NameServer", topic)
-        self.loop.spawn("register-new-topic", self.registrar.register_broker_all())
+        tc = self.topics.topic_config_table.get(topic)
+        if tc is not None:
+            self.loop.spawn("register-new-topic", self._register_topic(tc))
 
     # ------------------------------------------------------------------ wire
     def _handle_wire(self, conn: Connection, cmd: RemotingCommand) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import ray
@@ -20,9 +20,10 @@ from ray.exceptions import RayActorError
 from actors.housekeeping import BrokerChannel
 from namesrv.acl.plain_acl import signed
 from namesrv.broker.config import BrokerConfig
+from namesrv.broker.topic_config_manager import registered_config
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.constants import MASTER_ID
-from namesrv.protocol.models import DataVersion, TopicConfigSerializeWrapper
+from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.protocol.msgpack_codec import encode_body
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class NamesrvRegistrar:
         self.closing = False
         """Set when shutdown starts: no full registration may follow the unregister."""
         self.stats = {"full_registrations": 0, "lite_heartbeats": 0, "register_failures": 0, "last_body_bytes": 0,
-                      "bodies_encoded": 0}
+                      "bodies_encoded": 0, "single_topic_registrations": 0}
 
     def _signed(self, ext: dict[str, Any], body: bytes | None) -> dict[str, Any]:
         return signed(ext, body, self.config.credentials)
@@ -85,12 +86,33 @@ class NamesrvRegistrar:
                 self.stats["bodies_encoded"] += 1
             return encoded[0]
 
+        return await self._each_namesrv(lambda n: self._register_one(n, version, full_body, force_full), "register")
+
+    async def register_single_topic_all(self, tc: TopicConfig) -> dict[str, str]:
+        """REGISTER_TOPIC_IN_NAMESRV to every NameServer (RocketMQ 5's registerSingleTopicAll, with
+        enableSingleTopicRegister): one topic's queue data instead of the whole table. The DataVersion
+        still moved, so the next periodic round registers in full, as RocketMQ's does."""
+        tc = registered_config(tc, self.config.broker_permission)
+        queue_data = {"brokerName": self.identity["brokerName"], "readQueueNums": tc.read_queue_nums,
+                      "writeQueueNums": tc.write_queue_nums, "perm": tc.perm, "topicSysFlag": tc.topic_sys_flag}
+        body = encode_body({"queueDatas": [queue_data]})
+        ext = self._signed({"topic": tc.topic_name}, body)
+
+        async def register(name: str) -> str:
+            handle = await self._handle(name)
+            resp = await handle.register_topic_in_namesrv.remote(body, **ext)
+            if not resp.ok:
+                raise RuntimeError(f"register topic refused: {resp.code} {resp.remark}")
+            self.stats["single_topic_registrations"] += 1
+            return "registered" if resp.remark is None else f"ignored: {resp.remark}"
+
+        return await self._each_namesrv(register, "register topic")
+
+    async def _each_namesrv(self, call: Callable[[str], Awaitable[str]], what: str) -> dict[str, str]:
+        """`call` on every NameServer in parallel, each with its own timeout: {namesrv: outcome}."""
         timeout = self.config.register_broker_timeout_ms / 1000
         names = list(self.namesrv_names)
-        outcomes = await asyncio.gather(
-            *(asyncio.wait_for(self._register_one(n, version, full_body, force_full), timeout) for n in names),
-            return_exceptions=True,
-        )
+        outcomes = await asyncio.gather(*(asyncio.wait_for(call(n), timeout) for n in names), return_exceptions=True)
         result: dict[str, str] = {}
         for name, outcome in zip(names, outcomes, strict=True):
             if isinstance(outcome, BaseException):
@@ -98,7 +120,7 @@ class NamesrvRegistrar:
                 if isinstance(outcome, RayActorError):
                     self._handles.pop(name, None)  # a re-created NameServer needs a fresh handle
                 kind = "timeout" if isinstance(outcome, TimeoutError) else type(outcome).__name__
-                log.warning("register to %s failed: %s %s", name, kind, outcome)
+                log.warning("%s to %s failed: %s %s", what, name, kind, outcome)
                 result[name] = f"failed: {kind}"
             else:
                 result[name] = outcome

@@ -21,6 +21,9 @@ class BrokerConfig(BaseModel):
     allow_short_register_period: bool = False
     """RocketMQ clamps the period to [10 s, 60 s]; test and demo profiles lift the clamp explicitly."""
     force_register: bool = True
+    enable_single_topic_register: bool = False
+    """RocketMQ 5: a created or updated topic is registered alone (REGISTER_TOPIC_IN_NAMESRV, ~100
+    bytes) rather than with the whole table; the next periodic registration still sends the table."""
     lite_heartbeat: bool = True
     """Beyond RocketMQ: with an unchanged DataVersion send a heartbeat without the topic table."""
     heartbeat_timeout_ms: int | None = Field(default=None, gt=0)

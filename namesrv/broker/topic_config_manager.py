@@ -149,9 +149,16 @@ class TopicConfigManager:
 
     # ------------------------------------------------------------------ registration body
     def build_serialize_wrapper(self, broker_permission: int) -> TopicConfigSerializeWrapper:
-        """The register body; a broker that is not both readable and writeable reports its own perm
-        for every topic, so routes stop sending (or reading) there at once."""
+        """The register body: every topic as `registered_config` reports it."""
         table = self.topic_config_table
         if not (is_readable(broker_permission) and is_writeable(broker_permission)):
-            table = {n: tc.model_copy(update={"perm": broker_permission}) for n, tc in table.items()}
+            table = {n: registered_config(tc, broker_permission) for n, tc in table.items()}
         return TopicConfigSerializeWrapper(topic_config_table=dict(table), data_version=self.data_version)
+
+
+def registered_config(tc: TopicConfig, broker_permission: int) -> TopicConfig:
+    """A topic as the broker registers it: a broker that is not both readable and writeable masks
+    every topic's perm with its own (RocketMQ 5), so routes stop sending (or reading) there at once."""
+    if is_readable(broker_permission) and is_writeable(broker_permission):
+        return tc
+    return tc.model_copy(update={"perm": tc.perm & broker_permission})

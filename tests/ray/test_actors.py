@@ -172,6 +172,29 @@ def test_topic_creation_propagates_to_every_namesrv(deployments: DeploymentFacto
         assert TOPIC in ray.get(ns.get_all_topic_list_from_nameserver.remote(), timeout=60).wire_body()["topicList"]
 
 
+def test_single_topic_register_sends_one_topic_then_the_table_at_the_next_period(
+    deployments: DeploymentFactory,
+) -> None:
+    """enableSingleTopicRegister (RocketMQ 5): a new topic reaches every NameServer through
+    REGISTER_TOPIC_IN_NAMESRV before create_topic answers; the periodic round then registers in full."""
+    dep = deployments.deploy(namesrv_overrides=LONG_EXPIRY, broker_overrides={"enable_single_topic_register": True})
+    wait_registered_everywhere(dep)
+    broker = dep.brokers[A]
+    before = stats(broker)
+
+    resp = ray.get(broker.create_topic.remote(TOPIC, 2, 2), timeout=60)
+
+    assert resp.ok and resp.ext_fields["registered"] == dict.fromkeys(dep.namesrvs, "registered"), resp
+    assert stats(broker)["single_topic_registrations"] == before["single_topic_registrations"] + len(dep.namesrvs)
+    for name, ns in dep.namesrvs.items():
+        route = route_of(ns, TOPIC).wire_body()
+        assert [(q["brokerName"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]] == [
+            ("broker-a", 2, RW)], name
+    # The DataVersion moved: the next round is a full registration, not a lite heartbeat.
+    full = before["full_registrations"] + len(dep.namesrvs)
+    wait_until(lambda: stats(broker)["full_registrations"] >= full, 30, "a full round after the topic")
+
+
 # ============================================================================ failure detection
 def test_ray_kill_removes_broker_via_channel_watch(deployments: DeploymentFactory) -> None:
     dep = deploy_with_topic(deployments, namesrv_overrides=LONG_EXPIRY)

@@ -220,12 +220,15 @@ def test_serialize_wrapper_of_a_read_write_broker_is_the_table(clock: ManualCloc
 
 
 @pytest.mark.parametrize("broker_perm", [R, W, 0, int(Perm.READ | Perm.INHERIT)])
-def test_serialize_wrapper_reports_the_brokers_perm_for_every_topic(clock: ManualClock, broker_perm: int) -> None:
+def test_serialize_wrapper_masks_every_topics_perm_with_the_brokers(clock: ManualClock, broker_perm: int) -> None:
+    """RocketMQ 5 (BrokerController.registerBrokerAll): topic perm & broker perm; 4.x sent the broker's."""
     m = manager(None, clock)
     m.update_topic_config(tc("TopicA", queues=4))
+    m.update_topic_config(tc("TopicR", queues=4, perm=R))
     table = dict(m.topic_config_table)
     w = m.build_serialize_wrapper(broker_perm)
-    assert {t.perm for t in w.topic_config_table.values()} == {broker_perm}
+    assert {n: t.perm for n, t in w.topic_config_table.items()} == {n: t.perm & broker_perm for n, t in table.items()}
+    assert w.topic_config_table["TopicA"].perm == broker_perm & RW
     # Only perm is overridden, the version is the table's, and the table itself is untouched.
     assert {n: t.model_copy(update={"perm": table[n].perm}) for n, t in w.topic_config_table.items()} == table
     assert w.data_version == m.data_version
