@@ -6,7 +6,9 @@ Two tables, each built once: 100 and 100,000 topics over 100 broker groups (mast
 on 3 brokers. Measured per call with time.perf_counter_ns, GC paused while timing:
 
 - pickup_topic_route_data (a route lookup, topics taken in a shuffled order);
-- register_broker with an UNCHANGED DataVersion (the 30 s heartbeat path).
+- register_broker with an UNCHANGED DataVersion (the 30 s heartbeat path);
+- REGISTER_TOPIC_IN_NAMESRV of one new topic (what a broker with enableSingleTopicRegister sends
+  instead of its whole table when a topic is created).
 
 Both must cost the same at either size (ratio ~1): a lookup touches only the brokers that host the
 topic, and an unchanged heartbeat never walks the topic table. For contrast, the one-off costs
@@ -138,28 +140,44 @@ class Bench:
         # pydantic validation of the broker's whole topic table) -- why brokers send a lite heartbeat.
         processor = DefaultRequestProcessor(self.rim, KVConfigManager(None))
         calls = 20
-        requests = []
-        for i in range(calls):
-            wrapper = changed[i]
-            body = encode_body(
-                {
-                    "topicConfigSerializeWrapper": {
-                        "topicConfigTable": {k: v.to_wire() for k, v in wrapper.topic_config_table.items()},
-                        "dataVersion": wrapper.data_version.to_wire(),
-                    }
-                }
-            )
-            ext = {"clusterName": CLUSTER, "brokerAddr": broker_addr(i), "brokerName": broker_name(i), "brokerId": 0}
-            requests.append(RemotingRequest(RequestCode.REGISTER_BROKER, ext, body))
+
+        def full_requests(counter: int) -> list[RemotingRequest]:
+            requests = []
+            for i in range(calls):
+                body = encode_body({"topicConfigSerializeWrapper": {
+                    "topicConfigTable": {k: v.to_wire() for k, v in changed[i].topic_config_table.items()},
+                    "dataVersion": DataVersion(self.version.timestamp, counter).to_wire(),
+                }})
+                ext = {"clusterName": CLUSTER, "brokerAddr": broker_addr(i), "brokerName": broker_name(i),
+                       "brokerId": 0}
+                requests.append(RemotingRequest(RequestCode.REGISTER_BROKER, ext, body))
+            return requests
+
+        requests = full_requests(2)
         samples = timed(lambda i: processor.process_request(requests[i]), calls)
         assert all(processor.process_request(r).ok for r in requests[:1])
         self.results["processor_full"] = (*summary(samples), calls)
+        bumped = full_requests(3)  # what a topic creation costs a broker that registers its whole table
+        samples = timed(lambda i: processor.process_request(bumped[i]), calls)
+        self.results["processor_full_changed"] = (*summary(samples), calls)
 
         lite = [
             RemotingRequest(RequestCode.REGISTER_BROKER, r.ext_fields, None) for r in requests
         ]  # no body: liveness only
         samples = timed(lambda i: processor.process_request(lite[i % calls]), self.iterations)
         self.results["processor_lite"] = (*summary(samples), self.iterations)
+
+        # A topic created on a broker: REGISTER_TOPIC_IN_NAMESRV carries that topic alone (RocketMQ 5's
+        # enableSingleTopicRegister), where a registration carries the whole table (processor_full).
+        singles = [
+            RemotingRequest(RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": f"Single{i:06d}"}, encode_body(
+                {"queueDatas": [{"brokerName": broker_name(i % BROKERS), "readQueueNums": 8, "writeQueueNums": 8,
+                                 "perm": 6, "topicSysFlag": 0}]}))
+            for i in range(self.iterations)
+        ]
+        samples = timed(lambda i: processor.process_request(singles[i]), self.iterations)
+        assert f"Single{self.iterations - 1:06d}" in self.rim.topic_queue_table
+        self.results["processor_single"] = (*summary(samples), self.iterations)
 
 
 ROWS = [
@@ -170,7 +188,9 @@ ROWS = [
     ("first", "register_broker, first registration"),
     ("changed", "register_broker, changed DataVersion, same topics"),
     ("processor_full", "processor REGISTER_BROKER, full msgpack body, same version"),
+    ("processor_full_changed", "processor REGISTER_BROKER, full msgpack body, changed version"),
     ("processor_lite", "processor REGISTER_BROKER, no body (lite)"),
+    ("processor_single", "processor REGISTER_TOPIC_IN_NAMESRV, one new topic"),
 ]
 
 
@@ -199,10 +219,10 @@ def main() -> None:
         print(f"  built {topics:,} topics ({topics * REPLICAS:,} queue entries) in {built:.2f} s")
 
     small, big = (benches[s].results for s in SIZES)
-    head = f"{'operation':<62}{'100 topics':>22}{'100,000 topics':>22}{'big/small':>11}"
+    head = f"{'operation':<74}{'100 topics':>22}{'100,000 topics':>22}{'big/small':>11}"
     print()
     print(head)
-    print(f"{'':<62}{'median / p99 µs':>22}{'median / p99 µs':>22}{'(median)':>11}")
+    print(f"{'':<74}{'median / p99 µs':>22}{'median / p99 µs':>22}{'(median)':>11}")
     print("-" * len(head))
     for key, label in ROWS:
         if key is None:
@@ -210,7 +230,7 @@ def main() -> None:
             continue
         (m1, p1, n1), (m2, p2, _) = small[key], big[key]
         calls = f" [{n1:,} calls]" if n1 < 1_000 else ""
-        print(f"{label + calls:<62}{m1:>11.2f} / {p1:>8.2f}{m2:>11.2f} / {p2:>8.2f}{m2 / m1:>10.2f}x")
+        print(f"{label + calls:<74}{m1:>11.2f} / {p1:>8.2f}{m2:>11.2f} / {p2:>8.2f}{m2 / m1:>10.2f}x")
 
 
 if __name__ == "__main__":
