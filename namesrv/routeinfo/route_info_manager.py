@@ -43,6 +43,7 @@ from namesrv.routeinfo.changes import RemovalCause, RouteChanges
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.inspection import dump_tables
 from namesrv.routeinfo.registration import ALL, NONE, BrokerRegistration, TopicsWanted
+from namesrv.routeinfo.routes import RouteAssembler
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class RouteInfoManager:
         self.route_seq = 0
         """Bumped by every change a route query could observe; 0 means nothing happened yet."""
         self._changes = RouteChanges()
-        self._route_cache: dict[str, tuple[int, TopicRouteData]] = {}
+        self._routes = RouteAssembler(self)
         self._queue_datas: dict[str, dict[tuple[int, int, int, int], QueueData]] = {}
         self.registering: dict[str, BrokerRegistration] = {}
         """Broker address -> its registration still being applied (see `registration`)."""
@@ -282,7 +283,7 @@ class RouteInfoManager:
                 del self._broker_topics[broker_name]
         if not queue_map:
             del self.topic_queue_table[topic]
-            self._route_cache.pop(topic, None)
+            self._routes.forget(topic)
             log.info("remove topic %s, no broker hosts it any more", topic)
         self.touch_topic(topic)
 
@@ -404,38 +405,7 @@ class RouteInfoManager:
 
     def pickup_route_and_version(self, topic: str) -> tuple[TopicRouteData | None, int]:
         """`pickup_topic_route_data` and the route's version, computed once."""
-        version = self.route_version(topic)
-        cached = self._route_cache.get(topic)
-        if cached is not None and cached[0] == version:
-            return cached[1], version
-        route = self._build_route(topic)
-        if route is None:
-            self._route_cache.pop(topic, None)
-        else:
-            self._route_cache[topic] = (version, route)
-        return route, version
-
-    def _build_route(self, topic: str) -> TopicRouteData | None:
-        queue_map = self.topic_queue_table.get(topic)
-        if not queue_map:
-            return None
-        queue_datas: list[QueueData] = []
-        broker_datas: list[BrokerData] = []
-        filter_servers: dict[str, list[str]] = {}
-        for broker_name, qd in queue_map.items():
-            queue_datas.append(qd.copy())
-            bd = self.broker_addr_table.get(broker_name)
-            if bd is None:
-                continue
-            broker_datas.append(bd.copy())
-            if self.filter_server_table:
-                for addr in bd.broker_addrs.values():
-                    servers = self.filter_server_table.get(addr)
-                    if servers:
-                        filter_servers[addr] = list(servers)
-        if not broker_datas:
-            return None
-        return TopicRouteData(queue_datas, broker_datas, filter_servers)
+        return self._routes.pickup(topic)
 
     def get_all_cluster_info(self) -> ClusterInfo:
         return ClusterInfo(
