@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from clients.render import table
 from namesrv.stats import percentile
+
+if TYPE_CHECKING:
+    from actors.launcher import Deployment
 
 
 # ---------------------------------------------------------------------------- the machine
@@ -52,14 +60,36 @@ flag (1 = spinning disk, or a virtual disk that does not say)."""
     return f"{where}{kind}, {usage.total / 2**30:.0f} GiB, {usage.free / 2**30:.0f} GiB free"
 
 
-def machine_info(data_dir: str | None = None) -> dict[str, Any]:
-    """Cores, RAM, CPU model, the disk under `data_dir` (default: the temp dir), versions, load."""
+def fsync_p50_ms(path: str, writes: int = 50) -> float:
+    """Median latency of a 160-byte append + fsync in `path` (what one SYNC_FLUSH message costs the disk)."""
+    probe = Path(path) / ".fsync-probe"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        lat = []
+        for _ in range(writes):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 160)
+            os.fsync(fd)
+            lat.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        probe.unlink()
+    return pct_ms(lat, 0.5)
+
+
+def machine_info(data_dir: str | None = None, fsync: bool = False) -> dict[str, Any]:
+    """Cores, RAM, CPU model, the disk under `data_dir` (default: the temp dir; with `fsync`, its
+    fsync latency too), versions, load."""
     info: dict[str, Any] = {
         "cpu_model": _cpu_model(),
         "cores": f"{psutil.cpu_count(logical=False)} physical / {os.cpu_count()} logical",
         "memory": f"{psutil.virtual_memory().total / 2**30:.1f} GiB total, "
                   f"{psutil.virtual_memory().available / 2**30:.1f} GiB available",
         "disk": _disk(data_dir or tempfile.gettempdir()),
+    }
+    if fsync:
+        info["fsync"] = f"160-byte append + fsync p50 {fsync_p50_ms(data_dir or tempfile.gettempdir()):.2f} ms"
+    info |= {
         "platform": platform.platform(),
         "python": platform.python_version(),
     }
@@ -73,9 +103,9 @@ def machine_info(data_dir: str | None = None) -> dict[str, Any]:
     return info
 
 
-def print_machine(data_dir: str | None = None) -> dict[str, Any]:
+def print_machine(data_dir: str | None = None, fsync: bool = False) -> dict[str, Any]:
     """Print the machine description (one field a line) and return it."""
-    info = machine_info(data_dir)
+    info = machine_info(data_dir, fsync)
     print("== machine")
     for key, value in info.items():
         print(f"  {key:10s} {value}")
@@ -124,3 +154,34 @@ def ratio_table(
         (label, baseline, measured, f"{measured} / {baseline}"),
         [(name, fmt(base, digits), fmt(value, digits), ratio(value, base)) for name, base, value in rows],
     )
+
+
+# ---------------------------------------------------------------------------- a run on a local Ray
+@dataclass
+class LocalRun:
+    """A benchmark's private local Ray: its namespace, a scratch data dir, and the deployments to
+    tear down at the end."""
+
+    namespace: str
+    data_dir: str
+    deployments: list[Deployment] = field(default_factory=list)
+
+
+@contextmanager
+def local_ray_run(prefix: str, fsync: bool = False) -> Iterator[LocalRun]:
+    """Print the machine, start a local Ray (2 CPUs, no dashboard) in a fresh namespace with a scratch
+    dir; at the end print the load average, tear down every deployment, stop Ray, remove the dir."""
+    import ray
+
+    data_dir = tempfile.mkdtemp(prefix=f"{prefix}-")
+    print_machine(data_dir, fsync)
+    run = LocalRun(f"{prefix}-{uuid.uuid4().hex[:8]}", data_dir)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, namespace=run.namespace, log_to_driver=False)
+    try:
+        yield run
+        print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    finally:
+        for dep in run.deployments:
+            dep.teardown(graceful=False)
+        ray.shutdown()
+        shutil.rmtree(data_dir, ignore_errors=True)

@@ -20,15 +20,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from typing import Any
 
-import ray
-from _common import latency_ms, pct_ms, print_machine, ratio_table
+from _common import latency_ms, local_ray_run, pct_ms, ratio_table
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
 from clients.admin import AdminClient
@@ -89,7 +86,7 @@ def bench_real_consume(addr: str, topic: str, total: int) -> dict[str, Any]:
                              "--timeout", "300", timeout_s=400)
     if done["distinct"] < total:
         raise RuntimeError(f"the real consumer got {done['distinct']} of {total} messages")
-    first = {}
+    first: dict[str, float] = {}
     for r in records:  # the first delivery of each message (a redelivery is not progress)
         first.setdefault(r["msg_id"], r["t"])
     times = sorted(first.values())
@@ -117,16 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     if importlib.util.find_spec("rocketmq") is None:
         raise SystemExit("the real client is missing: pip install rocketmq==0.4.4 (or pip install -e '.[dev]')")
 
-    data_dir = tempfile.mkdtemp(prefix="bench-clients-")
-    print_machine(data_dir)
-    namespace = f"bench-clients-{uuid.uuid4().hex[:8]}"
-    ray.init(address="local", num_cpus=2, include_dashboard=False, namespace=namespace, log_to_driver=False)
-    dep: Deployment | None = None
-    try:
+    with local_ray_run("bench-clients") as run:
         dep = deploy(ClusterSpec(
             namesrv_count=1, brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], profile="fast",
-            namespace=namespace, data_dir=os.path.join(data_dir, "cluster"), namesrv_port=0, broker_port=0,
+            namespace=run.namespace, data_dir=os.path.join(run.data_dir, "cluster"), namesrv_port=0, broker_port=0,
         ))
+        run.deployments.append(dep)
         addr = dep.namesrv_addr()
         topic = f"BenchClients_{uuid.uuid4().hex[:6]}"
         AdminClient(dep).create_topic(topic, read_queue_nums=4, write_queue_nums=4)
@@ -156,12 +149,6 @@ def main(argv: list[str] | None = None) -> int:
             ("send p99 ms", real["p99_ms"], ray_["p99_ms"]),
             ("consume msgs/s", real_c["per_s"], ray_c["per_s"]),
         ], BASE, MEASURED, digits=3))
-        print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    finally:
-        if dep is not None:
-            dep.teardown(graceful=False)
-        ray.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 

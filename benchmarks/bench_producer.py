@@ -19,18 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import shutil
-import sys
-import tempfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import ray
+from _common import local_ray_run
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
 from clients.admin import AdminClient
@@ -46,62 +42,6 @@ from namesrv.stats import percentile
 
 BROKERS = ("broker-a", "broker-b", "broker-c")
 QUEUES = 4
-
-
-# ---------------------------------------------------------------------------- machine
-def disk_of(path: str) -> str:
-    """The device and file system holding `path` (from /proc/mounts), and its fsync latency."""
-    best, dev, fs = "", "unknown", "unknown"
-    real = os.path.realpath(path)
-    try:
-        for line in open("/proc/mounts", encoding="utf-8"):
-            parts = line.split()
-            if len(parts) >= 3 and real.startswith(parts[1]) and len(parts[1]) > len(best):
-                best, dev, fs = parts[1], parts[0], parts[2]
-    except OSError:
-        pass
-    probe = Path(path) / ".fsync-probe"
-    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        lat = []
-        for _ in range(50):
-            t0 = time.perf_counter()
-            os.write(fd, b"x" * 160)
-            os.fsync(fd)
-            lat.append((time.perf_counter() - t0) * 1000)
-    finally:
-        os.close(fd)
-        probe.unlink()
-    return f"{dev} ({fs} at {best or '?'}), 160-byte write+fsync p50 {percentile(lat, 0.5):.2f} ms"
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib: float | None = None
-    try:
-        for line in open("/proc/meminfo", encoding="utf-8"):
-            if line.startswith("MemTotal:"):
-                mem_gib = int(line.split()[1]) / 1024 / 1024
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": model,
-        "cpus": os.cpu_count(),
-        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "memory_gib": round(mem_gib, 1) if mem_gib else None,
-        "os": platform.platform(),
-        "python": sys.version.split()[0],
-        "ray": ray.__version__,
-        "loadavg_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every number
-    }
 
 
 # ---------------------------------------------------------------------------- actors
@@ -355,14 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-poll", action="store_true", help="with --propagation: skip the poll-only run")
     args = ap.parse_args(argv)
 
-    data_dir = tempfile.mkdtemp(prefix="bench-producer-")
-    info = machine()
-    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()), flush=True)
-    print(f"disk: {disk_of(data_dir)}", flush=True)
-    namespace = f"bench-producer-{uuid.uuid4().hex[:8]}"
-    ray.init(address="local", num_cpus=2, include_dashboard=False, namespace=namespace, log_to_driver=False)
-    dep: Deployment | None = None
-    try:
+    with local_ray_run("bench-producer", fsync=True) as run:
+        data_dir, namespace = run.data_dir, run.namespace
         print(f"\n== flush policies: 1 broker, {args.senders} concurrent senders (threads of one Producer, sync "
               f"sends), {args.body_size}-byte bodies, {args.duration:g} s measured after {args.warmup:g} s warm-up")
         flush = [bench_flush(c, data_dir, args.senders, args.duration, args.body_size, args.warmup)
@@ -374,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             data_dir=os.path.join(data_dir, "cluster"), namesrv_port=None, broker_port=None,
         )
         dep = deploy(spec)
+        run.deployments.append(dep)
         for name, ns in dep.namesrvs.items():
             wait_for(lambda ns=ns: ray.get(ns.get_status.remote())["ready"], 30, f"{name} ready")
         topic = f"Bench_{uuid.uuid4().hex[:6]}"
@@ -402,12 +337,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  poll only (every {interval / 1000:g} s): max {poll['max_s']:8.2f} s; per producer "
                       f"{[round(x, 2) for x in poll['lag_s']]} s; via {poll['sources']}")
                 print(f"  push is {poll['max_s'] / push['max_s']:,.0f}x faster on the worst producer")
-        print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    finally:
-        if dep is not None:
-            dep.teardown(graceful=False)
-        ray.shutdown()
-        shutil.rmtree(data_dir, ignore_errors=True)
     return 0
 
 
