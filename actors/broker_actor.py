@@ -223,6 +223,10 @@ class BrokerActor:
         self._closed.set()
         return outcomes
 
+    async def get_broker_runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO on the Ray path: what mqadmin clusterList / brokerStatus show."""
+        return self.controller.processor.runtime_info()
+
     async def get_runtime_info(self) -> dict[str, Any]:
         c = self.controller
         rec = c.store.recovery

@@ -2,8 +2,8 @@
 
 It owns the topic config, the commit log, consumer offsets, the request processor, the remoting
 server clients dial, the registration with every NameServer, and one control loop of periodic
-steps: registration, flushing an ASYNC_FLUSH log, persisting consumer offsets (off the loop), and
-expiring silent clients.
+steps: registration, flushing an ASYNC_FLUSH log, persisting consumer offsets (off the loop),
+sampling the runtime stats once a second, and expiring silent clients.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from actors.housekeeping import BrokerChannel
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
 from actors.remoting_server import Connection, RemotingServer
 from namesrv.acl.plain_acl import AclError, AclManager, broker_resources
+from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
 from namesrv.broker.commit_log import CommitLog, FlushDiskType
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
@@ -124,6 +125,8 @@ class BrokerController:
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
         if self.acl is not None:
             self.loop.every("reload-acl", 1.0, self._reload_acl, initial_delay_s=1.0)
+        self.loop.every("sample-broker-stats", SAMPLE_INTERVAL_S, self.processor.broker_stats.sample,
+                        initial_delay_s=SAMPLE_INTERVAL_S)
         self.loop.every("scan-not-active-clients", CLIENT_SCAN_INTERVAL_S, self.processor.scan_not_active_clients,
                         initial_delay_s=CLIENT_SCAN_INTERVAL_S)
         self.loop.start()

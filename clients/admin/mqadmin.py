@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +29,8 @@ from namesrv.protocol.constants import SYSTEM_TOPICS, perm_to_string
 from namesrv.protocol.headers import KVConfigHeader
 from namesrv.protocol.models import TopicConfig, TopicRouteData
 from namesrv.protocol.types import InvalidInput, check_name, describe_errors
+
+log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "namesrv"
 PERMS = {"2": 2, "4": 4, "6": 6}
@@ -128,20 +132,66 @@ def route_list_table(route: TopicRouteData) -> str:
 
 
 # ---------------------------------------------------------------------------- verbs
+CLUSTER_LIST_HEAD = ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
+                     "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED")
+
+
+def runtime_columns(stats: dict[str, str], now_ms: int) -> tuple[str, ...]:
+    """#Version ... #ACTIVATED as ClusterListSubCommand derives them from a broker's runtime info
+    (its blanks and zeros when the broker could not be asked: `stats` empty)."""
+
+    def first_number(value: str | None) -> float:
+        try:
+            return float((value or "").split(" ")[0])
+        except ValueError:
+            return 0.0
+
+    def number(key: str) -> float:
+        return first_number(stats.get(key))
+
+    earliest = int(number("earliestMessageTimeStamp"))  # -1: no message (RocketMQ would print ~500,000 hours)
+    hour = (now_ms - earliest) / 3_600_000 if earliest > 0 else 0.0
+    get = stats.get
+    return (
+        get("brokerVersionDesc", ""),
+        f"{number('putTps'):.2f}({get('sendThreadPoolQueueSize', '')},"
+        f"{get('sendThreadPoolQueueHeadWaitTimeMills', '')}ms)",
+        f"{number('getTransferredTps'):.2f}({get('pullThreadPoolQueueSize', '')},"
+        f"{get('pullThreadPoolQueueHeadWaitTimeMills', '')}ms|{get('ackThreadPoolQueueSize', 'N')},"
+        f"{get('ackThreadPoolQueueHeadWaitTimeMills', 'N')}ms)",
+        f"{int(number('timerReadBehind'))}-{int(number('timerOffsetBehind'))}"
+        f"({number('timerCongestNum') / 10000:.1f}w, "
+        f"{number('timerEnqueueTps'):.1f}, {number('timerDequeueTps'):.1f})",
+        get("pageCacheLockTimeMills", ""),
+        f"{hour:.2f}",
+        f"{number('commitLogDiskRatio'):.4f}",
+        get("brokerActive", "false"),
+    )
+
+
 def cmd_cluster_list(args: argparse.Namespace) -> int:
     with admin_of(args) as admin:
         info = admin.examine_broker_cluster_info()
-    clusters = sorted(info.cluster_addr_table)
-    if args.cluster is not None:
-        if args.cluster not in info.cluster_addr_table:
-            raise CLIError(f"no cluster {args.cluster!r} (clusters: {', '.join(clusters) or 'none'})")
-        clusters = [args.cluster]
-    rows = [(c, name, bid, addr) for c in clusters for name in sorted(info.cluster_addr_table[c])
-            if (bd := info.broker_addr_table.get(name)) is not None for bid, addr in sorted(bd.broker_addrs.items())]
+        clusters = sorted(info.cluster_addr_table)
+        if args.cluster is not None:
+            if args.cluster not in info.cluster_addr_table:
+                raise CLIError(f"no cluster {args.cluster!r} (clusters: {', '.join(clusters) or 'none'})")
+            clusters = [args.cluster]
+        brokers = [(c, name, bid, addr) for c in clusters for name in sorted(info.cluster_addr_table[c])
+                   if (bd := info.broker_addr_table.get(name)) is not None
+                   for bid, addr in sorted(bd.broker_addrs.items())]
+        stats: dict[str, dict[str, str]] = {}
+        for *_, addr in brokers:  # as RocketMQ: a broker that cannot be asked is listed with blanks
+            try:
+                stats[addr] = admin.fetch_broker_runtime_stats(addr)
+            except MQAdminError as e:
+                log.warning("%s", e)
     if args.json:
-        emit_json([{"cluster": c, "brokerName": n, "brokerId": i, "brokerAddr": a} for c, n, i, a in rows])
+        emit_json([{"cluster": c, "brokerName": n, "brokerId": i, "brokerAddr": a, "runtimeInfo": stats.get(a)}
+                   for c, n, i, a in brokers])
     else:
-        print(table(("#Cluster Name", "#Broker Name", "#BID", "#Addr"), rows))
+        now_ms = int(time.time() * 1000)
+        print(table(CLUSTER_LIST_HEAD, [(*b, *runtime_columns(stats.get(b[3], {}), now_ms)) for b in brokers]))
     return 0
 
 
@@ -336,7 +386,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         p.set_defaults(func=func)
         return p
 
-    p = verb("clusterList", "list the clusters' brokers", cmd_cluster_list)
+    p = verb("clusterList", "list the clusters' brokers with their runtime figures (GET_BROKER_RUNTIME_INFO)",
+             cmd_cluster_list)
     p.add_argument("-c", "--clusterName", dest="cluster", type=cluster_arg, help="only this cluster")
 
     p = verb("topicList", "list every topic the NameServer knows", cmd_topic_list)

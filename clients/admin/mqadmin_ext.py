@@ -115,6 +115,17 @@ class MQAdminExt:
             raise MQAdminError(f"broker {broker_addr}: {e}") from None
         self._ok(broker_addr, reply, f"create topic {tc.topic_name}")
 
+    def fetch_broker_runtime_stats(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table (what mqadmin clusterList and brokerStatus show)."""
+        try:
+            reply = self.transport.broker_runtime_info(broker_addr)
+        except ServerUnreachable as e:
+            raise MQAdminError(f"broker {broker_addr}: {e}") from None
+        table = self._ok(broker_addr, reply, "get runtime info").body
+        if not isinstance(table, dict) or not isinstance(table.get("table"), dict):
+            raise MQAdminError(f"broker {broker_addr}: runtime info is not a KVTable")
+        return {str(k): str(v) for k, v in table["table"].items()}
+
     def delete_topic_in_broker(self, broker_addrs: list[str], topic: str) -> None:
         for addr in broker_addrs:
             try:

@@ -86,6 +86,10 @@ class TcpTransport:
         return self._reply(BrokerRequestCode.DELETE_TOPIC_IN_BROKER,
                            self._invoke(broker_addr, BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
 
+    def broker_runtime_info(self, broker_addr: str) -> Reply:
+        return self._reply(BrokerRequestCode.GET_BROKER_RUNTIME_INFO,
+                           self._invoke(broker_addr, BrokerRequestCode.GET_BROKER_RUNTIME_INFO, {}))
+
     def close(self) -> None:
         for addr in list(self._clients):
             self._drop(addr)

@@ -76,6 +76,10 @@ class AdminTransport(Protocol):
         """DELETE_TOPIC_IN_BROKER on one broker. Raises ServerUnreachable."""
         ...
 
+    def broker_runtime_info(self, broker_addr: str) -> Reply:
+        """GET_BROKER_RUNTIME_INFO of one broker (body: a KVTable). Raises ServerUnreachable."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -136,6 +140,10 @@ class RayTransport:
     def delete_topic_in_broker(self, broker_addr: str, topic: str) -> Reply:
         resp = self._get(self._broker(broker_addr).delete_topic.remote(topic), broker_addr)
         return Reply(int(resp.code), resp.remark)
+
+    def broker_runtime_info(self, broker_addr: str) -> Reply:
+        table = self._get(self._broker(broker_addr).get_broker_runtime_info.remote(), broker_addr)
+        return Reply(int(ResponseCode.SUCCESS), None, {}, {"table": table})
 
     def close(self) -> None:
         pass

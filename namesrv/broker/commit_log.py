@@ -344,6 +344,12 @@ class CommitLog:
         """Messages are never deleted here: 0 (RocketMQ's minOffset once nothing was cleaned)."""
         return 0
 
+    def earliest_store_time(self) -> int:
+        """Store time of the oldest message kept (RocketMQ's getEarliestMessageTime), -1 when empty."""
+        with self._lock:
+            first = [idx.store_times[0] for idx in self._index.values() if idx.store_times and idx.store_times[0] >= 0]
+        return min(first, default=-1)
+
     def size_bytes(self) -> int:
         with self._lock:
             return self._write_pos

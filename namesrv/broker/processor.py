@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from namesrv.broker.broker_stats import BrokerStats
 from namesrv.broker.commit_log import CommitLog, MessageInner, StoredMessage
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ClientChannel, ConsumerManager, SubscriptionData, parse_tags
@@ -40,6 +41,7 @@ from namesrv.protocol.broker_headers import (
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
+    MASTER_ID,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     is_readable,
@@ -89,6 +91,10 @@ class BrokerProcessor:
         """(group, topic, queue) -> (client id, locked at) for orderly consumers (LOCK_BATCH_MQ)."""
         self.stats: collections.Counter[tuple[str, str]] = collections.Counter()
         """Cumulative ("sends" | "pulls" | "pulled_messages", answer code name) counts, for metrics."""
+        self.sends_waiting = 0
+        """Messages whose send waits for the store (its flush, under SYNC_FLUSH)."""
+        self.broker_stats = BrokerStats(clock, lambda: (self.stats[("sends", "SUCCESS")],
+                                                        self.stats[("pulled_messages", "")]))
         self.on_topic_created = on_topic_created
         self.on_group_changed = on_group_changed
         self.closed = False
@@ -110,6 +116,7 @@ class BrokerProcessor:
             BrokerRequestCode.LOCK_BATCH_MQ: self._lock_batch_mq,
             BrokerRequestCode.UNLOCK_BATCH_MQ: self._unlock_batch_mq,
             BrokerRequestCode.CHECK_CLIENT_CONFIG: lambda cmd, client: cmd.response(ResponseCode.SUCCESS),
+            BrokerRequestCode.GET_BROKER_RUNTIME_INFO: self._get_broker_runtime_info,
         }
 
     # ------------------------------------------------------------------ wire entry point
@@ -206,7 +213,11 @@ class BrokerProcessor:
         for m in messages:
             self._check_body(m.body)
             m.properties.setdefault("CLUSTER", self.identity.cluster_name)
-        results = list(await asyncio.gather(*(self.store.put(m) for m in messages)))
+        self.sends_waiting += len(messages)
+        try:
+            results = list(await asyncio.gather(*(self.store.put(m) for m in messages)))
+        finally:
+            self.sends_waiting -= len(messages)
         self.stats[("sends", "SUCCESS")] += len(messages)
         self.hold.notify(first.topic, messages[0].queue_id)
         return SendOutcome(results, [offset_msg_id(self.identity.broker_addr, r.commit_log_offset) for r in results])
@@ -387,6 +398,16 @@ class BrokerProcessor:
     def _get_min_offset(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
         h: TopicQueueHeader = self._header(TopicQueueHeader, cmd)
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(self.store.min_offset(h.topic, h.queue_id))})
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table (see namesrv.broker.broker_stats)."""
+        return self.broker_stats.runtime_info(
+            broker_active=self.identity.broker_id == MASTER_ID, store_dir=self.store.dir,
+            commit_log_max_offset=self.store.size_bytes(), earliest_message_ms=self.store.earliest_store_time(),
+            sends_waiting=self.sends_waiting, pulls_held=self.hold.held)
+
+    def _get_broker_runtime_info(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"table": self.runtime_info()}))
 
     def _get_earliest_msg_storetime(self, cmd: RemotingCommand, client: Client) -> Awaitable[RemotingCommand]:
         h: TopicQueueHeader = self._header(TopicQueueHeader, cmd)

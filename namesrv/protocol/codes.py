@@ -39,6 +39,8 @@ class BrokerRequestCode(IntEnum):
     """mqadmin updateTopic: create or update one topic on this broker, then register it."""
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
+    GET_BROKER_RUNTIME_INFO = 28
+    """mqadmin clusterList / brokerStatus and the dashboard: the broker's runtime figures (a KVTable)."""
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
     GET_MIN_OFFSET = 31

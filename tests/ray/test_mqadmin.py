@@ -143,9 +143,17 @@ def test_cluster_and_topic_lists_over_tcp(dep: Deployment, addr: str) -> None:
     rows = tcp_json(addr, "clusterList", "-c", "DefaultCluster")
     assert {(r["brokerName"], r["brokerId"], r["brokerAddr"]) for r in rows} == {
         (s.broker_name, 0, a) for a, s in dep.broker_specs.items()}
+    # Each broker's GET_BROKER_RUNTIME_INFO over TCP, as mqadmin clusterList asks for it.
+    assert {r["runtimeInfo"]["brokerVersionDesc"] for r in rows} == {"V5_3_3"}
+    assert all(int(r["runtimeInfo"]["bootTimestamp"]) > 0 and r["runtimeInfo"]["brokerActive"] == "true" for r in rows)
     text = ok(tcp(addr, "clusterList"))
-    assert text.splitlines()[0].split() == ["#Cluster", "Name", "#Broker", "Name", "#BID", "#Addr"]
-    assert "broker-a" in text and "broker-b" in text
+    head, *lines = text.splitlines()
+    assert head.split()[:6] == ["#Cluster", "Name", "#Broker", "Name", "#BID", "#Addr"]
+    assert head.split()[6:] == ["#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)", "#Timer(Progress)", "#PCWait(ms)",
+                                "#Hour", "#SPACE", "#ACTIVATED"]
+    brokers = [line.split() for line in lines if "broker-" in line]
+    assert {b[1] for b in brokers} == {"broker-a", "broker-b"}
+    assert all(b[4] == "V5_3_3" and b[-1] == "true" and 0 < float(b[-2]) < 1 for b in brokers), brokers
     assert "TBW102" in tcp_json(addr, "topicList")["topicList"]
     assert "TBW102" in ok(tcp(addr, "topicList")).split()
     assert any(r["topic"] == "TBW102" and r["cluster"] == "DefaultCluster" for r in tcp_json(addr, "topicList", "-c"))
@@ -260,6 +268,7 @@ def test_brokers_refuse_bad_topics_over_the_wire(dep: Deployment) -> None:
 def test_every_verb_over_the_ray_namespace(dep: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
     rows = ray_json(dep, capsys, "clusterList")
     assert {r["brokerAddr"] for r in rows} == set(dep.brokers)
+    assert all(r["runtimeInfo"]["msgPutTotalTodayNow"].isdigit() for r in rows)
     assert "TBW102" in ray_json(dep, capsys, "topicList")["topicList"]
 
     assert ray_json(dep, capsys, "updateTopic", "-t", "MqaRayTopic", "-c", "DefaultCluster", "-r", "2", "-w",

@@ -328,3 +328,41 @@ def test_fuzzed_broker_requests_never_escape_and_invalid_ones_store_nothing(brok
     assert answer.is_response
     if answer.code != ResponseCode.SUCCESS:
         assert broker.store.queues() == before, "a refused request never touches the store"
+
+
+# ---------------------------------------------------------------------------- runtime info (28)
+
+
+def test_broker_runtime_info_is_what_mqadmin_cluster_list_reads(broker: Broker) -> None:
+    broker.clock.advance(5_000)
+    assert broker.send(b"first").code == ResponseCode.SUCCESS
+    stored_at = broker.clock()
+    for _ in range(11):  # eleven one-second samples, 3 sends and 2 deliveries in each second
+        broker.clock.advance(1_000)
+        for _ in range(3):
+            broker.send()
+        broker.processor.stats[("pulled_messages", "")] += 2
+        broker.processor.broker_stats.sample()
+
+    answer = broker.call(Code.GET_BROKER_RUNTIME_INFO)
+
+    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields is None
+    table = json.loads(answer.body or b"")["table"]
+    assert all(isinstance(v, str) for v in table.values())
+    assert (table["brokerVersionDesc"], table["brokerVersion"], table["brokerActive"]) == ("V5_3_3", "479", "true")
+    assert table["msgPutTotalTodayNow"] == "34" and table["msgGetTotalTodayNow"] == "22"
+    assert table["msgPutTotalTodayMorning"] == table["msgPutTotalYesterdayMorning"] == "0"
+    assert table["putTps"] == "3.0  " and table["getTransferredTps"] == "2.0  ", "10 s known; 1 and 10 min not yet"
+    assert table["earliestMessageTimeStamp"] == str(stored_at)
+    assert int(table["commitLogMaxOffset"]) == broker.store.size_bytes() > 0
+    assert 0.0 < float(table["commitLogDiskRatio"]) < 1.0
+    assert table["commitLogDirCapacity"].startswith("Total : ") and "iB, Free : " in table["commitLogDirCapacity"]
+    assert table["runtime"] == "[ 0 days, 0 hours, 0 minutes, 16 seconds ]"
+    assert (table["sendThreadPoolQueueSize"], table["pullThreadPoolQueueSize"]) == ("0", "0")
+    assert table["timerReadBehind"] == "0" and float(table["timerEnqueueTps"]) == 0.0
+
+
+def test_broker_runtime_info_of_an_empty_store(broker: Broker) -> None:
+    table = json.loads(broker.call(Code.GET_BROKER_RUNTIME_INFO).body or b"")["table"]
+    assert table["earliestMessageTimeStamp"] == "-1" and table["msgPutTotalTodayNow"] == "0"
+    assert table["putTps"] == "  ", "no window has enough samples yet"

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from clients.admin.mqadmin import namesrv_addr_arg, new_topic_arg, perm_arg, route_list_table, topic_config_text
+from clients.admin.mqadmin import (
+    namesrv_addr_arg,
+    new_topic_arg,
+    perm_arg,
+    route_list_table,
+    runtime_columns,
+    topic_config_text,
+)
 from clients.admin.top import Frame, NamesrvView, broker_rows, disagreements, recent_removals, render
 from namesrv.protocol.models import BrokerData, QueueData, TopicConfig, TopicRouteData
 
@@ -139,3 +146,19 @@ def test_admin_credentials_come_from_the_environment(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("NAMESRV_SECRET_KEY", "ops-secret")
     creds = env_credentials()
     assert creds is not None and creds.access_key == "ops"
+
+
+def test_cluster_list_columns_are_derived_as_rocketmqs() -> None:
+    stats = {"brokerVersionDesc": "V5_3_3", "putTps": "12.5 3.0 ", "getTransferredTps": "  ",
+             "sendThreadPoolQueueSize": "4", "sendThreadPoolQueueHeadWaitTimeMills": "0",
+             "pullThreadPoolQueueSize": "2", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+             "timerReadBehind": "0", "timerOffsetBehind": "0", "timerCongestNum": "25000", "timerEnqueueTps": "0.0",
+             "timerDequeueTps": "0.0", "pageCacheLockTimeMills": "0", "earliestMessageTimeStamp": "1000",
+             "commitLogDiskRatio": "0.69600740", "brokerActive": "true"}
+    now = 1000 + 90 * 60 * 1000
+    assert runtime_columns(stats, now) == ("V5_3_3", "12.50(4,0ms)", "0.00(2,0ms|N,Nms)", "0-0(2.5w, 0.0, 0.0)", "0",
+                                           "1.50", "0.6960", "true")
+    # a broker that could not be asked; an empty store (earliest -1) is 0 hours, not 500,000
+    assert runtime_columns({}, now) == ("", "0.00(,ms)", "0.00(,ms|N,Nms)", "0-0(0.0w, 0.0, 0.0)", "", "0.00",
+                                        "0.0000", "false")
+    assert runtime_columns({"earliestMessageTimeStamp": "-1"}, now)[5] == "0.00"
