@@ -159,6 +159,21 @@ def test_cluster_and_topic_lists_over_tcp(dep: Deployment, addr: str) -> None:
     assert any(r["topic"] == "TBW102" and r["cluster"] == "DefaultCluster" for r in tcp_json(addr, "topicList", "-c"))
 
 
+def test_broker_status_over_tcp(dep: Deployment, addr: str) -> None:
+    broker = sorted(dep.brokers)[0]
+    lines = ok(tcp(addr, "brokerStatus", "-b", broker)).splitlines()
+    pairs = [tuple(part.strip() for part in line.split(":", 1)) for line in lines]
+    assert [k for k, _ in pairs] == sorted(k for k, _ in pairs), "keys sorted, as mqadmin's TreeMap"
+    assert ("brokerVersionDesc", "V5_3_3") in pairs and ("brokerActive", "true") in pairs
+    assert lines[0].index(":") == 32, "key padded to 32 columns, as mqadmin prints it"
+    by_cluster = ok(tcp(addr, "brokerStatus", "-c", "DefaultCluster")).splitlines()
+    assert {line.split()[0] for line in by_cluster} == set(dep.brokers)
+    assert set(tcp_json(addr, "brokerStatus", "-c", "DefaultCluster")) == set(dep.brokers)
+    fails(tcp(addr, "brokerStatus", "-b", "127.0.0.1:1"), 1, "no broker at '127.0.0.1:1'")
+    fails(tcp(addr, "brokerStatus", "-c", "NoSuchCluster"), 1, "no cluster 'NoSuchCluster'")
+    fails(tcp(addr, "brokerStatus"), 2, "one of the arguments -b/--brokerAddr -c/--clusterName is required")
+
+
 def test_update_route_and_delete_topic_over_tcp(dep: Deployment, addr: str) -> None:
     out = ok(tcp(addr, "updateTopic", "-t", "MqaTcpTopic", "-c", "DefaultCluster", "-r", "4", "-w", "3", "-p", "6"))
     assert out.count("create topic to ") == 2 and "TopicConfig [topicName=MqaTcpTopic" in out
