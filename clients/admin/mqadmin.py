@@ -27,7 +27,7 @@ from clients.cli_support import CLIError, cluster_arg, env_credentials, positive
 from clients.render import table
 from namesrv.protocol.constants import SYSTEM_TOPICS, perm_to_string
 from namesrv.protocol.headers import KVConfigHeader
-from namesrv.protocol.models import TopicConfig, TopicRouteData
+from namesrv.protocol.models import ClusterInfo, TopicConfig, TopicRouteData
 from namesrv.protocol.types import InvalidInput, check_name, describe_errors
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,19 @@ def route_list_table(route: TopicRouteData) -> str:
 
 
 # ---------------------------------------------------------------------------- verbs
+def check_broker_known(info: ClusterInfo, broker_addr: str) -> str:
+    known = MQAdminExt.broker_addrs(info)
+    if broker_addr not in known:
+        raise CLIError(f"no broker at {broker_addr!r} (brokers: {', '.join(sorted(known)) or 'none'})")
+    return broker_addr
+
+
+def check_cluster_known(info: ClusterInfo, cluster: str) -> str:
+    if cluster not in info.cluster_addr_table:
+        raise CLIError(f"no cluster {cluster!r} (clusters: {', '.join(sorted(info.cluster_addr_table)) or 'none'})")
+    return cluster
+
+
 CLUSTER_LIST_HEAD = ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)",
                      "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED")
 
@@ -174,9 +187,7 @@ def cmd_cluster_list(args: argparse.Namespace) -> int:
         info = admin.examine_broker_cluster_info()
         clusters = sorted(info.cluster_addr_table)
         if args.cluster is not None:
-            if args.cluster not in info.cluster_addr_table:
-                raise CLIError(f"no cluster {args.cluster!r} (clusters: {', '.join(clusters) or 'none'})")
-            clusters = [args.cluster]
+            clusters = [check_cluster_known(info, args.cluster)]
         brokers = [(c, name, bid, addr) for c in clusters for name in sorted(info.cluster_addr_table[c])
                    if (bd := info.broker_addr_table.get(name)) is not None
                    for bid, addr in sorted(bd.broker_addrs.items())]
@@ -202,13 +213,10 @@ def cmd_broker_status(args: argparse.Namespace) -> int:
     with admin_of(args) as admin:
         info = admin.examine_broker_cluster_info()
         if args.broker_addr is not None:
-            known = admin.broker_addrs(info)
-            if args.broker_addr not in known:
-                raise CLIError(f"no broker at {args.broker_addr!r} (brokers: {', '.join(sorted(known)) or 'none'})")
+            check_broker_known(info, args.broker_addr)
             tables[args.broker_addr] = admin.fetch_broker_runtime_stats(args.broker_addr)
         else:
-            if args.cluster not in info.cluster_addr_table:
-                raise CLIError(f"no cluster {args.cluster!r} (clusters: {', '.join(sorted(info.cluster_addr_table))})")
+            check_cluster_known(info, args.cluster)
             addrs = sorted(a for n in info.cluster_addr_table[args.cluster]
                            if (bd := info.broker_addr_table.get(n)) is not None for a in bd.broker_addrs.values())
             for addr in addrs:  # as mqadmin: one broker that cannot be asked does not hide the others
@@ -271,9 +279,7 @@ def cmd_update_topic(args: argparse.Namespace) -> int:
     with admin_of(args) as admin:
         info = admin.examine_broker_cluster_info()
         if args.broker_addr is not None:
-            known = admin.broker_addrs(info)
-            if args.broker_addr not in known:
-                raise CLIError(f"no broker at {args.broker_addr!r} (brokers: {', '.join(sorted(known)) or 'none'})")
+            check_broker_known(info, args.broker_addr)
             targets = [args.broker_addr]
         else:
             targets = admin.master_addrs_of_cluster(info, args.cluster)
