@@ -1,5 +1,6 @@
 """The broker's request processing (RocketMQ's SendMessageProcessor, PullMessageProcessor,
-ClientManageProcessor, ConsumerManageProcessor and the offset queries), one handler per code.
+ClientManageProcessor, ConsumerManageProcessor, the offset queries and AdminBrokerProcessor's runtime
+info), one handler per code.
 
 Pure: no Ray, no sockets. It answers `RemotingCommand`s as RocketMQ's broker does and serves the
 Ray path through `send` and `pull` with the same rules. Handlers that wait (a send until its record
