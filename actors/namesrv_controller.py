@@ -401,7 +401,7 @@ class NamesrvController:
         self.snapshots.lease(reader, now, lease_ms)
         if take_now and self.config.snapshot_interval_ms > 0:
             await self.take_snapshot(wait=True)
-        return self.snapshots.drain(reader, now)
+        return self.snapshots.drain(reader)
 
     def _load_known_brokers(self) -> set[str]:
         if self._known_path is None or not self._known_path.exists():

@@ -149,8 +149,8 @@ class SnapshotBuffer:
     forgotten once every reader that has drained has taken it. With one reader this is a plain
     drain. `release` forgets a reader that is done, so it holds nothing back.
 
-    A drain also renews the reader's lease (`lease_ms`); `active` says whether any reader still
-    holds one. The NameServer snapshots only while one does: a snapshot nobody collects is never
+    A reader holds a lease (`lease`, which the NameServer's drain_snapshots renews before every
+    drain; at least `lease_ms`); `active` says whether any reader still holds one. The NameServer snapshots only while one does: a snapshot nobody collects is never
     taken, and a collector that went away without releasing stops costing anything once its lease
     runs out.
     """
@@ -190,13 +190,11 @@ class SnapshotBuffer:
         """`reader` collects until `now_ms` + its lease (`lease_ms`, at least this buffer's)."""
         self._leases[reader] = now_ms + max(self.lease_ms, lease_ms or 0)
 
-    def drain(self, reader: str = DEFAULT_READER, now_ms: int | None = None) -> list[pa.RecordBatch]:
-        """Every snapshot buffered since `reader`'s previous drain; with `now_ms`, renews its lease."""
+    def drain(self, reader: str = DEFAULT_READER) -> list[pa.RecordBatch]:
+        """Every snapshot buffered since `reader`'s previous drain (its lease is renewed by `lease`)."""
         after = self._cursors.get(reader, 0)
         batches = [b for seq, b in self._batches if seq > after]
         self._cursors[reader] = self._seq
-        if now_ms is not None:
-            self._leases[reader] = max(self._leases.get(reader, 0), now_ms + self.lease_ms)
         self._forget_read()
         return batches
 
