@@ -150,9 +150,9 @@ class SnapshotBuffer:
     drain. `release` forgets a reader that is done, so it holds nothing back.
 
     A reader holds a lease (`lease`, which the NameServer's drain_snapshots renews before every
-    drain; at least `lease_ms`); `active` says whether any reader still holds one. The NameServer snapshots only while one does: a snapshot nobody collects is never
-    taken, and a collector that went away without releasing stops costing anything once its lease
-    runs out.
+    drain; at least `lease_ms`); `active` says whether any reader still holds one. The NameServer
+    snapshots only while one does: a snapshot nobody collects is never taken, and a collector that
+    went away without releasing stops costing anything once its lease runs out.
     """
 
     def __init__(self, max_rows: int, lease_ms: int = 60_000) -> None:
