@@ -73,13 +73,6 @@ def parse_properties(body: bytes) -> dict[str, str]:
     return props
 
 
-def java_property_value(value: object) -> str:
-    """A config field as Java's Properties text spells it (`true`/`false`, numbers, strings)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def format_properties(props: dict[str, str]) -> bytes:
     """MixAll.properties2String: `key=value\\n` per entry."""
     return "".join(f"{k}={v}\n" for k, v in sorted(props.items())).encode("utf-8")

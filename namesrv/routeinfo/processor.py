@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel, to_snake
 
-from namesrv.protocol.bodies import body_crc32, java_property_value, json_object, parse_properties
+from namesrv.protocol.bodies import body_crc32, json_object, parse_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.command import RemotingRequest, RemotingResponse, error
 from namesrv.protocol.constants import MASTER_ID, ORDER_TOPIC_CONFIG_NAMESPACE
@@ -45,6 +45,7 @@ from namesrv.protocol.models import (
 )
 from namesrv.protocol.msgpack_codec import CodecError, decode_body
 from namesrv.protocol.register_body import SLICE, BodyEncoding, RegisterBody, open_register_body, run_to_end
+from namesrv.protocol.remoting import ext_value
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
@@ -375,7 +376,7 @@ class DefaultRequestProcessor:
         return RemotingResponse(remark=f"ignored unknown keys: {', '.join(ignored)}"[:1000] if ignored else None)
 
     def get_namesrv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
-        props = {to_camel(k): java_property_value(v) for k, v in self.config.model_dump().items() if v is not None}
+        props = {to_camel(k): ext_value(v) for k, v in self.config.model_dump().items() if v is not None}
         return RemotingResponse(payload=ConfigProperties(props))
 
 

@@ -9,14 +9,12 @@ A route's JSON is encoded once per route version, not once per request.
 
 from __future__ import annotations
 
-from typing import Any
-
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import format_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.command import RemotingRequest, RemotingResponse
 from namesrv.protocol.models import ConfigProperties
-from namesrv.protocol.remoting import RemotingCommand
+from namesrv.protocol.remoting import RemotingCommand, ext_value
 
 NAMESRV_VERSION = 479
 """The version this NameServer puts in its responses: MQVersion.Version.V5_3_3.ordinal()."""
@@ -44,14 +42,6 @@ def to_request(cmd: RemotingCommand) -> RemotingRequest:
 def wants_standard_json(cmd: RemotingCommand) -> bool:
     ext = cmd.ext_fields or {}
     return cmd.version >= STANDARD_JSON_FROM_VERSION or ext.get("acceptStandardJsonOnly", "").lower() == "true"
-
-
-def _ext_value(value: Any) -> str:
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    return str(value)
 
 
 class WireEncoder:
@@ -90,5 +80,5 @@ class WireEncoder:
         ext: dict[str, str] | None = None
         fields = WIRE_RESPONSE_FIELDS.get(cmd.code)
         if fields is not None and response.code == ResponseCode.SUCCESS:
-            ext = {k: _ext_value(response.ext_fields[k]) for k in fields if response.ext_fields.get(k) is not None}
+            ext = {k: ext_value(response.ext_fields[k]) for k in fields if response.ext_fields.get(k) is not None}
         return cmd.response(int(response.code), response.remark, ext, body, NAMESRV_VERSION)
