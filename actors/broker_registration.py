@@ -23,7 +23,7 @@ from namesrv.broker.config import BrokerConfig
 from namesrv.broker.topic_config_manager import registered_config
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.constants import MASTER_ID
-from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from namesrv.protocol.models import DataVersion, QueueData, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.protocol.msgpack_codec import encode_body
 
 log = logging.getLogger(__name__)
@@ -93,9 +93,9 @@ class NamesrvRegistrar:
         enableSingleTopicRegister): one topic's queue data instead of the whole table. The DataVersion
         still moved, so the next periodic round registers in full, as RocketMQ's does."""
         tc = registered_config(tc, self.config.broker_permission)
-        queue_data = {"brokerName": self.identity["brokerName"], "readQueueNums": tc.read_queue_nums,
-                      "writeQueueNums": tc.write_queue_nums, "perm": tc.perm, "topicSysFlag": tc.topic_sys_flag}
-        body = encode_body({"queueDatas": [queue_data]})
+        queue_data = QueueData(self.identity["brokerName"], tc.read_queue_nums, tc.write_queue_nums, tc.perm,
+                               tc.topic_sys_flag)
+        body = encode_body({"queueDatas": [queue_data.to_wire()]})
         ext = self._signed({"topic": tc.topic_name}, body)
 
         async def register(name: str) -> str:
