@@ -149,18 +149,34 @@ CLUSTER_LIST_HEAD = ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version
                      "#Timer(Progress)", "#PCWait(ms)", "#Hour", "#SPACE", "#ACTIVATED")
 
 
+def cluster_brokers(info: ClusterInfo, clusters: list[str]) -> list[tuple[str, str, int, str]]:
+    """(cluster, broker name, broker id, address) of every broker of `clusters`, by name and id."""
+    return [(c, name, bid, addr) for c in clusters for name in sorted(info.cluster_addr_table[c])
+            if (bd := info.broker_addr_table.get(name)) is not None for bid, addr in sorted(bd.broker_addrs.items())]
+
+
+def fetch_runtime_stats(admin: MQAdminExt, addrs: list[str]) -> dict[str, dict[str, str]]:
+    """Each broker's runtime info; as mqadmin, a broker that cannot be asked is a warning and is left
+    out, not an error that hides the others."""
+    stats: dict[str, dict[str, str]] = {}
+    for addr in addrs:
+        try:
+            stats[addr] = admin.fetch_broker_runtime_stats(addr)
+        except MQAdminError as e:
+            log.warning("%s", e)
+    return stats
+
+
 def runtime_columns(stats: dict[str, str], now_ms: int) -> tuple[str, ...]:
     """#Version ... #ACTIVATED as ClusterListSubCommand derives them from a broker's runtime info
     (its blanks and zeros when the broker could not be asked: `stats` empty)."""
 
-    def first_number(value: str | None) -> float:
+    def number(key: str) -> float:
+        """The value's first number (putTps holds three), 0 when blank or missing."""
         try:
-            return float((value or "").split(" ")[0])
+            return float(stats.get(key, "").split(" ")[0])
         except ValueError:
             return 0.0
-
-    def number(key: str) -> float:
-        return first_number(stats.get(key))
 
     earliest = int(number("earliestMessageTimeStamp"))  # -1: no message (RocketMQ would print ~500,000 hours)
     hour = (now_ms - earliest) / 3_600_000 if earliest > 0 else 0.0
@@ -188,15 +204,8 @@ def cmd_cluster_list(args: argparse.Namespace) -> int:
         clusters = sorted(info.cluster_addr_table)
         if args.cluster is not None:
             clusters = [check_cluster_known(info, args.cluster)]
-        brokers = [(c, name, bid, addr) for c in clusters for name in sorted(info.cluster_addr_table[c])
-                   if (bd := info.broker_addr_table.get(name)) is not None
-                   for bid, addr in sorted(bd.broker_addrs.items())]
-        stats: dict[str, dict[str, str]] = {}
-        for *_, addr in brokers:  # as RocketMQ: a broker that cannot be asked is listed with blanks
-            try:
-                stats[addr] = admin.fetch_broker_runtime_stats(addr)
-            except MQAdminError as e:
-                log.warning("%s", e)
+        brokers = cluster_brokers(info, clusters)
+        stats = fetch_runtime_stats(admin, [addr for *_, addr in brokers])  # a missing one: listed with blanks
     if args.json:
         emit_json([{"cluster": c, "brokerName": n, "brokerId": i, "brokerAddr": a, "runtimeInfo": stats.get(a)}
                    for c, n, i, a in brokers])
@@ -208,30 +217,22 @@ def cmd_cluster_list(args: argparse.Namespace) -> int:
 
 def cmd_broker_status(args: argparse.Namespace) -> int:
     """Every key of one broker's runtime info (-b), or of each broker of a cluster (-c), sorted."""
-    failed = []
-    tables: dict[str, dict[str, str]] = {}
     with admin_of(args) as admin:
         info = admin.examine_broker_cluster_info()
         if args.broker_addr is not None:
             check_broker_known(info, args.broker_addr)
-            tables[args.broker_addr] = admin.fetch_broker_runtime_stats(args.broker_addr)
+            addrs = [args.broker_addr]
+            tables = {args.broker_addr: admin.fetch_broker_runtime_stats(args.broker_addr)}
         else:
-            check_cluster_known(info, args.cluster)
-            addrs = sorted(a for n in info.cluster_addr_table[args.cluster]
-                           if (bd := info.broker_addr_table.get(n)) is not None for a in bd.broker_addrs.values())
-            for addr in addrs:  # as mqadmin: one broker that cannot be asked does not hide the others
-                try:
-                    tables[addr] = admin.fetch_broker_runtime_stats(addr)
-                except MQAdminError as e:
-                    log.warning("%s", e)
-                    failed.append(addr)
+            addrs = sorted(addr for *_, addr in cluster_brokers(info, [check_cluster_known(info, args.cluster)]))
+            tables = fetch_runtime_stats(admin, addrs)
     if args.json:
         emit_json(tables)
     else:
         for addr, kv in tables.items():
             for key in sorted(kv):
                 print(f"{key:<32}: {kv[key]}" if args.broker_addr else f"{addr:<24} {key:<32}: {kv[key]}")
-    return 1 if failed else 0
+    return 0 if len(tables) == len(addrs) else 1
 
 
 def cmd_topic_list(args: argparse.Namespace) -> int:
