@@ -26,11 +26,11 @@ from namesrv.broker.commit_log import MessageInner
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.processor_types import BrokerError
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.command import RemotingResponse, error
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, Perm
 from namesrv.protocol.models import TopicConfig
-from namesrv.protocol.server_config import ALL_INTERFACES, RemotingServerConfig
 from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
+from namesrv.remoting.command import RemotingResponse, error
+from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,6 @@ from actors.broker_registration import NamesrvRegistrar
 from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
-from actors.remoting_server import Connection, RemotingServer
 from namesrv.acl.plain_acl import AclError, AclManager, broker_resources
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
 from namesrv.broker.commit_log import CommitLog, FlushDiskType
@@ -37,12 +36,13 @@ from namesrv.persist import BackgroundWriter
 from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.command import RemotingResponse, error
 from namesrv.protocol.constants import SYSTEM_TOPICS
 from namesrv.protocol.models import TopicConfig
-from namesrv.protocol.remoting import RemotingCommand, encode_command
-from namesrv.protocol.server_config import RemotingServerConfig
 from namesrv.protocol.types import InvalidInput, check_topic, describe_errors
+from namesrv.remoting.codec import RemotingCommand, encode_command
+from namesrv.remoting.command import RemotingResponse, error
+from namesrv.remoting.config import RemotingServerConfig
+from namesrv.remoting.server import Connection, RemotingServer
 
 log = logging.getLogger(__name__)
 

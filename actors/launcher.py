@@ -26,7 +26,7 @@ from actors.broker_actor import BrokerActor, broker_actor_name, store_path
 from actors.namesrv_actor import NameServerActor
 from actors.profiles import get_profile
 from actors.registry import REGISTRY_NAME, DeploymentRegistry
-from namesrv.protocol.server_config import (
+from namesrv.remoting.config import (
     ALL_INTERFACES,
     DEFAULT_BROKER_PORT,
     DEFAULT_NAMESRV_PORT,

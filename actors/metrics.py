@@ -16,6 +16,10 @@ from typing import Any
 
 from ray.util.metrics import Counter, Gauge, Histogram
 
+from namesrv.protocol.codes import ResponseCode
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.pipeline import RequestContext, RPCHook
+
 FLUSH_INTERVAL_S = 1.0
 SAMPLES_PER_FLUSH = 100
 LATENCY_BOUNDARIES_MS = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5, 10, 25, 50, 100, 250, 1000]
@@ -143,3 +147,22 @@ def producer_metrics(owner: str) -> Metrics:
               ("kind",))
     m.gauge("isolated_brokers", "Brokers the latency fault tolerance currently avoids")
     return m
+
+
+def _result_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class RequestMetricsHook(RPCHook):
+    """Counts every answered request by code, result and transport, and samples its latency."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def after(self, request: RemotingRequest, ctx: RequestContext, response: RemotingResponse,
+              elapsed_ms: float) -> None:
+        self.metrics.inc("requests", code=request.code, result=_result_name(response.code), transport=ctx.transport)
+        self.metrics.observe("request_latency_ms", elapsed_ms, code=request.code)

@@ -16,10 +16,12 @@ import ray
 
 from actors.housekeeping import BrokerChannel
 from actors.metrics import namesrv_metrics
-from actors.namesrv_controller import NamesrvController, RemovalEvent, RouteChange, WireRecord
-from namesrv.protocol.codes import RequestCode
-from namesrv.protocol.command import RemotingRequest, RemotingResponse
-from namesrv.protocol.server_config import ALL_INTERFACES, RemotingServerConfig
+from actors.namesrv_controller import NamesrvController, RemovalEvent, RouteChange
+from namesrv.protocol.codes import RequestCode, ResponseCode
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.remoting.pipeline import RequestContext, resolve
+from namesrv.remoting.wire_log import WireRecord
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.snapshot import DEFAULT_READER
 
@@ -57,73 +59,76 @@ class NameServerActor:
         await self.controller.shutdown()
 
     # ------------------------------------------------------------------ request entry points
-    def _call(self, code: int, ext: dict[str, Any], body: bytes | None = None,
-              channel: BrokerChannel | None = None) -> RemotingResponse:
-        return self.controller.process(RemotingRequest(code, ext, body), channel)
+    async def _call(self, code: int, ext: dict[str, Any], body: bytes | None = None,
+                    channel: BrokerChannel | None = None) -> RemotingResponse:
+        """One request through the NameServer's pipeline, exactly as a TCP frame goes."""
+        return await resolve(self.controller.pipeline.handle(RemotingRequest(code, ext, body), RequestContext(channel)))
 
     async def process(self, request: RemotingRequest, channel: BrokerChannel | None = None) -> RemotingResponse:
         """Generic entry: any request code, as a network front end would pass it."""
-        return await self.controller.process_async(request, channel)
+        if not isinstance(request, RemotingRequest):
+            return error(ResponseCode.SYSTEM_ERROR, f"request must be a RemotingRequest, got {type(request).__name__}")
+        return await resolve(self.controller.pipeline.handle(request, RequestContext(channel)))
 
     async def register_broker(
         self, body: bytes | None = None, *, channel: BrokerChannel | None = None, **ext: Any
     ) -> RemotingResponse:
         """Applied in slices: a broker with 10,000s of topics never holds other requests for long."""
-        return await self.controller.process_async(RemotingRequest(RequestCode.REGISTER_BROKER, ext, body), channel)
+        return await self._call(RequestCode.REGISTER_BROKER, ext, body, channel)
 
     async def unregister_broker(self, *, channel: BrokerChannel | None = None, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.UNREGISTER_BROKER, ext, None, channel)
+        return await self._call(RequestCode.UNREGISTER_BROKER, ext, None, channel)
 
     async def query_data_version(self, body: bytes | None = None, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.QUERY_DATA_VERSION, ext, body)
+        return await self._call(RequestCode.QUERY_DATA_VERSION, ext, body)
 
     async def broker_heartbeat(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.BROKER_HEARTBEAT, ext)
+        return await self._call(RequestCode.BROKER_HEARTBEAT, ext)
 
     async def get_routeinfo_by_topic(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext)
+        return await self._call(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext)
 
     async def get_broker_cluster_info(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.GET_BROKER_CLUSTER_INFO, ext)
+        return await self._call(RequestCode.GET_BROKER_CLUSTER_INFO, ext)
 
     async def wipe_write_perm_of_broker(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, ext)
+        return await self._call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, ext)
 
     async def add_write_perm_of_broker(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.ADD_WRITE_PERM_OF_BROKER, ext)
+        return await self._call(RequestCode.ADD_WRITE_PERM_OF_BROKER, ext)
 
     async def get_all_topic_list_from_nameserver(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, ext)
+        return await self._call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, ext)
 
     async def delete_topic_in_namesrv(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
+        return await self._call(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
 
     async def register_topic_in_namesrv(self, body: bytes | None = None, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, ext, body)
+        return await self._call(RequestCode.REGISTER_TOPIC_IN_NAMESRV, ext, body)
 
     async def get_topics_by_cluster(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.GET_TOPICS_BY_CLUSTER, ext)
+        return await self._call(RequestCode.GET_TOPICS_BY_CLUSTER, ext)
 
     async def get_system_topic_list_from_ns(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, ext)
+        return await self._call(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, ext)
 
     async def put_kv_config(self, **ext: Any) -> RemotingResponse:
-        return await self.controller.process_async(RemotingRequest(RequestCode.PUT_KV_CONFIG, ext))  # durable first
+        return await self._call(RequestCode.PUT_KV_CONFIG, ext)  # answered once durable
 
     async def get_kv_config(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.GET_KV_CONFIG, ext)
+        return await self._call(RequestCode.GET_KV_CONFIG, ext)
 
     async def delete_kv_config(self, **ext: Any) -> RemotingResponse:
-        return await self.controller.process_async(RemotingRequest(RequestCode.DELETE_KV_CONFIG, ext))  # durable first
+        return await self._call(RequestCode.DELETE_KV_CONFIG, ext)  # answered once durable
 
     async def get_kvlist_by_namespace(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.GET_KVLIST_BY_NAMESPACE, ext)
+        return await self._call(RequestCode.GET_KVLIST_BY_NAMESPACE, ext)
 
     async def update_namesrv_config(self, body: bytes | None = None, **ext: Any) -> RemotingResponse:
-        return await self.controller.process_async(RemotingRequest(RequestCode.UPDATE_NAMESRV_CONFIG, ext, body))
+        return await self._call(RequestCode.UPDATE_NAMESRV_CONFIG, ext, body)
 
     async def get_namesrv_config(self, **ext: Any) -> RemotingResponse:
-        return self._call(RequestCode.GET_NAMESRV_CONFIG, ext)
+        return await self._call(RequestCode.GET_NAMESRV_CONFIG, ext)
 
     # ------------------------------------------------------------------ route-change push
     async def listen_for_change(
@@ -164,7 +169,7 @@ class NameServerActor:
 
     async def get_wire_log(self) -> list[WireRecord]:
         """The most recent requests served over TCP, oldest first."""
-        return self.controller.wire_records()
+        return self.controller.wire_log.records()
 
     async def get_remoting_address(self) -> str | None:
         """host:port of this NameServer's RocketMQ remoting server (what a client's namesrvAddr lists)."""

@@ -16,7 +16,6 @@ import json
 import logging
 import random
 import time
-from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,24 +23,25 @@ from typing import TYPE_CHECKING, Any
 from actors.control_loop import ControlLoop, drive_steps
 from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
 from actors.long_poll import LongPollHost
-from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
-from actors.remoting_server import Connection, RemotingServer
-from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, AclError, AclManager, long_poll_content
+from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics, RequestMetricsHook
+from namesrv.acl.plain_acl import AclManager
+from namesrv.acl.rpc_hook import AclHook, check_namesrv
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
-from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.command import RemotingRequest, RemotingResponse, error, request_ext_strings
+from namesrv.protocol.codes import RequestCode
 from namesrv.protocol.models import TopicRouteData
 from namesrv.protocol.register_body import run_to_end
-from namesrv.protocol.remoting import RemotingCommand
-from namesrv.protocol.server_config import RemotingServerConfig
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.config import RemotingServerConfig
+from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
+from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.remoting.wire_log import WireLogHook
 from namesrv.routeinfo.changes import RemovalCause
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.config_store import encode_config_updates, load_config_updates
 from namesrv.routeinfo.kvconfig import KVConfigManager
-from namesrv.routeinfo.processor import DefaultRequestProcessor, Steps
+from namesrv.routeinfo.processor import DefaultRequestProcessor
 from namesrv.routeinfo.ready_gate import ReadyGate
-from namesrv.routeinfo.remoting_adapter import WireEncoder, to_request
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 from namesrv.routeinfo.snapshot import (
     DEFAULT_READER,
@@ -50,6 +50,7 @@ from namesrv.routeinfo.snapshot import (
     snapshot_record_batch,
     snapshot_steps,
 )
+from namesrv.routeinfo.wire_encoder import WireEncoder
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -86,24 +87,6 @@ class RemovalEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class WireRecord:
-    """One request served over TCP: who asked what, and the answer's code."""
-
-    t_ms: int
-    peer: str
-    code: int
-    language: int
-    version: int
-    subject: str
-    """The request's topic, or its broker name for broker requests (empty otherwise)."""
-    response_code: int
-
-
-WIRE_LOG_KEPT = 1_000
-"""Recent TCP requests kept for inspection (`namesrv status`, tests)."""
-
-
-@dataclass(frozen=True, slots=True)
 class RouteChange:
     """One topic's route as the long-poll hands it out: its version and the route (None: gone)."""
 
@@ -111,17 +94,10 @@ class RouteChange:
     route: TopicRouteData | None
 
 
-def _answer(response: RemotingResponse) -> Steps:
-    """A response as the (empty) steps of a request answered at once."""
-    return response
-    yield  # makes this a generator
-
-
-def _result_name(code: int) -> str:
-    try:
-        return ResponseCode(code).name
-    except ValueError:
-        return str(code)
+def _token(channel: object) -> object:
+    """What the tables remember a registration's channel by: a Ray channel's token, or a TCP
+    connection's token as it is."""
+    return channel.token if isinstance(channel, BrokerChannel) else channel
 
 
 class NamesrvController:
@@ -160,17 +136,22 @@ class NamesrvController:
         self._ready = self.gate.is_open
         self.removals: collections.deque[RemovalEvent] = collections.deque(maxlen=REMOVALS_KEPT)
         self.started_ms = clock()
-        self.acl = AclManager(config.acl_file) if config.acl_enable else None
-        self.acl_rejections: collections.Counter[str] = collections.Counter()
         self.metrics = metrics if metrics is not None else NO_METRICS
         self.remoting_config = remoting
         self.wire = WireEncoder()
-        self.wire_log: collections.deque[tuple[int, str, int, int, int, str, int]] = collections.deque(
-            maxlen=WIRE_LOG_KEPT)
-        """WireRecord fields as plain tuples (cheap on the hot path); `wire_records()` names them."""
+        self.pipeline = RequestPipeline(name, self.wire.encode)
+        """Every request, from TCP or Ray: ACL hook, this NameServer's processor, metrics, wire log."""
+        self.acl = AclHook(AclManager(config.acl_file), check_namesrv, self._count_acl_refusal) \
+            if config.acl_enable else None
+        if self.acl is not None:
+            self.pipeline.add_hook(self.acl)
+        self.pipeline.add_hook(RequestMetricsHook(self.metrics))
+        self.wire_log = WireLogHook(clock)
+        self.pipeline.add_hook(self.wire_log)
+        self.pipeline.register_default(self.serve)
         self.remoting = RemotingServer(
-            name, self.handle_wire, self._on_connection_closed,
-            remoting.server_channel_max_idle_time_seconds if remoting else 0,
+            name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
+            self._on_connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
             lambda coro: self.loop.spawn("remoting-request", coro),
         )
         if remoting is not None:
@@ -191,7 +172,7 @@ class NamesrvController:
         self.loop.every("persist-known-brokers", scan_s, self.persist_known_brokers, initial_delay_s=scan_s)
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
         if self.acl is not None:
-            self.loop.every("reload-acl", ACL_RELOAD_INTERVAL_S, self.reload_acl, initial_delay_s=ACL_RELOAD_INTERVAL_S)
+            self.loop.every("reload-acl", ACL_RELOAD_INTERVAL_S, self.acl.reload, initial_delay_s=ACL_RELOAD_INTERVAL_S)
         if cfg.snapshot_interval_ms > 0:
             interval = cfg.snapshot_interval_ms / 1000
             self.loop.every("route-snapshot", interval, self.take_snapshot, initial_delay_s=interval)
@@ -208,59 +189,47 @@ class NamesrvController:
         self.long_poll.notify_all()
 
     # ------------------------------------------------------------------ requests
-    def process(self, request: RemotingRequest, channel: BrokerChannel | str | None = None,
-                remote: str = "ray") -> RemotingResponse:
-        """One request, answered within this loop turn, from the Ray path (`channel` a BrokerChannel
-        to watch) or from TCP (`channel` the connection's token: its close event removes what
-        registered through it). With ACL on, a request that fails it answers NO_PERMISSION and
-        changes nothing."""
-        started = time.perf_counter()
-        response: RemotingResponse = run_to_end(self._steps(request, channel, remote))
-        return self._done(request, channel, remote, response, started)
+    def serve(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        """The NameServer's processor behind its pipeline (after the ACL hook, before the metrics and
+        wire-log hooks): a big body (a registration of 100s of topics) in slices, between which the
+        loop answers other requests; anything else within this loop turn, so it is atomic without a
+        lock. An answer whose request changed a persisted table (KV, config, a new broker) waits
+        until that is on disk."""
+        body = request.body
+        if isinstance(body, (bytes, bytearray)) and len(body) >= SLICED_BODY_BYTES:
+            return self._serve_sliced(request, ctx)
+        before = self.writer.submitted
+        response: RemotingResponse = run_to_end(self.processor.process_steps(request, _token(ctx.channel)))
+        self._done(request, ctx.channel, response)
+        if self.writer.submitted != before:
+            return self._when_durable(response, before)
+        return response
 
-    async def process_async(self, request: RemotingRequest, channel: BrokerChannel | str | None = None,
-                            remote: str = "ray") -> RemotingResponse:
-        """`process` for a request that may take many slices (a big registration): between slices
-        the loop answers other requests, and the waiters of the routes written so far are woken."""
-        body = getattr(request, "body", None)
-        if not body or len(body) < SLICED_BODY_BYTES:
-            before = self.writer.submitted
-            response = self.process(request, channel, remote)
-            await self.durable(before)  # only if this request wrote (KV, config, a new broker)
-            return response
-        started = time.perf_counter()
+    async def _serve_sliced(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse:
         async with self._sliced_slots:
             # Yield once first: a burst of registrations whose frames arrived together would
             # otherwise each run its first (for an unchanged one: only) slice in the same loop turn.
             await asyncio.sleep(0)
-            return self._done(request, channel, remote, await self._run_sliced(request, channel, remote), started)
-
-    async def _run_sliced(self, request: RemotingRequest, channel: BrokerChannel | str | None,
-                          remote: str) -> RemotingResponse:
-        # between slices: wake the waiters of the routes written so far
-        response: RemotingResponse = await drive_steps(self._steps(request, channel, remote), self.after_change)
+            before = self.writer.submitted
+            # between slices: wake the waiters of the routes written so far
+            response: RemotingResponse = await drive_steps(
+                self.processor.process_steps(request, _token(ctx.channel)), self.after_change)
+            self._done(request, ctx.channel, response)
+        await self.durable(before)
         return response
 
-    def _steps(self, request: RemotingRequest, channel: BrokerChannel | str | None, remote: str) -> Steps:
-        token = channel.token if isinstance(channel, BrokerChannel) else channel
-        if self.acl is not None and isinstance(request, RemotingRequest):
-            denied = self.acl.validator.check_namesrv(request.code, request_ext_strings(request), request.body, remote)
-            if denied is not None:
-                self.acl_rejections[denied.reason] += 1
-                self.metrics.inc("acl_rejections", reason=denied.reason)
-                log.warning("ACL refused request %s from %s: %s", request.code, remote, denied.remark)
-                return _answer(error(ResponseCode.NO_PERMISSION, denied.remark))
-        return self.processor.process_steps(request, token)
+    async def _when_durable(self, response: RemotingResponse, since: int) -> RemotingResponse:
+        await self.durable(since)
+        return response
 
-    def _done(self, request: RemotingRequest, channel: BrokerChannel | str | None, remote: str,
-              response: RemotingResponse, started: float) -> RemotingResponse:
+    def _count_acl_refusal(self, reason: str) -> None:
+        self.metrics.inc("acl_rejections", reason=reason)
+
+    def _done(self, request: RemotingRequest, channel: object, response: RemotingResponse) -> None:
         """Bookkeeping after a request; reads nothing of the request but its code and body size (the
         header was parsed, once, by the processor: a new broker shows in the drained changes)."""
-        code = getattr(request, "code", -1)
-        self.metrics.inc("requests", code=code, result=_result_name(response.code),
-                         transport="tcp" if remote != "ray" else "ray")
-        self.metrics.observe("request_latency_ms", (time.perf_counter() - started) * 1000, code=code)
-        body = getattr(request, "body", None)
+        code = request.code
+        body = request.body
         if code == RequestCode.REGISTER_BROKER and isinstance(body, (bytes, bytearray)) and body:
             self.metrics.inc("registration_bytes", len(body))
             if len(body) >= FREEZE_AFTER_BYTES:
@@ -268,19 +237,18 @@ class NamesrvController:
         if response.ok and code == RequestCode.REGISTER_BROKER and isinstance(channel, BrokerChannel):
             self.housekeeping.watch(channel)
         if response.ok and code == RequestCode.UPDATE_NAMESRV_CONFIG:
-            self.persist_config()  # the answer waits for it (process_async / handle_wire: durable)
+            self.persist_config()  # the answer waits for it (serve: durable)
         self.after_change()
-        return response
+
+    async def durable(self, since: int | None = None) -> None:
+        """Returns once every persisted-table change made so far (or, with `since`, made after that
+        `writer.submitted` count: none, and it returns at once) is on disk."""
+        await self.writer.drained(since)
 
     def check_long_poll(self, topic_versions: dict[str, int], auth: dict[str, str]) -> None:
         """A route long-poll passes the ACL as a route query for its topics would."""
-        if self.acl is None:
-            return
-        ext = long_poll_content(topic_versions) | {k: v for k, v in auth.items() if k in (ACCESS_KEY, SIGNATURE)}
-        denied = self.acl.validator.check_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, None, "ray")
-        if denied is not None:
-            self.acl_rejections[denied.reason] += 1
-            raise PermissionError(denied.remark)
+        if self.acl is not None:
+            self.acl.check_long_poll(topic_versions, auth)
 
     def after_change(self) -> None:
         """Act on what the tables say changed: log removals, wake the waiters of changed routes,
@@ -304,37 +272,6 @@ class NamesrvController:
             self._snapshot_pending = True  # coalesce a burst of changes into one snapshot
             self.loop.spawn("route-snapshot", self.take_snapshot())
 
-    def handle_wire(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
-        """A request from a TCP client, answered as RocketMQ's NameServer answers it (a registration
-        in slices, the others within this loop turn)."""
-        if cmd.code == RequestCode.REGISTER_BROKER:
-            return self._handle_wire_sliced(conn, cmd)
-        before = self.writer.submitted
-        response = self.process(to_request(cmd), conn.token, conn.peer)
-        if self.writer.submitted != before:  # it changed a persisted table: answer once that is on disk
-            return self._answer_when_durable(conn, cmd, response, before)
-        return self._answer_wire(conn, cmd, response)
-
-    async def _answer_when_durable(self, conn: Connection, cmd: RemotingCommand,
-                                   response: RemotingResponse, since: int) -> RemotingCommand:
-        await self.durable(since)
-        return self._answer_wire(conn, cmd, response)
-
-    async def durable(self, since: int | None = None) -> None:
-        """Returns once every persisted-table change made so far (or, with `since`, made after that
-        `writer.submitted` count: none, and it returns at once) is on disk."""
-        await self.writer.drained(since)
-
-    async def _handle_wire_sliced(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return self._answer_wire(conn, cmd, await self.process_async(to_request(cmd), conn.token, conn.peer))
-
-    def _answer_wire(self, conn: Connection, cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand:
-        answer = self.wire.encode(cmd, response)
-        ext = cmd.ext_fields or {}
-        self.wire_log.append((self.clock(), conn.peer, cmd.code, cmd.language, cmd.version,
-                              ext.get("topic") or ext.get("brokerName") or "", answer.code))
-        return answer
-
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:
         self._on_channel_closed(conn.token, reason)
 
@@ -353,13 +290,6 @@ class NamesrvController:
         self.metrics.set("topics", len(self.rim.topic_queue_table))
         self.metrics.set("long_poll_waiters", self.long_poll.waiter_count)
         self.metrics.flush()
-
-    async def reload_acl(self) -> None:
-        assert self.acl is not None
-        try:
-            await asyncio.to_thread(self.acl.reload)
-        except AclError as e:  # the previous rules stay in force
-            log.error("ACL file not reloaded: %s", e)
 
     def scan_not_active_broker(self) -> None:
         if self.rim.scan_not_active_broker():
@@ -462,9 +392,6 @@ class NamesrvController:
                 remaining = min(remaining, gate_ms / 1000 + 0.001)
             await self.long_poll.wait(topic_versions, remaining)
 
-    def wire_records(self) -> list[WireRecord]:
-        return [WireRecord(*r) for r in self.wire_log]
-
     # ------------------------------------------------------------------ inspection
     def status(self) -> dict[str, Any]:
         now = self.clock()
@@ -494,6 +421,6 @@ class NamesrvController:
             "snapshots_dropped": self.snapshots.dropped,
             "long_poll_waiters": self.long_poll.waiter_count,
             "route_encodings": self.wire.route_encodings,
-            "acl_rejections": dict(self.acl_rejections),
+            "acl_rejections": dict(self.acl.rejections) if self.acl is not None else {},
             "brokers": brokers,
         }

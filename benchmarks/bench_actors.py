@@ -38,10 +38,10 @@ from actors.launcher import BrokerSpec, ClusterSpec, Deployment
 from namesrv.clock import ManualClock
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode
-from namesrv.protocol.command import RemotingRequest, RemotingResponse
 from namesrv.protocol.constants import PERM_ALL, Perm
 from namesrv.protocol.models import TopicConfig, TopicRouteData
 from namesrv.protocol.msgpack_codec import encode_body
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor

@@ -28,9 +28,9 @@ from _common import print_machine
 
 from namesrv.clock import ManualClock
 from namesrv.protocol.codes import RequestCode
-from namesrv.protocol.command import RemotingRequest
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.protocol.msgpack_codec import encode_body
+from namesrv.remoting.command import RemotingRequest
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor

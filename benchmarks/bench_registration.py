@@ -53,13 +53,13 @@ from _common import fmt, pct_ms, print_machine, ratio_table
 from registration_slices import Profile, concurrent_loop_turns, profile_registrations
 
 from actors.launcher import ClusterSpec, Deployment
-from clients.remoting_client import RemotingClient, parse_namesrv_addr
 from clients.render import table
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import body_crc32, encode_compressed_register_body
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import DataVersion, TopicConfig
-from namesrv.protocol.remoting import ext_value
+from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
+from namesrv.remoting.codec import ext_value
 
 CLUSTER = "BenchCluster"
 QUERY_TOPICS = 64

@@ -26,11 +26,11 @@ import psutil
 import ray
 from _common import print_machine, ratio_table
 
-from actors.remoting_server import RemotingServer
-from clients.remoting_client import RemotingClient
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.client import RemotingClient
+from namesrv.remoting.codec import FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.server import RemotingServer
 from namesrv.stats import percentile
 
 # ---------------------------------------------------------------------------- the two servers

@@ -23,9 +23,10 @@ from typing import Any
 
 from actors.namesrv_controller import NamesrvController
 from namesrv.protocol.codes import RequestCode
-from namesrv.protocol.remoting import FrameDecoder, LanguageCode, RemotingCommand, encode_command
+from namesrv.remoting.codec import FrameDecoder, LanguageCode, RemotingCommand, encode_command
+from namesrv.remoting.command import to_request
+from namesrv.remoting.pipeline import RequestContext, resolve
 from namesrv.routeinfo.config import NamesrvConfig
-from namesrv.routeinfo.remoting_adapter import to_request
 
 READ_SIZE = 64 * 1024
 
@@ -102,8 +103,7 @@ def register_once(controller: NamesrvController, profile: Profile, frame: bytes,
         cmds += profile.timed("frame read + decode (per 64 KiB read)", decoder.feed, chunk)
     (cmd,) = cmds
     request = profile.timed("to_request", to_request, cmd)
-    started = time.perf_counter()
-    steps = controller._steps(request, token, "127.0.0.1:1")
+    steps = controller.processor.process_steps(request, token)
     while True:
         w, c = time.perf_counter(), time.thread_time()
         try:
@@ -115,8 +115,7 @@ def register_once(controller: NamesrvController, profile: Profile, frame: bytes,
         profile.pieces[f"slice: paused in {_paused_in(steps)}"].add(time.perf_counter() - w, time.thread_time() - c)
         profile.timed("after_change between slices", controller.after_change)
     assert response.ok, response.remark
-    profile.timed("_done (metrics, gc.freeze, after_change)", controller._done, request, token, "127.0.0.1:1",
-                  response, started)
+    profile.timed("_done (gc.freeze, after_change)", controller._done, request, token, response)
     profile.timed("answer encode", controller.wire.encode, cmd, response)
 
 
@@ -124,7 +123,9 @@ def route_query(controller: NamesrvController, profile: Profile, topic: str, lab
     cmd = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, 1, 0, LanguageCode.JAVA, 479, None, {"topic": topic})
 
     def answer() -> RemotingCommand:
-        return controller.wire.encode(cmd, controller.process(to_request(cmd), "", "127.0.0.1:2"))
+        answer = controller.pipeline.handle_command(cmd, RequestContext("", "127.0.0.1:2"))
+        assert isinstance(answer, RemotingCommand)
+        return answer
 
     out = profile.timed(label, answer)
     assert out.code == 0, out.remark
@@ -155,8 +156,8 @@ async def _concurrent(controller: NamesrvController, cmds: list[RemotingCommand]
     probe = asyncio.create_task(_probe(turns, done))
     await asyncio.sleep(0)
     started = time.perf_counter()
-    answers = await asyncio.gather(*(controller.process_async(to_request(c), f"conn-{c.opaque}", "127.0.0.1:1")
-                                     for c in cmds))
+    answers = await asyncio.gather(*(resolve(controller.pipeline.handle(
+        to_request(c), RequestContext(f"conn-{c.opaque}", "127.0.0.1:1"))) for c in cmds))
     turns.seconds = time.perf_counter() - started
     done.set()
     await probe

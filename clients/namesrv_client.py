@@ -21,8 +21,8 @@ from actors.namesrv_controller import RouteChange
 from namesrv.acl.plain_acl import SessionCredentials, long_poll_content, signed
 from namesrv.client.errors import MQClientError, NameServerNotReady, NoNameServerAvailable, TopicNotFound
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.command import RemotingResponse
 from namesrv.protocol.models import ClusterInfo, TopicRouteData
+from namesrv.remoting.command import RemotingResponse
 
 
 def discover_namesrvs(namespace: str) -> list[str]:

@@ -13,9 +13,9 @@ import ray
 from actors.launcher import Deployment
 from clients.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import SessionCredentials, signed
-from namesrv.protocol.command import RemotingResponse
 from namesrv.protocol.constants import MASTER_ID, Perm
 from namesrv.protocol.models import ClusterInfo, TopicRouteData
+from namesrv.remoting.command import RemotingResponse
 
 log = logging.getLogger(__name__)
 

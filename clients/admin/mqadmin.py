@@ -39,7 +39,7 @@ PERMS = {"2": 2, "4": 4, "6": 6}
 # ---------------------------------------------------------------------------- argument types
 def namesrv_addr_arg(value: str) -> str:
     """argparse type: RocketMQ's namesrvAddr, `host:port;host:port`."""
-    from clients.remoting_client import parse_namesrv_addr
+    from namesrv.remoting.client import parse_namesrv_addr
 
     try:
         parse_namesrv_addr(value)

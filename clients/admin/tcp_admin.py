@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from clients.admin.transport import Reply, ServerUnreachable
-from clients.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError, parse_namesrv_addr
 from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import format_properties, parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
 from namesrv.protocol.models import TopicConfig
-from namesrv.protocol.remoting import RemotingCommand
+from namesrv.remoting.client import RemotingClient, RemotingConnectError, RemotingTimeoutError, parse_namesrv_addr
+from namesrv.remoting.codec import RemotingCommand
 
 
 class TcpTransport:

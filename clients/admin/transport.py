@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.models import TopicConfig
-from namesrv.protocol.remoting import ext_value
+from namesrv.remoting.codec import ext_value
 
 UNREACHABLE = -1
 """The `Reply.code` of a server that could not be asked (refused, timed out, gone)."""
@@ -115,8 +115,8 @@ class RayTransport:
     def call_namesrv(self, namesrv: str, code: int, ext: dict[str, Any] | None = None,
                      props: dict[str, str] | None = None) -> Reply:
         from namesrv.acl.plain_acl import signed
-        from namesrv.protocol.command import RemotingRequest
         from namesrv.protocol.msgpack_codec import encode_body
+        from namesrv.remoting.command import RemotingRequest
 
         handle = self.dep.namesrvs.get(namesrv)
         if handle is None:

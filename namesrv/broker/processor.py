@@ -49,8 +49,8 @@ from namesrv.protocol.constants import (
     is_writeable,
 )
 from namesrv.protocol.headers import Header
-from namesrv.protocol.remoting import RemotingCommand
 from namesrv.protocol.types import InvalidInput, describe_errors
+from namesrv.remoting.codec import RemotingCommand
 
 log = logging.getLogger(__name__)
 

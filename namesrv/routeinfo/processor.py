@@ -19,7 +19,6 @@ from pydantic.alias_generators import to_camel, to_snake
 
 from namesrv.protocol.bodies import body_crc32, json_object, parse_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.command import RemotingRequest, RemotingResponse, error
 from namesrv.protocol.constants import MASTER_ID, ORDER_TOPIC_CONFIG_NAMESPACE
 from namesrv.protocol.headers import (
     BrokerHeartbeatRequestHeader,
@@ -45,8 +44,9 @@ from namesrv.protocol.models import (
 )
 from namesrv.protocol.msgpack_codec import CodecError, decode_body
 from namesrv.protocol.register_body import SLICE, BodyEncoding, RegisterBody, open_register_body, run_to_end
-from namesrv.protocol.remoting import ext_value
 from namesrv.protocol.types import InvalidInput, describe_errors
+from namesrv.remoting.codec import ext_value
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.ready_gate import ReadyGate

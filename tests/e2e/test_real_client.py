@@ -21,7 +21,7 @@ from clients.producer import Message, Producer
 from clients.real_client import command
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
-from namesrv.protocol.remoting import LanguageCode
+from namesrv.remoting.codec import LanguageCode
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere, wait_until
 
 CPP = int(LanguageCode.CPP)
@@ -199,8 +199,8 @@ def test_a_consumer_that_dies_before_committing_gets_its_messages_delivered_agai
     first.send_signal(signal.SIGKILL)  # before its periodic offset commit (every 5 s)
     first.wait(timeout=30)
     host, port = broker_addr.rsplit(":", 1)
-    from clients.remoting_client import RemotingClient
     from namesrv.protocol.codes import BrokerRequestCode
+    from namesrv.remoting.client import RemotingClient
 
     with RemotingClient(host, int(port)) as c:
         committed = {q: int((c.invoke(BrokerRequestCode.QUERY_CONSUMER_OFFSET, {

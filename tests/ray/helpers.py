@@ -36,7 +36,7 @@ from ray.exceptions import ActorUnavailableError
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
 from actors.namesrv_controller import RouteChange
-from namesrv.protocol.command import RemotingResponse
+from namesrv.remoting.command import RemotingResponse
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from actors.launcher import BrokerSpec, Deployment
 from clients.admin import AdminClient, AdminError
 from clients.namesrv_client import NameServerClient
-from clients.remoting_client import RemotingClient, parse_namesrv_addr
 from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.client.errors import MQClientError
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
-from namesrv.protocol.remoting import SerializeType
+from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
+from namesrv.remoting.codec import SerializeType
 from tests.ray.helpers import DeploymentFactory, stable_tables, wait_until
 
 ACL = """

@@ -24,9 +24,9 @@ from actors.launcher import BrokerSpec, Deployment, connect
 from actors.profiles import get_profile
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.command import RemotingRequest
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_ALL, Perm
 from namesrv.protocol.msgpack_codec import encode_body
+from namesrv.remoting.command import RemotingRequest
 from tests.ray.helpers import (
     ChannelStub,
     DeploymentFactory,

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from actors.launcher import BrokerSpec, Deployment
 from clients.admin import AdminClient
-from clients.remoting_client import RemotingClient
 from namesrv.broker.message_codec import properties_to_string
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import MAX_FRAME_SIZE
+from namesrv.remoting.client import RemotingClient
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere
 
 

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from actors.launcher import BrokerSpec
 from clients.admin import AdminClient
 from clients.producer_actor import ProducerActor
-from clients.remoting_client import RemotingClient, parse_namesrv_addr
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
+from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere, wait_until
 
 Sample = tuple[str, dict[str, str], float]

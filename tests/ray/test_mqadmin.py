@@ -29,8 +29,8 @@ import ray
 
 from actors.launcher import BrokerSpec, Deployment, free_port
 from clients.cli import main as namesrv_main
-from clients.remoting_client import RemotingClient, parse_namesrv_addr
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.ray.helpers import (
     RAY_CORE_LOG_LINE,
     DeploymentFactory,

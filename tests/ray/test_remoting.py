@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.launcher import BrokerSpec, Deployment
-from clients.remoting_client import RemotingClient, parse_namesrv_addr
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.remoting import SerializeType, encode_command
+from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
+from namesrv.remoting.codec import SerializeType, encode_command
 from tests.ray.helpers import (
     DeploymentFactory,
     route_of,

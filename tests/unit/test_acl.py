@@ -24,7 +24,7 @@ from namesrv.acl.plain_acl import (
     signed,
 )
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
-from namesrv.protocol.command import RemotingRequest, request_ext_strings
+from namesrv.remoting.command import RemotingRequest, request_ext_strings
 
 ACL_YAML = """
 globalWhiteRemoteAddresses:

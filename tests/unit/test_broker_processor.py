@@ -32,7 +32,7 @@ from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 from namesrv.protocol.models import TopicConfig
-from namesrv.protocol.remoting import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.remoting.codec import FrameDecoder, RemotingCommand, SerializeType, encode_command
 
 ADDR = "127.0.0.1:10911"
 CLIENT = Client("tcp:127.0.0.1:5555#1", "127.0.0.1:5555")

@@ -6,7 +6,6 @@ import pytest
 from pydantic import ValidationError
 
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.command import RemotingResponse
 from namesrv.protocol.constants import MAX_FRAME_SIZE, PERM_ALL, Perm, is_readable, is_writeable, perm_to_string
 from namesrv.protocol.headers import (
     BrokerIdentityHeader,
@@ -36,6 +35,7 @@ from namesrv.protocol.types import (
     check_name,
     check_topic,
 )
+from namesrv.remoting.command import RemotingResponse
 from namesrv.routeinfo.config import NamesrvConfig
 
 # ---------------------------------------------------------------------------- codec

@@ -10,9 +10,9 @@ import pytest
 from namesrv.clock import ManualClock
 from namesrv.persist import atomic_write
 from namesrv.protocol.codes import RequestCode
-from namesrv.protocol.command import RemotingRequest
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.protocol.types import InvalidInput
+from namesrv.remoting.command import RemotingRequest
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.config_store import encode_config_updates, load_config_updates
 from namesrv.routeinfo.kvconfig import KVConfigManager

@@ -14,10 +14,10 @@ import pytest
 from namesrv.clock import ManualClock
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.command import RemotingRequest, RemotingResponse
 from namesrv.protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE, Perm
 from namesrv.protocol.models import ClusterInfo, DataVersion, TopicRouteData
 from namesrv.protocol.msgpack_codec import encode_body
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor
@@ -825,7 +825,7 @@ def test_bytearray_body_is_accepted(processor: DefaultRequestProcessor) -> None:
 def test_heartbeat_of_a_slave_carries_its_live_master(rim, processor):
     """Lite heartbeats must keep a slave following its master (a changed master address included)."""
     from namesrv.protocol.codes import RequestCode
-    from namesrv.protocol.command import RemotingRequest
+    from namesrv.remoting.command import RemotingRequest
 
     for broker_id, addr in ((0, "m:1"), (1, "s:1")):
         rim.register_broker("c", addr, "b", broker_id, f"{addr}-ha", None, None)

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from namesrv.clock import ManualClock
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.command import RemotingRequest, RemotingResponse
 from namesrv.protocol.constants import PERM_ALL
 from namesrv.protocol.msgpack_codec import decode_body, encode_body
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor

@@ -6,8 +6,8 @@ import pytest
 
 from namesrv.clock import ManualClock
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.command import RemotingRequest
 from namesrv.protocol.msgpack_codec import encode_body
+from namesrv.remoting.command import RemotingRequest
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor
 from namesrv.routeinfo.ready_gate import ReadyGate

@@ -10,10 +10,10 @@ from typing import Any
 
 from namesrv.clock import ManualClock
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.command import RemotingRequest, RemotingResponse
 from namesrv.protocol.models import DataVersion
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.protocol.register_body import SLICE
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor

@@ -19,7 +19,8 @@ from namesrv.protocol.bodies import (
 )
 from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.register_body import read_register_body
-from namesrv.protocol.remoting import (
+from namesrv.protocol.types import InvalidInput
+from namesrv.remoting.codec import (
     FrameDecoder,
     FrameError,
     LanguageCode,
@@ -28,7 +29,6 @@ from namesrv.protocol.remoting import (
     decode_frame,
     encode_command,
 )
-from namesrv.protocol.types import InvalidInput
 
 # A request exactly as rocketmq-client-cpp 2.x (the PyPI `rocketmq` package) sends it, captured off the wire.
 CPP_ROUTE_REQUEST_HEADER = (

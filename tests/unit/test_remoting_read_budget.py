@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import zlib
 
-from actors.remoting_server import Connection, RemotingServer
-from namesrv.protocol.remoting import FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.codec import FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.server import Connection, RemotingServer
 
 CLIENTS = 12
 BODY = 1_000_000  # 12 MB in flight at once: six times the per-turn budget

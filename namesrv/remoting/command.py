@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.remoting import ext_value
+from namesrv.remoting.codec import LanguageCode, RemotingCommand, ext_value
 
 
 @dataclass(slots=True)
@@ -26,6 +26,13 @@ class RemotingRequest:
     """True when it came over TCP in RocketMQ's serialization: extFields values are strings to be
     parsed as RocketMQ parses them, and bodies are JSON. False for the Ray path: typed values and
     msgpack bodies."""
+    language: int = LanguageCode.OTHER
+    """The sender's client language (LanguageCode), as its header said; OTHER over Ray."""
+
+    def response(self, code: int, remark: str | None = None, ext_fields: dict[str, Any] | None = None,
+                 body: bytes | None = None, payload: Any = None) -> RemotingResponse:
+        """The answer to this request (what RemotingCommand.createResponseCommand gives in RocketMQ)."""
+        return RemotingResponse(code, remark, ext_fields if ext_fields is not None else {}, body, payload)
 
 
 @dataclass(slots=True)
@@ -61,3 +68,8 @@ def request_ext_strings(request: RemotingRequest) -> dict[str, str]:
     """A request's extFields as the strings a TCP client sent (and signed); Ray callers' typed
     values are written as RocketMQ writes them (True -> "true")."""
     return {k: ext_value(v) for k, v in request.ext_fields.items() if v is not None}
+
+
+def to_request(cmd: RemotingCommand) -> RemotingRequest:
+    """A decoded wire command as the neutral request every processor takes."""
+    return RemotingRequest(cmd.code, dict(cmd.ext_fields or {}), cmd.body, cmd.version, True, cmd.language)

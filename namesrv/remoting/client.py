@@ -12,7 +12,7 @@ import socket
 import threading
 from typing import Any
 
-from namesrv.protocol.remoting import (
+from namesrv.remoting.codec import (
     FrameDecoder,
     LanguageCode,
     RemotingCommand,

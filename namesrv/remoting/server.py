@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.remoting import FrameDecoder, FrameError, RemotingCommand, encode_command
+from namesrv.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
 
 log = logging.getLogger(__name__)
 

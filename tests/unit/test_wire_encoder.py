@@ -12,12 +12,13 @@ from namesrv.clock import ManualClock
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import body_crc32, encode_compressed_register_body
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.remoting import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.remoting.codec import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.remoting.command import to_request
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor
-from namesrv.routeinfo.remoting_adapter import NAMESRV_VERSION, WireEncoder, to_request
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.routeinfo.wire_encoder import NAMESRV_VERSION, WireEncoder
 from tests.unit.helpers import state
 
 CLUSTER, BROKER, ADDR = "DefaultCluster", "broker-a", "10.0.0.1:10911"

@@ -1,10 +1,11 @@
-"""The NameServer's side of RocketMQ's remoting protocol: wire commands in, wire commands out.
+"""The NameServer's answers on the wire: the encoder its request pipeline writes TCP answers with.
 
 A request arrives as a `RemotingCommand` (extFields as strings, JSON bodies) and becomes the same
-`RemotingRequest` the Ray path builds, so one processor serves both. The answer goes back as RocketMQ
-words it: only the response-header fields RocketMQ's NameServer sets for that code, bodies as
-fastjson writes them (standard JSON when the client asks for it), remark and codes unchanged.
-A route's JSON is encoded once per route version, not once per request.
+`RemotingRequest` the Ray path builds (`namesrv.remoting.command.to_request`), so one pipeline
+serves both. The answer goes back as RocketMQ words it: only the response-header fields RocketMQ's
+NameServer sets for that code, bodies as fastjson writes them (standard JSON when the client asks
+for it), remark and codes unchanged. A route's JSON is encoded once per route version, not once per
+request.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import format_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.protocol.command import RemotingRequest, RemotingResponse
 from namesrv.protocol.models import ConfigProperties
-from namesrv.protocol.remoting import RemotingCommand, ext_value
+from namesrv.remoting.codec import RemotingCommand, ext_value
+from namesrv.remoting.command import RemotingResponse
 
 NAMESRV_VERSION = 479
 """The version this NameServer puts in its responses: MQVersion.Version.V5_3_3.ordinal()."""
@@ -33,10 +34,6 @@ WIRE_RESPONSE_FIELDS: dict[int, tuple[str, ...]] = {
 
 ROUTE_CACHE_MAX_TOPICS = 100_000
 """Encoded routes kept (per topic the last version in each JSON flavour); beyond it the cache restarts."""
-
-
-def to_request(cmd: RemotingCommand) -> RemotingRequest:
-    return RemotingRequest(cmd.code, dict(cmd.ext_fields or {}), cmd.body, version=cmd.version, wire=True)
 
 
 def wants_standard_json(cmd: RemotingCommand) -> bool:

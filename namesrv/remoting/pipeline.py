@@ -1,0 +1,164 @@
+"""One request pipeline for every server: RocketMQ's `NettyRemotingAbstract.processRequestCommand`
+with its RPC hooks.
+
+    TCP bytes -> FrameDecoder -> RemotingCommand -> to_request -> RemotingRequest --+
+    a Ray call ------------------------------------------------> RemotingRequest --+
+        -> each hook's `before` (the ACL: may refuse, and then nothing else runs)
+        -> the handler registered for the code (else the server's default processor)
+        -> each hook's `after` (metrics, the wire log), with the answer
+        -> RemotingResponse -> (TCP only) the server's encoder -> RemotingCommand -> bytes
+
+Both transports of both servers enter here with the same neutral request, so they pass the same
+checks. A handler answers at once (a RemotingResponse) or later (an awaitable of one); a handler
+that raises is answered SYSTEM_ERROR, as RocketMQ answers a processor's exception. Adding a request
+code to a server means writing its handler and adding one line to that server's handler table.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from namesrv.protocol.codes import ResponseCode
+from namesrv.remoting.codec import RemotingCommand
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error, to_request
+
+log = logging.getLogger(__name__)
+
+RAY_REMOTE = "ray"
+"""`RequestContext.remote` of a request that came as a Ray call."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who sent a request, however it travelled."""
+
+    channel: Any = None
+    """What it came through: a TCP connection's token, or what a Ray caller asks to be watched by."""
+    remote: str = RAY_REMOTE
+    """The peer's host:port over TCP; "ray" for a Ray call."""
+
+    @property
+    def transport(self) -> str:
+        return "ray" if self.remote == RAY_REMOTE else "tcp"
+
+
+Answer = RemotingResponse | Awaitable[RemotingResponse]
+Handler = Callable[[RemotingRequest, RequestContext], Answer]
+Encoder = Callable[[RemotingCommand, RemotingResponse], RemotingCommand]
+
+
+class RPCHook:
+    """Runs around every request of a pipeline (RocketMQ's RPCHook). `before` may refuse a request
+    with an answer; `after` sees every answer, refusals included, with the time it took."""
+
+    def before(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse | None:
+        return None
+
+    def after(self, request: RemotingRequest, ctx: RequestContext, response: RemotingResponse,
+              elapsed_ms: float) -> None:
+        return None
+
+
+class RequestPipeline:
+    def __init__(self, name: str, encoder: Encoder) -> None:
+        """`encoder` turns an answer into the wire command answering a TCP request."""
+        self.name = name
+        self.encoder = encoder
+        self.handlers: dict[int, Handler] = {}
+        self.default: Handler | None = None
+        self.hooks: list[RPCHook] = []
+
+    # ------------------------------------------------------------------ wiring
+    def register(self, handlers: Mapping[int, Handler]) -> None:
+        """Serve these codes with these handlers (a processor's table)."""
+        for code, handler in handlers.items():
+            if code in self.handlers:
+                raise ValueError(f"{self.name}: request code {code} has a handler already")
+            self.handlers[int(code)] = handler
+
+    def register_default(self, handler: Handler) -> None:
+        """The processor for every code not registered on its own (RocketMQ's default processor)."""
+        self.default = handler
+
+    def add_hook(self, hook: RPCHook) -> None:
+        self.hooks.append(hook)
+
+    # ------------------------------------------------------------------ requests
+    def handle(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        """Answer one request from either transport; never raises."""
+        started = time.perf_counter()
+        malformed = _malformed(request)
+        if malformed is not None:
+            return self._after(request, ctx, error(ResponseCode.SYSTEM_ERROR, malformed), started)
+        for hook in self.hooks:
+            refused = hook.before(request, ctx)
+            if refused is not None:
+                return self._after(request, ctx, refused, started)
+        handler = self.handlers.get(request.code, self.default)
+        if handler is None:
+            answer: Answer = error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                   f" request type {request.code} not supported")
+        else:
+            try:
+                answer = handler(request, ctx)
+            except Exception as e:  # a bug: answer anyway, as RocketMQ's processRequestCommand does
+                log.exception("%s: request %s from %s failed", self.name, request.code, ctx.remote)
+                answer = error(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        if isinstance(answer, RemotingResponse):
+            return self._after(request, ctx, answer, started)
+        return self._after_later(request, ctx, answer, started)
+
+    async def _after_later(self, request: RemotingRequest, ctx: RequestContext,
+                           pending: Awaitable[RemotingResponse], started: float) -> RemotingResponse:
+        try:
+            response = await pending
+        except Exception as e:
+            log.exception("%s: request %s from %s failed", self.name, request.code, ctx.remote)
+            response = error(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        return self._after(request, ctx, response, started)
+
+    def _after(self, request: RemotingRequest, ctx: RequestContext, response: RemotingResponse,
+               started: float) -> RemotingResponse:
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        for hook in self.hooks:
+            hook.after(request, ctx, response, elapsed_ms)
+        return response
+
+    def handle_command(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """A decoded TCP request, answered with the wire command to write back."""
+        answer = self.handle(to_request(cmd), ctx)
+        if isinstance(answer, RemotingResponse):
+            return self.encoder(cmd, answer)
+        return self._encode_later(cmd, answer)
+
+    async def _encode_later(self, cmd: RemotingCommand, pending: Awaitable[RemotingResponse]) -> RemotingCommand:
+        return self.encoder(cmd, await pending)
+
+
+def _malformed(request: RemotingRequest) -> str | None:
+    """What makes a request unusable before any hook may read it (Ray callers can send anything)."""
+    code = request.code
+    if not isinstance(code, int) or isinstance(code, bool):
+        return f"request code must be an integer, got {code!r}"
+    if not isinstance(request.ext_fields, dict):
+        return "extFields must be a map"
+    if request.body is not None and not isinstance(request.body, (bytes, bytearray)):
+        return "body must be bytes or None"
+    return None
+
+
+async def resolve(answer: Answer) -> RemotingResponse:
+    """The response of an answer given at once or later (for Ray methods, which always await)."""
+    if inspect.isawaitable(answer):
+        return await answer
+    return answer
+
+
+def register_codes(codes: Iterable[int], handler: Handler) -> dict[int, Handler]:
+    """One handler for several codes, as a table fragment for `RequestPipeline.register`."""
+    return dict.fromkeys((int(c) for c in codes), handler)
