@@ -22,15 +22,17 @@ from actors.broker_controller import BrokerController
 from actors.housekeeping import SUPERSEDED, BrokerChannel
 from actors.metrics import broker_metrics
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE
-from namesrv.broker.commit_log import MessageInner
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor_types import BrokerError
+from namesrv.broker.message_codec import ray_send_ext
+from namesrv.broker.processor_types import PullOutcome
+from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP, create_topic_ext, pull_message_ext
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, Perm
 from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
-from namesrv.remoting.command import RemotingResponse, error
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.remoting.pipeline import RequestContext, resolve
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,13 @@ def broker_actor_name(broker_name: str, broker_id: int) -> str:
 
 class StoreMissingError(RuntimeError):
     """A broker asked to restart where its store is not (another node, or its data gone)."""
+
+
+def _with_payload(resp: RemotingResponse) -> RemotingResponse:
+    """A topic admin answer for a Ray caller: what the change did, as extFields."""
+    if resp.ok and isinstance(resp.payload, dict):
+        return RemotingResponse(resp.code, resp.remark, dict(resp.payload))
+    return resp
 
 
 def store_path(store_root: str, actor_name: str) -> Path:
@@ -108,17 +117,23 @@ class BrokerActor:
         return await self.controller.registrar.register_broker_all(force_full)
 
     async def create_topic(self, topic: str, read_queue_nums: int = 8, write_queue_nums: int = 8,
-                           perm: int = int(Perm.READ | Perm.WRITE), order: bool = False) -> RemotingResponse:
-        """Create or update a topic, persist it, then register with every NameServer before answering."""
+                           perm: int = int(Perm.READ | Perm.WRITE), order: bool = False,
+                           auth: dict[str, str] | None = None) -> RemotingResponse:
+        """UPDATE_AND_CREATE_TOPIC: create or update a topic, persist it, then register with every
+        NameServer before answering (ext_fields: changed, registered). With ACL on, `auth`
+        (AccessKey, Signature over `create_topic_ext(...)`) must be an admin's."""
         try:
-            tc = TopicConfig(topic_name=topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
-                             perm=perm, order=order)
+            TopicConfig(topic_name=topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
+                        perm=perm, order=order)
         except ValidationError as e:
             return error(ResponseCode.SYSTEM_ERROR, f"invalid topic config: {describe_errors(e)}")
-        return await self.controller.update_topic(tc)
+        ext = create_topic_ext(topic, read_queue_nums, write_queue_nums, perm, order)
+        return _with_payload(await self._handle(BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, ext, None, auth))
 
-    async def delete_topic(self, topic: str) -> RemotingResponse:
-        return await self.controller.delete_topic(topic)
+    async def delete_topic(self, topic: str, auth: dict[str, str] | None = None) -> RemotingResponse:
+        """DELETE_TOPIC_IN_BROKER (ext_fields: deleted, registered); an admin's `auth` with ACL on."""
+        return _with_payload(await self._handle(BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": str(topic)}, None,
+                                                auth))
 
     async def update_broker_permission(self, perm: int) -> RemotingResponse:
         if not isinstance(perm, int) or isinstance(perm, bool) or perm & ~7:
@@ -132,7 +147,19 @@ class BrokerActor:
     async def get_topic_config_table(self) -> dict[str, dict[str, Any]]:
         return {n: tc.to_wire() for n, tc in self.controller.topics.topic_config_table.items()}
 
-    # ------------------------------------------------------------------ messages (the Ray path)
+    # ------------------------------------------------------------------ requests (the Ray path)
+    async def process(self, request: RemotingRequest) -> RemotingResponse:
+        """Any request code, through the same pipeline as a TCP frame (ACL, processors)."""
+        if not isinstance(request, RemotingRequest):
+            return error(ResponseCode.SYSTEM_ERROR, f"request must be a RemotingRequest, got {type(request).__name__}")
+        return await resolve(self.controller.pipeline.handle(request, RequestContext()))
+
+    async def _handle(self, code: int, ext: dict[str, str], body: bytes | None,
+                      auth: dict[str, str] | None) -> RemotingResponse:
+        credentials = {k: v for k, v in (auth or {}).items() if k in (ACCESS_KEY, SIGNATURE)}
+        return await resolve(self.controller.pipeline.handle(RemotingRequest(code, ext | credentials, body),
+                                                             RequestContext()))
+
     async def send_message(
         self,
         topic: str,
@@ -144,18 +171,9 @@ class BrokerActor:
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
         auth: dict[str, str] | None = None,
     ) -> RemotingResponse:
-        """Store one message; SUCCESS only once it is written (and fsynced with SYNC_FLUSH). With
-        ACL on, `auth` (AccessKey, Signature over topic, queueId and the body) must grant PUB."""
-        ext = {"topic": str(topic), "queueId": str(queue_id)} | {k: v for k, v in (auth or {}).items()
-                                                                  if k in (ACCESS_KEY, SIGNATURE)}
-        denied = self.controller.check_acl(BrokerRequestCode.SEND_MESSAGE, ext,
-                                           body if isinstance(body, bytes) else None, "ray")
-        if denied is not None:
-            return error(ResponseCode.NO_PERMISSION, denied)
-        try:
-            check_topic(topic)
-        except InvalidInput as e:
-            return error(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        """SEND_MESSAGE: store one message; SUCCESS only once it is written (and fsynced with
+        SYNC_FLUSH). With ACL on, `auth` (AccessKey, Signature over `ray_send_ext(...)` and the body)
+        must grant PUB. The arguments' types are checked here; everything else as over TCP."""
         if not isinstance(body, bytes) or not body:
             return error(ResponseCode.MESSAGE_ILLEGAL, "message body must be non-empty bytes")
         if properties is not None and not (isinstance(properties, dict) and all(
@@ -165,43 +183,48 @@ class BrokerActor:
             return error(ResponseCode.MESSAGE_ILLEGAL, "defaultTopicQueueNums must be an integer")
         if not isinstance(queue_id, int) or isinstance(queue_id, bool) or queue_id < 0:
             return error(ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal")
-        props = dict(properties or {})
-        if msg_id:
-            props.setdefault("UNIQ_KEY", msg_id)
-        message = MessageInner(topic, queue_id, body, props, msg_id or "", born_timestamp=self.controller.clock(),
-                               born_host=self.broker_addr)
         try:
-            outcome = await self.controller.processor.send([message], default_topic, default_topic_queue_nums)
-        except BrokerError as e:
-            return error(e.code, e.remark)
-        except (OSError, ValueError) as e:
-            return error(ResponseCode.SYSTEM_ERROR, f"store write failed: {e}")
-        except Exception as e:  # anything else: an answer (SYSTEM_ERROR, as RocketMQ's broker gives), not a raise
-            log.exception("send to %s failed", topic)
-            return error(ResponseCode.SYSTEM_ERROR, f"broker {self.broker_addr} failed: {type(e).__name__}: {e}")
-        result = outcome.results[0]
+            check_topic(topic)
+        except InvalidInput as e:
+            return error(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        ext = ray_send_ext(topic, queue_id, properties, msg_id, default_topic, default_topic_queue_nums)
+        resp = await self._handle(BrokerRequestCode.SEND_MESSAGE, ext, body, auth)
+        if not resp.ok:
+            return resp
+        f = resp.ext_fields
         return RemotingResponse(ext_fields={
             "status": "SEND_OK",
-            "msgId": msg_id or outcome.msg_ids[0],
-            "offsetMsgId": outcome.msg_ids[0],
+            "msgId": msg_id or f["msgId"],
+            "offsetMsgId": f["msgId"],
             "topic": topic,
             "brokerName": self.controller.identity.broker_name,
-            "queueId": result.queue_id,
-            "queueOffset": result.queue_offset,
+            "queueId": int(f["queueId"]),
+            "queueOffset": int(f["queueOffset"]),
         })
 
-    async def pull_message(self, topic: str, queue_id: int, offset: int, max_nums: int = 32) -> dict[str, Any]:
-        """Messages of one queue from `offset`; `next_begin_offset` is where the next pull starts."""
+    async def pull_message(self, topic: str, queue_id: int, offset: int, max_nums: int = 32,
+                           consumer_group: str = DEFAULT_CONSUMER_GROUP,
+                           auth: dict[str, str] | None = None) -> dict[str, Any]:
+        """PULL_MESSAGE of one queue from `offset`: {code, remark, messages, next_begin_offset,
+        min_offset, max_offset}; `next_begin_offset` is where the next pull starts. With ACL on,
+        `auth` (AccessKey, Signature over `pull_message_ext(...)`) must grant SUB on the topic and
+        the group."""
         if not isinstance(offset, int) or offset < 0 or not isinstance(max_nums, int) or max_nums <= 0:
             raise ValueError("offset must be >= 0 and max_nums > 0")
-        store = self.controller.store
-        msgs = await asyncio.to_thread(store.get_message, topic, queue_id, offset, max_nums)
+        ext = pull_message_ext(str(topic), queue_id, offset, max_nums, str(consumer_group))
+        resp = await self._handle(BrokerRequestCode.PULL_MESSAGE, ext, None, auth)
+        outcome = resp.payload
+        msgs = outcome.messages if isinstance(outcome, PullOutcome) else []
+        f = resp.ext_fields
         return {
+            "code": int(resp.code),
+            "remark": resp.remark,
             "messages": [{"queue_offset": m.queue_offset, "msg_id": m.msg_id or m.properties.get("UNIQ_KEY", ""),
                           "properties": m.properties, "body": m.body, "store_timestamp": m.store_timestamp}
                          for m in msgs],
-            "next_begin_offset": msgs[-1].queue_offset + 1 if msgs else offset,
-            "max_offset": store.max_offset(topic, queue_id),
+            "next_begin_offset": int(f.get("nextBeginOffset", offset)),
+            "min_offset": int(f.get("minOffset", 0)),
+            "max_offset": int(f.get("maxOffset", self.controller.store.max_offset(topic, queue_id))),
         }
 
     async def get_max_offset(self, topic: str, queue_id: int) -> int:
@@ -241,7 +264,8 @@ class BrokerActor:
             "pid": os.getpid(),
             "node_id": ray.get_runtime_context().get_node_id(),
             "store_dir": str(c.store_dir),
-            "config": c.config,
+            "config": c.config.model_dump(exclude={"credentials"}),
+            "signs_as": c.config.credentials.access_key if c.config.credentials else None,
             "data_version": c.topics.data_version.to_wire(),
             "topics": len(c.topics.topic_config_table),
             "master_addr": c.registrar.master_addr,

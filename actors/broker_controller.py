@@ -15,33 +15,30 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
 
 from actors.broker_registration import NamesrvRegistrar
 from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
-from namesrv.acl.plain_acl import AclError, AclManager, broker_resources
+from namesrv.acl.plain_acl import AclManager
+from namesrv.acl.rpc_hook import AclHook, check_broker
+from namesrv.broker.admin_processor import AdminBrokerProcessor
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
 from namesrv.broker.commit_log import CommitLog, FlushDiskType
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.processor import BrokerProcessor
-from namesrv.broker.processor_types import BrokerIdentity, Client
+from namesrv.broker.processor_types import BrokerIdentity
 from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
-from namesrv.protocol import fastjson
-from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
-from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.constants import SYSTEM_TOPICS
+from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.protocol.models import TopicConfig
-from namesrv.protocol.types import InvalidInput, check_topic, describe_errors
 from namesrv.remoting.codec import RemotingCommand, encode_command
-from namesrv.remoting.command import RemotingResponse, error
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.config import RemotingServerConfig
+from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline, resolve
 from namesrv.remoting.server import Connection, RemotingServer
 
 log = logging.getLogger(__name__)
@@ -71,9 +68,10 @@ class BrokerController:
         """Binds the client port at once (a taken port fails the start). The broker's address is
         `advertise(port)`, or `ray_name` without TCP; `channel_of(token)` is what NameServers watch."""
         self._remoting_config = remoting
-        self.remoting = RemotingServer(ray_name, self._handle_wire, self._connection_closed,
-                                       remoting.server_channel_max_idle_time_seconds if remoting else 0,
-                                       lambda coro: self.loop.spawn("request", coro))
+        self.remoting = RemotingServer(
+            ray_name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
+            self._connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
+            lambda coro: self.loop.spawn("request", coro))
         if remoting is not None:
             port = self.remoting.bind(remoting.listen_host, remoting.listen_port)
             addr, ha_addr = advertise(port), advertise(port + 1)
@@ -103,10 +101,17 @@ class BrokerController:
         self.registrar = NamesrvRegistrar(ident, ha_addr, namesrv_names, namespace, config, channel_of(self.token),
                                           lambda: self.topics.build_serialize_wrapper(self.config.broker_permission),
                                           lambda: self.topics.data_version)
-        self._connections: dict[str, Connection] = {}
-        self.acl = AclManager(config.acl_file) if config.acl_enable else None
-        self.acl_rejections: collections.Counter[str] = collections.Counter()
         self.metrics = metrics if metrics is not None else NO_METRICS
+        self.admin = AdminBrokerProcessor(self.topics, self.durable, self._register_topic,
+                                          self.registrar.register_broker_all)
+        self.pipeline = RequestPipeline(identity.broker_addr, BrokerWireEncoder(identity.broker_addr).encode)
+        """Every request, from TCP or Ray: ACL hook, then the admin codes or the broker processor."""
+        self.acl = AclHook(AclManager(config.acl_file), check_broker, self._count_acl_refusal) \
+            if config.acl_enable else None
+        if self.acl is not None:
+            self.pipeline.add_hook(self.acl)
+        self.pipeline.register(self.admin.handlers)
+        self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
         self._notify_opaque = 0
 
@@ -124,7 +129,7 @@ class BrokerController:
         self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
         if self.acl is not None:
-            self.loop.every("reload-acl", 1.0, self._reload_acl, initial_delay_s=1.0)
+            self.loop.every("reload-acl", 1.0, self.acl.reload, initial_delay_s=1.0)
         self.loop.every("sample-broker-stats", SAMPLE_INTERVAL_S, self.processor.broker_stats.sample,
                         initial_delay_s=SAMPLE_INTERVAL_S)
         self.loop.every("scan-not-active-clients", CLIENT_SCAN_INTERVAL_S, self.processor.scan_not_active_clients,
@@ -169,59 +174,23 @@ class BrokerController:
         self.metrics.set("messages", sum(self.store.queues().values()))
         self.metrics.flush()
 
-    async def _reload_acl(self) -> None:
-        assert self.acl is not None
-        try:
-            await asyncio.to_thread(self.acl.reload)
-        except AclError as e:  # the previous rules stay in force
-            log.error("ACL file not reloaded: %s", e)
+    # ------------------------------------------------------------------ requests
+    def serve(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        """The broker processor behind the pipeline. An answer whose request changed the topic table
+        (a topic auto-created by a send or a consumer's heartbeat) is given once that is on disk."""
+        before = self.writer.submitted
+        answer = self.processor.process(request, ctx)
+        if isinstance(answer, RemotingResponse) and self.writer.submitted == before:
+            return answer
+        return self._when_durable(answer, before)
 
-    # ------------------------------------------------------------------ topic admin (both paths)
-    async def update_topic(self, tc: TopicConfig) -> RemotingResponse:
-        """Create or update a topic, persist it, then register with every NameServer before answering
-        (so a route query right after the answer already sees it)."""
-        changed = self.topics.update_topic_config(tc)
-        await self.durable()
-        outcomes = await self._register_topic(tc) if changed else {}
-        return RemotingResponse(ext_fields={"changed": changed, "registered": outcomes})
+    async def _when_durable(self, answer: Answer, since: int) -> RemotingResponse:
+        response = await resolve(answer)
+        await self.durable(since)
+        return response
 
-    async def delete_topic(self, topic: str) -> RemotingResponse:
-        try:
-            check_topic(topic)
-        except InvalidInput as e:
-            return error(ResponseCode.SYSTEM_ERROR, str(e))
-        deleted = self.topics.delete_topic_config(topic)
-        await self.durable()
-        outcomes = await self.registrar.register_broker_all() if deleted else {}
-        return RemotingResponse(ext_fields={"deleted": deleted, "registered": outcomes})
-
-    async def _wire_update_topic(self, cmd: RemotingCommand) -> RemotingCommand:
-        """UPDATE_AND_CREATE_TOPIC from mqadmin (AdminBrokerProcessor): an invalid or system topic is
-        INVALID_PARAMETER and changes nothing."""
-        try:
-            h = CreateTopicRequestHeader.model_validate(cmd.ext_fields or {}, strict=False)
-            tc = TopicConfig(topic_name=h.topic, read_queue_nums=h.read_queue_nums, write_queue_nums=h.write_queue_nums,
-                             perm=h.perm, topic_filter_type=h.topic_filter_type, topic_sys_flag=h.topic_sys_flag,
-                             order=h.order)
-        except ValidationError as e:
-            return cmd.response(ResponseCode.INVALID_PARAMETER, f"invalid request: {describe_errors(e)}")
-        if tc.topic_name in SYSTEM_TOPICS:
-            return cmd.response(ResponseCode.INVALID_PARAMETER,
-                                f"The topic[{tc.topic_name}] is conflict with system topic.")
-        log.info("topic %s updated over TCP: %s", tc.topic_name, tc)
-        answer = await self.update_topic(tc)
-        return cmd.response(int(answer.code), answer.remark)
-
-    async def _wire_delete_topic(self, cmd: RemotingCommand) -> RemotingCommand:
-        """DELETE_TOPIC_IN_BROKER, deleteTopic's first step (the NameServers are told next)."""
-        try:
-            topic = DeleteTopicRequestHeader.model_validate(cmd.ext_fields or {}, strict=False).topic
-        except ValidationError as e:
-            return cmd.response(ResponseCode.INVALID_PARAMETER, f"invalid request: {describe_errors(e)}")
-        if topic in SYSTEM_TOPICS:
-            return cmd.response(ResponseCode.INVALID_PARAMETER, f"The topic[{topic}] is conflict with system topic.")
-        answer = await self.delete_topic(topic)
-        return cmd.response(int(answer.code), answer.remark)
+    def _count_acl_refusal(self, reason: str) -> None:
+        self.metrics.inc("acl_rejections", reason=reason)
 
     async def _register_topic(self, tc: TopicConfig) -> dict[str, str]:
         """A created or updated topic to every NameServer: alone (enableSingleTopicRegister) or with
@@ -236,58 +205,18 @@ class BrokerController:
         if tc is not None:
             self.loop.spawn("register-new-topic", self._register_topic(tc))
 
-    # ------------------------------------------------------------------ wire
-    def _handle_wire(self, conn: Connection, cmd: RemotingCommand) -> Any:
-        self._connections[conn.token] = conn
-        denied = self.check_acl(cmd.code, cmd.ext_fields or {}, cmd.body, conn.peer)
-        if denied is not None:
-            return cmd.response(ResponseCode.NO_PERMISSION, denied)
-        if cmd.code == BrokerRequestCode.UPDATE_AND_CREATE_TOPIC:
-            return self._wire_update_topic(cmd)
-        if cmd.code == BrokerRequestCode.DELETE_TOPIC_IN_BROKER:
-            return self._wire_delete_topic(cmd)
-        before = self.writer.submitted
-        answer = self.processor.process(cmd, Client(conn.token, conn.peer))
-        if self.writer.submitted != before:  # it changed the topic config (auto-created a topic)
-            return self._when_durable(answer, before)
-        return answer
-
-    async def _when_durable(self, answer: Any, since: int) -> RemotingCommand:
-        result: RemotingCommand = answer if isinstance(answer, RemotingCommand) else await answer
-        await self.durable(since)
-        return result
-
     async def durable(self, since: int | None = None) -> None:
         """Returns once every topic-config change made so far (or, with `since`, made after that
         `writer.submitted` count: none, and it returns at once) is on disk."""
         await self.writer.drained(since)
 
-    def check_acl(self, code: int, ext: dict[str, str], body: bytes | None, remote: str) -> str | None:
-        """RocketMQ's broker-side plain ACL (when on): None, or why the request is refused."""
-        if self.acl is None:
-            return None
-        heartbeat = None
-        if code == BrokerRequestCode.HEART_BEAT and body:
-            try:
-                heartbeat = fastjson.loads(body)
-            except fastjson.JsonError:
-                heartbeat = None
-        denied = self.acl.validator.check_broker(code, ext, body, remote, broker_resources(code, ext, heartbeat))
-        if denied is None:
-            return None
-        self.acl_rejections[denied.reason] += 1
-        self.metrics.inc("acl_rejections", reason=denied.reason)
-        log.warning("ACL refused request %d from %s: %s", code, remote, denied.remark)
-        return denied.remark
-
     def _connection_closed(self, conn: Connection, reason: str) -> None:
-        self._connections.pop(conn.token, None)
         self.processor.channel_closed(conn.token)
 
     def _group_changed(self, group: str, channels: list[str]) -> None:
         """Tell the group's members to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, oneway)."""
         for token in channels:
-            conn = self._connections.get(token)
+            conn = self.remoting.connection(token)
             if conn is None or conn.transport is None or conn.transport.is_closing():
                 continue
             self._notify_opaque += 1

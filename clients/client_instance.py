@@ -23,7 +23,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 
 from actors.broker_actor import broker_actor_name
 from clients.namesrv_client import NameServerClient
-from namesrv.acl.plain_acl import SessionCredentials, signed
+from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
+from namesrv.broker.message_codec import ray_send_ext
 from namesrv.client.errors import MQBrokerError, RemotingError, TopicNotFound
 from namesrv.client.message import Message, MessageQueue
 from namesrv.client.publish_info import TopicPublishInfo, topic_route_data_to_publish_info
@@ -49,10 +50,14 @@ class RayBrokerTransport:
         self._handles: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def _auth(self, mq: MessageQueue, body: bytes) -> dict[str, str] | None:
+    def _auth(self, mq: MessageQueue, msg: Message, msg_id: str, default_topic: str | None) -> dict[str, str] | None:
+        """AccessKey and Signature over exactly the request the broker's `send_message` builds."""
         if self.credentials is None:
             return None
-        return signed({"topic": mq.topic, "queueId": str(mq.queue_id)}, body, self.credentials)
+        ext = ray_send_ext(mq.topic, mq.queue_id, msg.wire_properties(), msg_id,
+                           default_topic if default_topic is not None else AUTO_CREATE_TOPIC_KEY_TOPIC)
+        auth = signed(ext, bytes(msg.body), self.credentials)
+        return {k: auth[k] for k in (ACCESS_KEY, SIGNATURE)}
 
     def handle(self, actor_name: str) -> Any:
         with self._lock:
@@ -75,7 +80,7 @@ class RayBrokerTransport:
         default_topic: str | None,
     ) -> SendResult:
         kwargs: dict[str, Any] = {"properties": msg.wire_properties(), "msg_id": msg_id,
-                                  "auth": self._auth(mq, bytes(msg.body))}
+                                  "auth": self._auth(mq, msg, msg_id, default_topic)}
         if default_topic is not None:
             kwargs["default_topic"] = default_topic
         name = broker_actor_name(mq.broker_name, MASTER_ID)
@@ -105,7 +110,7 @@ class RayBrokerTransport:
     def send_oneway(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str) -> None:
         self.handle(broker_actor_name(mq.broker_name, MASTER_ID)).send_message.remote(
             mq.topic, mq.queue_id, bytes(msg.body), properties=msg.wire_properties(), msg_id=msg_id,
-            auth=self._auth(mq, bytes(msg.body)),
+            auth=self._auth(mq, msg, msg_id, None),
         )
 
 

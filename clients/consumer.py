@@ -13,8 +13,11 @@ import ray
 
 from actors.broker_actor import broker_actor_name
 from clients.namesrv_client import NameServerClient
+from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
 from namesrv.client.message import MessageQueue
 from namesrv.persist import atomic_write
+from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP, pull_message_ext
+from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import is_readable
 
 log = logging.getLogger(__name__)
@@ -59,13 +62,32 @@ class OffsetStore:
         atomic_write(self.path, json.dumps(rows).encode())
 
 
+class PullError(RuntimeError):
+    """A broker refused a pull (no permission, no such topic, ...): code and remark as it answered."""
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(f"pull refused: code {code} {remark}")
+        self.code = code
+        self.remark = remark
+
+
+PULL_ANSWERS = frozenset({ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+                          ResponseCode.PULL_OFFSET_MOVED})
+"""The answers of a pull that went through (messages, none yet, none matched, offset moved)."""
+
+
 class PullConsumer:
     def __init__(self, namespace: str, namesrv: list[str], offset_store: OffsetStore | None = None,
-                 timeout_s: float = 10.0) -> None:
+                 timeout_s: float = 10.0, consumer_group: str = DEFAULT_CONSUMER_GROUP,
+                 credentials: SessionCredentials | None = None) -> None:
+        """`credentials`: an account with SUB on the topics and the group, for brokers with ACL on."""
         self.namespace = namespace
-        self.namesrv = NameServerClient(namesrv, namespace, call_timeout_ms=int(timeout_s * 1000))
+        self.namesrv = NameServerClient(namesrv, namespace, call_timeout_ms=int(timeout_s * 1000),
+                                        credentials=credentials)
         self.offsets = offset_store or OffsetStore()
         self.timeout_s = timeout_s
+        self.consumer_group = consumer_group
+        self.credentials = credentials
 
     def fetch_subscribe_message_queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
         """Readable queues with the broker actor to read each from (the master, else the lowest slave)."""
@@ -81,25 +103,38 @@ class PullConsumer:
         return out
 
     def pull(self, mq: MessageQueue, actor: str, max_nums: int = 256) -> list[ConsumedMessage]:
+        """One pull from the queue's stored offset (the broker caps how many it answers); the offset
+        advances to where the next pull starts. Raises PullError when the broker refuses."""
+        return self._pull(mq, actor, max_nums)[0]
+
+    def _pull(self, mq: MessageQueue, actor: str, max_nums: int) -> tuple[list[ConsumedMessage], bool]:
+        """The messages, and whether the queue has more after them."""
         offset = self.offsets.read(mq)
         broker = ray.get_actor(actor, namespace=self.namespace)
-        result = cast(dict[str, Any], ray.get(broker.pull_message.remote(mq.topic, mq.queue_id, offset, max_nums),
-                                               timeout=self.timeout_s))
-        self.offsets.update(mq, result["next_begin_offset"])
-        return [
+        auth = None
+        if self.credentials is not None:
+            ext = pull_message_ext(mq.topic, mq.queue_id, offset, max_nums, self.consumer_group)
+            auth = {k: v for k, v in signed(ext, None, self.credentials).items() if k in (ACCESS_KEY, SIGNATURE)}
+        result = cast(dict[str, Any], ray.get(broker.pull_message.remote(
+            mq.topic, mq.queue_id, offset, max_nums, self.consumer_group, auth), timeout=self.timeout_s))
+        if result["code"] not in PULL_ANSWERS:
+            raise PullError(result["code"], result["remark"])
+        next_offset = result["next_begin_offset"]
+        self.offsets.update(mq, next_offset)
+        got = [
             ConsumedMessage(mq.topic, mq.broker_name, mq.queue_id, m["queue_offset"], m["msg_id"], m["body"],
                             m["properties"])
             for m in result["messages"]
         ]
+        return got, next_offset != offset and next_offset < result["max_offset"]
 
     def consume_all(self, topic: str, batch: int = 256) -> list[ConsumedMessage]:
         """Everything not yet read on every queue of `topic`; offsets advance and are persisted."""
         consumed: list[ConsumedMessage] = []
         for mq, actor in self.fetch_subscribe_message_queues(topic):
-            while True:
-                got = self.pull(mq, actor, batch)
+            more = True
+            while more:
+                got, more = self._pull(mq, actor, batch)
                 consumed.extend(got)
-                if len(got) < batch:
-                    break
         self.offsets.persist()
         return consumed

@@ -24,10 +24,11 @@ from namesrv.client.errors import (
     SendFailedError,
     TopicNotFound,
 )
-from namesrv.client.message import DEFAULT_PRODUCER_GROUP, Message, MessageQueue, check_group, check_message
+from namesrv.client.message import Message, MessageQueue, check_group, check_message
 from namesrv.client.publish_info import TopicPublishInfo
 from namesrv.client.route_source import RouteSource
 from namesrv.client.send_engine import MessageQueueSelector, SendEngine, SendResult, select_by_hash
+from namesrv.protocol.broker_headers import DEFAULT_PRODUCER_GROUP
 from namesrv.protocol.types import describe_errors
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,8 @@ import ray
 
 from actors.launcher import Deployment
 from clients.namesrv_client import NameServerClient
-from namesrv.acl.plain_acl import SessionCredentials, signed
+from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
+from namesrv.protocol.broker_headers import create_topic_ext
 from namesrv.protocol.constants import MASTER_ID, Perm
 from namesrv.protocol.models import ClusterInfo, TopicRouteData
 from namesrv.remoting.command import RemotingResponse
@@ -54,6 +55,12 @@ class AdminClient:
     def cluster_info(self, namesrv: str | None = None) -> ClusterInfo:
         return self.namesrv.get_cluster_info(namesrv or next(iter(self.dep.namesrvs)))
 
+    def _broker_auth(self, ext: dict[str, str]) -> dict[str, str] | None:
+        """AccessKey and Signature for a broker's Ray method that builds the request `ext`."""
+        if self.credentials is None:
+            return None
+        return {k: v for k, v in signed(ext, None, self.credentials).items() if k in (ACCESS_KEY, SIGNATURE)}
+
     # ------------------------------------------------------------------ topics
     def create_topic(
         self,
@@ -72,8 +79,10 @@ class AdminClient:
         ]
         if not masters:
             raise AdminError(f"no master broker in cluster {cluster!r}")
+        auth = self._broker_auth(create_topic_ext(topic, read_queue_nums, write_queue_nums, perm, order))
         refs = {
-            addr: self.dep.brokers[addr].create_topic.remote(topic, read_queue_nums, write_queue_nums, perm, order)
+            addr: self.dep.brokers[addr].create_topic.remote(topic, read_queue_nums, write_queue_nums, perm, order,
+                                                             auth)
             for addr in masters
         }
         outcomes = {addr: _ok(self._get(ref), f"create {topic} on {addr}").ext_fields for addr, ref in refs.items()}
@@ -87,7 +96,8 @@ class AdminClient:
             if a in self.dep.brokers and (cluster is None or s.cluster == cluster)
         ]
         for addr in brokers:
-            _ok(self._get(self.dep.brokers[addr].delete_topic.remote(topic)), f"delete {topic} on {addr}")
+            _ok(self._get(self.dep.brokers[addr].delete_topic.remote(topic, self._broker_auth({"topic": topic}))),
+                f"delete {topic} on {addr}")
         ext = {"topic": topic} | ({"clusterName": cluster} if cluster else {})
         for name, ns in self.dep.namesrvs.items():
             _ok(self._get(ns.delete_topic_in_namesrv.remote(**signed(ext, None, self.credentials))),

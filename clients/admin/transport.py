@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol import fastjson
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import ext_value
 
@@ -131,19 +132,28 @@ class RayTransport:
             raise ServerUnreachable(f"no broker actor serves {broker_addr} in {self.where}")
         return handle
 
+    def call_broker(self, broker_addr: str, code: int, ext: dict[str, str] | None = None) -> Reply:
+        """One request to a broker actor, through the same pipeline as a TCP frame."""
+        from namesrv.acl.plain_acl import signed
+        from namesrv.remoting.command import RemotingRequest
+
+        request = RemotingRequest(code, signed(ext or {}, None, self.credentials))
+        resp = self._get(self._broker(broker_addr).process.remote(request), broker_addr)
+        body = fastjson.loads(resp.body) if resp.ok and resp.body else None
+        return Reply(int(resp.code), resp.remark, {}, body)
+
     def update_topic(self, broker_addr: str, tc: TopicConfig) -> Reply:
-        ref = self._broker(broker_addr).create_topic.remote(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums,
-                                                            tc.perm, tc.order)
-        resp = self._get(ref, broker_addr)
-        return Reply(int(resp.code), resp.remark)
+        from namesrv.protocol.broker_headers import create_topic_ext
+
+        return self.call_broker(broker_addr, BrokerRequestCode.UPDATE_AND_CREATE_TOPIC,
+                                create_topic_ext(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
+                                                 tc.order))
 
     def delete_topic_in_broker(self, broker_addr: str, topic: str) -> Reply:
-        resp = self._get(self._broker(broker_addr).delete_topic.remote(topic), broker_addr)
-        return Reply(int(resp.code), resp.remark)
+        return self.call_broker(broker_addr, BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
 
     def broker_runtime_info(self, broker_addr: str) -> Reply:
-        table = self._get(self._broker(broker_addr).get_broker_runtime_info.remote(), broker_addr)
-        return Reply(int(ResponseCode.SUCCESS), None, {}, {"table": table})
+        return self.call_broker(broker_addr, BrokerRequestCode.GET_BROKER_RUNTIME_INFO)
 
     def close(self) -> None:
         pass

@@ -17,6 +17,8 @@ import zlib
 from dataclasses import dataclass
 
 from namesrv.broker.commit_log import StoredMessage
+from namesrv.protocol.broker_headers import send_message_ext
+from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from namesrv.protocol.types import InvalidInput
 
 MESSAGE_MAGIC_CODE = -626843481
@@ -37,6 +39,17 @@ def body_crc(body: bytes) -> int:
 
 def properties_to_string(props: dict[str, str]) -> str:
     return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
+
+
+def ray_send_ext(topic: str, queue_id: int, properties: dict[str, str] | None, msg_id: str | None,
+                 default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
+                 default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS) -> dict[str, str]:
+    """The SEND_MESSAGE header a broker's Ray `send_message` builds from its arguments, and what a
+    Ray-native producer signs (ACL): the client message id travels as UNIQ_KEY, as RocketMQ's does."""
+    props = dict(properties or {})
+    if msg_id:
+        props.setdefault("UNIQ_KEY", msg_id)
+    return send_message_ext(topic, queue_id, properties_to_string(props), default_topic, default_topic_queue_nums)
 
 
 def string_to_properties(text: str | None) -> dict[str, str]:

@@ -2,9 +2,11 @@
 ClientManageProcessor, ConsumerManageProcessor, the offset queries and AdminBrokerProcessor's runtime
 info), one handler per code.
 
-Pure: no Ray, no sockets. It answers `RemotingCommand`s as RocketMQ's broker does and serves the
-Ray path through `send` and `pull` with the same rules. Handlers that wait (a send until its record
-is durable, a pull held for new messages) are coroutines on the caller's event loop.
+Pure: no Ray, no sockets. It answers the neutral `RemotingRequest`s of the broker's request
+pipeline (`namesrv.remoting.pipeline`), which TCP frames and Ray calls both become, so both pass
+the same checks; `namesrv.broker.wire` writes its answers in RocketMQ's wire format. Handlers that
+wait (a send until its record is durable, a pull held for new messages) are coroutines on the
+caller's event loop.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from namesrv.broker.commit_log import CommitLog, MessageInner, StoredMessage
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ClientChannel, ConsumerManager, SubscriptionData, parse_tags
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.message_codec import decode_batch, encode_message_ext, offset_msg_id, string_to_properties
-from namesrv.broker.processor_types import BrokerError, BrokerIdentity, Client, PullOutcome, SendOutcome
+from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_properties
+from namesrv.broker.processor_types import BrokerError, BrokerIdentity, PullOutcome, SendOutcome
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
@@ -50,7 +52,8 @@ from namesrv.protocol.constants import (
 )
 from namesrv.protocol.headers import Header
 from namesrv.protocol.types import InvalidInput, describe_errors
-from namesrv.remoting.codec import RemotingCommand
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.pipeline import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_M
                         BrokerRequestCode.SEND_BATCH_MESSAGE})
 QUERY_OFFSET_NOT_FOUND = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
-Answer = RemotingCommand | Awaitable[RemotingCommand]
+Answer = RemotingResponse | Awaitable[RemotingResponse]
 
 
 class BrokerProcessor:
@@ -99,7 +102,7 @@ class BrokerProcessor:
         self.on_topic_created = on_topic_created
         self.on_group_changed = on_group_changed
         self.closed = False
-        self.handlers: dict[int, Callable[[RemotingCommand, Client], Answer]] = {
+        self.handlers: dict[int, Callable[[RemotingRequest, RequestContext], Answer]] = {
             BrokerRequestCode.SEND_MESSAGE: self._send_message,
             BrokerRequestCode.SEND_MESSAGE_V2: self._send_message,
             BrokerRequestCode.SEND_BATCH_MESSAGE: self._send_message,
@@ -120,9 +123,9 @@ class BrokerProcessor:
             BrokerRequestCode.GET_BROKER_RUNTIME_INFO: self._get_broker_runtime_info,
         }
 
-    # ------------------------------------------------------------------ wire entry point
-    def process(self, cmd: RemotingCommand, client: Client) -> Answer:
-        """Answer one wire request (never raises): bad input becomes an error answer."""
+    # ------------------------------------------------------------------ entry point
+    def process(self, cmd: RemotingRequest, client: RequestContext) -> Answer:
+        """Answer one request of either transport (never raises): bad input becomes an error answer."""
         handler = self.handlers.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
@@ -135,11 +138,11 @@ class BrokerProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"invalid request: {describe_errors(e)}")
         except InvalidInput as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"invalid request: {e}")
-        if isinstance(answer, RemotingCommand):
+        if isinstance(answer, RemotingResponse):
             return answer
         return self._guard(cmd, answer)
 
-    async def _guard(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand]) -> RemotingCommand:
+    async def _guard(self, cmd: RemotingRequest, pending: Awaitable[RemotingResponse]) -> RemotingResponse:
         try:
             return await pending
         except BrokerError as e:
@@ -160,7 +163,7 @@ class BrokerProcessor:
                 self.stats[(kind, str(answer))] += 1
 
     @staticmethod
-    def _header(model: type[Header], cmd: RemotingCommand, ext: dict[str, Any] | None = None) -> Any:
+    def _header(model: type[Header], cmd: RemotingRequest, ext: dict[str, Any] | None = None) -> Any:
         return model.model_validate(ext if ext is not None else (cmd.ext_fields or {}), strict=False)
 
     # ------------------------------------------------------------------ send (both paths)
@@ -223,22 +226,24 @@ class BrokerProcessor:
         self.hold.notify(first.topic, messages[0].queue_id)
         return SendOutcome(results, [offset_msg_id(self.identity.broker_addr, r.commit_log_offset) for r in results])
 
-    def _send_message(self, cmd: RemotingCommand, client: Client) -> Awaitable[RemotingCommand]:
+    def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         ext = cmd.ext_fields or {}
         if cmd.code == BrokerRequestCode.SEND_MESSAGE_V2:
             ext = SendMessageRequestHeader.from_v2(ext)
         h: SendMessageRequestHeader = self._header(SendMessageRequestHeader, cmd, ext)
         base = string_to_properties(h.properties)
+        born_host = client.remote if client.transport == "tcp" else self.identity.broker_addr  # Ray: no socket
         if cmd.code == BrokerRequestCode.SEND_BATCH_MESSAGE:
             entries = [(e.flag, e.body, base | e.properties) for e in decode_batch(self._check_body(cmd.body))]
         else:
             entries = [(h.flag, self._check_body(cmd.body), base)]
         messages = [MessageInner(h.topic, h.queue_id, body, props, props.get("UNIQ_KEY", ""), flag, h.sys_flag,
-                                 h.born_timestamp, client.peer, h.reconsume_times) for flag, body, props in entries]
+                                 h.born_timestamp or self.clock(), born_host, h.reconsume_times)
+                    for flag, body, props in entries]
         return self._send_answer(cmd, messages, h)
 
-    async def _send_answer(self, cmd: RemotingCommand, messages: list[MessageInner],
-                           h: SendMessageRequestHeader) -> RemotingCommand:
+    async def _send_answer(self, cmd: RemotingRequest, messages: list[MessageInner],
+                           h: SendMessageRequestHeader) -> RemotingResponse:
         outcome = await self.send(messages, h.default_topic, h.default_topic_queue_nums)
         first = outcome.results[0]
         ext = {"msgId": ",".join(outcome.msg_ids), "queueId": str(first.queue_id),
@@ -283,7 +288,7 @@ class BrokerProcessor:
         return PullOutcome(ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", [], next_offset, min_offset,
                            max_offset)
 
-    def _pull_message(self, cmd: RemotingCommand, client: Client) -> Awaitable[RemotingCommand]:
+    def _pull_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h: PullMessageRequestHeader = self._header(PullMessageRequestHeader, cmd)
         if not is_readable(self.config.broker_permission):
             raise BrokerError(ResponseCode.NO_PERMISSION,
@@ -296,7 +301,7 @@ class BrokerProcessor:
         if not 0 <= h.queue_id < tc.read_queue_nums:
             raise BrokerError(ResponseCode.SYSTEM_ERROR,
                               f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
-                              f"[{tc.read_queue_nums}] consumer:[{client.peer}]")
+                              f"[{tc.read_queue_nums}] consumer:[{client.remote}]")
         if h.subscription is not None and h.subscription.strip() not in ("", "*"):
             sub: SubscriptionData | None = SubscriptionData(h.topic, h.subscription, parse_tags(h.subscription))
         else:
@@ -305,8 +310,8 @@ class BrokerProcessor:
             self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return self._pull_answer(cmd, h, sub)
 
-    async def _pull_answer(self, cmd: RemotingCommand, h: PullMessageRequestHeader,
-                           sub: SubscriptionData | None) -> RemotingCommand:
+    async def _pull_answer(self, cmd: RemotingRequest, h: PullMessageRequestHeader,
+                           sub: SubscriptionData | None) -> RemotingResponse:
         outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
         if (outcome.code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND
                 and h.suspend_timeout_millis > 0 and not self.closed):
@@ -316,14 +321,11 @@ class BrokerProcessor:
         self.stats[("pulled_messages", "")] += len(outcome.messages)
         ext = {"nextBeginOffset": str(outcome.next_begin_offset), "minOffset": str(outcome.min_offset),
                "maxOffset": str(outcome.max_offset), "suggestWhichBrokerId": "0"}
-        body = None
-        if outcome.messages:
-            host = self.identity.broker_addr
-            body = b"".join(encode_message_ext(m, host) for m in outcome.messages)
-        return cmd.response(outcome.code, outcome.status, ext, body)
+        # the messages travel as they are over Ray; namesrv.broker.wire encodes them for TCP
+        return cmd.response(outcome.code, outcome.status, ext, None, outcome)
 
     # ------------------------------------------------------------------ clients
-    def _heart_beat(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _heart_beat(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         data = _json_body(cmd.body, "heartbeat")
         client_id = str(data.get("clientID") or "")
         if not client_id:
@@ -352,7 +354,7 @@ class BrokerProcessor:
                 self.on_group_changed(group, self.consumers.channels_of(group))
         return cmd.response(ResponseCode.SUCCESS)
 
-    def _unregister_client(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _unregister_client(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h: UnregisterClientRequestHeader = self._header(UnregisterClientRequestHeader, cmd)
         if h.producer_group:
             self.producers.get(h.producer_group, {}).pop(client.channel, None)
@@ -370,7 +372,7 @@ class BrokerProcessor:
         for group in self.consumers.scan_not_active():
             self.on_group_changed(group, self.consumers.channels_of(group))
 
-    def _get_consumer_list_by_group(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _get_consumer_list_by_group(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h: GetConsumerListByGroupRequestHeader = self._header(GetConsumerListByGroupRequestHeader, cmd)
         ids = self.consumers.consumer_ids(h.consumer_group)
         if not ids:
@@ -378,7 +380,7 @@ class BrokerProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"consumerIdList": ids}))
 
     # ------------------------------------------------------------------ offsets
-    def _query_consumer_offset(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _query_consumer_offset(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h: ConsumerQueueHeader = self._header(ConsumerQueueHeader, cmd)
         offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset >= 0:
@@ -387,16 +389,16 @@ class BrokerProcessor:
             return cmd.response(ResponseCode.SUCCESS, None, {"offset": "0"})
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, QUERY_OFFSET_NOT_FOUND)
 
-    def _update_consumer_offset(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _update_consumer_offset(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h: UpdateConsumerOffsetRequestHeader = self._header(UpdateConsumerOffsetRequestHeader, cmd)
         self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.response(ResponseCode.SUCCESS)
 
-    def _get_max_offset(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _get_max_offset(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h: TopicQueueHeader = self._header(TopicQueueHeader, cmd)
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(self.store.max_offset(h.topic, h.queue_id))})
 
-    def _get_min_offset(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _get_min_offset(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h: TopicQueueHeader = self._header(TopicQueueHeader, cmd)
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(self.store.min_offset(h.topic, h.queue_id))})
 
@@ -407,29 +409,29 @@ class BrokerProcessor:
             commit_log_max_offset=self.store.size_bytes(), earliest_message_ms=self.store.earliest_store_time(),
             sends_waiting=self.sends_waiting, pulls_held=self.hold.held)
 
-    def _get_broker_runtime_info(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _get_broker_runtime_info(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"table": self.runtime_info()}))
 
-    def _get_earliest_msg_storetime(self, cmd: RemotingCommand, client: Client) -> Awaitable[RemotingCommand]:
+    def _get_earliest_msg_storetime(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h: TopicQueueHeader = self._header(TopicQueueHeader, cmd)
 
-        async def answer() -> RemotingCommand:
+        async def answer() -> RemotingResponse:
             first = await asyncio.to_thread(self.store.get_message, h.topic, h.queue_id, 0, 1)
             return cmd.response(ResponseCode.SUCCESS, None,
                                 {"timestamp": str(first[0].store_timestamp if first else 0)})
         return answer()
 
-    def _search_offset_by_timestamp(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _search_offset_by_timestamp(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h: SearchOffsetRequestHeader = self._header(SearchOffsetRequestHeader, cmd)
         offset = self.store.search_offset_by_timestamp(h.topic, h.queue_id, h.timestamp)
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
 
     # ------------------------------------------------------------------ retries
-    def _consumer_send_msg_back(self, cmd: RemotingCommand, client: Client) -> Awaitable[RemotingCommand]:
+    def _consumer_send_msg_back(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h: ConsumerSendMsgBackRequestHeader = self._header(ConsumerSendMsgBackRequestHeader, cmd)
         return self._send_back(cmd, h)
 
-    async def _send_back(self, cmd: RemotingCommand, h: ConsumerSendMsgBackRequestHeader) -> RemotingCommand:
+    async def _send_back(self, cmd: RemotingRequest, h: ConsumerSendMsgBackRequestHeader) -> RemotingResponse:
         """Put a message a consumer failed to process into its group's retry topic (or, past the
         retry limit, its dead-letter topic). Beyond RocketMQ's delay levels: redelivered at once."""
         original = await asyncio.to_thread(self.store.get_by_commit_offset, h.offset)
@@ -452,7 +454,7 @@ class BrokerProcessor:
         return cmd.response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ orderly consumers
-    def _lock_batch_mq(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _lock_batch_mq(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         data = _json_body(cmd.body, "lock request")
         group, client_id = str(data.get("consumerGroup") or ""), str(data.get("clientId") or "")
         now = self.clock()
@@ -465,7 +467,7 @@ class BrokerProcessor:
                 locked.append(mq)
         return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"lockOKMQSet": locked}))
 
-    def _unlock_batch_mq(self, cmd: RemotingCommand, client: Client) -> RemotingCommand:
+    def _unlock_batch_mq(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         data = _json_body(cmd.body, "unlock request")
         group, client_id = str(data.get("consumerGroup") or ""), str(data.get("clientId") or "")
         for mq in data.get("mqSet") or []:

@@ -19,7 +19,6 @@ from namesrv.protocol.constants import (
 from namesrv.protocol.types import GroupName, InvalidInput, TopicName, check
 
 MAX_PROPERTIES_SIZE = 32 * 1024
-DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 RESERVED_PROPERTIES = frozenset({"UNIQ_KEY", "__STARTDELIVERTIME", "MSG_REGION", "TRACE_ON"})
 
 

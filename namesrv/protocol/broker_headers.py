@@ -22,6 +22,10 @@ V2_KEYS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaul
 
 QueueId = int  # may be negative in a send: "any queue"
 
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
+DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+"""RocketMQ's MixAll.DEFAULT_PRODUCER_GROUP / DEFAULT_CONSUMER_GROUP."""
+
 
 class SendMessageRequestHeader(Header):
     producer_group: GroupName
@@ -118,3 +122,29 @@ class DeleteTopicRequestHeader(Header):
     """DELETE_TOPIC_IN_BROKER."""
 
     topic: TopicName
+
+
+# ---------------------------------------------------------------------------- Ray-path requests
+# A Ray caller signs (ACL) exactly the extFields the broker's Ray method builds from its arguments:
+# both sides build them here.
+def create_topic_ext(topic: str, read_queue_nums: int, write_queue_nums: int, perm: int, order: bool) -> dict[str, str]:
+    """UPDATE_AND_CREATE_TOPIC's header, as mqadmin updateTopic sends it."""
+    return {"topic": topic, "readQueueNums": str(read_queue_nums), "writeQueueNums": str(write_queue_nums),
+            "perm": str(perm), "order": "true" if order else "false"}
+
+
+def send_message_ext(topic: str, queue_id: int, properties: str, default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
+                     default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+                     producer_group: str = DEFAULT_PRODUCER_GROUP) -> dict[str, str]:
+    """SEND_MESSAGE's header for a Ray-native send (`properties`: MessageDecoder's string form)."""
+    return {"producerGroup": producer_group, "topic": topic, "defaultTopic": default_topic,
+            "defaultTopicQueueNums": str(default_topic_queue_nums), "queueId": str(queue_id), "sysFlag": "0",
+            "flag": "0", "properties": properties}
+
+
+def pull_message_ext(topic: str, queue_id: int, offset: int, max_nums: int,
+                     consumer_group: str = DEFAULT_CONSUMER_GROUP) -> dict[str, str]:
+    """PULL_MESSAGE's header for a Ray-native pull of every message (no suspend, no offset commit)."""
+    return {"consumerGroup": consumer_group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
+            "maxMsgNums": str(max_nums), "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
+            "subscription": "*", "subVersion": "0"}

@@ -62,6 +62,7 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.token = f"tcp:{self.peer}#{next(_ids)}"
         self.server.connections.add(self)
+        self.server.by_token[self.token] = self
         self.server.accepted += 1
         self._arm_idle(self.server.idle_timeout_s)
 
@@ -87,6 +88,7 @@ class Connection(asyncio.Protocol):
         if self._idle is not None:
             self._idle.cancel()
         self.server.connections.discard(self)
+        self.server.by_token.pop(self.token, None)
         reason = self.closed_reason or (f"error: {exc}" if exc else "closed by peer")
         self.server.on_close(self, reason)
 
@@ -170,6 +172,7 @@ class RemotingServer:
         self.idle_timeout_s = idle_timeout_s
         self.spawn = spawn
         self.connections: set[Connection] = set()
+        self.by_token: dict[str, Connection] = {}
         self.accepted = 0
         self.requests = 0
         self.bad_frames = 0
@@ -182,6 +185,10 @@ class RemotingServer:
         self._sock: socket.socket | None = None
         self.host = ""
         self.port = 0
+
+    def connection(self, token: str) -> Connection | None:
+        """The open connection with this token (what a processor knows a client's channel by)."""
+        return self.by_token.get(token)
 
     def over_read_budget(self, n: int) -> bool:
         """Count `n` bytes read in this loop turn; True once the turn's budget is spent."""

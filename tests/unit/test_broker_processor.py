@@ -25,17 +25,21 @@ from namesrv.broker.message_codec import (
     string_to_properties,
 )
 from namesrv.broker.processor import BrokerProcessor
-from namesrv.broker.processor_types import BrokerIdentity, Client
+from namesrv.broker.processor_types import BrokerIdentity
 from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.remoting.command import RemotingResponse, to_request
+from namesrv.remoting.pipeline import RequestContext
 
 ADDR = "127.0.0.1:10911"
-CLIENT = Client("tcp:127.0.0.1:5555#1", "127.0.0.1:5555")
+CLIENT = RequestContext("tcp:127.0.0.1:5555#1", "127.0.0.1:5555")
+WIRE = BrokerWireEncoder(ADDR)
 
 
 class Broker:
@@ -52,14 +56,14 @@ class Broker:
         self.topics.update_topic_config(TopicConfig(topic_name="T", read_queue_nums=2, write_queue_nums=2))
 
     def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
-             client: Client = CLIENT, kind: SerializeType = SerializeType.JSON) -> RemotingCommand:
+             client: RequestContext = CLIENT, kind: SerializeType = SerializeType.JSON) -> RemotingCommand:
         request = RemotingCommand(code, 7, 0, 1, 63, None, {k: str(v) for k, v in (ext or {}).items()} or None,
                                   body, kind)
         [decoded] = FrameDecoder().feed(encode_command(request))
-        answer = self.processor.process(decoded, client)
-        if not isinstance(answer, RemotingCommand):
+        answer = self.processor.process(to_request(decoded), client)
+        if not isinstance(answer, RemotingResponse):
             answer = asyncio.run(_await(answer))
-        [wire] = FrameDecoder().feed(encode_command(answer))
+        [wire] = FrameDecoder().feed(encode_command(WIRE.encode(decoded, answer)))
         assert wire.opaque == 7 and wire.is_response and wire.serialize_type is kind
         return wire
 
@@ -128,7 +132,7 @@ def test_send_answers_rocketmqs_header_and_stores_what_it_acknowledged(broker: B
     assert second.ext_fields is not None and second.ext_fields["queueOffset"] == "1"
     [stored, _] = broker.store.get_message("T", 1, 0)
     assert (stored.body, stored.properties["TAGS"], stored.properties["color"]) == (b"payload", "TagA", "blue")
-    assert stored.born_host == CLIENT.peer and stored.properties["CLUSTER"] == "DefaultCluster"
+    assert stored.born_host == CLIENT.remote and stored.properties["CLUSTER"] == "DefaultCluster"
 
 
 def test_send_v2_uses_one_letter_keys(broker: Broker) -> None:
@@ -222,13 +226,14 @@ def test_a_suspended_pull_returns_when_a_message_arrives(broker: Broker) -> None
     async def scenario() -> RemotingCommand:
         ext = {"consumerGroup": "CG", "topic": "T", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
                "sysFlag": "2", "commitOffset": "0", "suspendTimeoutMillis": "20000", "subVersion": "0"}
-        pending = broker.processor.process(RemotingCommand(Code.PULL_MESSAGE, 1, 0, ext_fields=ext), CLIENT)
-        assert not isinstance(pending, RemotingCommand)
+        cmd = RemotingCommand(Code.PULL_MESSAGE, 1, 0, ext_fields=ext)
+        pending = broker.processor.process(to_request(cmd), CLIENT)
+        assert not isinstance(pending, RemotingResponse)
         task = asyncio.ensure_future(pending)
         await asyncio.sleep(0.05)
         assert not task.done() and broker.processor.hold.held == 1, "held while the queue is empty"
         await broker.processor.send([MessageInner("T", 0, b"wake up")], "TBW102", 4)
-        return await asyncio.wait_for(task, 5)
+        return WIRE.encode(cmd, await asyncio.wait_for(task, 5))
 
     answer = asyncio.run(scenario())
     assert answer.code == ResponseCode.SUCCESS
@@ -268,7 +273,7 @@ def heartbeat(client_id: str, group: str = "CG") -> bytes:
 
 
 def test_heartbeats_build_the_group_and_its_retry_topic(broker: Broker) -> None:
-    other = Client("tcp:other#2", "127.0.0.1:6666")
+    other = RequestContext("tcp:other#2", "127.0.0.1:6666")
     assert broker.call(Code.HEART_BEAT, body=heartbeat("c1")).code == ResponseCode.SUCCESS
     assert "%RETRY%CG" in broker.topics.topic_config_table and broker.created == ["%RETRY%CG"]
     broker.call(Code.HEART_BEAT, body=heartbeat("c2"), client=other)
