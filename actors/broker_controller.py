@@ -20,7 +20,7 @@ from actors.broker_registration import NamesrvRegistrar
 from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
-from namesrv.acl.plain_acl import AclManager
+from namesrv.acl.plain_acl import SUB, AclManager
 from namesrv.acl.rpc_hook import AclHook, check_broker
 from namesrv.broker.admin_processor import AdminBrokerProcessor
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
@@ -110,6 +110,7 @@ class BrokerController:
             if config.acl_enable else None
         if self.acl is not None:
             self.pipeline.add_hook(self.acl)
+            self.processor.may_read = self._may_read
         self.pipeline.register(self.admin.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -188,6 +189,10 @@ class BrokerController:
         response = await resolve(answer)
         await self.durable(since)
         return response
+
+    def _may_read(self, request: RemotingRequest, ctx: RequestContext, topic: str) -> str | None:
+        assert self.acl is not None
+        return self.acl.may(request, ctx, topic, SUB)
 
     def _count_acl_refusal(self, reason: str) -> None:
         self.metrics.inc("acl_rejections", reason=reason)

@@ -216,14 +216,33 @@ class PlainAccessValidator:
                                        f"{who.access_key} is not")
         owned = self._owned(who)
         for resource, needed in resources.items():
-            is_group = resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            have = owned.get(resource, _PERMS.get(who.default_group_perm if is_group else who.default_topic_perm,
-                                                  DENY))
-            if not _permits(needed, have):
-                kind = "group" if is_group else "topic"
-                name = resource[len(RETRY_GROUP_TOPIC_PREFIX):] if is_group else resource
-                return Denied("no_permission", f"No permission for {kind} {name} (accessKey={who.access_key})")
+            denied = self._denied(who, owned, resource, needed)
+            if denied is not None:
+                return denied
         return None
+
+    def permits(self, access_key: str | None, remote: str, resource: str, needed: int) -> Denied | None:
+        """Whether the account of an already authenticated request (or a white-listed address) may
+        do `needed` on `resource` (a topic, or %RETRY%group for a group): for a resource the
+        request names only inside what it points at (a message sent back by its offset)."""
+        if self._white_listed(remote):
+            return None
+        who = self.accounts.get(access_key or "")
+        if who is None:
+            return Denied("unknown_access_key", f"No acl config for {access_key}")
+        if who.admin:
+            return None
+        return self._denied(who, self._owned(who), resource, needed)
+
+    @staticmethod
+    def _denied(who: Account, owned: dict[str, int], resource: str, needed: int) -> Denied | None:
+        is_group = resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        have = owned.get(resource, _PERMS.get(who.default_group_perm if is_group else who.default_topic_perm, DENY))
+        if _permits(needed, have):
+            return None
+        kind = "group" if is_group else "topic"
+        name = resource[len(RETRY_GROUP_TOPIC_PREFIX):] if is_group else resource
+        return Denied("no_permission", f"No permission for {kind} {name} (accessKey={who.access_key})")
 
     @staticmethod
     def _owned(account: Account) -> dict[str, int]:

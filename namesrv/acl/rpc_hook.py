@@ -77,6 +77,16 @@ class AclHook(RPCHook):
             self._refused(denied, RequestCode.GET_ROUTEINFO_BY_TOPIC, "ray")
             raise PermissionError(denied.remark)
 
+    def may(self, request: RemotingRequest, ctx: RequestContext, resource: str, needed: int) -> str | None:
+        """None when the request's (authenticated) account may do `needed` on `resource`; else why
+        not (counted and logged as a refusal)."""
+        denied = self.manager.validator.permits(request_ext_strings(request).get(ACCESS_KEY), ctx.remote, resource,
+                                                needed)
+        if denied is None:
+            return None
+        self._refused(denied, request.code, ctx.remote)
+        return denied.remark
+
     async def reload(self) -> None:
         """Load the ACL file again if it changed (off the event loop); a broken edit keeps the rules
         in force and is logged."""

@@ -101,6 +101,9 @@ class BrokerProcessor:
                                                         self.stats[("pulled_messages", "")]))
         self.on_topic_created = on_topic_created
         self.on_group_changed = on_group_changed
+        self.may_read: Callable[[RemotingRequest, RequestContext, str], str | None] = _anyone_may_read
+        """With ACL on: None when the request's account may SUB `topic`, else why not (for a
+        resource the request does not name, only points at: a message sent back by its offset)."""
         self.closed = False
         self.handlers: dict[int, Callable[[RemotingRequest, RequestContext], Answer]] = {
             BrokerRequestCode.SEND_MESSAGE: self._send_message,
@@ -429,14 +432,25 @@ class BrokerProcessor:
     # ------------------------------------------------------------------ retries
     def _consumer_send_msg_back(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h: ConsumerSendMsgBackRequestHeader = self._header(ConsumerSendMsgBackRequestHeader, cmd)
-        return self._send_back(cmd, h)
+        return self._send_back(cmd, client, h)
 
-    async def _send_back(self, cmd: RemotingRequest, h: ConsumerSendMsgBackRequestHeader) -> RemotingResponse:
+    async def _send_back(self, cmd: RemotingRequest, client: RequestContext,
+                         h: ConsumerSendMsgBackRequestHeader) -> RemotingResponse:
         """Put a message a consumer failed to process into its group's retry topic (or, past the
-        retry limit, its dead-letter topic). Beyond RocketMQ's delay levels: redelivered at once."""
+        retry limit, its dead-letter topic). Beyond RocketMQ's delay levels: redelivered at once.
+        Only a message of the group's own retry topic or of a topic the group subscribes to, and
+        (ACL) that the caller may read, is sent back: RocketMQ checks only the group, which lets a
+        caller copy any message into a retry topic it reads."""
         original = await asyncio.to_thread(self.store.get_by_commit_offset, h.offset)
         if original is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+        if (original.topic != f"{RETRY_GROUP_TOPIC_PREFIX}{h.group}"
+                and self.consumers.subscription(h.group, original.topic) is None):
+            return cmd.response(ResponseCode.NO_PERMISSION, f"the message at offset {h.offset} is not of a topic "
+                                                            f"consumer group {h.group} subscribes to")
+        denied = self.may_read(cmd, client, original.topic)
+        if denied is not None:
+            return cmd.response(ResponseCode.NO_PERMISSION, denied)
         times = original.reconsume_times + 1
         limit = h.max_reconsume_times if h.max_reconsume_times is not None else MAX_RECONSUME_TIMES
         props = dict(original.properties)
@@ -475,6 +489,10 @@ class BrokerProcessor:
             if self.locks.get(key, ("",))[0] == client_id:
                 del self.locks[key]
         return cmd.response(ResponseCode.SUCCESS)
+
+
+def _anyone_may_read(request: RemotingRequest, client: RequestContext, topic: str) -> str | None:
+    return None
 
 
 def _json_body(body: bytes | None, what: str) -> dict[str, Any]:

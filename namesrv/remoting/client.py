@@ -61,6 +61,8 @@ class RemotingClient:
         self._lock = threading.Lock()
         self._decoder = FrameDecoder()
         self._pending: dict[int, RemotingCommand] = {}
+        self.server_requests: list[RemotingCommand] = []
+        """Requests the server sent on this connection (a broker's rebalance notices), oldest first."""
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as e:
@@ -102,7 +104,10 @@ class RemotingClient:
                 if not data:
                     raise RemotingConnectError(f"{self.address} closed the connection")
                 for cmd in self._decoder.feed(data):
-                    self._pending[cmd.opaque] = cmd
+                    if cmd.is_response:  # a server's own request (NOTIFY_CONSUMER_IDS_CHANGED) is not an answer
+                        self._pending[cmd.opaque] = cmd
+                    else:
+                        self.server_requests.append(cmd)
             return self._pending.pop(opaque)
 
     def invoke(self, code: int, ext_fields: dict[str, Any] | None = None, body: bytes | None = None) -> RemotingCommand:

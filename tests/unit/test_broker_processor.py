@@ -371,3 +371,17 @@ def test_broker_runtime_info_of_an_empty_store(broker: Broker) -> None:
     table = json.loads(broker.call(Code.GET_BROKER_RUNTIME_INFO).body or b"")["table"]
     assert table["earliestMessageTimeStamp"] == "-1" and table["msgPutTotalTodayNow"] == "0"
     assert table["putTps"] == "  ", "no window has enough samples yet"
+
+
+def test_only_a_message_of_a_topic_the_group_reads_is_sent_back(broker: Broker) -> None:
+    """The message is named by its commit-log offset alone: one of a topic the group does not
+    subscribe to stays where it is (RocketMQ would copy it into the group's retry topic)."""
+    broker.call(Code.HEART_BEAT, body=heartbeat("c1"))
+    broker.topics.update_topic_config(TopicConfig(topic_name="Other", read_queue_nums=1, write_queue_nums=1))
+    broker.send(b"not yours", topic="Other")
+    [m] = broker.store.get_message("Other", 0, 0)
+    before = broker.state()
+    back = {"offset": m.commit_log_offset, "group": "CG", "delayLevel": 0, "originMsgId": "ORIG"}
+    refused = broker.call(Code.CONSUMER_SEND_MSG_BACK, back)
+    assert refused.code == ResponseCode.NO_PERMISSION and "subscribes" in (refused.remark or "")
+    assert broker.state() == before
