@@ -14,9 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import ray
 from ray.exceptions import RayActorError
 
+from actors.handles import ActorHandles
 from actors.housekeeping import BrokerChannel
 from namesrv.acl.plain_acl import signed
 from namesrv.broker.config import BrokerConfig
@@ -44,7 +44,7 @@ class NamesrvRegistrar:
         self.wrapper = wrapper
         """The topic table to register in full: O(topics), built only when a NameServer needs it."""
         self.data_version = data_version
-        self._handles: dict[str, Any] = {}
+        self._handles = ActorHandles(namespace)
         self._acked_version: dict[str, DataVersion] = {}
         self.master_addr: str | None = None
         self.closing = False
@@ -60,11 +60,7 @@ class NamesrvRegistrar:
         return int(self.identity["brokerId"])
 
     async def _handle(self, name: str) -> Any:
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = await asyncio.to_thread(ray.get_actor, name, namespace=self.namespace)
-            self._handles[name] = handle
-        return handle
+        return await self._handles.aget(name)
 
     async def register_broker_all(self, force_full: bool = False) -> dict[str, str]:
         """Register with every NameServer at once; returns {namesrv: outcome} for each. The topic
@@ -118,7 +114,7 @@ class NamesrvRegistrar:
             if isinstance(outcome, BaseException):
                 self.stats["register_failures"] += 1
                 if isinstance(outcome, RayActorError):
-                    self._handles.pop(name, None)  # a re-created NameServer needs a fresh handle
+                    self._handles.forget(name)  # a re-created NameServer needs a fresh handle
                 kind = "timeout" if isinstance(outcome, TimeoutError) else type(outcome).__name__
                 log.warning("%s to %s failed: %s %s", what, name, kind, outcome)
                 result[name] = f"failed: {kind}"

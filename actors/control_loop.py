@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -20,23 +20,6 @@ log = logging.getLogger(__name__)
 
 StepFn = Callable[[], Awaitable[Any] | Any]
 T = TypeVar("T")
-
-
-async def drive_steps(steps: Generator[None, None, T], between: Callable[[], None] | None = None) -> T:
-    """Run a sliced computation (a generator that yields between slices and returns its result) to
-    its end, letting the event loop answer other requests between slices; `between` runs after each
-    slice. Cancelled mid-way, the generator is closed, so it can abandon its work cleanly."""
-    try:
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
-            if between is not None:
-                between()
-            await asyncio.sleep(0)
-    finally:
-        steps.close()
 
 
 @dataclass(slots=True)

@@ -14,7 +14,6 @@ import signal
 import socket
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any, cast
 
 import ray
@@ -458,7 +457,3 @@ def _creation_error(e: RayActorError) -> str:
         if "StoreMissingError" in line or "Error:" in line:
             return line.strip()
     return " ".join(text.split())[:500]
-
-
-def data_dir_path(spec: ClusterSpec) -> Path:
-    return Path(spec.data_dir).expanduser()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actors.control_loop import ControlLoop, drive_steps
+from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
 from actors.long_poll import LongPollHost
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics, RequestMetricsHook
@@ -30,7 +30,6 @@ from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
 from namesrv.protocol.codes import RequestCode
 from namesrv.protocol.models import TopicRouteData
-from namesrv.protocol.register_body import run_to_end
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
@@ -51,6 +50,7 @@ from namesrv.routeinfo.snapshot import (
     snapshot_steps,
 )
 from namesrv.routeinfo.wire_encoder import WireEncoder
+from namesrv.slices import drive_steps, run_to_end
 
 if TYPE_CHECKING:
     import pyarrow as pa

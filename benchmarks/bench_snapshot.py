@@ -20,7 +20,7 @@ import ray
 from _common import pct_ms, print_machine, ratio_table
 
 from actors.namesrv_actor import NameServerActor
-from namesrv.protocol.models import RegisterBrokerBody
+from namesrv.protocol.models import TopicConfigSerializeWrapper
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
@@ -72,11 +72,11 @@ def main() -> None:
     rim = RouteInfoManager()
     for b in range(args.brokers):
         topics = [f"T{b}_{i}" for i in range(args.topics)]
-        body = RegisterBrokerBody.model_validate(
-            {"topicConfigSerializeWrapper": {"topicConfigTable": {
-                t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6} for t in topics},
-                "dataVersion": {"timestamp": 1, "counter": 1}}})
-        rim.register_broker("c", f"b{b}-0", f"b{b}", 0, "", body.topic_config_serialize_wrapper, [])
+        wrapper = TopicConfigSerializeWrapper.model_validate(
+            {"topicConfigTable": {t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+                                  for t in topics},
+             "dataVersion": {"timestamp": 1, "counter": 1}})
+        rim.register_broker("c", f"b{b}-0", f"b{b}", 0, "", wrapper, [])
     snapshot_record_batch(rim, "warm")
     costs = []
     for _ in range(5):

@@ -22,6 +22,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
 from actors.broker_actor import broker_actor_name
+from actors.handles import ActorHandles
 from clients.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
 from namesrv.broker.message_codec import ray_send_ext
@@ -47,8 +48,7 @@ class RayBrokerTransport:
     def __init__(self, namespace: str, credentials: SessionCredentials | None = None) -> None:
         self.namespace = namespace
         self.credentials = credentials
-        self._handles: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._handles = ActorHandles(namespace)
 
     def _auth(self, mq: MessageQueue, msg: Message, msg_id: str, default_topic: str | None) -> dict[str, str] | None:
         """AccessKey and Signature over exactly the request the broker's `send_message` builds."""
@@ -60,20 +60,13 @@ class RayBrokerTransport:
         return {k: auth[k] for k in (ACCESS_KEY, SIGNATURE)}
 
     def handle(self, actor_name: str) -> Any:
-        with self._lock:
-            h = self._handles.get(actor_name)
-        if h is None:
-            try:
-                h = ray.get_actor(actor_name, namespace=self.namespace)
-            except ValueError as e:
-                raise RemotingError(f"broker {actor_name} not found") from e
-            with self._lock:
-                self._handles[actor_name] = h
-        return h
+        try:
+            return self._handles.get(actor_name)
+        except ValueError as e:
+            raise RemotingError(f"broker {actor_name} not found") from e
 
     def forget(self, actor_name: str) -> None:
-        with self._lock:
-            self._handles.pop(actor_name, None)
+        self._handles.forget(actor_name)
 
     def send(
         self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str, timeout_ms: int,

@@ -16,6 +16,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
+from actors.handles import ActorHandles
 from actors.launcher import NAMESRV_PREFIX
 from actors.namesrv_controller import RouteChange
 from namesrv.acl.plain_acl import SessionCredentials, long_poll_content, signed
@@ -45,18 +46,12 @@ class NameServerClient:
         self.credentials = credentials
         self.call_timeout_s = call_timeout_ms / 1000
         self._index = random.randrange(len(self.namesrv_names))
-        self._handles: dict[str, Any] = {}
+        self._handles = ActorHandles(namespace)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ NameServer choice
     def handle(self, name: str) -> Any:
-        with self._lock:
-            h = self._handles.get(name)
-        if h is None:
-            h = ray.get_actor(name, namespace=self.namespace)
-            with self._lock:
-                self._handles[name] = h
-        return h
+        return self._handles.get(name)
 
     @property
     def current(self) -> str:
@@ -64,8 +59,8 @@ class NameServerClient:
 
     def move_off(self, name: str) -> None:
         """Next NameServer, unless another thread already moved off `name` (never move back onto it)."""
+        self._handles.forget(name)
         with self._lock:
-            self._handles.pop(name, None)
             if self.current == name:
                 self._index = (self._index + 1) % len(self.namesrv_names)
 

@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"
-SECURITY_TOKEN = "SecurityToken"
 
 DENY, ANY, PUB, SUB = 1, 2, 4, 8
 """RocketMQ's Permission bits."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from namesrv.protocol.constants import Perm
@@ -259,17 +259,6 @@ class TopicConfigSerializeWrapper(BaseModel):
         return v
 
 
-class RegisterBrokerBody(BaseModel):
-    """REGISTER_BROKER body: topic table + DataVersion, and the broker's filter servers."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True)
-
-    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = Field(
-        default_factory=TopicConfigSerializeWrapper
-    )
-    filter_server_list: list[str] = Field(default_factory=list)
-
-
 class QueueDataBody(BaseModel):
     """One group's queues as a request carries them (validated; becomes a `QueueData`)."""
 
@@ -291,47 +280,3 @@ class RegisterTopicBody(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True)
 
     queue_datas: list[QueueDataBody] | None = Field(default=None, max_length=10_000)
-
-
-def _get_either(m: dict[Any, Any], camel: str, snake: str) -> tuple[str | None, Any]:
-    for key in (camel, snake):
-        if key in m:
-            return key, m[key]
-    return None, None
-
-
-def parse_register_body(raw: object) -> tuple[RegisterBrokerBody, dict[str, str]]:
-    """A REGISTER_BROKER body, and {topic: why} for each topic config that fails validation.
-
-    A bad topic is left out rather than failing the whole registration, so one topic above a
-    queue-count limit never stops its broker registering its other topics (RocketMQ takes every
-    topic as it comes). Anything else malformed (the body's shape, the DataVersion, filter servers)
-    still fails the request.
-    """
-    if raw is None:
-        return RegisterBrokerBody(), {}
-    try:  # the usual case, validated in one pass; the per-topic pass below only runs on an error
-        return RegisterBrokerBody.model_validate(raw), {}
-    except ValidationError:
-        pass
-    rejected: dict[str, str] = {}
-    if isinstance(raw, dict):
-        wkey, wrapper = _get_either(raw, "topicConfigSerializeWrapper", "topic_config_serialize_wrapper")
-        if wkey is not None and isinstance(wrapper, dict):
-            tkey, table = _get_either(wrapper, "topicConfigTable", "topic_config_table")
-            if tkey is not None and isinstance(table, dict):
-                kept: dict[Any, TopicConfig] = {}
-                for name, value in table.items():
-                    label = str(name)[:255]
-                    try:
-                        tc = check(TopicConfig, value, "topicConfig")
-                    except InvalidInput as e:
-                        rejected[label] = str(e)
-                        continue
-                    if name != tc.topic_name:
-                        rejected[label] = f"topicConfigTable key differs from topicName {tc.topic_name!r}"
-                        continue
-                    kept[name] = tc
-                if rejected:
-                    raw = raw | {wkey: wrapper | {tkey: kept}}
-    return RegisterBrokerBody.model_validate(raw), rejected

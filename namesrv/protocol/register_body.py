@@ -31,7 +31,7 @@ import json
 import re
 import struct
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +41,7 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import json_object
 from namesrv.protocol.models import DataVersion, parse_data_version
 from namesrv.protocol.types import InvalidInput
+from namesrv.slices import Steps, run_to_end
 
 BodyEncoding = Literal["msgpack", "json", "compressed"]
 
@@ -61,7 +62,7 @@ VERSION = ("dataVersion", "data_version")
 TopicEntry = tuple[object, object]
 """(key in topicConfigTable, the raw topic config) as the body holds them, not yet validated."""
 
-Steps = Generator[None, None, "RegisterBody"]
+Opening = Steps["RegisterBody"]
 
 
 @dataclass(slots=True)
@@ -77,7 +78,7 @@ class RegisterBody:
         return self._entries()
 
 
-def open_register_body(body: bytes | None, encoding: BodyEncoding, broker_version: int = 0) -> Steps:
+def open_register_body(body: bytes | None, encoding: BodyEncoding, broker_version: int = 0) -> Opening:
     """Open `body` (None: a registration without topics), yielding between slices of work."""
     if not body:
         return RegisterBody(DataVersion(), [], lambda: iter(()))
@@ -98,15 +99,6 @@ def read_register_body(body: bytes | None, encoding: BodyEncoding, broker_versio
         },
         "filterServerList": opened.filter_server_list,
     }
-
-
-def run_to_end(steps: Generator[None, None, Any]) -> Any:
-    """Drive a sliced generator to its result without pausing between slices."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
 
 
 def _filters(value: object) -> list[str]:
@@ -235,7 +227,7 @@ class _JsonCursor:
                 raise _NotPlainJson
 
 
-def _open_json(data: bytes) -> Steps:
+def _open_json(data: bytes) -> Opening:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -407,7 +399,7 @@ def _compressed_topic(text: str) -> dict[str, Any]:
             "topicFilterType": parts[4]}
 
 
-def _open_compressed(data: bytes, broker_version: int) -> Steps:
+def _open_compressed(data: bytes, broker_version: int) -> Opening:
     records = _Records(_inflate(data))
     yield
     version = parse_data_version(json_object(records.chunk("the data version"), "dataVersion"))

@@ -43,7 +43,7 @@ from namesrv.protocol.models import (
     parse_data_version,
 )
 from namesrv.protocol.msgpack_codec import CodecError, decode_body
-from namesrv.protocol.register_body import SLICE, BodyEncoding, RegisterBody, open_register_body, run_to_end
+from namesrv.protocol.register_body import SLICE, BodyEncoding, RegisterBody, open_register_body
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.codec import ext_value
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -52,11 +52,11 @@ from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.ready_gate import ReadyGate
 from namesrv.routeinfo.registration import ALL, NONE, TopicsWanted, covers
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.slices import Steps, run_to_end
 
 log = logging.getLogger(__name__)
 
-Steps = Generator[None, None, RemotingResponse]
-Handler = Callable[[RemotingRequest, Any], RemotingResponse | Steps]
+Handler = Callable[[RemotingRequest, Any], RemotingResponse | Steps[RemotingResponse]]
 
 
 
@@ -104,7 +104,7 @@ class DefaultRequestProcessor:
         response: RemotingResponse = run_to_end(self.process_steps(request, channel))
         return response
 
-    def process_steps(self, request: RemotingRequest, channel: Any = None) -> Steps:
+    def process_steps(self, request: RemotingRequest, channel: Any = None) -> Steps[RemotingResponse]:
         """`process_request` as a generator that yields between slices of a long request (a big
         registration), so an event loop can answer others in between; returns the response."""
         try:
@@ -188,7 +188,7 @@ class DefaultRequestProcessor:
         return RemotingResponse(payload=KVTable(table))
 
     # ------------------------------------------------------------------ brokers
-    def register_broker(self, request: RemotingRequest, channel: Any) -> Steps:
+    def register_broker(self, request: RemotingRequest, channel: Any) -> Steps[RemotingResponse]:
         """REGISTER_BROKER in slices (see `namesrv.routeinfo.registration`): read the body, validate
         the topics the tables need, then write them; bad input is found before anything is written."""
         h = self._header(RegisterBrokerRequestHeader, request)

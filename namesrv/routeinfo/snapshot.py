@@ -8,11 +8,11 @@ topic still gets one row with null topic columns, so liveness is visible without
 from __future__ import annotations
 
 import collections
-from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from namesrv.protocol.models import BrokerData
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.slices import Steps
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -96,7 +96,7 @@ SNAPSHOT_SLICE_ROWS = 4096
 
 
 def snapshot_steps(rim: RouteInfoManager, namesrv: str, now_ms: int | None = None
-                   ) -> Generator[None, None, list[pa.RecordBatch]]:
+                   ) -> Steps[list[pa.RecordBatch]]:
     """The snapshot in slices, yielding between broker groups and between Arrow conversions, so a
     NameServer with 100s of brokers x 10,000s of topics keeps answering while it is taken. Each
     group's rows are one consistent image (their `route_seq` says when it was read); groups are read

@@ -19,12 +19,13 @@ from namesrv.protocol.models import (
     ClusterInfo,
     DataVersion,
     QueueData,
-    RegisterBrokerBody,
     TopicConfig,
+    TopicConfigSerializeWrapper,
     TopicRouteData,
     parse_data_version,
 )
 from namesrv.protocol.msgpack_codec import CodecError, decode_body, encode_body
+from namesrv.protocol.register_body import read_register_body
 from namesrv.protocol.types import (
     BrokerId,
     InvalidInput,
@@ -255,38 +256,39 @@ def test_parse_data_version_accepts_wire_dict_and_instance() -> None:
 
 
 def test_register_body_validates_the_whole_topic_table() -> None:
-    body = RegisterBrokerBody.model_validate(
+    wrapper = TopicConfigSerializeWrapper.model_validate(
         {
-            "topicConfigSerializeWrapper": {
-                "topicConfigTable": {"TopicA": {"topicName": "TopicA", "perm": 4}},
-                "dataVersion": {"timestamp": 10, "counter": 2},
-            },
-            "filterServerList": ["10.0.0.9:1"],
+            "topicConfigTable": {"TopicA": {"topicName": "TopicA", "perm": 4}},
+            "dataVersion": {"timestamp": 10, "counter": 2},
         }
     )
-    wrapper = body.topic_config_serialize_wrapper
     assert wrapper.data_version == DataVersion(10, 2)
     assert wrapper.topic_config_table["TopicA"].perm == 4
-    assert body.filter_server_list == ["10.0.0.9:1"]
-    empty = RegisterBrokerBody.model_validate({})
-    assert empty.topic_config_serialize_wrapper.topic_config_table == {}
-    assert empty.topic_config_serialize_wrapper.data_version == DataVersion()
-    assert empty.filter_server_list == []
+    body = read_register_body(encode_body({"filterServerList": ["10.0.0.9:1"]}), "msgpack")
+    assert body["filterServerList"] == ["10.0.0.9:1"]
+    empty = TopicConfigSerializeWrapper.model_validate({})
+    assert empty.topic_config_table == {}
+    assert empty.data_version == DataVersion()
+    assert read_register_body(encode_body({}), "msgpack")["filterServerList"] == []
 
 
 @pytest.mark.parametrize(
     "raw",
     [
-        {"topicConfigSerializeWrapper": {"topicConfigTable": {"A": {"topicName": "B"}}}},
-        {"topicConfigSerializeWrapper": {"topicConfigTable": {5: {"topicName": "A"}}}},
-        {"topicConfigSerializeWrapper": {"dataVersion": [1, 2]}},
-        {"topicConfigSerializeWrapper": []},
-        {"filterServerList": "10.0.0.9:1"},
+        {"topicConfigTable": {"A": {"topicName": "B"}}},
+        {"topicConfigTable": {5: {"topicName": "A"}}},
+        {"dataVersion": [1, 2]},
+        [],
     ],
 )
 def test_register_body_refuses_inconsistent_shapes(raw: dict) -> None:
     with pytest.raises(ValidationError):
-        RegisterBrokerBody.model_validate(raw)
+        TopicConfigSerializeWrapper.model_validate(raw)
+
+
+def test_register_body_refuses_a_filter_server_list_that_is_no_list() -> None:
+    with pytest.raises(InvalidInput):
+        read_register_body(encode_body({"filterServerList": "10.0.0.9:1"}), "msgpack")
 
 
 def test_route_and_cluster_wire_round_trips() -> None:
@@ -442,17 +444,13 @@ def test_config_defaults_blacklist_and_strictness() -> None:
 def test_unknown_fields_are_ignored_as_fastjson_ignores_them() -> None:
     """A RocketMQ 5.x broker's body carries fields this NameServer has no use for (topic attributes,
     DataVersion.stateVersion, static-topic queue mappings): accepted and ignored, as fastjson does."""
-    body = RegisterBrokerBody.model_validate({
-        "topicConfigSerializeWrapper": {
-            "topicConfigTable": {"T": {"topicName": "T", "attributes": {}, "readQueueNums": 4, "writeQueueNums": 4,
-                                       "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
-                                       "order": False}},
-            "dataVersion": {"counter": 2, "stateVersion": 0, "timestamp": 7},
-            "topicQueueMappingInfoMap": {},
-        },
-        "filterServerList": [],
-        "surprise": True,
+    wrapper = TopicConfigSerializeWrapper.model_validate({
+        "topicConfigTable": {"T": {"topicName": "T", "attributes": {}, "readQueueNums": 4, "writeQueueNums": 4,
+                                   "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+                                   "order": False}},
+        "dataVersion": {"counter": 2, "stateVersion": 0, "timestamp": 7},
+        "topicQueueMappingInfoMap": {},
     })
-    assert body.topic_config_serialize_wrapper.data_version == DataVersion(7, 2)
-    assert body.topic_config_serialize_wrapper.topic_config_table["T"].read_queue_nums == 4
+    assert wrapper.data_version == DataVersion(7, 2)
+    assert wrapper.topic_config_table["T"].read_queue_nums == 4
     assert parse_data_version({"timestamp": 1, "counter": 2, "stateVersion": 3}) == DataVersion(1, 2)

@@ -213,8 +213,8 @@ def test_buffer_drops_a_snapshot_of_several_batches_as_one() -> None:
 
 
 def test_sliced_snapshot_holds_the_same_rows_as_the_one_pass_snapshot() -> None:
-    from namesrv.protocol.register_body import run_to_end
     from namesrv.routeinfo.snapshot import SNAPSHOT_SLICE_ROWS, snapshot_steps
+    from namesrv.slices import run_to_end
 
     clock = ManualClock(T0)
     rim = RouteInfoManager(clock=clock)
