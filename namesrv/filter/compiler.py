@@ -16,6 +16,7 @@ from namesrv.filter.errors import FilterError, FilterParseError
 from namesrv.filter.grammar import TERMINAL_NAMES, parser
 from namesrv.filter.nodes import (
     And,
+    Between,
     BooleanCast,
     BooleanConstant,
     Constant,
@@ -204,7 +205,9 @@ class _Builder:
             raise self.fail(f"{self.source(node)} cannot be compared with > >= < <= (only numbers can)", node)
 
     def between(self, negated: bool, value_node: Node, low_node: Node, high_node: Node) -> Expr:
-        low, high = self.build(low_node), self.build(high_node)
+        """createBetween / createNotBetween: constant bounds must not be NULL nor the wrong way
+        round; value and bounds must be orderable (they become operands of >= and <=)."""
+        value, low, high = self.build(value_node), self.build(low_node), self.build(high_node)
         if not negated and isinstance(low, Constant) and isinstance(high, Constant):
             if low.value is None or high.value is None:
                 raise self.fail("the bounds of BETWEEN cannot be NULL", low_node)
@@ -215,6 +218,6 @@ class _Builder:
             if wrong_way:
                 raise self.fail(f"BETWEEN {self.source(low_node)} AND {self.source(high_node)}: the first bound is "
                                 "greater than the second", low_node)
-        if negated:
-            return Or((self.ordering("<", value_node, low_node), self.ordering(">", value_node, high_node)))
-        return And((self.ordering(">=", value_node, low_node), self.ordering("<=", value_node, high_node)))
+        for expr, node in ((value, value_node), (low, low_node), (value, value_node), (high, high_node)):
+            self.check_orderable(expr, node)
+        return Between(value, low, high, negated)

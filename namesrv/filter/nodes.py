@@ -138,11 +138,26 @@ class Equal(Expr):
 Order = Literal[">", ">=", "<", "<="]
 
 
+def ordered(op: Order, lv: Value, rv: Value) -> Value:
+    """lv op rv for `>`, `>=`, `<`, `<=`: null if a side is null; two strings are both parsed as
+    doubles; otherwise converted as `=` converts them."""
+    if lv is None or rv is None:
+        return None
+    if isinstance(lv, str) and isinstance(rv, str):
+        sign = compare(parse_java_double(lv), parse_java_double(rv))
+    else:
+        sign = compare(lv, rv)
+    if op == ">":
+        return sign > 0
+    if op == ">=":
+        return sign >= 0
+    if op == "<":
+        return sign < 0
+    return sign <= 0
+
+
 @dataclass(frozen=True, slots=True)
 class Ordering(Expr):
-    """`>`, `>=`, `<`, `<=`: null if a side is null; two strings are both parsed as doubles;
-    otherwise as `=` converts them."""
-
     op: Order
     left: Expr
     right: Expr
@@ -150,22 +165,32 @@ class Ordering(Expr):
 
     def evaluate(self, props: Properties) -> Value:
         lv = self.left.evaluate(props)
-        if lv is None:
+        if lv is None:  # the right side is not evaluated
             return None
-        rv = self.right.evaluate(props)
-        if rv is None:
-            return None
-        if isinstance(lv, str) and isinstance(rv, str):
-            sign = compare(parse_java_double(lv), parse_java_double(rv))
-        else:
-            sign = compare(lv, rv)
-        if self.op == ">":
-            return sign > 0
-        if self.op == ">=":
-            return sign >= 0
-        if self.op == "<":
-            return sign < 0
-        return sign <= 0
+        return ordered(self.op, lv, self.right.evaluate(props))
+
+
+@dataclass(frozen=True, slots=True)
+class Between(Expr):
+    """value [NOT] BETWEEN low AND high: RocketMQ's `value >= low AND value <= high` (NOT: `value <
+    low OR value > high`), in that order and with that short-circuit, but the value is evaluated
+    once (evaluation is pure), so nested BETWEENs cost linear, not exponential, time."""
+
+    value: Expr
+    low: Expr
+    high: Expr
+    negated: bool
+    is_boolean = True
+
+    def evaluate(self, props: Properties) -> Value:
+        v = self.value.evaluate(props)
+        first = None if v is None else ordered("<" if self.negated else ">=", v, self.low.evaluate(props))
+        if first is self.negated:  # TRUE decides the NOT BETWEEN's OR, FALSE the BETWEEN's AND
+            return first
+        second = None if v is None else ordered(">" if self.negated else "<=", v, self.high.evaluate(props))
+        if second is self.negated:
+            return second
+        return None if first is None or second is None else not self.negated
 
 
 TextMatch = Literal["CONTAINS", "STARTSWITH", "ENDSWITH"]

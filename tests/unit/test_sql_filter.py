@@ -176,3 +176,27 @@ def test_doubles_order_as_java_compares_them() -> None:
     assert compare(nan, nan) == 0 and compare(nan, float("inf")) == 1
     assert compare(-0.0, 0.0) == -1
     assert compare(1.0, 2.0) == -1
+
+
+class CountingProperties(dict[str, str]):
+    """Message properties that count how often the filter reads them."""
+
+    reads = 0
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.reads += 1
+        return super().get(key, default)
+
+
+def test_nested_betweens_read_their_value_once() -> None:
+    """RocketMQ expands BETWEEN into `v >= low AND v <= high`, evaluating v twice: nested thirty
+    deep that is 2**30 reads (and compiles). Here each value is compiled and evaluated once."""
+    expression = "a BETWEEN 1 AND 2"
+    for _ in range(30):
+        expression = f"-({expression}) NOT BETWEEN -1 AND 2"
+    props = CountingProperties(a="1")
+    assert compile_sql92(expression).evaluate(props) is None  # a negated condition is no number
+    assert props.reads == 1
+    props = CountingProperties(a="1")
+    assert compile_sql92("a BETWEEN 0 AND 2 AND a NOT BETWEEN 5 AND 6").evaluate(props) is True
+    assert props.reads == 2
