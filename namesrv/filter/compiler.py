@@ -166,9 +166,10 @@ class _Builder:
         if token.type == "STRING":
             return Constant(text[1:-1].replace("''", "'"))
         if token.type == "DECIMAL":
-            value = int(text.rstrip("lL"))
-            if value > LONG_MAX:
+            digits = text.rstrip("lL")
+            if len(digits) > 19 or int(digits) > LONG_MAX:  # the grammar allows no leading zeros
                 raise self.fail(f"{text} is out of the range of a long", token)
+            value = int(digits)
             return Constant(JInt(value) if value <= INT_MAX else JLong(value))
         if token.type == "FLOAT":
             number = float(text)

@@ -59,7 +59,10 @@ def parse_java_integer(text: str, lo: int, hi: int) -> int:
     digits = text[1:] if text[:1] in ("+", "-") else text
     if not digits or not all(c.isdecimal() for c in digits):
         raise FilterEvaluationError(f"For input string: {text!r}")
-    value = int(digits) * (-1 if text[:1] == "-" else 1)
+    significant = "".join(str(int(c)) for c in digits).lstrip("0")
+    if len(significant) > 19:  # beyond any long (and beyond what int() may be asked to parse)
+        raise FilterEvaluationError(f"For input string: {text!r} (out of range)")
+    value = int(significant or "0") * (-1 if text[:1] == "-" else 1)
     if not lo <= value <= hi:
         raise FilterEvaluationError(f"For input string: {text!r} (out of range)")
     return value
