@@ -93,7 +93,10 @@ def parse_java_double(text: str) -> float:
         whole, _, fraction = mantissa.partition(".")
         if (p and _valid_exponent(exponent) and (whole or fraction)
                 and all(c in "0123456789abcdef" for c in whole + fraction)):
-            return sign * float.fromhex(f"0x{whole or '0'}.{fraction or '0'}p{exponent}")
+            try:
+                return sign * float.fromhex(f"0x{whole or '0'}.{fraction or '0'}p{exponent}")
+            except OverflowError:  # Java reads a too large value as Infinity
+                return sign * float("inf")
         raise FilterEvaluationError(f"For input string: {text!r}")
     mantissa, e, exponent = body.lower().partition("e")
     whole, _, fraction = mantissa.partition(".")

@@ -151,6 +151,7 @@ def test_tag_type_is_none_empty_or_tag() -> None:
     ("5", 5.0), ("-5", -5.0), ("+5.5", 5.5), (".5", 0.5), ("5.", 5.0), ("1e3", 1000.0), ("1E-3", 0.001),
     ("2.5f", 2.5), ("2.5D", 2.5), (" 7 ", 7.0), ("\t7\n", 7.0), ("Infinity", float("inf")),
     ("-Infinity", float("-inf")), ("0x1.8p1", 3.0), ("0X10P0", 16.0),
+    ("-0x1p99999", float("-inf")), ("1e99999", float("inf")), ("1e-99999", 0.0),
 ])
 def test_double_value_of_accepts_what_java_does(text: str, value: float) -> None:
     assert parse_java_double(text) == value

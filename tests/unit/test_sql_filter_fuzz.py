@@ -21,7 +21,7 @@ TOKENS = ["a", "b", "TAGS", "x1", "$p", "_q", "1", "0", "42", "5L", "2147483648"
 
 PROPERTY_VALUES = st.one_of(
     st.text(max_size=6), st.integers(-(2**40), 2**40).map(str), st.floats(allow_nan=True).map(repr),
-    st.sampled_from(["true", "TRUE", "false", "NaN", "Infinity", "-0.0", " 7 ", "1e3", "x"]),
+    st.sampled_from(["true", "TRUE", "false", "NaN", "Infinity", "-0.0", " 7 ", "1e3", "x", "0x1p99999", "0x1.8p1"]),
     st.tuples(st.sampled_from(["", "-", "0" * 5000]), st.integers(1, 6000)).map(lambda t: t[0] + "9" * t[1]),
 )
 """Property values: any text, numbers in every spelling Java reads, and digit runs past Python's int limit."""
