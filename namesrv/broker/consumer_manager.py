@@ -8,12 +8,15 @@ so the broker can tell the group's other members to rebalance (NOTIFY_CONSUMER_I
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from namesrv.clock import Clock
 from namesrv.filter import FilterParseError, SqlFilter, compile_sql92, is_tag_type
+
+log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_MS = 120_000
 """A client silent for this long is gone (RocketMQ's channelExpiredTimeout)."""
@@ -66,7 +69,13 @@ class SubscriptionData:
         expression over its properties (TAGS, KEYS and the rest included, as RocketMQ does)."""
         if is_tag_type(self.expression_type):
             return self.matches(properties.get("TAGS"))
-        return self.sql is not None and self.sql.matches(properties)
+        if self.sql is None:
+            return False
+        try:
+            return self.sql.matches(properties)
+        except Exception:  # as RocketMQ (which catches Throwable): logged, not delivered, the pull goes on
+            log.exception("filter %r failed on properties %r", self.sub_string, dict(properties))
+            return False
 
 
 def parse_tags(expression: str | None) -> frozenset[str]:

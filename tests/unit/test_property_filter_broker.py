@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from namesrv.broker.consumer_manager import SubscriptionData
+from namesrv.filter import SqlFilter
+from namesrv.filter.nodes import Expr
+from namesrv.filter.values import Value
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from tests.unit.test_broker_processor import Broker, decode_messages
@@ -130,3 +135,19 @@ def test_a_changed_subscription_takes_effect_at_the_next_heartbeat(filtering: Br
     assert bodies(filtering.pull(0)) == [b"m1", b"m2", b"m5"]
     filtering.call(Code.HEART_BEAT, body=heartbeat("TagB", "TAG"))
     assert bodies(filtering.pull(0)) == [b"m2"]
+
+
+def test_a_filter_that_fails_unexpectedly_delivers_nothing_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """RocketMQ catches any Throwable from the filter: the message is not delivered, the pull goes on."""
+
+    class Broken(Expr):
+        is_boolean = True
+
+        def evaluate(self, props: Mapping[str, str]) -> Value:
+            raise RuntimeError("a bug in the evaluator")
+
+    sub = SubscriptionData("T", "broken", expression_type="SQL92", sql=SqlFilter("broken", Broken()))
+    with caplog.at_level(logging.ERROR):
+        assert sub.accepts({"a": "1"}) is False
+    assert "a bug in the evaluator" in caplog.text
+    assert SubscriptionData.build("T", "a = 1", "SQL92").accepts({"a": "1"}) is True
