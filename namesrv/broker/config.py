@@ -37,6 +37,9 @@ class BrokerConfig(BaseModel):
     """SYNC_FLUSH: one fsync covers every message written together (RocketMQ's GroupCommitService);
     False fsyncs once per message, the baseline benchmarks/bench_producer.py compares against."""
     max_message_size: int = Field(default=MAX_MESSAGE_SIZE, gt=0)
+    enable_property_filter: bool = False
+    """RocketMQ's enablePropertyFilter: serve SQL92 subscriptions (filters over message properties).
+    Off, as in RocketMQ: such consumers are refused at CHECK_CLIENT_CONFIG and at every pull."""
     credentials: SessionCredentials | None = None
     """The broker account this broker signs its NameServer requests with (NameServers with ACL on)."""
     acl_enable: bool = False

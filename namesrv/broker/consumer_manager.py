@@ -8,10 +8,15 @@ so the broker can tell the group's other members to rebalance (NOTIFY_CONSUMER_I
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from namesrv.clock import Clock
+from namesrv.filter import FilterParseError, SqlFilter, compile_sql92, is_tag_type
+
+log = logging.getLogger(__name__)
 
 CHANNEL_EXPIRED_MS = 120_000
 """A client silent for this long is gone (RocketMQ's channelExpiredTimeout)."""
@@ -24,19 +29,53 @@ class SubscriptionData:
     tags_set: frozenset[str] = frozenset()
     sub_version: int = 0
     expression_type: str = "TAG"
+    sql: SqlFilter | None = None
+    """The compiled expression of a SQL92 subscription (None when it did not compile)."""
+    filter_error: str | None = None
+    """Why a non-TAG subscription has no compiled filter (its expression or type was refused)."""
+
+    @classmethod
+    def build(cls, topic: str, sub_string: str, expression_type: str | None, sub_version: int = 0,
+              tags: frozenset[str] | None = None) -> SubscriptionData:
+        """A TAG subscription's tag set, or a SQL92 one compiled (FilterAPI.build + ConsumerFilterManager.build)."""
+        if is_tag_type(expression_type):
+            return cls(topic, sub_string, tags if tags else parse_tags(sub_string), sub_version)
+        assert expression_type is not None
+        sub = cls(topic, sub_string, frozenset(), sub_version, expression_type)
+        if expression_type != "SQL92":
+            sub.filter_error = f"unknown expression type {expression_type!r} (TAG or SQL92)"
+            return sub
+        try:
+            sub.sql = compile_sql92(sub_string)
+        except FilterParseError as e:
+            sub.filter_error = str(e)
+        return sub
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> SubscriptionData:
         sub = str(d.get("subString") or "*")
         tags = d.get("tagsSet")
-        tag_set = frozenset(str(t) for t in tags) if isinstance(tags, list) and tags else parse_tags(sub)
         version = d.get("subVersion")
-        return cls(str(d.get("topic", "")), sub, tag_set, version if isinstance(version, int) else 0,
-                   str(d.get("expressionType") or "TAG"))
+        return cls.build(str(d.get("topic", "")), sub, str(d.get("expressionType") or "TAG"),
+                         version if isinstance(version, int) else 0,
+                         frozenset(str(t) for t in tags) if isinstance(tags, list) else None)
 
     def matches(self, tags: str | None) -> bool:
         """TAG filtering: everything for '*', else the message's tag must be one of the set."""
         return not self.tags_set or (tags is not None and tags in self.tags_set)
+
+    def accepts(self, properties: Mapping[str, str]) -> bool:
+        """Deliver a stored message? TAG subscriptions look at its tag, SQL92 ones evaluate their
+        expression over its properties (TAGS, KEYS and the rest included, as RocketMQ does)."""
+        if is_tag_type(self.expression_type):
+            return self.matches(properties.get("TAGS"))
+        if self.sql is None:
+            return False
+        try:
+            return self.sql.matches(properties)
+        except Exception:  # as RocketMQ (which catches Throwable): logged, not delivered, the pull goes on
+            log.exception("filter %r failed on properties %r", self.sub_string, dict(properties))
+            return False
 
 
 def parse_tags(expression: str | None) -> frozenset[str]:

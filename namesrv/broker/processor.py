@@ -22,11 +22,12 @@ from pydantic import ValidationError
 from namesrv.broker.broker_stats import BrokerStats
 from namesrv.broker.commit_log import CommitLog, MessageInner, StoredMessage
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.consumer_manager import ClientChannel, ConsumerManager, SubscriptionData, parse_tags
+from namesrv.broker.consumer_manager import ClientChannel, ConsumerManager, SubscriptionData
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_properties
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity, PullOutcome, SendOutcome
 from namesrv.broker.pull_hold import PullHoldService
+from namesrv.broker.subscription_filter import check_client_config, note_unservable, pull_subscription
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
 from namesrv.protocol import fastjson
@@ -122,7 +123,8 @@ class BrokerProcessor:
             BrokerRequestCode.CONSUMER_SEND_MSG_BACK: self._consumer_send_msg_back,
             BrokerRequestCode.LOCK_BATCH_MQ: self._lock_batch_mq,
             BrokerRequestCode.UNLOCK_BATCH_MQ: self._unlock_batch_mq,
-            BrokerRequestCode.CHECK_CLIENT_CONFIG: lambda cmd, client: cmd.response(ResponseCode.SUCCESS),
+            BrokerRequestCode.CHECK_CLIENT_CONFIG: lambda cmd, client: cmd.response(
+                *check_client_config(cmd.body, self.config.enable_property_filter)),
             BrokerRequestCode.GET_BROKER_RUNTIME_INFO: self._get_broker_runtime_info,
         }
 
@@ -280,7 +282,7 @@ class BrokerProcessor:
             if found and size + len(m.body) > MAX_PULL_BYTES:
                 break
             next_offset = m.queue_offset + 1
-            if sub is None or sub.matches(m.properties.get("TAGS")):
+            if sub is None or sub.accepts(m.properties):
                 found.append(m)
                 size += len(m.body)
         if not scanned:  # the records there were lost to corruption: skip past them
@@ -305,10 +307,8 @@ class BrokerProcessor:
             raise BrokerError(ResponseCode.SYSTEM_ERROR,
                               f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                               f"[{tc.read_queue_nums}] consumer:[{client.remote}]")
-        if h.subscription is not None and h.subscription.strip() not in ("", "*"):
-            sub: SubscriptionData | None = SubscriptionData(h.topic, h.subscription, parse_tags(h.subscription))
-        else:
-            sub = self.consumers.subscription(h.consumer_group, h.topic) if h.subscription is None else None
+        sub = pull_subscription(h.topic, h.subscription, h.expression_type, self.consumers.subscription(
+            h.consumer_group, h.topic), self.config.enable_property_filter)
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
             self.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return self._pull_answer(cmd, h, sub)
@@ -347,6 +347,7 @@ class BrokerProcessor:
                 self.on_topic_created(retry)
             subs = [SubscriptionData.from_wire(s) for s in consumer.get("subscriptionDataSet") or []
                     if isinstance(s, dict)]
+            note_unservable(self.consumers, group, subs, self.config.enable_property_filter)
             changed = self.consumers.register_consumer(
                 group, ClientChannel(client_id, client.channel, cmd.language, cmd.version, now),
                 str(consumer.get("consumeType") or "CONSUME_PASSIVELY"),
