@@ -72,9 +72,10 @@ class TopicConfig(BaseModel):
         return self.model_dump(by_alias=True)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class QueueData:
-    """One broker group's queues for one topic."""
+    """One broker group's queues for one topic. Frozen: the tables and the routes handed out share
+    nothing a caller could change (a changed queue config is a new QueueData)."""
 
     broker_name: str
     read_queue_nums: int
@@ -101,9 +102,10 @@ class QueueData:
         return cls(d["brokerName"], d["readQueueNums"], d["writeQueueNums"], d["perm"], d["topicSysFlag"])
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BrokerData:
-    """A broker group: one name, a master (id 0) and slaves, each at an address."""
+    """A broker group: one name, a master (id 0) and slaves, each at an address. A route carries
+    its own copy (`copy`), never the table's."""
 
     cluster: str
     broker_name: str

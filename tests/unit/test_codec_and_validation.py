@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pydantic import ValidationError
 
@@ -316,9 +318,10 @@ def test_copies_are_independent() -> None:
     copy.broker_addrs[1] = "h:2"
     assert bd.broker_addrs == {0: "h:1"}
     qd = QueueData("b", 1, 1, 6)
-    qd_copy = qd.copy()
-    qd_copy.perm = 4
-    assert qd.perm == 6 and qd_copy == QueueData("b", 1, 1, 4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        qd.perm = 4  # type: ignore[misc]
+    changed = dataclasses.replace(qd, perm=4)
+    assert qd.perm == 6 and changed == QueueData("b", 1, 1, 4)
 
 
 # ---------------------------------------------------------------------------- headers

@@ -6,6 +6,8 @@ against all five tables, not only against a return value.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from namesrv.clock import ManualClock
@@ -784,7 +786,8 @@ def test_pickup_returns_copies_that_cannot_change_the_tables(rim: RouteInfoManag
 
     route = rim.pickup_topic_route_data("TopicA")
     assert route is not None
-    route.queue_datas[0].perm = 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        route.queue_datas[0].perm = 0  # type: ignore[misc]
     route.broker_datas[0].broker_addrs[7] = "evil:1"
     info = rim.get_all_cluster_info()
     info.broker_addr_table[BROKER_A].broker_addrs.clear()
