@@ -33,7 +33,7 @@ from namesrv.broker.processor import BrokerProcessor
 from namesrv.broker.processor_types import BrokerIdentity, Client
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock, system_clock
-from namesrv.persist import BackgroundWriter
+from namesrv.persist import BackgroundWriter, DurableWriteError
 from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
@@ -180,8 +180,12 @@ class BrokerController:
     async def update_topic(self, tc: TopicConfig) -> RemotingResponse:
         """Create or update a topic, persist it, then register with every NameServer before answering
         (so a route query right after the answer already sees it)."""
+        before = self.writer.submitted
         changed = self.topics.update_topic_config(tc)
-        await self.durable()
+        try:
+            await self.durable(before)
+        except DurableWriteError as e:  # not on disk: rolled back, nothing registered
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
         outcomes = await self._register_topic(tc) if changed else {}
         return RemotingResponse(ext_fields={"changed": changed, "registered": outcomes})
 
@@ -190,8 +194,12 @@ class BrokerController:
             check_topic(topic)
         except InvalidInput as e:
             return error(ResponseCode.SYSTEM_ERROR, str(e))
+        before = self.writer.submitted
         deleted = self.topics.delete_topic_config(topic)
-        await self.durable()
+        try:
+            await self.durable(before)
+        except DurableWriteError as e:  # not on disk: the topic is back, nothing registered
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
         outcomes = await self.registrar.register_broker_all() if deleted else {}
         return RemotingResponse(ext_fields={"deleted": deleted, "registered": outcomes})
 
@@ -249,17 +257,21 @@ class BrokerController:
         before = self.writer.submitted
         answer = self.processor.process(cmd, Client(conn.token, conn.peer))
         if self.writer.submitted != before:  # it changed the topic config (auto-created a topic)
-            return self._when_durable(answer, before)
+            return self._when_durable(cmd, answer, before)
         return answer
 
-    async def _when_durable(self, answer: Any, since: int) -> RemotingCommand:
+    async def _when_durable(self, cmd: RemotingCommand, answer: Any, since: int) -> RemotingCommand:
         result: RemotingCommand = answer if isinstance(answer, RemotingCommand) else await answer
-        await self.durable(since)
+        try:
+            await self.durable(since)
+        except DurableWriteError as e:  # the topic it created is not on disk: rolled back, an error
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
         return result
 
     async def durable(self, since: int | None = None) -> None:
         """Returns once every topic-config change made so far (or, with `since`, made after that
-        `writer.submitted` count: none, and it returns at once) is on disk."""
+        `writer.submitted` count: none, and it returns at once) is on disk; with `since`, raises
+        DurableWriteError when one of those changes could not be written (it is rolled back)."""
         await self.writer.drained(since)
 
     def check_acl(self, code: int, ext: dict[str, str], body: bytes | None, remote: str) -> str | None:

@@ -28,7 +28,7 @@ from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
 from actors.remoting_server import Connection, RemotingServer
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, AclError, AclManager, long_poll_content
 from namesrv.clock import Clock, system_clock
-from namesrv.persist import BackgroundWriter
+from namesrv.persist import BackgroundWriter, DurableWriteError, Undo
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.command import RemotingRequest, RemotingResponse, error, request_ext_strings
 from namesrv.protocol.models import TopicRouteData
@@ -148,6 +148,7 @@ class NamesrvController:
         self.gate = ReadyGate(clock, window, self._known)
         self.processor = DefaultRequestProcessor(self.rim, self.kv, self.gate)
         self.processor.updated_config_keys.update(updated_keys)
+        self._config_before: tuple[NamesrvConfig, set[str]] | None = None
         self.loop = ControlLoop(name)
         self.housekeeping = BrokerHousekeepingService(self.loop, self._on_channel_closed, self._channel_in_use)
         self.long_poll = LongPollHost()
@@ -226,7 +227,10 @@ class NamesrvController:
         if not body or len(body) < SLICED_BODY_BYTES:
             before = self.writer.submitted
             response = self.process(request, channel, remote)
-            await self.durable(before)  # only if this request wrote (KV, config, a new broker)
+            try:
+                await self.durable(before)  # only if this request wrote (KV, config, a new broker)
+            except DurableWriteError as e:  # not on disk: rolled back, and the caller is told
+                return error(ResponseCode.SYSTEM_ERROR, str(e))
             return response
         started = time.perf_counter()
         async with self._sliced_slots:
@@ -243,6 +247,8 @@ class NamesrvController:
 
     def _steps(self, request: RemotingRequest, channel: BrokerChannel | str | None, remote: str) -> Steps:
         token = channel.token if isinstance(channel, BrokerChannel) else channel
+        if getattr(request, "code", None) == RequestCode.UPDATE_NAMESRV_CONFIG:
+            self._config_before = (self.config.model_copy(), set(self.processor.updated_config_keys))
         if self.acl is not None and isinstance(request, RemotingRequest):
             denied = self.acl.validator.check_namesrv(request.code, request_ext_strings(request), request.body, remote)
             if denied is not None:
@@ -268,7 +274,7 @@ class NamesrvController:
         if response.ok and code == RequestCode.REGISTER_BROKER and isinstance(channel, BrokerChannel):
             self.housekeeping.watch(channel)
         if response.ok and code == RequestCode.UPDATE_NAMESRV_CONFIG:
-            self.persist_config()  # the answer waits for it (process_async / handle_wire: durable)
+            self.persist_config(self._config_undo())  # the answer waits for it (process_async / handle_wire)
         self.after_change()
         return response
 
@@ -317,7 +323,10 @@ class NamesrvController:
 
     async def _answer_when_durable(self, conn: Connection, cmd: RemotingCommand,
                                    response: RemotingResponse, since: int) -> RemotingCommand:
-        await self.durable(since)
+        try:
+            await self.durable(since)
+        except DurableWriteError as e:  # not on disk: rolled back, and the client is told
+            response = error(ResponseCode.SYSTEM_ERROR, str(e))
         return self._answer_wire(conn, cmd, response)
 
     async def durable(self, since: int | None = None) -> None:
@@ -412,11 +421,28 @@ class NamesrvController:
             log.warning("ignoring unreadable %s", self._known_path)
             return set()
 
-    def persist_config(self) -> None:
+    def persist_config(self, undo: Undo | None = None) -> None:
         """Store what UPDATE_NAMESRV_CONFIG changed, through the writer thread (atomically, in order,
-        each image holding the values current when it was taken)."""
+        each image holding the values current when it was taken); `undo` if it does not land."""
         if self._config_path is not None:
-            self.writer.write(self._config_path, encode_config_updates(self.config, self.processor.updated_config_keys))
+            self.writer.write(self._config_path, encode_config_updates(self.config, self.processor.updated_config_keys),
+                              undo)
+
+    def _config_undo(self) -> Undo | None:
+        """Puts the config back as it was before the UPDATE_NAMESRV_CONFIG just processed."""
+        if self._config_before is None:
+            return None
+        prior, keys = self._config_before
+        self._config_before = None
+
+        def undo() -> None:
+            for name in type(prior).model_fields:
+                if getattr(self.config, name) != getattr(prior, name):
+                    setattr(self.config, name, getattr(prior, name))
+            self.processor.updated_config_keys.clear()
+            self.processor.updated_config_keys.update(keys)
+            log.warning("namesrv config update rolled back: not written")
+        return undo
 
     def persist_known_brokers(self) -> None:
         """Remember the live brokers, so a restart knows whom to wait for. While the gate is shut
@@ -428,9 +454,12 @@ class NamesrvController:
             live |= self._known
         if live == self._known:
             return
-        self._known = live
-        if self._known_path is not None:
-            self.writer.write(self._known_path, json.dumps(sorted(live)).encode())
+        known, self._known = self._known, live
+        if self._known_path is not None:  # not written: the set goes back, and the next period retries
+
+            def undo() -> None:
+                self._known = known
+            self.writer.write(self._known_path, json.dumps(sorted(live)).encode(), undo)
 
     # ------------------------------------------------------------------ route-change push
     async def listen_for_change(
