@@ -36,6 +36,7 @@ from typing import Any
 
 import msgpack
 
+from namesrv.broker.message_properties import MessageIllegal, check_message
 from namesrv.clock import Clock, system_clock
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 
@@ -213,12 +214,31 @@ class CommitLog:
         idx.put(queue_offset, pos, store_time)
 
     # ------------------------------------------------------------------ write
+    @staticmethod
+    def check(msg: MessageInner) -> None:
+        """Raise MessageIllegal (with the reason) for a message this store must not hold: one its
+        pull path could not hand back (see message_properties), or a record its recovery rejects."""
+        try:
+            msg.msg_id.encode("utf-8")
+            msg.born_host.encode("utf-8")
+        except (AttributeError, UnicodeError):
+            raise MessageIllegal("message id and born host must be UTF-8 strings") from None
+        check_message(msg.topic, msg.properties, msg.msg_id, msg.body, MAX_MESSAGE_SIZE,
+                      {"queueId": (msg.queue_id, False), "flag": (msg.flag, False), "sysFlag": (msg.sys_flag, False),
+                       "bornTimestamp": (msg.born_timestamp, True), "reconsumeTimes": (msg.reconsume_times, False)})
+
     def _encode(self, msg: MessageInner, queue_offset: int, now: int) -> bytes:
-        payload: bytes = msgpack.packb(
-            [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
-             msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times],
-            use_bin_type=True,
-        )
+        """The record of one `check`ed message; MessageIllegal when it would not fit a record."""
+        try:
+            payload: bytes = msgpack.packb(
+                [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
+                 msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times],
+                use_bin_type=True,
+            )
+        except (TypeError, ValueError, OverflowError) as e:
+            raise MessageIllegal(f"message cannot be stored: {e}") from None
+        if len(payload) > MAX_RECORD:
+            raise MessageIllegal(f"message record of {len(payload)} bytes exceeds the store's {MAX_RECORD}")
         return HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
     def _write_batch(self, batch: list[MessageInner]) -> list[AppendResult | Exception]:
@@ -233,14 +253,16 @@ class CommitLog:
             pos = start
             planned: dict[tuple[str, int], int] = {}
             for msg in batch:
-                if len(msg.body) > MAX_MESSAGE_SIZE:
-                    out.append(ValueError(f"message body of {len(msg.body)} bytes exceeds {MAX_MESSAGE_SIZE}"))
+                try:
+                    self.check(msg)
+                    key = (msg.topic, msg.queue_id)
+                    idx = self._index.get(key)
+                    offset = planned.get(key, len(idx.positions) if idx is not None else 0)
+                    record = self._encode(msg, offset, now)
+                except MessageIllegal as e:  # refused alone: the others of the batch are written
+                    out.append(e)
                     continue
-                key = (msg.topic, msg.queue_id)
-                idx = self._index.get(key)
-                offset = planned.get(key, len(idx.positions) if idx is not None else 0)
                 planned[key] = offset + 1
-                record = self._encode(msg, offset, now)
                 records.append(record)
                 out.append(AppendResult(msg.topic, msg.queue_id, offset, pos, now, msg.msg_id))
                 pos += len(record)

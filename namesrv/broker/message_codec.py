@@ -17,13 +17,16 @@ import zlib
 from dataclasses import dataclass
 
 from namesrv.broker.commit_log import StoredMessage
+from namesrv.broker.message_properties import NAME_VALUE_SEPARATOR as NAME_VALUE_SEPARATOR
+from namesrv.broker.message_properties import PROPERTIES_MAX_BYTES, TOPIC_MAX_BYTES, stored_properties
+from namesrv.broker.message_properties import PROPERTY_SEPARATOR as PROPERTY_SEPARATOR
+from namesrv.broker.message_properties import properties_to_string as properties_to_string
+from namesrv.broker.message_properties import string_to_properties as string_to_properties
 from namesrv.protocol.types import InvalidInput
 
 MESSAGE_MAGIC_CODE = -626843481
 """MessageDecoder.MESSAGE_MAGIC_CODE (V1: one-byte topic length)."""
 BATCH_MAGIC_CODE = MESSAGE_MAGIC_CODE
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
 
 _FIXED = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp
 _HOST = struct.Struct(">4si")
@@ -33,22 +36,6 @@ _BATCH_HEAD = struct.Struct(">iiii")  # totalSize, magicCode, bodyCRC, flag
 def body_crc(body: bytes) -> int:
     """UtilAll.crc32: CRC-32 with the top bit cleared (0 for no body)."""
     return zlib.crc32(body) & 0x7FFFFFFF if body else 0
-
-
-def properties_to_string(props: dict[str, str]) -> str:
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
-
-
-def string_to_properties(text: str | None) -> dict[str, str]:
-    """MessageDecoder.string2messageProperties: pairs without a separator are skipped."""
-    props: dict[str, str] = {}
-    if not text:
-        return props
-    for item in text.split(PROPERTY_SEPARATOR):
-        key, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and key:
-            props[key] = value
-    return props
 
 
 def host_bytes(host: str) -> tuple[bytes, int]:
@@ -81,11 +68,8 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
 def encode_message_ext(msg: StoredMessage, store_host: str) -> bytes:
     """One stored message in RocketMQ's layout (what a consumer's MessageDecoder.decodes reads)."""
     topic = msg.topic.encode("utf-8")
-    props = dict(msg.properties)
-    if msg.msg_id and "UNIQ_KEY" not in props:
-        props["UNIQ_KEY"] = msg.msg_id
-    properties = properties_to_string(props).encode("utf-8")
-    if len(topic) > 127 or len(properties) > 32767:
+    properties = stored_properties(msg.properties, msg.msg_id)
+    if len(topic) > TOPIC_MAX_BYTES or len(properties) > PROPERTIES_MAX_BYTES:  # the store never holds one
         raise InvalidInput(f"message {msg.queue_offset} of {msg.topic}: topic or properties too long to encode")
     born_addr, born_port = host_bytes(msg.born_host)
     store_addr, store_port = host_bytes(store_host)

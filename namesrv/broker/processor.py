@@ -23,6 +23,7 @@ from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ClientChannel, ConsumerManager, SubscriptionData, parse_tags
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.message_codec import decode_batch, encode_message_ext, offset_msg_id, string_to_properties
+from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity, Client, PullOutcome, SendOutcome
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.topic_config_manager import TopicConfigManager
@@ -200,20 +201,29 @@ class BrokerProcessor:
                               f"the message body size {len(body)} exceeds the limit {self.config.max_message_size}")
         return body
 
+    def _check_stored(self, message: MessageInner) -> None:
+        """A message the store would refuse (properties over 32,767 bytes, a topic over 127, ...)
+        is MESSAGE_ILLEGAL with the reason, as RocketMQ's PROPERTIES_SIZE_EXCEEDED."""
+        try:
+            self.store.check(message)
+        except MessageIllegal as e:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+
     async def send(self, messages: list[MessageInner], default_topic: str, default_queue_nums: int) -> SendOutcome:
         """Store messages of one topic and queue (a batch shares both); raises BrokerError."""
         if self.closed:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE,
                               f"broker {self.identity.broker_addr} is shutting down")
+        for m in messages:  # every one, before anything changes (a topic created, a record written)
+            self._check_body(m.body)
+            m.properties.setdefault("CLUSTER", self.identity.cluster_name)
+            self._check_stored(m)
         first = messages[0]
         tc = self._topic_for_send(first.topic, default_topic, default_queue_nums, max(first.queue_id, 0))
         if first.queue_id < 0:  # "any queue": the broker picks one, as RocketMQ does
             queue_id = self.clock() % max(1, tc.write_queue_nums)
             for m in messages:
                 m.queue_id = queue_id
-        for m in messages:
-            self._check_body(m.body)
-            m.properties.setdefault("CLUSTER", self.identity.cluster_name)
         self.sends_waiting += len(messages)
         try:
             results = list(await asyncio.gather(*(self.store.put(m) for m in messages)))
