@@ -99,7 +99,7 @@ class PullConsumer:
             while True:
                 got = self.pull(mq, actor, batch)
                 consumed.extend(got)
-                if len(got) < batch:
+                if not got:  # a pull may answer fewer than asked (the broker's transfer caps): go on
                     break
         self.offsets.persist()
         return consumed

@@ -15,8 +15,8 @@ event loop.
 Recovery streams the log (never holding it in memory): a torn tail from a kill -9 mid-write is cut
 off; a corrupt record in the middle is skipped by re-synchronising on the next record whose magic,
 length and CRC check out, so later acknowledged records stay readable, and the damaged range is
-reported. The per-queue indexes (RocketMQ's consume queues: commit-log position and store time per
-queue offset) are rebuilt from the scan, holding 16 bytes per message.
+reported. The per-queue indexes (RocketMQ's consume queues: commit-log position, record size and store
+time per queue offset) are rebuilt from the scan, holding 20 bytes per message.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import struct
 import threading
 import zlib
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -37,6 +38,7 @@ from typing import Any
 import msgpack
 
 from namesrv.broker.message_properties import MessageIllegal, check_message
+from namesrv.broker.transfer_caps import DEFAULT_CAPS, MAX_SCAN_ENTRIES, TransferCaps
 from namesrv.clock import Clock, system_clock
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 
@@ -99,6 +101,7 @@ class AppendResult:
     commit_log_offset: int
     store_timestamp: int
     msg_id: str
+    store_size: int = 0
 
 
 @dataclass(slots=True)
@@ -117,23 +120,39 @@ _Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
 
 
 class _QueueIndex:
-    """Commit-log position and store time per queue offset; -1 marks a record lost to corruption."""
+    """Commit-log position, record size and store time per queue offset; -1 marks a record lost to
+    corruption. The size lets a pull apply its caps before it reads a body."""
 
-    __slots__ = ("positions", "store_times")
+    __slots__ = ("positions", "sizes", "store_times")
 
     def __init__(self) -> None:
         self.positions = array("q")
+        self.sizes = array("i")
         self.store_times = array("q")
 
-    def put(self, offset: int, pos: int, store_time: int) -> None:
+    def put(self, offset: int, pos: int, size: int, store_time: int) -> None:
         while len(self.positions) < offset:
             self.positions.append(-1)
+            self.sizes.append(0)
             self.store_times.append(-1)
         if offset < len(self.positions):
-            self.positions[offset], self.store_times[offset] = pos, store_time
+            self.positions[offset], self.sizes[offset], self.store_times[offset] = pos, size, store_time
         else:
             self.positions.append(pos)
+            self.sizes.append(size)
             self.store_times.append(store_time)
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """What one capped read of a queue found (DefaultMessageStore.getMessage's result)."""
+
+    messages: list[StoredMessage]
+    """The matching messages taken, within the caps."""
+    next_offset: int
+    """The queue offset after the last entry looked at (taken, filtered out or lost)."""
+    records: int
+    """Records read (taken or filtered out); 0 with entries looked at: all lost to corruption."""
 
 
 class CommitLog:
@@ -191,7 +210,7 @@ class CommitLog:
                     pos = nxt
                     continue
                 fields, end = record
-                self._index_record(fields, pos)
+                self._index_record(fields, pos, end - pos)
                 report.records += 1
                 pos = last_good_end = end
         report.valid_bytes = last_good_end
@@ -206,12 +225,12 @@ class CommitLog:
         report.queues = {k: len(v.positions) for k, v in self._index.items()}
         return report
 
-    def _index_record(self, fields: list[Any], pos: int) -> None:
+    def _index_record(self, fields: list[Any], pos: int, size: int) -> None:
         topic, queue_id, queue_offset, store_time = fields[0], fields[1], fields[2], fields[3]
         idx = self._index.get((topic, queue_id))
         if idx is None:
             idx = self._index[(topic, queue_id)] = _QueueIndex()
-        idx.put(queue_offset, pos, store_time)
+        idx.put(queue_offset, pos, size, store_time)
 
     # ------------------------------------------------------------------ write
     @staticmethod
@@ -264,7 +283,7 @@ class CommitLog:
                     continue
                 planned[key] = offset + 1
                 records.append(record)
-                out.append(AppendResult(msg.topic, msg.queue_id, offset, pos, now, msg.msg_id))
+                out.append(AppendResult(msg.topic, msg.queue_id, offset, pos, now, msg.msg_id, len(record)))
                 pos += len(record)
             if not records:
                 return out
@@ -294,7 +313,7 @@ class CommitLog:
                     idx = self._index.get((r.topic, r.queue_id))
                     if idx is None:
                         idx = self._index[(r.topic, r.queue_id)] = _QueueIndex()
-                    idx.put(r.queue_offset, r.commit_log_offset, r.store_timestamp)
+                    idx.put(r.queue_offset, r.commit_log_offset, r.store_size, r.store_timestamp)
         return out
 
     def append(self, msg: MessageInner) -> AppendResult:
@@ -390,7 +409,8 @@ class CommitLog:
         return bisect.bisect_left(times, timestamp)
 
     def get_message(self, topic: str, queue_id: int, offset: int, max_nums: int = 32) -> list[StoredMessage]:
-        """Up to `max_nums` messages from `offset` (a record lost to corruption is skipped)."""
+        """Up to `max_nums` messages from `offset` (a record lost to corruption is skipped), without
+        the transfer caps: for tools, tests and single messages; a pull reads with `read_messages`."""
         with self._lock:
             idx = self._index.get((topic, queue_id))
             if idx is None or offset < 0:
@@ -398,6 +418,37 @@ class CommitLog:
             positions = list(idx.positions[offset : offset + max(0, max_nums)])
             fd = self._fd
         return [m for m in (self._read_at(fd, p) for p in positions if p >= 0) if m is not None]
+
+    def read_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                      caps: TransferCaps = DEFAULT_CAPS,
+                      matches: Callable[[StoredMessage], bool] | None = None) -> ReadResult:
+        """DefaultMessageStore.getMessage: messages of one queue from `offset` that `matches`,
+        stopping before the one that would go past a cap (see transfer_caps). Each entry's record
+        size is checked against the caps before its record is read, and entries filtered out are
+        read and dropped one at a time, so a read holds no more than the caps allow."""
+        with self._lock:
+            idx = self._index.get((topic, queue_id))
+            if idx is None or offset < 0 or max_nums <= 0:
+                return ReadResult([], offset, 0)
+            end = min(len(idx.positions), offset + min(max_nums, MAX_SCAN_ENTRIES))
+            positions, sizes = idx.positions[offset:end], idx.sizes[offset:end]
+            fd, max_pos = self._fd, self._write_pos
+        memory = caps.in_memory_window()
+        found: list[StoredMessage] = []
+        total = records = 0
+        next_offset = offset
+        for pos, size in zip(positions, sizes, strict=True):
+            if caps.batch_full(size, max_nums, total, len(found), max_pos - pos <= memory):
+                break
+            next_offset += 1
+            message = self._read_at(fd, pos) if pos >= 0 else None
+            if message is None:  # lost to corruption: skipped
+                continue
+            records += 1
+            if matches is None or matches(message):
+                found.append(message)
+                total += size
+        return ReadResult(found, next_offset, records)
 
     def get_by_commit_offset(self, pos: int) -> StoredMessage | None:
         with self._lock:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from namesrv.broker.broker_stats import BrokerStats
-from namesrv.broker.commit_log import CommitLog, MessageInner, StoredMessage
+from namesrv.broker.commit_log import CommitLog, MessageInner
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ClientChannel, ConsumerManager, SubscriptionData, parse_tags
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
@@ -57,8 +57,6 @@ log = logging.getLogger(__name__)
 
 FLAG_COMMIT_OFFSET = 1
 FLAG_SUSPEND = 2
-MAX_PULL_BYTES = 8 * 1024 * 1024
-"""A pull answers at most this much message data (at least one message), far below the frame limit."""
 MAX_RECONSUME_TIMES = 16
 SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_MESSAGE_V2,
                         BrokerRequestCode.SEND_BATCH_MESSAGE})
@@ -260,7 +258,8 @@ class BrokerProcessor:
 
     # ------------------------------------------------------------------ pull (both paths)
     def read(self, topic: str, queue_id: int, offset: int, max_nums: int, sub: SubscriptionData | None) -> PullOutcome:
-        """DefaultMessageStore.getMessage + PullMessageProcessor's code mapping (blocking: pread)."""
+        """DefaultMessageStore.getMessage + PullMessageProcessor's code mapping (blocking: pread),
+        within the broker's transfer caps (see namesrv.broker.transfer_caps)."""
         max_offset = self.store.max_offset(topic, queue_id)
         min_offset = self.store.min_offset(topic, queue_id)
         if max_offset == 0:  # NO_MESSAGE_IN_QUEUE
@@ -274,24 +273,16 @@ class BrokerProcessor:
         if offset > max_offset:  # OFFSET_OVERFLOW_BADLY
             return PullOutcome(ResponseCode.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", [], max_offset, min_offset,
                                max_offset)
-        scanned = self.store.get_message(topic, queue_id, offset, max_nums)
-        found: list[StoredMessage] = []
-        size = 0
-        next_offset = offset
-        for m in scanned:
-            if found and size + len(m.body) > MAX_PULL_BYTES:
-                break
-            next_offset = m.queue_offset + 1
-            if sub is None or sub.matches(m.properties.get("TAGS")):
-                found.append(m)
-                size += len(m.body)
-        if not scanned:  # the records there were lost to corruption: skip past them
+        matches = None if sub is None else (lambda m: sub.matches(m.properties.get("TAGS")))
+        result = self.store.read_messages(topic, queue_id, offset, max_nums, self.config.transfer_caps(), matches)
+        if result.records == 0:  # the records there were lost to corruption: skip past them
             return PullOutcome(ResponseCode.PULL_RETRY_IMMEDIATELY, "OFFSET_FOUND_NULL", [],
-                               min(offset + max_nums, max_offset), min_offset, max_offset)
-        if found:
-            return PullOutcome(ResponseCode.SUCCESS, "FOUND", found, next_offset, min_offset, max_offset)
-        return PullOutcome(ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", [], next_offset, min_offset,
-                           max_offset)
+                               result.next_offset, min_offset, max_offset)
+        if result.messages:
+            return PullOutcome(ResponseCode.SUCCESS, "FOUND", result.messages, result.next_offset, min_offset,
+                               max_offset)
+        return PullOutcome(ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", [], result.next_offset,
+                           min_offset, max_offset)
 
     def _pull_message(self, cmd: RemotingCommand, client: Client) -> Awaitable[RemotingCommand]:
         h: PullMessageRequestHeader = self._header(PullMessageRequestHeader, cmd)
