@@ -38,6 +38,9 @@ class BrokerConfig(BaseModel):
     """SYNC_FLUSH: one fsync covers every message written together (RocketMQ's GroupCommitService);
     False fsyncs once per message, the baseline benchmarks/bench_producer.py compares against."""
     max_message_size: int = Field(default=MAX_MESSAGE_SIZE, gt=0)
+    long_polling_enable: bool = True
+    """A pull finding nothing is held for its suspend timeout (else for short_polling_time_mills)."""
+    short_polling_time_mills: int = Field(default=1000, gt=0)
     max_transfer_count_on_message_in_memory: int = Field(default=32, gt=0)
     max_transfer_bytes_on_message_in_memory: int = Field(default=256 * 1024, gt=0)
     max_transfer_count_on_message_in_disk: int = Field(default=8, gt=0)

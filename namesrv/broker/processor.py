@@ -25,7 +25,7 @@ from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.message_codec import decode_batch, encode_message_ext, offset_msg_id, string_to_properties
 from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity, Client, PullOutcome, SendOutcome
-from namesrv.broker.pull_hold import PullHoldService
+from namesrv.broker.pull_hold import LONG_POLLING_CHECK_INTERVAL_S, PullHoldService
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
 from namesrv.protocol import fastjson
@@ -311,7 +311,13 @@ class BrokerProcessor:
         outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
         if (outcome.code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND
                 and h.suspend_timeout_millis > 0 and not self.closed):
-            await self.hold.wait(h.topic, h.queue_id, h.suspend_timeout_millis / 1000)
+            # As PullMessageProcessor: held for the pull's suspend timeout with long polling, for
+            # shortPollingTimeMills without; re-checked as PullRequestHoldService (see pull_hold).
+            short_s = self.config.short_polling_time_mills / 1000
+            long_polling = self.config.long_polling_enable
+            await self.hold.wait(h.topic, h.queue_id, h.suspend_timeout_millis / 1000 if long_polling else short_s,
+                                 lambda: self.closed or self.store.max_offset(h.topic, h.queue_id) > h.queue_offset,
+                                 LONG_POLLING_CHECK_INTERVAL_S if long_polling else short_s)
             outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
         self.stats[("pulls", outcome.status)] += 1
         self.stats[("pulled_messages", "")] += len(outcome.messages)
