@@ -25,6 +25,7 @@ from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.message_codec import ray_send_ext
 from namesrv.broker.processor_types import PullOutcome
+from namesrv.persist import DurableWriteError
 from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP, create_topic_ext, pull_message_ext
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, Perm
@@ -138,9 +139,14 @@ class BrokerActor:
     async def update_broker_permission(self, perm: int) -> RemotingResponse:
         if not isinstance(perm, int) or isinstance(perm, bool) or perm & ~7:
             return error(ResponseCode.SYSTEM_ERROR, f"invalid broker permission {perm!r}")
-        self.controller.config.broker_permission = perm
+        previous, self.controller.config.broker_permission = self.controller.config.broker_permission, perm
+        before = self.controller.writer.submitted
         self.controller.topics.next_version()
-        await self.controller.durable()
+        try:
+            await self.controller.durable(before)
+        except DurableWriteError as e:  # the new version is not on disk: rolled back, and the perm too
+            self.controller.config.broker_permission = previous
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
         outcomes = await self.register_broker_all()
         return RemotingResponse(ext_fields={"registered": outcomes})
 

@@ -32,11 +32,11 @@ from namesrv.broker.processor_types import BrokerIdentity
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import Clock, system_clock
-from namesrv.persist import BackgroundWriter
-from namesrv.protocol.codes import BrokerRequestCode
+from namesrv.persist import BackgroundWriter, DurableWriteError
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import RemotingCommand, encode_command
-from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline, resolve
 from namesrv.remoting.server import Connection, RemotingServer
@@ -102,7 +102,7 @@ class BrokerController:
                                           lambda: self.topics.build_serialize_wrapper(self.config.broker_permission),
                                           lambda: self.topics.data_version)
         self.metrics = metrics if metrics is not None else NO_METRICS
-        self.admin = AdminBrokerProcessor(self.topics, self.durable, self._register_topic,
+        self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic,
                                           self.registrar.register_broker_all)
         self.pipeline = RequestPipeline(identity.broker_addr, BrokerWireEncoder(identity.broker_addr).encode)
         """Every request, from TCP or Ray: ACL hook, then the admin codes or the broker processor."""
@@ -187,7 +187,10 @@ class BrokerController:
 
     async def _when_durable(self, answer: Answer, since: int) -> RemotingResponse:
         response = await resolve(answer)
-        await self.durable(since)
+        try:
+            await self.durable(since)
+        except DurableWriteError as e:  # the topic it created is not on disk: rolled back, an error
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
         return response
 
     def _may_read(self, request: RemotingRequest, ctx: RequestContext, topic: str) -> str | None:
@@ -212,7 +215,8 @@ class BrokerController:
 
     async def durable(self, since: int | None = None) -> None:
         """Returns once every topic-config change made so far (or, with `since`, made after that
-        `writer.submitted` count: none, and it returns at once) is on disk."""
+        `writer.submitted` count: none, and it returns at once) is on disk; with `since`, raises
+        DurableWriteError when one of those changes could not be written (it is rolled back)."""
         await self.writer.drained(since)
 
     def _connection_closed(self, conn: Connection, reason: str) -> None:

@@ -27,10 +27,10 @@ from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics, RequestMetrics
 from namesrv.acl.plain_acl import AclManager
 from namesrv.acl.rpc_hook import AclHook, check_namesrv
 from namesrv.clock import Clock, system_clock
-from namesrv.persist import BackgroundWriter
-from namesrv.protocol.codes import RequestCode
+from namesrv.persist import BackgroundWriter, DurableWriteError, Undo
+from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import TopicRouteData
-from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
 from namesrv.remoting.server import Connection, RemotingServer
@@ -124,6 +124,7 @@ class NamesrvController:
         self.gate = ReadyGate(clock, window, self._known)
         self.processor = DefaultRequestProcessor(self.rim, self.kv, self.gate)
         self.processor.updated_config_keys.update(updated_keys)
+        self._config_before: tuple[NamesrvConfig, set[str]] | None = None
         self.loop = ControlLoop(name)
         self.housekeeping = BrokerHousekeepingService(self.loop, self._on_channel_closed, self._channel_in_use)
         self.long_poll = LongPollHost()
@@ -199,6 +200,8 @@ class NamesrvController:
         if isinstance(body, (bytes, bytearray)) and len(body) >= SLICED_BODY_BYTES:
             return self._serve_sliced(request, ctx)
         before = self.writer.submitted
+        if request.code == RequestCode.UPDATE_NAMESRV_CONFIG:  # what a failed write puts back
+            self._config_before = (self.config.model_copy(), set(self.processor.updated_config_keys))
         response: RemotingResponse = run_to_end(self.processor.process_steps(request, _token(ctx.channel)))
         self._done(request, ctx.channel, response)
         if self.writer.submitted != before:
@@ -215,11 +218,13 @@ class NamesrvController:
             response: RemotingResponse = await drive_steps(
                 self.processor.process_steps(request, _token(ctx.channel)), self.after_change)
             self._done(request, ctx.channel, response)
-        await self.durable(before)
-        return response
+        return await self._when_durable(response, before)
 
     async def _when_durable(self, response: RemotingResponse, since: int) -> RemotingResponse:
-        await self.durable(since)
+        try:
+            await self.durable(since)
+        except DurableWriteError as e:  # not on disk: rolled back, and the caller is told
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
         return response
 
     def _count_acl_refusal(self, reason: str) -> None:
@@ -237,12 +242,13 @@ class NamesrvController:
         if response.ok and code == RequestCode.REGISTER_BROKER and isinstance(channel, BrokerChannel):
             self.housekeeping.watch(channel)
         if response.ok and code == RequestCode.UPDATE_NAMESRV_CONFIG:
-            self.persist_config()  # the answer waits for it (serve: durable)
+            self.persist_config(self._config_undo())  # the answer waits for it (process_async / handle_wire)
         self.after_change()
 
     async def durable(self, since: int | None = None) -> None:
         """Returns once every persisted-table change made so far (or, with `since`, made after that
-        `writer.submitted` count: none, and it returns at once) is on disk."""
+        `writer.submitted` count: none, and it returns at once) is on disk; with `since`, raises
+        DurableWriteError when one of those changes could not be written (it is rolled back)."""
         await self.writer.drained(since)
 
     def check_long_poll(self, topic_versions: dict[str, int], auth: dict[str, str]) -> None:
@@ -342,11 +348,28 @@ class NamesrvController:
             log.warning("ignoring unreadable %s", self._known_path)
             return set()
 
-    def persist_config(self) -> None:
+    def persist_config(self, undo: Undo | None = None) -> None:
         """Store what UPDATE_NAMESRV_CONFIG changed, through the writer thread (atomically, in order,
-        each image holding the values current when it was taken)."""
+        each image holding the values current when it was taken); `undo` if it does not land."""
         if self._config_path is not None:
-            self.writer.write(self._config_path, encode_config_updates(self.config, self.processor.updated_config_keys))
+            self.writer.write(self._config_path, encode_config_updates(self.config, self.processor.updated_config_keys),
+                              undo)
+
+    def _config_undo(self) -> Undo | None:
+        """Puts the config back as it was before the UPDATE_NAMESRV_CONFIG just processed."""
+        if self._config_before is None:
+            return None
+        prior, keys = self._config_before
+        self._config_before = None
+
+        def undo() -> None:
+            for name in type(prior).model_fields:
+                if getattr(self.config, name) != getattr(prior, name):
+                    setattr(self.config, name, getattr(prior, name))
+            self.processor.updated_config_keys.clear()
+            self.processor.updated_config_keys.update(keys)
+            log.warning("namesrv config update rolled back: not written")
+        return undo
 
     def persist_known_brokers(self) -> None:
         """Remember the live brokers, so a restart knows whom to wait for. While the gate is shut
@@ -358,9 +381,12 @@ class NamesrvController:
             live |= self._known
         if live == self._known:
             return
-        self._known = live
-        if self._known_path is not None:
-            self.writer.write(self._known_path, json.dumps(sorted(live)).encode())
+        known, self._known = self._known, live
+        if self._known_path is not None:  # not written: the set goes back, and the next period retries
+
+            def undo() -> None:
+                self._known = known
+            self.writer.write(self._known_path, json.dumps(sorted(live)).encode(), undo)
 
     # ------------------------------------------------------------------ route-change push
     async def listen_for_change(

@@ -1,10 +1,11 @@
 """Topic administration on a broker (RocketMQ's AdminBrokerProcessor, its topic codes).
 
 UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER, from mqadmin over TCP or a Ray caller alike:
-the change is persisted first, then registered with every NameServer, and only then answered, so a
-route query right after the answer already sees it. An invalid or system topic is
-INVALID_PARAMETER and changes nothing. What the registration did travels as the answer's payload
-(for Ray callers); the wire answer is the code and remark, as RocketMQ's.
+the change is persisted first (a failed write is rolled back and answered SYSTEM_ERROR), then
+registered with every NameServer, and only then answered, so a route query right after the answer
+already sees it. An invalid or system topic is INVALID_PARAMETER and changes nothing. What the
+registration did travels as the answer's payload (for Ray callers); the wire answer is the code and
+remark, as RocketMQ's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pydantic import ValidationError
 
 from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.persist import BackgroundWriter, DurableWriteError
 from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import SYSTEM_TOPICS
@@ -30,13 +32,13 @@ Registered = dict[str, str]
 
 
 class AdminBrokerProcessor:
-    def __init__(self, topics: TopicConfigManager, durable: Callable[[], Awaitable[None]],
+    def __init__(self, topics: TopicConfigManager, writer: BackgroundWriter,
                  register_topic: Callable[[TopicConfig], Awaitable[Registered]],
                  register_all: Callable[[], Awaitable[Registered]]) -> None:
-        """`durable()` returns once the topic table is on disk; `register_topic(tc)` tells every
-        NameServer of one topic, `register_all()` of the whole table."""
+        """`writer` persists the topic table; `register_topic(tc)` tells every NameServer of one
+        topic, `register_all()` of the whole table."""
         self.topics = topics
-        self.durable = durable
+        self.writer = writer
         self.register_topic = register_topic
         self.register_all = register_all
         self.handlers: dict[int, Handler] = {
@@ -58,8 +60,12 @@ class AdminBrokerProcessor:
         return self._update(tc)
 
     async def _update(self, tc: TopicConfig) -> RemotingResponse:
+        before = self.writer.submitted
         changed = self.topics.update_topic_config(tc)
-        await self.durable()
+        try:
+            await self.writer.drained(before)
+        except DurableWriteError as e:  # not on disk: rolled back, nothing registered
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
         registered = await self.register_topic(tc) if changed else {}
         return RemotingResponse(payload={"changed": changed, "registered": registered})
 
@@ -74,7 +80,11 @@ class AdminBrokerProcessor:
         return self._delete(topic)
 
     async def _delete(self, topic: str) -> RemotingResponse:
+        before = self.writer.submitted
         deleted = self.topics.delete_topic_config(topic)
-        await self.durable()
+        try:
+            await self.writer.drained(before)
+        except DurableWriteError as e:  # not on disk: the topic is back, nothing registered
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
         registered = await self.register_all() if deleted else {}
         return RemotingResponse(payload={"deleted": deleted, "registered": registered})

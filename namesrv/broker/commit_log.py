@@ -15,8 +15,8 @@ event loop.
 Recovery streams the log (never holding it in memory): a torn tail from a kill -9 mid-write is cut
 off; a corrupt record in the middle is skipped by re-synchronising on the next record whose magic,
 length and CRC check out, so later acknowledged records stay readable, and the damaged range is
-reported. The per-queue indexes (RocketMQ's consume queues: commit-log position and store time per
-queue offset) are rebuilt from the scan, holding 16 bytes per message.
+reported. The per-queue indexes (RocketMQ's consume queues: commit-log position, record size and store
+time per queue offset) are rebuilt from the scan, holding 20 bytes per message.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import struct
 import threading
 import zlib
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -36,6 +37,8 @@ from typing import Any
 
 import msgpack
 
+from namesrv.broker.message_properties import MessageIllegal, check_message
+from namesrv.broker.transfer_caps import DEFAULT_CAPS, MAX_SCAN_ENTRIES, TransferCaps
 from namesrv.clock import Clock, system_clock
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 
@@ -98,6 +101,7 @@ class AppendResult:
     commit_log_offset: int
     store_timestamp: int
     msg_id: str
+    store_size: int = 0
 
 
 @dataclass(slots=True)
@@ -116,27 +120,45 @@ _Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
 
 
 class _QueueIndex:
-    """Commit-log position and store time per queue offset; -1 marks a record lost to corruption."""
+    """Commit-log position, record size and store time per queue offset; -1 marks a record lost to
+    corruption. The size lets a pull apply its caps before it reads a body."""
 
-    __slots__ = ("positions", "store_times")
+    __slots__ = ("positions", "sizes", "store_times")
 
     def __init__(self) -> None:
         self.positions = array("q")
+        self.sizes = array("i")
         self.store_times = array("q")
 
-    def put(self, offset: int, pos: int, store_time: int) -> None:
+    def put(self, offset: int, pos: int, size: int, store_time: int) -> None:
         while len(self.positions) < offset:
             self.positions.append(-1)
+            self.sizes.append(0)
             self.store_times.append(-1)
         if offset < len(self.positions):
-            self.positions[offset], self.store_times[offset] = pos, store_time
+            self.positions[offset], self.sizes[offset], self.store_times[offset] = pos, size, store_time
         else:
             self.positions.append(pos)
+            self.sizes.append(size)
             self.store_times.append(store_time)
 
 
+@dataclass(slots=True)
+class ReadResult:
+    """What one capped read of a queue found (DefaultMessageStore.getMessage's result)."""
+
+    messages: list[StoredMessage]
+    """The matching messages taken, within the caps."""
+    next_offset: int
+    """The queue offset after the last entry looked at (taken, filtered out or lost)."""
+    records: int
+    """Records read (taken or filtered out); 0 with entries looked at: all lost to corruption."""
+
+
 class CommitLog:
-    """Thread-safe for readers; writes go through `put` (async, batched) or `append` (sync)."""
+    """Thread-safe for readers, who never wait for the disk; writes go through `put` (async,
+    batched) or `append` (sync). A batch's records are written and fsynced under the write lock
+    only; the short index lock publishes them (index entries, write position) once durable."""
 
     def __init__(
         self,
@@ -153,6 +175,10 @@ class CommitLog:
         self.group_commit = group_commit
         """False: fsync once per message even in a batch (the baseline the benchmark compares)."""
         self._lock = threading.Lock()
+        """Guards the indexes and the write position: held for memory work only, never disk I/O,
+        so a reader on an event loop never waits for the disk."""
+        self._write_lock = threading.Lock()
+        """One writer at a time (a batch's write and fsync, a flush, the close); readers never take it."""
         self._index: dict[tuple[str, int], _QueueIndex] = {}
         self.recovery = self._recover()
         new_file = not self.path.exists()
@@ -190,7 +216,7 @@ class CommitLog:
                     pos = nxt
                     continue
                 fields, end = record
-                self._index_record(fields, pos)
+                self._index_record(fields, pos, end - pos)
                 report.records += 1
                 pos = last_good_end = end
         report.valid_bytes = last_good_end
@@ -205,26 +231,45 @@ class CommitLog:
         report.queues = {k: len(v.positions) for k, v in self._index.items()}
         return report
 
-    def _index_record(self, fields: list[Any], pos: int) -> None:
+    def _index_record(self, fields: list[Any], pos: int, size: int) -> None:
         topic, queue_id, queue_offset, store_time = fields[0], fields[1], fields[2], fields[3]
         idx = self._index.get((topic, queue_id))
         if idx is None:
             idx = self._index[(topic, queue_id)] = _QueueIndex()
-        idx.put(queue_offset, pos, store_time)
+        idx.put(queue_offset, pos, size, store_time)
 
     # ------------------------------------------------------------------ write
+    @staticmethod
+    def check(msg: MessageInner) -> None:
+        """Raise MessageIllegal (with the reason) for a message this store must not hold: one its
+        pull path could not hand back (see message_properties), or a record its recovery rejects."""
+        try:
+            msg.msg_id.encode("utf-8")
+            msg.born_host.encode("utf-8")
+        except (AttributeError, UnicodeError):
+            raise MessageIllegal("message id and born host must be UTF-8 strings") from None
+        check_message(msg.topic, msg.properties, msg.msg_id, msg.body, MAX_MESSAGE_SIZE,
+                      {"queueId": (msg.queue_id, False), "flag": (msg.flag, False), "sysFlag": (msg.sys_flag, False),
+                       "bornTimestamp": (msg.born_timestamp, True), "reconsumeTimes": (msg.reconsume_times, False)})
+
     def _encode(self, msg: MessageInner, queue_offset: int, now: int) -> bytes:
-        payload: bytes = msgpack.packb(
-            [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
-             msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times],
-            use_bin_type=True,
-        )
+        """The record of one `check`ed message; MessageIllegal when it would not fit a record."""
+        try:
+            payload: bytes = msgpack.packb(
+                [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
+                 msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times],
+                use_bin_type=True,
+            )
+        except (TypeError, ValueError, OverflowError) as e:
+            raise MessageIllegal(f"message cannot be stored: {e}") from None
+        if len(payload) > MAX_RECORD:
+            raise MessageIllegal(f"message record of {len(payload)} bytes exceeds the store's {MAX_RECORD}")
         return HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
     def _write_batch(self, batch: list[MessageInner]) -> list[AppendResult | Exception]:
         """Write a batch (one write() call), fsync per the flush policy, index it. Runs in a thread."""
         out: list[AppendResult | Exception] = []
-        with self._lock:
+        with self._write_lock:  # one writer at a time, across write and fsync; readers never take it
             if self._fd < 0:  # closed under a batch already queued: nothing of it is written
                 return [OSError(f"commit log {self.path} is closed") for _ in batch]
             records: list[bytes] = []
@@ -233,16 +278,18 @@ class CommitLog:
             pos = start
             planned: dict[tuple[str, int], int] = {}
             for msg in batch:
-                if len(msg.body) > MAX_MESSAGE_SIZE:
-                    out.append(ValueError(f"message body of {len(msg.body)} bytes exceeds {MAX_MESSAGE_SIZE}"))
+                try:
+                    self.check(msg)
+                    key = (msg.topic, msg.queue_id)
+                    idx = self._index.get(key)
+                    offset = planned.get(key, len(idx.positions) if idx is not None else 0)
+                    record = self._encode(msg, offset, now)
+                except MessageIllegal as e:  # refused alone: the others of the batch are written
+                    out.append(e)
                     continue
-                key = (msg.topic, msg.queue_id)
-                idx = self._index.get(key)
-                offset = planned.get(key, len(idx.positions) if idx is not None else 0)
                 planned[key] = offset + 1
-                record = self._encode(msg, offset, now)
                 records.append(record)
-                out.append(AppendResult(msg.topic, msg.queue_id, offset, pos, now, msg.msg_id))
+                out.append(AppendResult(msg.topic, msg.queue_id, offset, pos, now, msg.msg_id, len(record)))
                 pos += len(record)
             if not records:
                 return out
@@ -265,14 +312,15 @@ class CommitLog:
             except OSError as e:
                 os.ftruncate(self._fd, start)
                 return [e if isinstance(r, AppendResult) else r for r in out]
-            self._write_pos = pos
             self.batches += 1
-            for r in out:
-                if isinstance(r, AppendResult):
-                    idx = self._index.get((r.topic, r.queue_id))
-                    if idx is None:
-                        idx = self._index[(r.topic, r.queue_id)] = _QueueIndex()
-                    idx.put(r.queue_offset, r.commit_log_offset, r.store_timestamp)
+            with self._lock:  # published once durable (per the policy): a reader waits only for this
+                self._write_pos = pos
+                for r in out:
+                    if isinstance(r, AppendResult):
+                        idx = self._index.get((r.topic, r.queue_id))
+                        if idx is None:
+                            idx = self._index[(r.topic, r.queue_id)] = _QueueIndex()
+                        idx.put(r.queue_offset, r.commit_log_offset, r.store_size, r.store_timestamp)
         return out
 
     def append(self, msg: MessageInner) -> AppendResult:
@@ -328,7 +376,7 @@ class CommitLog:
                 left[1].set_exception(OSError(f"commit log {self.path} is closed"))
 
     def flush(self) -> None:
-        with self._lock:
+        with self._write_lock:
             if self._dirty and self._fd >= 0:
                 os.fsync(self._fd)
                 self.fsyncs += 1
@@ -364,11 +412,11 @@ class CommitLog:
             idx = self._index.get((topic, queue_id))
             if idx is None:
                 return 0
-            times = [t if t >= 0 else 0 for t in idx.store_times]
-        return bisect.bisect_left(times, timestamp)
+            return bisect.bisect_left(idx.store_times, timestamp, key=_lost_as_zero)
 
     def get_message(self, topic: str, queue_id: int, offset: int, max_nums: int = 32) -> list[StoredMessage]:
-        """Up to `max_nums` messages from `offset` (a record lost to corruption is skipped)."""
+        """Up to `max_nums` messages from `offset` (a record lost to corruption is skipped), without
+        the transfer caps: for tools, tests and single messages; a pull reads with `read_messages`."""
         with self._lock:
             idx = self._index.get((topic, queue_id))
             if idx is None or offset < 0:
@@ -376,6 +424,37 @@ class CommitLog:
             positions = list(idx.positions[offset : offset + max(0, max_nums)])
             fd = self._fd
         return [m for m in (self._read_at(fd, p) for p in positions if p >= 0) if m is not None]
+
+    def read_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                      caps: TransferCaps = DEFAULT_CAPS,
+                      matches: Callable[[StoredMessage], bool] | None = None) -> ReadResult:
+        """DefaultMessageStore.getMessage: messages of one queue from `offset` that `matches`,
+        stopping before the one that would go past a cap (see transfer_caps). Each entry's record
+        size is checked against the caps before its record is read, and entries filtered out are
+        read and dropped one at a time, so a read holds no more than the caps allow."""
+        with self._lock:
+            idx = self._index.get((topic, queue_id))
+            if idx is None or offset < 0 or max_nums <= 0:
+                return ReadResult([], offset, 0)
+            end = min(len(idx.positions), offset + min(max_nums, MAX_SCAN_ENTRIES))
+            positions, sizes = idx.positions[offset:end], idx.sizes[offset:end]
+            fd, max_pos = self._fd, self._write_pos
+        memory = caps.in_memory_window()
+        found: list[StoredMessage] = []
+        total = records = 0
+        next_offset = offset
+        for pos, size in zip(positions, sizes, strict=True):
+            if caps.batch_full(size, max_nums, total, len(found), max_pos - pos <= memory):
+                break
+            next_offset += 1
+            message = self._read_at(fd, pos) if pos >= 0 else None
+            if message is None:  # lost to corruption: skipped
+                continue
+            records += 1
+            if matches is None or matches(message):
+                found.append(message)
+                total += size
+        return ReadResult(found, next_offset, records)
 
     def get_by_commit_offset(self, pos: int) -> StoredMessage | None:
         with self._lock:
@@ -403,11 +482,12 @@ class CommitLog:
         """Stop taking writes, fsync and close; callable from any thread. A batch being written
         finishes (its senders are acknowledged); messages still queued fail with OSError."""
         self._closed = True
-        with self._lock:
+        with self._write_lock:
             if self._fd >= 0:
                 os.fsync(self._fd)
-                os.close(self._fd)
-                self._fd = -1
+                with self._lock:
+                    fd, self._fd = self._fd, -1
+                os.close(fd)
         loop, queue = self._writer_loop, self._queue
         if loop is not None and queue is not None and not loop.is_closed():
             try:
@@ -418,6 +498,10 @@ class CommitLog:
                 queue.put_nowait(None)
             else:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
+
+
+def _lost_as_zero(store_time: int) -> int:
+    return store_time if store_time >= 0 else 0
 
 
 def _make_dirs_durably(path: Path) -> None:

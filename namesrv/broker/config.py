@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.broker.commit_log import FlushDiskType
+from namesrv.broker.transfer_caps import TransferCaps
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE, Perm
 
 REGISTER_PERIOD_MIN_MS = 10_000
@@ -40,11 +41,26 @@ class BrokerConfig(BaseModel):
     enable_property_filter: bool = False
     """RocketMQ's enablePropertyFilter: serve SQL92 subscriptions (filters over message properties).
     Off, as in RocketMQ: such consumers are refused at CHECK_CLIENT_CONFIG and at every pull."""
+    long_polling_enable: bool = True
+    """A pull finding nothing is held for its suspend timeout (else for short_polling_time_mills)."""
+    short_polling_time_mills: int = Field(default=1000, gt=0)
+    max_transfer_count_on_message_in_memory: int = Field(default=32, gt=0)
+    max_transfer_bytes_on_message_in_memory: int = Field(default=256 * 1024, gt=0)
+    max_transfer_count_on_message_in_disk: int = Field(default=8, gt=0)
+    max_transfer_bytes_on_message_in_disk: int = Field(default=64 * 1024, gt=0)
+    access_message_in_memory_max_ratio: int = Field(default=40, ge=0, le=100)
+    """RocketMQ's MessageStoreConfig caps on one pull: a message within this percentage of physical
+    memory from the log's end counts as in memory, others as on disk (see transfer_caps)."""
     credentials: SessionCredentials | None = None
     """The broker account this broker signs its NameServer requests with (NameServers with ACL on)."""
     acl_enable: bool = False
     """Check client requests against `acl_file` (RocketMQ's broker-side plain ACL)."""
     acl_file: str = "~/namesrv/plain_acl.yml"
+
+    def transfer_caps(self) -> TransferCaps:
+        return TransferCaps(self.max_transfer_count_on_message_in_memory, self.max_transfer_bytes_on_message_in_memory,
+                            self.max_transfer_count_on_message_in_disk, self.max_transfer_bytes_on_message_in_disk,
+                            self.access_message_in_memory_max_ratio)
 
     def effective_register_period_ms(self) -> int:
         if self.allow_short_register_period:

@@ -17,6 +17,11 @@ import zlib
 from dataclasses import dataclass
 
 from namesrv.broker.commit_log import StoredMessage
+from namesrv.broker.message_properties import NAME_VALUE_SEPARATOR as NAME_VALUE_SEPARATOR
+from namesrv.broker.message_properties import PROPERTIES_MAX_BYTES, TOPIC_MAX_BYTES, stored_properties
+from namesrv.broker.message_properties import PROPERTY_SEPARATOR as PROPERTY_SEPARATOR
+from namesrv.broker.message_properties import properties_to_string as properties_to_string
+from namesrv.broker.message_properties import string_to_properties as string_to_properties
 from namesrv.protocol.broker_headers import send_message_ext
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from namesrv.protocol.types import InvalidInput
@@ -24,8 +29,6 @@ from namesrv.protocol.types import InvalidInput
 MESSAGE_MAGIC_CODE = -626843481
 """MessageDecoder.MESSAGE_MAGIC_CODE (V1: one-byte topic length)."""
 BATCH_MAGIC_CODE = MESSAGE_MAGIC_CODE
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
 
 _FIXED = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp
 _HOST = struct.Struct(">4si")
@@ -37,10 +40,6 @@ def body_crc(body: bytes) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF if body else 0
 
 
-def properties_to_string(props: dict[str, str]) -> str:
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
-
-
 def ray_send_ext(topic: str, queue_id: int, properties: dict[str, str] | None, msg_id: str | None,
                  default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
                  default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS) -> dict[str, str]:
@@ -50,18 +49,6 @@ def ray_send_ext(topic: str, queue_id: int, properties: dict[str, str] | None, m
     if msg_id:
         props.setdefault("UNIQ_KEY", msg_id)
     return send_message_ext(topic, queue_id, properties_to_string(props), default_topic, default_topic_queue_nums)
-
-
-def string_to_properties(text: str | None) -> dict[str, str]:
-    """MessageDecoder.string2messageProperties: pairs without a separator are skipped."""
-    props: dict[str, str] = {}
-    if not text:
-        return props
-    for item in text.split(PROPERTY_SEPARATOR):
-        key, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and key:
-            props[key] = value
-    return props
 
 
 def host_bytes(host: str) -> tuple[bytes, int]:
@@ -94,11 +81,8 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
 def encode_message_ext(msg: StoredMessage, store_host: str) -> bytes:
     """One stored message in RocketMQ's layout (what a consumer's MessageDecoder.decodes reads)."""
     topic = msg.topic.encode("utf-8")
-    props = dict(msg.properties)
-    if msg.msg_id and "UNIQ_KEY" not in props:
-        props["UNIQ_KEY"] = msg.msg_id
-    properties = properties_to_string(props).encode("utf-8")
-    if len(topic) > 127 or len(properties) > 32767:
+    properties = stored_properties(msg.properties, msg.msg_id)
+    if len(topic) > TOPIC_MAX_BYTES or len(properties) > PROPERTIES_MAX_BYTES:  # the store never holds one
         raise InvalidInput(f"message {msg.queue_offset} of {msg.topic}: topic or properties too long to encode")
     born_addr, born_port = host_bytes(msg.born_host)
     store_addr, store_port = host_bytes(store_host)

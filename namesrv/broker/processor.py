@@ -20,13 +20,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from namesrv.broker.broker_stats import BrokerStats
-from namesrv.broker.commit_log import CommitLog, MessageInner, StoredMessage
+from namesrv.broker.commit_log import CommitLog, MessageInner
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ClientChannel, ConsumerManager, SubscriptionData
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_properties
+from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity, PullOutcome, SendOutcome
-from namesrv.broker.pull_hold import PullHoldService
+from namesrv.broker.pull_hold import LONG_POLLING_CHECK_INTERVAL_S, PullHoldService
 from namesrv.broker.subscription_filter import check_client_config, note_unservable, pull_subscription
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
@@ -60,8 +61,6 @@ log = logging.getLogger(__name__)
 
 FLAG_COMMIT_OFFSET = 1
 FLAG_SUSPEND = 2
-MAX_PULL_BYTES = 8 * 1024 * 1024
-"""A pull answers at most this much message data (at least one message), far below the frame limit."""
 MAX_RECONSUME_TIMES = 16
 SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_MESSAGE_V2,
                         BrokerRequestCode.SEND_BATCH_MESSAGE})
@@ -208,20 +207,29 @@ class BrokerProcessor:
                               f"the message body size {len(body)} exceeds the limit {self.config.max_message_size}")
         return body
 
+    def _check_stored(self, message: MessageInner) -> None:
+        """A message the store would refuse (properties over 32,767 bytes, a topic over 127, ...)
+        is MESSAGE_ILLEGAL with the reason, as RocketMQ's PROPERTIES_SIZE_EXCEEDED."""
+        try:
+            self.store.check(message)
+        except MessageIllegal as e:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+
     async def send(self, messages: list[MessageInner], default_topic: str, default_queue_nums: int) -> SendOutcome:
         """Store messages of one topic and queue (a batch shares both); raises BrokerError."""
         if self.closed:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE,
                               f"broker {self.identity.broker_addr} is shutting down")
+        for m in messages:  # every one, before anything changes (a topic created, a record written)
+            self._check_body(m.body)
+            m.properties.setdefault("CLUSTER", self.identity.cluster_name)
+            self._check_stored(m)
         first = messages[0]
         tc = self._topic_for_send(first.topic, default_topic, default_queue_nums, max(first.queue_id, 0))
         if first.queue_id < 0:  # "any queue": the broker picks one, as RocketMQ does
             queue_id = self.clock() % max(1, tc.write_queue_nums)
             for m in messages:
                 m.queue_id = queue_id
-        for m in messages:
-            self._check_body(m.body)
-            m.properties.setdefault("CLUSTER", self.identity.cluster_name)
         self.sends_waiting += len(messages)
         try:
             results = list(await asyncio.gather(*(self.store.put(m) for m in messages)))
@@ -260,7 +268,8 @@ class BrokerProcessor:
 
     # ------------------------------------------------------------------ pull (both paths)
     def read(self, topic: str, queue_id: int, offset: int, max_nums: int, sub: SubscriptionData | None) -> PullOutcome:
-        """DefaultMessageStore.getMessage + PullMessageProcessor's code mapping (blocking: pread)."""
+        """DefaultMessageStore.getMessage + PullMessageProcessor's code mapping (blocking: pread),
+        within the broker's transfer caps (see namesrv.broker.transfer_caps)."""
         max_offset = self.store.max_offset(topic, queue_id)
         min_offset = self.store.min_offset(topic, queue_id)
         if max_offset == 0:  # NO_MESSAGE_IN_QUEUE
@@ -274,24 +283,16 @@ class BrokerProcessor:
         if offset > max_offset:  # OFFSET_OVERFLOW_BADLY
             return PullOutcome(ResponseCode.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", [], max_offset, min_offset,
                                max_offset)
-        scanned = self.store.get_message(topic, queue_id, offset, max_nums)
-        found: list[StoredMessage] = []
-        size = 0
-        next_offset = offset
-        for m in scanned:
-            if found and size + len(m.body) > MAX_PULL_BYTES:
-                break
-            next_offset = m.queue_offset + 1
-            if sub is None or sub.accepts(m.properties):
-                found.append(m)
-                size += len(m.body)
-        if not scanned:  # the records there were lost to corruption: skip past them
+        matches = None if sub is None else (lambda m: sub.accepts(m.properties))
+        result = self.store.read_messages(topic, queue_id, offset, max_nums, self.config.transfer_caps(), matches)
+        if result.records == 0:  # the records there were lost to corruption: skip past them
             return PullOutcome(ResponseCode.PULL_RETRY_IMMEDIATELY, "OFFSET_FOUND_NULL", [],
-                               min(offset + max_nums, max_offset), min_offset, max_offset)
-        if found:
-            return PullOutcome(ResponseCode.SUCCESS, "FOUND", found, next_offset, min_offset, max_offset)
-        return PullOutcome(ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", [], next_offset, min_offset,
-                           max_offset)
+                               result.next_offset, min_offset, max_offset)
+        if result.messages:
+            return PullOutcome(ResponseCode.SUCCESS, "FOUND", result.messages, result.next_offset, min_offset,
+                               max_offset)
+        return PullOutcome(ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", [], result.next_offset,
+                           min_offset, max_offset)
 
     def _pull_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h: PullMessageRequestHeader = self._header(PullMessageRequestHeader, cmd)
@@ -318,7 +319,13 @@ class BrokerProcessor:
         outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
         if (outcome.code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND
                 and h.suspend_timeout_millis > 0 and not self.closed):
-            await self.hold.wait(h.topic, h.queue_id, h.suspend_timeout_millis / 1000)
+            # As PullMessageProcessor: held for the pull's suspend timeout with long polling, for
+            # shortPollingTimeMills without; re-checked as PullRequestHoldService (see pull_hold).
+            short_s = self.config.short_polling_time_mills / 1000
+            long_polling = self.config.long_polling_enable
+            await self.hold.wait(h.topic, h.queue_id, h.suspend_timeout_millis / 1000 if long_polling else short_s,
+                                 lambda: self.closed or self.store.max_offset(h.topic, h.queue_id) > h.queue_offset,
+                                 LONG_POLLING_CHECK_INTERVAL_S if long_polling else short_s)
             outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
         self.stats[("pulls", outcome.status)] += 1
         self.stats[("pulled_messages", "")] += len(outcome.messages)

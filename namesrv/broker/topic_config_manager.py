@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from namesrv.clock import Clock, system_clock
-from namesrv.persist import FileWriter, atomic_write
+from namesrv.persist import FileWriter, Undo, write_now
 from namesrv.protocol.constants import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PERM_ALL,
@@ -33,7 +33,7 @@ class TopicConfigManager:
         clock: Clock = system_clock,
         auto_create_topic_enable: bool = True,
         default_topic_queue_nums: int = 8,
-        writer: FileWriter = atomic_write,
+        writer: FileWriter = write_now,
     ) -> None:
         self.path = Path(path) if path is not None else None
         self.writer = writer
@@ -53,8 +53,8 @@ class TopicConfigManager:
                     perm=PERM_ALL,
                 )
             )
-        if changed:
-            self._bump_and_persist()
+        if changed:  # the built-in topics are made again at every start: no undo if not written
+            self._bump_and_persist(None)
 
     def _ensure(self, tc: TopicConfig) -> bool:
         if tc.topic_name in self.topic_config_table:
@@ -72,35 +72,55 @@ class TopicConfigManager:
         self.data_version = parse_data_version(data["dataVersion"])
         log.info("loaded %d topics, %s from %s", len(self.topic_config_table), self.data_version, self.path)
 
-    def _bump_and_persist(self) -> None:
+    def _bump_and_persist(self, undo: Undo | None) -> None:
+        """New version, new image on disk; should it not land, `undo` takes the change back."""
         self.data_version = self.data_version.next_version(self.clock())
         if self.path is not None:
             body = {
                 "topicConfigTable": {n: tc.to_wire() for n, tc in sorted(self.topic_config_table.items())},
                 "dataVersion": self.data_version.to_wire(),
             }
-            self.writer(self.path, json.dumps(body, indent=1).encode())
+            self.writer(self.path, json.dumps(body, indent=1).encode(), undo)
+
+    def _restore(self, topic: str | None, prev: TopicConfig | None) -> Undo:
+        """Undo of one change: `topic` back to `prev` (None: absent), and the version before it."""
+        version = self.data_version
+
+        def undo() -> None:
+            if topic is not None:
+                if prev is None:
+                    self.topic_config_table.pop(topic, None)
+                else:
+                    self.topic_config_table[topic] = prev
+            self.data_version = version
+            log.warning("topic config change of %s rolled back: not written", topic)
+        return undo
 
     # ------------------------------------------------------------------ changes
     def update_topic_config(self, tc: TopicConfig) -> bool:
         """Create or replace a topic; False (and no version bump) when nothing changed."""
-        if self.topic_config_table.get(tc.topic_name) == tc:
+        prev = self.topic_config_table.get(tc.topic_name)
+        if prev == tc:
             return False
+        undo = self._restore(tc.topic_name, prev)
         self.topic_config_table[tc.topic_name] = tc
-        self._bump_and_persist()
+        self._bump_and_persist(undo)
         log.info("topic config updated: %s", tc)
         return True
 
     def next_version(self) -> DataVersion:
         """Bump the version without a topic change (e.g. the broker's permission changed), so every
         NameServer rewrites this broker's queue data on the next registration."""
-        self._bump_and_persist()
+        self._bump_and_persist(self._restore(None, None))
         return self.data_version
 
     def delete_topic_config(self, topic: str) -> bool:
-        if self.topic_config_table.pop(topic, None) is None:
+        prev = self.topic_config_table.get(topic)
+        if prev is None:
             return False
-        self._bump_and_persist()
+        undo = self._restore(topic, prev)
+        del self.topic_config_table[topic]
+        self._bump_and_persist(undo)
         log.info("topic deleted: %s", topic)
         return True
 

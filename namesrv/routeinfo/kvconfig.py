@@ -6,7 +6,7 @@ import json
 import logging
 from pathlib import Path
 
-from namesrv.persist import FileWriter, atomic_write
+from namesrv.persist import FileWriter, Undo, write_now
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +16,7 @@ class KVConfigError(RuntimeError):
 
 
 class KVConfigManager:
-    def __init__(self, path: str | Path | None, writer: FileWriter = atomic_write) -> None:
+    def __init__(self, path: str | Path | None, writer: FileWriter = write_now) -> None:
         """`path` None keeps the table in memory only (tests, throwaway NameServers); `writer` puts
         each new image of the table on disk (a server passes a BackgroundWriter's, off its loop)."""
         self.path = Path(path).expanduser() if path is not None else None
@@ -42,26 +42,42 @@ class KVConfigManager:
         self.table = {ns: dict(kv) for ns, kv in table.items()}
         log.info("loaded KV config: %d namespaces from %s", len(self.table), self.path)
 
-    def persist(self) -> None:
+    def persist(self, undo: Undo | None = None) -> None:
+        """Put the table's image on disk; should it not land, `undo` takes the change back (with
+        the default writer the error is raised here, with a background one the waiter gets it)."""
         if self.path is None:
             return
         body = json.dumps({"configTable": self.table}, sort_keys=True, indent=1).encode()
-        self.writer(self.path, body)
+        self.writer(self.path, body, undo)
+
+    def _restore(self, namespace: str, key: str, had_namespace: bool, prev: str | None) -> Undo:
+        def undo() -> None:
+            if not had_namespace:
+                self.table.pop(namespace, None)
+                return
+            ns = self.table.setdefault(namespace, {})
+            if prev is None:
+                ns.pop(key, None)
+            else:
+                ns[key] = prev
+            log.warning("KV config %s %s rolled back to %s: not written", namespace, key, prev)
+        return undo
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        had_namespace = namespace in self.table
         ns = self.table.setdefault(namespace, {})
         prev = ns.get(key)
         ns[key] = value
-        if prev != value:
-            self.persist()
+        if prev != value or not had_namespace:
+            self.persist(self._restore(namespace, key, had_namespace, prev))
         log.info("putKVConfig %s %s %s (was %s)", namespace, key, value, prev)
 
     def delete_kv_config(self, namespace: str, key: str) -> bool:
         ns = self.table.get(namespace)
         if ns is None or key not in ns:
             return False
-        del ns[key]  # an emptied namespace stays, listing as an empty table (as in RocketMQ)
-        self.persist()
+        prev = ns.pop(key)  # an emptied namespace stays, listing as an empty table (as in RocketMQ)
+        self.persist(self._restore(namespace, key, True, prev))
         return True
 
     def get_kv_config(self, namespace: str, key: str) -> str | None:

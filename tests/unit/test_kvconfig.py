@@ -132,6 +132,7 @@ def test_failed_write_keeps_the_old_file_and_no_temp(kv_path: Path, monkeypatch:
         manager.put_kv_config("ns", "k", "new")
     monkeypatch.undo()
 
+    assert manager.get_kv_config("ns", "k") == "old", "the table in memory is not ahead of the disk"
     assert kv_path.read_bytes() == before
     assert sorted(p.name for p in kv_path.parent.iterdir()) == ["kvConfig.json"]
     assert reopened(kv_path).get_kv_config("ns", "k") == "old"

@@ -1,0 +1,128 @@
+"""Does a SYNC_FLUSH broker's event loop wait on fsync? (issue 22, point 8)
+
+    bash run.sh bench bench_store_loop [--seconds 10] [--senders 16]
+
+One broker store in this process, as a broker runs it (no Ray, no sockets: the commit log and the
+processor on one asyncio loop, the writes and fsyncs in the group-commit worker thread), on the
+real disk under the temp dir. `--senders` tasks send 128-byte messages back to back through
+`BrokerProcessor.send` (SYNC_FLUSH with group commit: acknowledged after the fsync covering them)
+for `--seconds`. Meanwhile, on the same loop, a reader calls what a broker's loop reads from the
+store every millisecond, in turn: the max offset (GET_MAX_OFFSET, pull), the log size and the queue
+table (metrics), search by time, and the runtime info (GET_BROKER_RUNTIME_INFO); each call is
+timed (the reader's wait). A ticker sleeping 1 ms measures the longest loop stall it sees.
+
+Printed: the machine (with the disk's fsync latency), the send rate, the reader-wait distribution
+per reader and overall (target: max <= 5 ms), and the ticker's longest stall. Absolute figures of
+this run; the numbers before and after the change are in the commit message of point 8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import latency_ms, print_machine
+
+from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.processor import BrokerProcessor
+from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.clock import system_clock
+from namesrv.protocol.models import TopicConfig
+
+TOPIC = "BenchLoop"
+QUEUES = 4
+
+
+def build(root: Path) -> BrokerProcessor:
+    topics = TopicConfigManager(root / "topics.json")
+    topics.update_topic_config(TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES))
+    store = CommitLog(root / "store", FlushDiskType.SYNC_FLUSH, system_clock, group_commit=True)
+    return BrokerProcessor(BrokerIdentity("BenchCluster", "bench-broker", 0, "127.0.0.1:10911"),
+                           BrokerConfig(flush_disk_type=FlushDiskType.SYNC_FLUSH), topics, store,
+                           ConsumerOffsetManager(root / "offsets.json"), system_clock)
+
+
+async def run(processor: BrokerProcessor, seconds: float, senders: int) -> dict[str, Any]:
+    store = processor.store
+    deadline = time.perf_counter() + seconds
+    sent = 0
+    waits: dict[str, list[float]] = defaultdict(list)
+    stalls: list[float] = []
+    now_ms = int(time.time() * 1000)
+    readers: list[tuple[str, Callable[[], object]]] = [
+        ("max_offset", lambda: store.max_offset(TOPIC, 0)),
+        ("size_bytes", store.size_bytes),
+        ("queues", store.queues),
+        ("search_by_time", lambda: store.search_offset_by_timestamp(TOPIC, 1, now_ms)),
+        ("runtime_info", processor.runtime_info),
+    ]
+
+    async def sender(n: int) -> None:
+        nonlocal sent
+        body = bytes(128)
+        while time.perf_counter() < deadline:
+            await processor.send([MessageInner(TOPIC, n % QUEUES, body, {"i": str(sent)})], "TBW102", QUEUES)
+            sent += 1
+
+    async def reader() -> None:
+        i = 0
+        while time.perf_counter() < deadline:
+            name, call = readers[i % len(readers)]
+            t0 = time.perf_counter()
+            call()
+            waits[name].append(time.perf_counter() - t0)
+            i += 1
+            await asyncio.sleep(0.001)
+
+    async def ticker() -> None:
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            await asyncio.sleep(0.001)
+            stalls.append(max(0.0, time.perf_counter() - t0 - 0.001))
+
+    started = time.perf_counter()
+    await asyncio.gather(ticker(), reader(), *(sender(n) for n in range(senders)))
+    elapsed = time.perf_counter() - started
+    return {"sent": sent, "elapsed": elapsed, "waits": waits, "stalls": stalls, "fsyncs": store.fsyncs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--senders", type=int, default=16)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-store-loop-"))
+    try:
+        print_machine(str(root), fsync=True)
+        processor = build(root)
+        result = asyncio.run(run(processor, args.seconds, args.senders))
+        processor.store.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    waits: dict[str, list[float]] = result["waits"]
+    every = [w for ws in waits.values() for w in ws]
+    print(f"\n== SYNC_FLUSH send load: {args.senders} senders, {result['elapsed']:.1f} s")
+    print(f"  sent       {result['sent']:,} messages, {result['sent'] / result['elapsed']:,.0f} msg/s, "
+          f"{result['fsyncs']:,} fsyncs")
+    print("== reader wait on the event loop (one call each ms, in turn)")
+    for name, ws in waits.items():
+        print(f"  {name:15s} {latency_ms(ws)}")
+    print(f"  {'all':15s} {latency_ms(every)}")
+    print(f"== longest loop stall seen by a 1 ms ticker: {max(result['stalls'], default=0) * 1000:.3f} ms "
+          f"({latency_ms(result['stalls'])})")
+    worst = max(every, default=0.0) * 1000
+    print(f"\nlongest reader wait {worst:.3f} ms: {'within' if worst <= 5 else 'OVER'} the 5 ms target")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Message properties in RocketMQ's string form, and the limits of a message the store can hold.
+
+The store writes a record only if the pull path can hand it back: RocketMQ's stored-message layout
+gives a topic one length byte (127 bytes at most, Byte.MAX_VALUE) and properties one length short
+(32,767 bytes, Short.MAX_VALUE), and its int fields 32 or 64 bits. `check_message` says why a
+message breaks one of these; the store refuses such a message before writing anything, and the
+send path answers MESSAGE_ILLEGAL with the reason (as RocketMQ's CommitLog answers
+PROPERTIES_SIZE_EXCEEDED / MESSAGE_SIZE_EXCEEDED).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from namesrv.protocol.types import InvalidInput
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+TOPIC_MAX_BYTES = 127
+"""Byte.MAX_VALUE: the stored layout's one-byte topic length."""
+PROPERTIES_MAX_BYTES = 32767
+"""Short.MAX_VALUE: the stored layout's two-byte properties length."""
+UNIQ_KEY = "UNIQ_KEY"
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class MessageIllegal(InvalidInput):
+    """A message the store cannot hold (and a pull could not hand back): refused, nothing written."""
+
+
+def properties_to_string(props: Mapping[str, str]) -> str:
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
+
+
+def string_to_properties(text: str | None) -> dict[str, str]:
+    """MessageDecoder.string2messageProperties: pairs without a separator are skipped."""
+    props: dict[str, str] = {}
+    if not text:
+        return props
+    for item in text.split(PROPERTY_SEPARATOR):
+        key, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and key:
+            props[key] = value
+    return props
+
+
+def stored_properties(props: Mapping[str, str], msg_id: str) -> bytes:
+    """The properties as a pull hands them back: the message's own, plus UNIQ_KEY from its id."""
+    if msg_id and UNIQ_KEY not in props:
+        props = {**props, UNIQ_KEY: msg_id}
+    return properties_to_string(props).encode("utf-8")
+
+
+def check_message(topic: str, properties: Mapping[str, str], msg_id: str, body: bytes, max_body: int,
+                  ints: Mapping[str, tuple[int, bool]]) -> None:
+    """Raise MessageIllegal (with the reason) for a message the store must not hold. `ints` maps
+    a field's name to (value, 64-bit?) for the stored layout's int fields."""
+    if not isinstance(body, bytes | bytearray):
+        raise MessageIllegal(f"message body must be bytes, not {type(body).__name__}")
+    if len(body) > max_body:
+        raise MessageIllegal(f"the message body size {len(body)} exceeds the limit {max_body}")
+    try:
+        topic_bytes = len(topic.encode("utf-8"))
+    except (AttributeError, UnicodeError):
+        raise MessageIllegal(f"message topic {topic!r} is not a UTF-8 string") from None
+    if not 0 < topic_bytes <= TOPIC_MAX_BYTES:
+        raise MessageIllegal(f"message topic length {topic_bytes} bytes is outside 1..{TOPIC_MAX_BYTES}")
+    for key, value in properties.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise MessageIllegal(f"message property {key!r} must map a string to a string")
+        if not key or NAME_VALUE_SEPARATOR in key or PROPERTY_SEPARATOR in key or PROPERTY_SEPARATOR in value:
+            raise MessageIllegal(f"message property {key!r} is empty or holds a separator (\\x01 / \\x02)")
+    try:
+        size = len(stored_properties(properties, msg_id))
+    except UnicodeError:
+        raise MessageIllegal("message properties are not valid UTF-8 text") from None
+    if size > PROPERTIES_MAX_BYTES:
+        raise MessageIllegal(f"the message properties length {size} bytes exceeds the limit {PROPERTIES_MAX_BYTES}")
+    for name, (number, wide) in ints.items():
+        low, high = _INT64 if wide else _INT32
+        if not isinstance(number, int) or isinstance(number, bool) or not low <= number <= high:
+            raise MessageIllegal(f"message {name} {number!r} is not a {64 if wide else 32}-bit integer")
