@@ -33,8 +33,8 @@ def user_env() -> dict[str, str]:
     return env
 
 
-def check_run(block: Block, argv: list[str], cwd: Path, timeout: float) -> str:
-    result, leftovers = run_in_session(argv, cwd=cwd, env=user_env(), timeout=timeout)
+def check_run(block: Block, argv: list[str], cwd: Path, timeout: float, **env: str) -> str:
+    result, leftovers = run_in_session(argv, cwd=cwd, env=user_env() | env, timeout=timeout)
     shown = f"README.md line {block.line}:\n--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}"
     assert result.returncode == 0, shown
     assert not leftovers, f"left running after it ended: {leftovers}\n{shown}"
@@ -62,7 +62,9 @@ def test_python_example_runs_as_written(block: Block, tmp_path: Path) -> None:
         pytest.skip(f"README.md line {block.line}: {block.reason}")
     script = tmp_path / f"readme_l{block.line}.py"
     script.write_text(block.code)
-    stdout = check_run(block, [sys.executable, str(script)], cwd=tmp_path, timeout=240)
+    # what the example makes with tempfile lands in tmp_path (Ray keeps its own /tmp/ray: socket paths are short)
+    stdout = check_run(block, [sys.executable, str(script)], cwd=tmp_path, timeout=240,
+                       TMPDIR=str(tmp_path), RAY_TMPDIR="/tmp")
     for claim in PRINT_CLAIM.findall(block.code):
         assert claim in stdout, f"README.md line {block.line} claims it prints {claim!r}; it printed:\n{stdout}"
 
