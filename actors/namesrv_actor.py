@@ -17,6 +17,7 @@ import ray
 from actors.housekeeping import BrokerChannel
 from actors.metrics import namesrv_metrics
 from actors.namesrv_controller import NamesrvController, RemovalEvent, RouteChange
+from actors.ray_runtime import was_restarted
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
@@ -41,7 +42,7 @@ class NameServerActor:
         if node_dir is not None:
             config.kv_config_path = str(node_dir / "kvConfig.json")
             config.config_store_path = str(node_dir / "namesrv.json")
-        self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        self.reconstructed = was_restarted()
         self.controller = NamesrvController(name, config, node_dir, remoting=remoting, metrics=namesrv_metrics(name),
                                             restarted=self.reconstructed)
         self.remoting_address: str | None = None

@@ -15,7 +15,7 @@ three) ways, timed per stage, then every analysis runs on each resulting DataFra
 Each load stage ends with the DataFrame cached and counted, so the analyses compare like for like.
 
     python benchmarks/bench_analysis.py --rows 1000000
-    python benchmarks/bench_analysis.py --quick   # 20,000 rows, bridge only, no pipeline run
+    python benchmarks/bench_analysis.py --quick   # 20,000 rows, bridge only, no warm-up, no pipeline run
 """
 
 from __future__ import annotations
@@ -302,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="then time the whole pipeline: a chaos run of this many seconds with snapshots, "
                         "then `namesrv analyze` of its directory (0: skip)")
     p.add_argument("--quick", action="store_true",
-                   help="20,000 rows, the bridge path only, one load round, no pipeline run")
+                   help="20,000 rows, the bridge path only, one load round, no warm-up of the analyses "
+                        "(the first one pays the JIT), no pipeline run: a smoke run, about a minute")
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.paths, args.repeat, args.pipeline_duration = 20_000, "bridge", 1, 0.0
@@ -371,11 +372,12 @@ def main(argv: list[str] | None = None) -> int:
             # JIT and whole-stage codegen make every first run slow: warm up on a small slice so
             # the first timed path is not penalised.
             warm = Stopwatch()
-            sample = next(iter(frames.values())).limit(5_000).cache()
-            sample.count()
-            print("  warm-up (not counted):")
-            run_analyses(spark, sample, faults_df, "warm-up", warm)
-            sample.unpersist()
+            if not args.quick:
+                sample = next(iter(frames.values())).limit(5_000).cache()
+                sample.count()
+                print("  warm-up (not counted):")
+                run_analyses(spark, sample, faults_df, "warm-up", warm)
+                sample.unpersist()
             for path, df in frames.items():
                 counts[path] = run_analyses(spark, df, faults_df, path, watch)
             if len({tuple(sorted(c.items())) for c in counts.values()}) > 1:

@@ -3,6 +3,7 @@ queue selection, and (optionally) how fast a broker's death reaches producers' r
 
     bash run.sh bench bench_producer                     # flush comparison + selection, under 2 min
     bash run.sh bench bench_producer --propagation       # plus route propagation (push, then 30 s poll)
+    bash run.sh bench bench_producer --quick             # the same parts, 1 s measured each (a smoke run)
 
 1. Flush policies, one broker each, 16 concurrent senders (threads of one Producer in this driver,
    sync sends back to back, 128-byte bodies): SYNC_FLUSH with group commit (one fsync per batch of
@@ -293,7 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poll-interval-ms", type=int, default=30_000,
                     help="poll interval for the push-off propagation run (RocketMQ's default 30 s)")
     ap.add_argument("--skip-poll", action="store_true", help="with --propagation: skip the poll-only run")
+    ap.add_argument("--quick", action="store_true",
+                    help="1 s measured after 0.5 s warm-up per flush policy, 20,000 selections (a smoke run)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.duration, args.warmup, args.select_iterations = 1.0, 0.5, 20_000
 
     with local_ray_run("bench-producer", fsync=True) as run:
         data_dir, namespace = run.data_dir, run.namespace

@@ -1,0 +1,21 @@
+"""What Ray tells an actor about itself, asked without Ray's deprecation warnings reaching the user."""
+
+from __future__ import annotations
+
+import warnings
+
+import ray
+
+_RAY_OWN_ACTOR_ID_WARNING = r"(?s).*Use get_actor_id\(\) instead"
+
+
+def was_restarted() -> bool:
+    """Whether Ray restarted the calling actor (its constructor runs again after a crash).
+
+    Ray's `RuntimeContext.was_current_actor_reconstructed` is current API, but it reads Ray's own
+    deprecated `actor_id` property inside itself, so every actor asking it printed "Use
+    get_actor_id() instead" into the driver's terminal. Only that one warning, raised inside Ray
+    for this call, is silenced here; any other warning still shows."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_RAY_OWN_ACTOR_ID_WARNING, category=DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
