@@ -14,6 +14,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.controller_actor import CONTROLLER_NAME, KV_NAMESPACE, ControllerActor
 from actors.launcher import head_node_id
 from namesrv.controller.config import ControllerConfig
+from namesrv.protocol.server_config import RemotingServerConfig
 
 CONTROLLER_PROFILES: dict[str, ControllerConfig] = {
     "default": ControllerConfig(),
@@ -37,8 +38,10 @@ def controller_config(profile: str, **overrides: Any) -> ControllerConfig:
 
 
 def start_controller(namespace: str | None = None, config: ControllerConfig | None = None,
-                     name: str = CONTROLLER_NAME, detached: bool = True, kv_namespace: str = KV_NAMESPACE) -> Any:
-    """The controller actor of `namespace` (the driver's by default), started if it is not running."""
+                     name: str = CONTROLLER_NAME, detached: bool = True, kv_namespace: str = KV_NAMESPACE,
+                     remoting: RemotingServerConfig | None = None) -> Any:
+    """The controller actor of `namespace` (the driver's by default), started if it is not running;
+    `remoting`: also over TCP (RocketMQ's controller port is 9878)."""
     options: dict[str, Any] = {
         "name": name, "num_cpus": 0, "max_restarts": -1, "get_if_exists": True,
         "lifetime": "detached" if detached else None,
@@ -49,7 +52,7 @@ def start_controller(namespace: str | None = None, config: ControllerConfig | No
     if head is not None:
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head, soft=True)
         options["memory"] = SOFT_PLACEMENT_MEMORY  # a zero-resource request ignores soft affinity
-    return ray.remote(ControllerActor).options(**options).remote(namespace, name, config, kv_namespace)
+    return ray.remote(ControllerActor).options(**options).remote(namespace, name, config, kv_namespace, remoting)
 
 
 def get_controller(namespace: str | None = None, name: str = CONTROLLER_NAME) -> Any:

@@ -39,7 +39,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import ray
@@ -47,12 +47,18 @@ from ray.experimental import internal_kv
 
 from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
+from actors.remoting_server import Connection, RemotingServer
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
 from namesrv.controller.core import ControllerCore
 from namesrv.controller.event_log import EventLog, StaleWriterError
 from namesrv.controller.heartbeat import BrokerIdentity
 from namesrv.controller.replicas_info_manager import ControllerResult
+from namesrv.controller.wire import WireCall, WireRequestError, decode_request, encode_result
+from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.remoting import RemotingCommand
+from namesrv.protocol.server_config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.routeinfo.remoting_adapter import wants_standard_json
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +102,10 @@ def kv_prefix(ray_namespace: str, name: str) -> str:
 
 class ControllerActor:
     def __init__(self, namespace: str, name: str = CONTROLLER_NAME, config: ControllerConfig | None = None,
-                 kv_namespace: str = KV_NAMESPACE) -> None:
+                 kv_namespace: str = KV_NAMESPACE, remoting: RemotingServerConfig | None = None) -> None:
         """`namespace`: the Ray namespace the actor is named in (its state's key prefix; the runtime
-        context inside the actor reports the creating job's namespace instead)."""
+        context inside the actor reports the creating job's namespace instead). `remoting`: also
+        serve RocketMQ's controller codes over TCP."""
         self.name = name
         self.config = config or ControllerConfig()
         self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
@@ -122,12 +129,45 @@ class ControllerActor:
         self.loop.every("scan-not-active-broker", scan_s, self._scan_not_active_broker, initial_delay_s=scan_s)
         master_scan_s = self.config.scan_inactive_master_interval_ms / 1000
         self.loop.every("scan-inactive-master", master_scan_s, self._reelect, initial_delay_s=master_scan_s)
+        self.remoting = RemotingServer(name, self.handle_wire, self._on_connection_closed,
+                                       remoting.server_channel_max_idle_time_seconds if remoting else 0,
+                                       lambda coro: self.loop.spawn("remoting-request", coro))
+        self.remoting_address: str | None = None
+        if remoting is not None:
+            self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start
+            host = remoting.advertised_host or remoting.listen_host
+            if host in (ALL_INTERFACES, "", "::"):
+                host = ray.util.get_node_ip_address()
+            self.remoting_address = f"{host}:{self.remoting.port}"
+            self.loop.spawn("remoting-serve", self.remoting.serve())
         self.loop.start()
         log.info("%s: restored %d events (snapshot at %d) in %.1f ms%s", name, self.restored_events,
                  self.core.event_log.snapshot_index, self.restore_ms, " after a restart" if self.reconstructed else "")
 
     async def shutdown(self) -> None:
+        await self.remoting.stop()
         await self.loop.shutdown()
+
+    # ------------------------------------------------------------------ TCP (RocketMQ's remoting protocol)
+    def handle_wire(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        try:
+            call = decode_request(cmd.code, cmd.ext_fields, cmd.body)
+        except KeyError:
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+        except WireRequestError as e:
+            return cmd.response(Code.CONTROLLER_INVALID_REQUEST, str(e))
+        return self._wire_call(conn, cmd, call)
+
+    async def _wire_call(self, conn: Connection, cmd: RemotingCommand, call: WireCall) -> RemotingCommand:
+        result: ControllerResult = await getattr(self, call.method)(**call.kwargs)
+        if call.method == "heartbeat" and result.ok:  # a broker's connection is its channel (RocketMQ)
+            self._channels[BrokerIdentity(call.kwargs["broker_name"], call.kwargs["broker_id"])] = conn.token
+        answer = encode_result(result, wants_standard_json(cmd))
+        return cmd.response(answer.code, answer.remark, answer.ext_fields, answer.body)
+
+    def _on_connection_closed(self, conn: Connection, reason: str) -> None:
+        if self._channel_in_use(conn.token):
+            self._on_channel_closed(conn.token, f"connection closed ({reason})")
 
     # ------------------------------------------------------------------ committing changes
     async def _mutate(self, check: Callable[[], ControllerResult]) -> ControllerResult:
@@ -288,9 +328,10 @@ class ControllerActor:
 
     async def get_metadata(self) -> ControllerResult:
         """CONTROLLER_GET_METADATA_INFO (1005): one controller, always the leader (unless fenced)."""
+        address = self.remoting_address or self.name
         return ControllerResult(header={"group": self.name, "controllerLeaderId": self.name,
-                                        "controllerLeaderAddress": self.name, "isLeader": not self.fenced,
-                                        "peers": self.name})
+                                        "controllerLeaderAddress": address, "isLeader": not self.fenced,
+                                        "peers": f"{self.name}:{address};"})
 
     # ------------------------------------------------------------------ role changes (NOTIFY_BROKER_ROLE_CHANGED)
     async def wait_for_change(self, known: dict[str, tuple[int, int]],
@@ -328,6 +369,7 @@ class ControllerActor:
             "in_grace": self.core.in_grace(),
             "live_brokers": sorted((i.broker_name, i.broker_id) for i in self.core.heartbeats.live),
             "watched_channels": self.housekeeping.watch_count,
+            "remoting_address": self.remoting_address,
             "epochs": self.core.epochs(),
         }
 

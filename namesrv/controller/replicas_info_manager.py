@@ -197,7 +197,7 @@ class ReplicasInfoManager:
                         "masterEpoch": sync.master_epoch + 1, "syncStateSetEpoch": sync.sync_state_set_epoch + 1},
                 body={"syncStateSet": [new_master], "brokerMemberGroup": {
                     "cluster": info.cluster_name, "brokerName": broker_name,
-                    "brokerAddrs": {str(k): v for k, v in info.broker_id_table().items()}}},
+                    "brokerAddrs": info.broker_id_table()}},
                 events=[ElectMasterEvent(broker_name, new_master)],
             )
         if broker_id is None:

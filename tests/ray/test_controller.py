@@ -16,8 +16,12 @@ from actors.controller import start_controller
 from actors.controller_actor import CONTROLLER_NAME, KV_NAMESPACE, kv_prefix
 from actors.housekeeping import BrokerChannel
 from actors.launcher import BrokerSpec
+from clients.remoting_client import RemotingClient
+from namesrv.controller.codes import ControllerRequestCode as Req
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
+from namesrv.protocol import fastjson
+from namesrv.protocol.server_config import RemotingServerConfig
 from tests.ray.helpers import unique_namespace, wait_until
 
 CLUSTER = "DefaultCluster"
@@ -37,9 +41,9 @@ def call(handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
 class Controller:
     """A controller actor in a namespace of its own; found again by name after Ray restarts it."""
 
-    def __init__(self, config: ControllerConfig) -> None:
+    def __init__(self, config: ControllerConfig, remoting: RemotingServerConfig | None = None) -> None:
         self.namespace = unique_namespace("ctl")
-        self.handle = start_controller(self.namespace, config)
+        self.handle = start_controller(self.namespace, config, remoting=remoting)
         call(self.handle, "stats")
 
     def __call__(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -207,3 +211,64 @@ def test_state_lives_in_the_gcs_kv_under_the_namespace(ctl: Controller, beats: H
     assert sorted(keys) == [prefix + b"/event/000000000005", prefix + b"/snapshot"]
     stats = ctl("stats")
     assert (stats["snapshot_index"], stats["last_index"]) == (4, 5)
+
+
+def test_rocketmq_controller_codes_over_tcp(ray_local: str) -> None:
+    """A broker's registration, heartbeats and election, and mqadmin's queries, over RocketMQ's
+    remoting protocol; a master whose heartbeat connection closes is replaced at once (RocketMQ's
+    onBrokerChannelClose), while its heartbeat timeout is 2 minutes."""
+    ctl = Controller(FAST.model_copy(update={"broker_heartbeat_timeout_ms": 120_000}),
+                     RemotingServerConfig(listen_port=0))
+    try:
+        host, port = ctl("stats")["remoting_address"].rsplit(":", 1)
+        brokers = {bid: RemotingClient(host, int(port), timeout_s=30) for bid in (1, 2)}
+        admin = RemotingClient(host, int(port), timeout_s=30)
+        for bid, conn in brokers.items():
+            nxt = conn.invoke(Req.CONTROLLER_GET_NEXT_BROKER_ID, {"clusterName": CLUSTER, "brokerName": BROKER})
+            assert nxt.code == 0 and nxt.ext_fields["nextBrokerId"] == str(bid)
+            applied = conn.invoke(Req.CONTROLLER_APPLY_BROKER_ID, {
+                "clusterName": CLUSTER, "brokerName": BROKER, "appliedBrokerId": bid,
+                "registerCheckCode": f"{addr(bid)};1700000000000"})
+            assert applied.code == 0, applied.remark
+            reg = conn.invoke(Req.CONTROLLER_REGISTER_BROKER, {"clusterName": CLUSTER, "brokerName": BROKER,
+                                                               "brokerId": bid, "brokerAddress": addr(bid)})
+            assert reg.code == 0 and fastjson.loads(reg.body) == {"syncStateSet": [], "syncStateSetEpoch": 0}
+            conn.invoke_oneway(Req.BROKER_HEARTBEAT, {"clusterName": CLUSTER, "brokerName": BROKER,
+                                                      "brokerAddr": addr(bid), "brokerId": bid, "epoch": 0,
+                                                      "maxOffset": 0})
+        wait_until(lambda: len(ctl("stats")["live_brokers"]) == 2, 30, "both heartbeats over TCP")
+        elected = brokers[1].invoke(Req.CONTROLLER_ELECT_MASTER, {"clusterName": CLUSTER, "brokerName": BROKER,
+                                                                  "brokerId": 1, "designateElect": False})
+        assert elected.code == 0 and elected.ext_fields["masterBrokerId"] == "1"
+        members = fastjson.loads(elected.body)["brokerMemberGroup"]["brokerAddrs"]  # standard JSON: version 479
+        assert members == {"1": addr(1), "2": addr(2)}
+        altered = brokers[1].invoke(Req.CONTROLLER_ALTER_SYNC_STATE_SET,
+                                    {"brokerName": BROKER, "masterBrokerId": 1, "masterEpoch": 1},
+                                    b'{"syncStateSet":[1,2],"syncStateSetEpoch":1}')
+        assert altered.code == 0 and altered.ext_fields["newSyncStateSetEpoch"] == "2"
+        stale = brokers[1].invoke(Req.CONTROLLER_ALTER_SYNC_STATE_SET,
+                                  {"brokerName": BROKER, "masterBrokerId": 1, "masterEpoch": 0},
+                                  b'{"syncStateSet":[1],"syncStateSetEpoch":2}')
+        assert stale.code == 2000  # CONTROLLER_FENCED_MASTER_EPOCH
+
+        meta = admin.invoke(Req.CONTROLLER_GET_METADATA_INFO)
+        assert meta.code == 0 and meta.ext_fields["isLeader"] == "true"
+        assert meta.ext_fields["controllerLeaderAddress"] == f"{host}:{port}"
+        data = admin.invoke(Req.CONTROLLER_GET_SYNC_STATE_DATA, None, b'["broker-a"]')
+        table = fastjson.loads(data.body)["replicasInfoTable"][BROKER]
+        assert [r["brokerId"] for r in table["inSyncReplicas"]] == [1, 2] and table["masterEpoch"] == 1
+        assert admin.invoke(Req.CONTROLLER_ELECT_MASTER, {}).code == 2005  # no brokerName: INVALID_REQUEST
+        assert admin.invoke(105, {"topic": "t"}).code == 3  # not a controller code
+
+        brokers[1].close()  # the master's connection closes: replaced without waiting for a timeout
+        info = admin.invoke(Req.CONTROLLER_GET_REPLICA_INFO, {"brokerName": BROKER})
+        known = {BROKER: (int(info.ext_fields["masterEpoch"]), 2)}
+        changed = call(ctl.handle, "wait_for_change", known, 30)[BROKER]
+        assert changed.header["masterBrokerId"] == 2 and changed.header["masterEpoch"] == 2
+        switched = admin.invoke(Req.CONTROLLER_ELECT_MASTER, {"clusterName": CLUSTER, "brokerName": BROKER,
+                                                             "brokerId": 1, "designateElect": True})
+        assert switched.code == 2012  # broker 1 is dead: a manual switch to it fails
+        brokers[2].close()
+        admin.close()
+    finally:
+        ctl.close()
