@@ -18,7 +18,8 @@ Why the state is safe in the GCS KV (the issue's question, and design §8's answ
   apply, answer. A change whose write failed is never applied nor acknowledged.
 - Fenced anyway. Should a stale instance outlive its replacement (a partitioned node), its next
   write loses: events are written put-if-absent at the next index and the snapshot index is read
-  back, so a stale writer finds out before it announces anything and stops electing (`fenced`).
+  back, so a stale writer finds out before it announces anything: it refuses that change and
+  reloads the state from the log (`stale_reloads`), so it can never fork the history.
 - Durable as the cluster. The GCS lives on the head node: it outlives any worker or other node, so
   killing the actor or its node loses nothing. The head node's own death loses the GCS, and with it
   this state, unless the cluster runs with GCS fault tolerance (an external Redis,
@@ -116,7 +117,7 @@ class ControllerActor:
         self.restore_ms = (time.monotonic() - started) * 1000
         assert self.core.event_log is not None
         self.restored_events = self.core.event_log.last_index
-        self.fenced = False
+        self.stale_reloads = 0
         self.elections = 0
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
@@ -173,9 +174,6 @@ class ControllerActor:
     async def _mutate(self, check: Callable[[], ControllerResult]) -> ControllerResult:
         """Check, persist (off the event loop), apply, answer: one change at a time."""
         async with self._lock:
-            if self.fenced:
-                return ControllerResult(Code.CONTROLLER_NOT_LEADER,
-                                        f"{self.name}: fenced, a newer controller owns the state")
             result = check()
             if not result.events:
                 return result
@@ -183,9 +181,8 @@ class ControllerActor:
             try:
                 await asyncio.to_thread(self.core.persist, list(result.events))
             except StaleWriterError as e:
-                self.fenced = True
-                log.error("%s: %s; this instance stops changing state", self.name, e)
-                return ControllerResult(Code.CONTROLLER_NOT_LEADER, str(e))
+                await self._reload_after_stale(e)
+                return ControllerResult(Code.CONTROLLER_NOT_LEADER, f"{e}; state reloaded, ask again")
             except Exception as e:
                 log.exception("%s: could not persist %s", self.name, result.events)
                 return ControllerResult(Code.SYSTEM_ERROR, f"controller state not persisted: {type(e).__name__}: {e}")
@@ -195,6 +192,19 @@ class ControllerActor:
             self._changed = asyncio.Event()
             await self._compact_if_due()
             return result
+
+    async def _reload_after_stale(self, error: StaleWriterError) -> None:
+        """Another writer moved the log on: adopt its history (called under the lock)."""
+        self.stale_reloads += 1
+        log.error("%s: %s; reloading the state from the log", self.name, error)
+        try:
+            replayed = await asyncio.to_thread(self.core.restore)
+        except Exception:
+            log.exception("%s: reload failed; the next change will try again", self.name)
+            return
+        log.warning("%s: reloaded, %d events replayed", self.name, replayed)
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     # ------------------------------------------------------------------ failpoints (fault-injection tests)
     async def _failpoint(self, name: str) -> None:
@@ -226,8 +236,7 @@ class ControllerActor:
         try:
             await asyncio.to_thread(event_log.compact, state)
         except StaleWriterError as e:
-            self.fenced = True
-            log.error("%s: %s", self.name, e)
+            await self._reload_after_stale(e)
         except Exception:
             log.exception("%s: compaction failed; the log keeps its events and is retried later", self.name)
 
@@ -327,10 +336,10 @@ class ControllerActor:
         return self.core.get_sync_state_data(broker_names)
 
     async def get_metadata(self) -> ControllerResult:
-        """CONTROLLER_GET_METADATA_INFO (1005): one controller, always the leader (unless fenced)."""
+        """CONTROLLER_GET_METADATA_INFO (1005): one controller, always the leader."""
         address = self.remoting_address or self.name
         return ControllerResult(header={"group": self.name, "controllerLeaderId": self.name,
-                                        "controllerLeaderAddress": address, "isLeader": not self.fenced,
+                                        "controllerLeaderAddress": address, "isLeader": True,
                                         "peers": f"{self.name}:{address};"})
 
     # ------------------------------------------------------------------ role changes (NOTIFY_BROKER_ROLE_CHANGED)
@@ -364,7 +373,7 @@ class ControllerActor:
             "restore_ms": self.restore_ms,
             "last_index": event_log.last_index,
             "snapshot_index": event_log.snapshot_index,
-            "fenced": self.fenced,
+            "stale_reloads": self.stale_reloads,
             "elections": self.elections,
             "in_grace": self.core.in_grace(),
             "live_brokers": sorted((i.broker_name, i.broker_id) for i in self.core.heartbeats.live),

@@ -145,7 +145,10 @@ class EventLog:
         writer owns that index, or OSError-like errors from the store (nothing is then written)."""
         index = self.last_index + 1
         key = self._event_key(index)
-        if not self.kv.put_if_absent(key, encode_event(event)):
+        data = encode_event(event)
+        if not self.kv.put_if_absent(key, data) and self.kv.get(key) != data:
+            # (the same bytes there: our own write, retried by the store's client after a lost reply,
+            # or another writer that derived the very same change from the very same history)
             raise StaleWriterError(f"{self.prefix}: event {index} was written by another controller")
         snapshot_index, _ = self._read_snapshot()
         if snapshot_index >= index:

@@ -95,13 +95,28 @@ def test_a_stale_controller_cannot_write_and_its_election_is_never_acknowledged(
     three_replicas(old)
     new = core_on(kv, clock)  # Ray started another copy while the old one still runs
     clock.advance(10_001)
-    for c in (old, new):
-        beat(c, 2, max_offset=10)
-    assert new.elect_master(BROKER).header["masterEpoch"] == 2
+    beat(new, 2, max_offset=10)  # the new one hears broker 2 ...
+    beat(old, 3, max_offset=10)  # ... the stale one broker 3
+    assert new.elect_master(BROKER).header["masterBrokerId"] == 2
     stale = old.elect_master(BROKER)
     assert stale.code == Code.SYSTEM_ERROR and "another controller" in (stale.remark or "")
     assert old.manager.sync_state_info[BROKER].master_epoch == 1  # nothing applied
-    assert core_on(kv).manager.sync_state_info[BROKER].master_epoch == 2
+    restored = core_on(kv).manager.sync_state_info[BROKER]
+    assert (restored.master_epoch, restored.master_broker_id) == (2, 2)
+
+
+def test_a_stale_controller_making_the_very_same_change_forks_nothing() -> None:
+    kv, clock = MemoryKV(), ManualClock()
+    old = core_on(kv, clock)
+    three_replicas(old)
+    new = core_on(kv, clock)
+    clock.advance(10_001)
+    for c in (old, new):
+        beat(c, 2, max_offset=10)
+    assert new.elect_master(BROKER).header["masterEpoch"] == 2
+    same = old.elect_master(BROKER)  # the same event at the same index: the same history
+    assert same.ok and (same.header["masterEpoch"], same.header["masterBrokerId"]) == (2, 2)
+    assert old.manager.snapshot() == new.manager.snapshot() == core_on(kv).manager.snapshot()
 
 
 def test_a_stale_writer_is_caught_even_after_the_new_one_compacted_its_index_away() -> None:
@@ -115,6 +130,23 @@ def test_a_stale_writer_is_caught_even_after_the_new_one_compacted_its_index_awa
     with pytest.raises(StaleWriterError):
         stale.append(ElectMasterEvent(BROKER, 2))
     assert kv.keys(f"{PREFIX}/event/") == []  # its write was taken back
+
+
+class RetryingKV(MemoryKV):
+    """A store whose client retried a put whose reply was lost: the first try wrote, the retry
+    reports the key as taken."""
+
+    def put_if_absent(self, key: str, value: bytes) -> bool:
+        super().put_if_absent(key, value)
+        return False
+
+
+def test_a_retried_write_of_our_own_event_is_not_mistaken_for_another_writer() -> None:
+    kv = RetryingKV()
+    core = core_on(kv)
+    join(core)
+    assert core.event_log is not None and core.event_log.last_index == 1
+    assert core_on(kv).manager.replica_info[BROKER].broker_id_table() == {1: addr(1)}
 
 
 class FailingKV(MemoryKV):
