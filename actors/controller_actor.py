@@ -67,6 +67,7 @@ CONTROLLER_NAME = "controller"
 KV_NAMESPACE = "rocketmq-controller"
 """The GCS KV namespace; keys are `<ray namespace>/<actor name>/...` within it."""
 FAILPOINTS = ("before-persist", "after-persist")
+CLOSED_TOKENS_KEPT = 10_000
 
 
 def monotonic_ms() -> int:
@@ -122,6 +123,8 @@ class ControllerActor:
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
         self._failpoints: dict[str, asyncio.Event] = {}
+        self._closed_tokens: dict[str, None] = {}
+        """Recently closed channels (oldest first, bounded): late heartbeats through them are refused."""
         self._channels: dict[BrokerIdentity, str] = {}
         """Each broker's newest channel token: a closed channel kills only its own incarnation."""
         self.loop = ControlLoop(name)
@@ -245,6 +248,9 @@ class ControllerActor:
         return token in self._channels.values()
 
     def _on_channel_closed(self, token: str, how: str) -> None:
+        self._closed_tokens[token] = None
+        while len(self._closed_tokens) > CLOSED_TOKENS_KEPT:
+            del self._closed_tokens[next(iter(self._closed_tokens))]
         for ident, current in list(self._channels.items()):
             if current == token:
                 del self._channels[ident]
@@ -283,7 +289,11 @@ class ControllerActor:
                         heartbeat_timeout_ms: int | None = None, epoch: int | None = None,
                         max_offset: int | None = None, confirm_offset: int | None = None,
                         election_priority: int | None = None, channel: BrokerChannel | None = None) -> ControllerResult:
-        """BROKER_HEARTBEAT (904). `channel`: the broker actor to watch for a definite death."""
+        """BROKER_HEARTBEAT (904). `channel`: the broker actor to watch for a definite death. A
+        heartbeat that arrives after its channel closed (sent just before the broker died) is refused:
+        it must not make a dead broker look alive again."""
+        if channel is not None and channel.token in self._closed_tokens:
+            return ControllerResult(Code.CONTROLLER_BROKER_NOT_ALIVE, f"channel {channel.token} is closed")
         result = self.core.heartbeat(cluster_name, broker_name, broker_addr, broker_id,
                                      heartbeat_timeout_ms=heartbeat_timeout_ms, epoch=epoch, max_offset=max_offset,
                                      confirm_offset=confirm_offset, election_priority=election_priority)

@@ -96,7 +96,7 @@ class ControllerCore:
     def live_info(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         return self.heartbeats.get_live_info(broker_name, broker_id)
 
-    def heartbeat(self, cluster_name: str, broker_name: str, broker_addr: str, broker_id: int, *,
+    def heartbeat(self, cluster_name: str, broker_name: str, broker_addr: str, broker_id: int | None, *,
                   heartbeat_timeout_ms: int | None = None, epoch: int | None = None, max_offset: int | None = None,
                   confirm_offset: int | None = None, election_priority: int | None = None) -> ControllerResult:
         """BROKER_HEARTBEAT. Beyond RocketMQ, the answer carries the set's master and epochs, so a
@@ -141,10 +141,11 @@ class ControllerCore:
         names = self.manager.scan_need_reelect_broker_sets(self.is_alive, self.config.enable_elect_unclean_master)
         if not self.in_grace():
             return names
-        sets = self.manager.sync_state_info
-        return [n for n in names
-                if sets[n].master_broker_id is not None
-                and BrokerIdentity(n, sets[n].master_broker_id) in self.reported_dead]  # type: ignore[arg-type]
+        return [n for n in names if self._master_reported_dead(n)]
+
+    def _master_reported_dead(self, broker_name: str) -> bool:
+        master = self.manager.sync_state_info[broker_name].master_broker_id
+        return master is not None and BrokerIdentity(broker_name, master) in self.reported_dead
 
     # ------------------------------------------------------------------ requests (checked, not yet committed)
     def check_elect_master(self, broker_name: str, broker_id: int | None = None,

@@ -133,16 +133,19 @@ def test_a_dead_broker_actor_is_replaced_at_once_without_waiting_for_heartbeats(
     try:
         actors = {1: dep.brokers[f"{BROKER}-0"], 2: dep.brokers[f"{BROKER}-1"]}
         join(ctl, 2)
-        for bid, handle in actors.items():
-            token = call(handle, "get_runtime_info")["token"]
-            assert ctl("heartbeat", CLUSTER, BROKER, addr(bid), bid, epoch=1, max_offset=0,
-                       channel=BrokerChannel(handle, token)).ok
+        channels = {bid: BrokerChannel(h, call(h, "get_runtime_info")["token"]) for bid, h in actors.items()}
+        for bid, channel in channels.items():
+            assert ctl("heartbeat", CLUSTER, BROKER, addr(bid), bid, epoch=1, max_offset=0, channel=channel).ok
         assert ctl("elect_master", BROKER, 1).ok
         assert ctl("alter_sync_state_set", BROKER, 1, 1, [1, 2], 1).ok
         wait_until(lambda: ctl("stats")["watched_channels"] == 2, 30, "both channels watched")
         ray.kill(actors[1], no_restart=True)
         info = call(ctl.handle, "wait_for_change", {BROKER: (1, 2)}, 30)[BROKER]  # 2 min before a timeout would
         assert info.header["masterBrokerId"] == 2 and info.header["masterEpoch"] == 2
+        # a heartbeat the dead broker sent just before it died arrives late: it does not revive it
+        late = ctl("heartbeat", CLUSTER, BROKER, addr(1), 1, epoch=1, max_offset=0, channel=channels[1])
+        assert late.code == Code.CONTROLLER_BROKER_NOT_ALIVE
+        assert (BROKER, 1) not in [tuple(b) for b in ctl("stats")["live_brokers"]]
     finally:
         ctl.close()
 
