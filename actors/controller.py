@@ -11,7 +11,8 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.controller_actor import CONTROLLER_NAME, KV_NAMESPACE, ControllerActor
+from actors.controller_actor import CONTROLLER_NAME, ControllerActor
+from actors.gcs_kv import KV_NAMESPACE
 from actors.launcher import head_node_id
 from namesrv.controller.config import ControllerConfig
 from namesrv.protocol.server_config import RemotingServerConfig

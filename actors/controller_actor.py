@@ -44,9 +44,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import ray
-from ray.experimental import internal_kv
 
 from actors.control_loop import ControlLoop
+from actors.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
 from actors.remoting_server import Connection, RemotingServer
 from namesrv.controller.codes import ControllerResponseCode as Code
@@ -64,38 +64,12 @@ from namesrv.routeinfo.remoting_adapter import wants_standard_json
 log = logging.getLogger(__name__)
 
 CONTROLLER_NAME = "controller"
-KV_NAMESPACE = "rocketmq-controller"
-"""The GCS KV namespace; keys are `<ray namespace>/<actor name>/...` within it."""
 FAILPOINTS = ("before-persist", "after-persist")
 CLOSED_TOKENS_KEPT = 10_000
 
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-class GcsKV:
-    """The event log's store: Ray's GCS internal KV, in one KV namespace."""
-
-    def __init__(self, namespace: str = KV_NAMESPACE) -> None:
-        self.namespace = namespace
-
-    def get(self, key: str) -> bytes | None:
-        value = internal_kv._internal_kv_get(key, namespace=self.namespace)
-        return None if value is None else bytes(value)
-
-    def put(self, key: str, value: bytes) -> None:
-        internal_kv._internal_kv_put(key, value, overwrite=True, namespace=self.namespace)
-
-    def put_if_absent(self, key: str, value: bytes) -> bool:
-        already_exists = internal_kv._internal_kv_put(key, value, overwrite=False, namespace=self.namespace)
-        return not already_exists
-
-    def keys(self, prefix: str) -> list[str]:
-        return [k.decode() for k in internal_kv._internal_kv_list(prefix, namespace=self.namespace)]
-
-    def delete(self, key: str) -> None:
-        internal_kv._internal_kv_del(key, namespace=self.namespace)
 
 
 def kv_prefix(ray_namespace: str, name: str) -> str:

@@ -13,7 +13,8 @@ from ray.exceptions import RayActorError
 from ray.experimental import internal_kv
 
 from actors.controller import start_controller
-from actors.controller_actor import CONTROLLER_NAME, KV_NAMESPACE, kv_prefix
+from actors.controller_actor import CONTROLLER_NAME, kv_prefix
+from actors.gcs_kv import KV_NAMESPACE
 from actors.housekeeping import BrokerChannel
 from actors.launcher import BrokerSpec
 from clients.remoting_client import RemotingClient
