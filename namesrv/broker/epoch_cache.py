@@ -151,8 +151,10 @@ def find_consistent_point(local: Sequence[EpochEntry], master: Sequence[EpochEnt
     Both lists come from `entries(max_offset)` of each side (the last entry ends at that side's max
     offset). Walking the local entries from the newest: the first epoch the master also holds with
     the same start offset is the last term both logs share; they agree up to the smaller end of it.
-    None: no term in common (the replica's log cannot be reconciled by truncation). A replica with
-    no entries holds nothing it can vouch for: 0 (it copies the whole log, as RocketMQ's new replica).
+    A replica with no entries holds nothing it can vouch for: 0 (it copies the whole log, as
+    RocketMQ's new replica). No term in common: 0 when the master's history starts at offset 0 (the
+    logs differ from the first byte: the replica drops everything; RocketMQ gives up here instead),
+    else None (the master no longer holds the start of its log: truncation cannot reconcile them).
     """
     if not local:
         return 0
@@ -161,4 +163,6 @@ def find_consistent_point(local: Sequence[EpochEntry], master: Sequence[EpochEnt
         peer = by_epoch.get(entry.epoch)
         if peer is not None and peer.start_offset == entry.start_offset:
             return min(entry.end_offset, peer.end_offset)
+    if master and master[0].start_offset == 0:
+        return 0
     return None

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from namesrv.broker.epoch_cache import NO_END, EpochCacheError, EpochEntry, EpochFileCache, find_consistent_point
 
@@ -103,8 +105,11 @@ def test_consistent_point_same_epoch_different_start_is_not_common() -> None:
     assert point(local, 200, master, 300) == 100
 
 
-def test_no_common_epoch_gives_none() -> None:
-    assert point(cache((5, 1000)), 1200, cache((1, 0), (2, 100)), 300) is None
+def test_no_common_epoch() -> None:
+    # the master no longer holds the start of its log: nothing to reconcile with
+    assert point(cache((5, 1000)), 1200, cache((3, 500), (4, 600)), 700) is None
+    # both logs start at 0 but in different terms (an unclean election): they differ from byte 0
+    assert point(cache((1, 0)), 150, cache((2, 0)), 300) == 0
 
 
 def test_wire_body_is_rocketmq_epoch_entry_cache() -> None:
@@ -114,3 +119,50 @@ def test_wire_body_is_rocketmq_epoch_entry_cache() -> None:
         "epochList": [{"endOffset": 100, "epoch": 1, "startOffset": 0},
                       {"endOffset": 180, "epoch": 2, "startOffset": 100}],
     }
+
+
+# ---------------------------------------------------------------------------- random histories
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def copy_from(master_log: list[int], master: EpochFileCache, cp: int, n: int, log: list[int],
+              own: EpochFileCache) -> None:
+    """A slave copies n bytes after cp; each byte of a new epoch starts an entry at that epoch's
+    start offset on the master (the HA transfer header carries both)."""
+    for offset in range(cp, cp + n):
+        entry = master.find_entry_by_offset(offset, len(master_log))
+        assert entry is not None
+        if own.last_epoch() != entry.epoch:
+            own.append_entry(entry.epoch, entry.start_offset)
+        log.append(master_log[offset])
+
+
+terms = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 5),
+                           st.lists(st.integers(0, 8), min_size=3, max_size=3)), max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(terms)
+def test_consistent_point_is_exactly_where_two_replicas_logs_part(history: list[tuple[int, int, list[int]]]) -> None:
+    """Three replicas; each term a master (any replica: clean or not) starts an epoch entry and
+    writes some bytes, then every other replica truncates to its consistent point with the master
+    and copies some of the rest. The consistent point is always where their logs part."""
+    logs: list[list[int]] = [[], [], []]
+    caches = [EpochFileCache() for _ in range(3)]
+    for epoch, (master, written, copied) in enumerate(history, start=1):
+        caches[master].append_entry(epoch, len(logs[master]))
+        logs[master] += [epoch] * written
+        for replica in range(3):
+            if replica == master:
+                continue
+            local, theirs = logs[replica], logs[master]
+            cp = find_consistent_point(caches[replica].entries(len(local)), caches[master].entries(len(theirs)))
+            assert cp == common_prefix(local, theirs), (local, theirs, caches[replica].entries())
+            del local[cp:]
+            caches[replica].truncate_suffix_by_offset(cp)
+            copy_from(theirs, caches[master], cp, min(copied[replica], len(theirs) - cp), local, caches[replica])
+            assert local == theirs[: len(local)]
