@@ -15,7 +15,7 @@ from actors.controller_actor import CONTROLLER_NAME, ControllerActor
 from actors.gcs_kv import KV_NAMESPACE
 from actors.launcher import head_node_id
 from namesrv.controller.config import ControllerConfig
-from namesrv.protocol.server_config import RemotingServerConfig
+from namesrv.remoting.config import RemotingServerConfig
 
 CONTROLLER_PROFILES: dict[str, ControllerConfig] = {
     "default": ControllerConfig(),

@@ -44,11 +44,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import ray
+from namesrv.routeinfo.remoting_adapter import wants_standard_json
 
 from actors.control_loop import ControlLoop
 from actors.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
-from actors.remoting_server import Connection, RemotingServer
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
 from namesrv.controller.core import ControllerCore
@@ -57,9 +57,9 @@ from namesrv.controller.heartbeat import BrokerIdentity
 from namesrv.controller.replicas_info_manager import ControllerResult
 from namesrv.controller.wire import WireCall, WireRequestError, decode_request, encode_result
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.remoting import RemotingCommand
-from namesrv.protocol.server_config import ALL_INTERFACES, RemotingServerConfig
-from namesrv.routeinfo.remoting_adapter import wants_standard_json
+from namesrv.remoting.codec import RemotingCommand
+from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.remoting.server import Connection, RemotingServer
 
 log = logging.getLogger(__name__)
 

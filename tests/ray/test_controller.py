@@ -17,13 +17,13 @@ from actors.controller_actor import CONTROLLER_NAME, kv_prefix
 from actors.gcs_kv import KV_NAMESPACE
 from actors.housekeeping import BrokerChannel
 from actors.launcher import BrokerSpec
-from clients.remoting_client import RemotingClient
 from namesrv.controller.codes import ControllerRequestCode as Req
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
 from namesrv.controller.events import ElectMasterEvent, encode_event
 from namesrv.protocol import fastjson
-from namesrv.protocol.server_config import RemotingServerConfig
+from namesrv.remoting.client import RemotingClient
+from namesrv.remoting.config import RemotingServerConfig
 from tests.ray.helpers import unique_namespace, wait_until
 
 CLUSTER = "DefaultCluster"
