@@ -40,11 +40,10 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import ray
-from namesrv.routeinfo.remoting_adapter import wants_standard_json
 
 from actors.control_loop import ControlLoop
 from actors.gcs_kv import KV_NAMESPACE, GcsKV
@@ -58,8 +57,11 @@ from namesrv.controller.replicas_info_manager import ControllerResult
 from namesrv.controller.wire import WireCall, WireRequestError, decode_request, encode_result
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.codec import RemotingCommand
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
 from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.routeinfo.wire_encoder import wants_standard_json
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +109,13 @@ class ControllerActor:
         self.loop.every("scan-not-active-broker", scan_s, self._scan_not_active_broker, initial_delay_s=scan_s)
         master_scan_s = self.config.scan_inactive_master_interval_ms / 1000
         self.loop.every("scan-inactive-master", master_scan_s, self._reelect, initial_delay_s=master_scan_s)
-        self.remoting = RemotingServer(name, self.handle_wire, self._on_connection_closed,
-                                       remoting.server_channel_max_idle_time_seconds if remoting else 0,
-                                       lambda coro: self.loop.spawn("remoting-request", coro))
+        self.pipeline = RequestPipeline(name, self._encode)
+        """Every TCP request: decoded into a call of this actor's methods, answered as RocketMQ's."""
+        self.pipeline.register_default(self._serve)
+        self.remoting = RemotingServer(
+            name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
+            self._on_connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
+            lambda coro: self.loop.spawn("remoting-request", coro))
         self.remoting_address: str | None = None
         if remoting is not None:
             self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start
@@ -127,21 +133,27 @@ class ControllerActor:
         await self.loop.shutdown()
 
     # ------------------------------------------------------------------ TCP (RocketMQ's remoting protocol)
-    def handle_wire(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def _serve(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         try:
-            call = decode_request(cmd.code, cmd.ext_fields, cmd.body)
+            call = decode_request(request.code, request.ext_fields, request.body)
         except KeyError:
-            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+            return error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
         except WireRequestError as e:
-            return cmd.response(Code.CONTROLLER_INVALID_REQUEST, str(e))
-        return self._wire_call(conn, cmd, call)
+            return error(Code.CONTROLLER_INVALID_REQUEST, str(e))
+        return self._wire_call(ctx, call)
 
-    async def _wire_call(self, conn: Connection, cmd: RemotingCommand, call: WireCall) -> RemotingCommand:
+    async def _wire_call(self, ctx: RequestContext, call: WireCall) -> RemotingResponse:
         result: ControllerResult = await getattr(self, call.method)(**call.kwargs)
         if call.method == "heartbeat" and result.ok:  # a broker's connection is its channel (RocketMQ)
-            self._channels[BrokerIdentity(call.kwargs["broker_name"], call.kwargs["broker_id"])] = conn.token
-        answer = encode_result(result, wants_standard_json(cmd))
-        return cmd.response(answer.code, answer.remark, answer.ext_fields, answer.body)
+            self._channels[BrokerIdentity(call.kwargs["broker_name"], call.kwargs["broker_id"])] = ctx.channel
+        return RemotingResponse(int(result.code), result.remark, payload=result)
+
+    @staticmethod
+    def _encode(cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand:
+        if isinstance(response.payload, ControllerResult):
+            answer = encode_result(response.payload, wants_standard_json(cmd))
+            return cmd.response(answer.code, answer.remark, answer.ext_fields, answer.body)
+        return cmd.response(int(response.code), response.remark, None, response.body)
 
     def _on_connection_closed(self, conn: Connection, reason: str) -> None:
         if self._channel_in_use(conn.token):
