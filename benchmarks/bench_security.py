@@ -120,8 +120,7 @@ class Server:
 
 
 def _signed(ext: dict[str, str], body: bytes | None, ak: str, sk: str) -> dict[str, str]:
-    from namesrv.acl.plain_acl import signed
-    from namesrv.acl.plain_acl import SessionCredentials
+    from namesrv.acl.plain_acl import SessionCredentials, signed
 
     return signed(ext, body, SessionCredentials(access_key=ak, secret_key=sk))
 
@@ -189,7 +188,8 @@ def memory(connections: int = 20, half: int = 15 * 1024 * 1024) -> dict[str, flo
             s.close()
         time.sleep(2)
         after = ns.stats()["rss"]
-        return {"RSS growth while held (MB)": (held - before) / 1e6, "RSS growth after close (MB)": (after - before) / 1e6}
+        return {"RSS growth while held (MB)": (held - before) / 1e6,
+                "RSS growth after close (MB)": (after - before) / 1e6}
     finally:
         ns.close()
 
