@@ -24,7 +24,8 @@ from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
 from actors.remoting_server import Connection, RemotingServer
-from namesrv.acl.plain_acl import AclError, AclManager, broker_resources
+from namesrv.acl.broker_resources import SEND_CODES, header_resources, wire_resources
+from namesrv.acl.plain_acl import AclManager
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
 from namesrv.broker.commit_log import CommitLog, FlushDiskType
 from namesrv.broker.config import BrokerConfig
@@ -34,8 +35,12 @@ from namesrv.broker.processor_types import BrokerIdentity, Client
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
-from namesrv.protocol import fastjson
-from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from namesrv.protocol.broker_headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    TopicQueueHeader,
+    request_header,
+)
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.command import RemotingResponse, error
 from namesrv.protocol.constants import SYSTEM_TOPICS
@@ -171,10 +176,7 @@ class BrokerController:
 
     async def _reload_acl(self) -> None:
         assert self.acl is not None
-        try:
-            await asyncio.to_thread(self.acl.reload)
-        except AclError as e:  # the previous rules stay in force
-            log.error("ACL file not reloaded: %s", e)
+        await asyncio.to_thread(self.acl.try_reload)  # a broken file is logged; the previous rules stay
 
     # ------------------------------------------------------------------ topic admin (both paths)
     async def update_topic(self, tc: TopicConfig) -> RemotingResponse:
@@ -199,7 +201,7 @@ class BrokerController:
         """UPDATE_AND_CREATE_TOPIC from mqadmin (AdminBrokerProcessor): an invalid or system topic is
         INVALID_PARAMETER and changes nothing."""
         try:
-            h = CreateTopicRequestHeader.model_validate(cmd.ext_fields or {}, strict=False)
+            h = request_header(cmd, CreateTopicRequestHeader)
             tc = TopicConfig(topic_name=h.topic, read_queue_nums=h.read_queue_nums, write_queue_nums=h.write_queue_nums,
                              perm=h.perm, topic_filter_type=h.topic_filter_type, topic_sys_flag=h.topic_sys_flag,
                              order=h.order)
@@ -215,7 +217,7 @@ class BrokerController:
     async def _wire_delete_topic(self, cmd: RemotingCommand) -> RemotingCommand:
         """DELETE_TOPIC_IN_BROKER, deleteTopic's first step (the NameServers are told next)."""
         try:
-            topic = DeleteTopicRequestHeader.model_validate(cmd.ext_fields or {}, strict=False).topic
+            topic = request_header(cmd, DeleteTopicRequestHeader).topic
         except ValidationError as e:
             return cmd.response(ResponseCode.INVALID_PARAMETER, f"invalid request: {describe_errors(e)}")
         if topic in SYSTEM_TOPICS:
@@ -239,7 +241,7 @@ class BrokerController:
     # ------------------------------------------------------------------ wire
     def _handle_wire(self, conn: Connection, cmd: RemotingCommand) -> Any:
         self._connections[conn.token] = conn
-        denied = self.check_acl(cmd.code, cmd.ext_fields or {}, cmd.body, conn.peer)
+        denied = self.check_acl(cmd.code, cmd.ext_fields or {}, cmd.body, conn.peer, cmd)
         if denied is not None:
             return cmd.response(ResponseCode.NO_PERMISSION, denied)
         if cmd.code == BrokerRequestCode.UPDATE_AND_CREATE_TOPIC:
@@ -262,17 +264,20 @@ class BrokerController:
         `writer.submitted` count: none, and it returns at once) is on disk."""
         await self.writer.drained(since)
 
-    def check_acl(self, code: int, ext: dict[str, str], body: bytes | None, remote: str) -> str | None:
-        """RocketMQ's broker-side plain ACL (when on): None, or why the request is refused."""
+    def check_acl(self, code: int, ext: dict[str, str], body: bytes | None, remote: str,
+                  cmd: RemotingCommand | None = None) -> str | None:
+        """RocketMQ's broker-side plain ACL (when on): None, or why the request is refused. The
+        signature is checked first, over the raw bytes; only then is the request parsed, into the
+        header the processor then acts on (a wire request's `cmd` keeps it)."""
         if self.acl is None:
             return None
-        heartbeat = None
-        if code == BrokerRequestCode.HEART_BEAT and body:
-            try:
-                heartbeat = fastjson.loads(body)
-            except fastjson.JsonError:
-                heartbeat = None
-        denied = self.acl.validator.check_broker(code, ext, body, remote, broker_resources(code, ext, heartbeat))
+        request = cmd if cmd is not None else RemotingCommand(code, ext_fields=ext, body=body)
+        if cmd is None and code in SEND_CODES:  # the Ray path's send signs its topic and queue only
+            resources: Callable[[], dict[str, int]] = lambda: header_resources(  # noqa: E731
+                code, TopicQueueHeader.from_ext(ext, wire=True))
+        else:
+            resources = lambda: wire_resources(request)  # noqa: E731
+        denied = self.acl.validator.check_broker(code, ext, body, remote, resources)
         if denied is None:
             return None
         self.acl_rejections[denied.reason] += 1

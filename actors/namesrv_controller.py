@@ -26,7 +26,7 @@ from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
 from actors.long_poll import LongPollHost
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
 from actors.remoting_server import Connection, RemotingServer
-from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, AclError, AclManager, long_poll_content
+from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, AclManager, long_poll_content
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
 from namesrv.protocol.codes import RequestCode, ResponseCode
@@ -356,10 +356,7 @@ class NamesrvController:
 
     async def reload_acl(self) -> None:
         assert self.acl is not None
-        try:
-            await asyncio.to_thread(self.acl.reload)
-        except AclError as e:  # the previous rules stay in force
-            log.error("ACL file not reloaded: %s", e)
+        await asyncio.to_thread(self.acl.try_reload)  # a broken file is logged; the previous rules stay
 
     def scan_not_active_broker(self) -> None:
         if self.rim.scan_not_active_broker():

@@ -38,6 +38,7 @@ from namesrv.protocol.broker_headers import (
     TopicQueueHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    request_header,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import (
@@ -160,8 +161,9 @@ class BrokerProcessor:
                 self.stats[(kind, str(answer))] += 1
 
     @staticmethod
-    def _header(model: type[Header], cmd: RemotingCommand, ext: dict[str, Any] | None = None) -> Any:
-        return model.model_validate(ext if ext is not None else (cmd.ext_fields or {}), strict=False)
+    def _header(model: type[Header], cmd: RemotingCommand) -> Any:
+        """The header the ACL authorised (parsed once, kept on `cmd`), or parsed here."""
+        return request_header(cmd, model)
 
     # ------------------------------------------------------------------ send (both paths)
     def _topic_for_send(self, topic: str, default_topic: str, default_queue_nums: int, queue_id: int) -> Any:
@@ -224,10 +226,7 @@ class BrokerProcessor:
         return SendOutcome(results, [offset_msg_id(self.identity.broker_addr, r.commit_log_offset) for r in results])
 
     def _send_message(self, cmd: RemotingCommand, client: Client) -> Awaitable[RemotingCommand]:
-        ext = cmd.ext_fields or {}
-        if cmd.code == BrokerRequestCode.SEND_MESSAGE_V2:
-            ext = SendMessageRequestHeader.from_v2(ext)
-        h: SendMessageRequestHeader = self._header(SendMessageRequestHeader, cmd, ext)
+        h: SendMessageRequestHeader = self._header(SendMessageRequestHeader, cmd)
         base = string_to_properties(h.properties)
         if cmd.code == BrokerRequestCode.SEND_BATCH_MESSAGE:
             entries = [(e.flag, e.body, base | e.properties) for e in decode_batch(self._check_body(cmd.body))]

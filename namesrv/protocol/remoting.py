@@ -64,6 +64,9 @@ class RemotingCommand:
     ext_fields: dict[str, str] | None = None
     body: bytes | None = None
     serialize_type: SerializeType = SerializeType.JSON
+    header: Any = field(default=None, compare=False, repr=False)
+    """The typed request header, once parsed (`broker_headers.request_header`): the ACL authorises
+    and the processor acts on this one object."""
 
     @property
     def is_response(self) -> bool:

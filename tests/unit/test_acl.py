@@ -13,18 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from namesrv.acl.broker_resources import wire_resources
 from namesrv.acl.plain_acl import (
     AclError,
     AclManager,
     PlainAccessValidator,
     SessionCredentials,
     address_matches,
-    broker_resources,
     sign,
     signed,
 )
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.command import RemotingRequest, request_ext_strings
+from namesrv.protocol.remoting import RemotingCommand
 
 ACL_YAML = """
 globalWhiteRemoteAddresses:
@@ -137,20 +138,25 @@ def test_broker_rules_are_rocketmqs_plain_acl(validator: PlainAccessValidator) -
     def check(code: int, ext: dict, creds: SessionCredentials = USER, heartbeat: dict | None = None) -> str | None:
         body = json.dumps(heartbeat).encode() if heartbeat else None
         full = namesrv_ext(code, creds, body, **ext)
-        denied = validator.check_broker(code, full, body, REMOTE, broker_resources(code, full, heartbeat))
+        cmd = RemotingCommand(code, ext_fields=full, body=body)
+        denied = validator.check_broker(code, full, body, REMOTE, lambda: wire_resources(cmd))
         return denied.reason if denied else None
 
     send = BrokerRequestCode.SEND_MESSAGE
-    assert check(send, {"topic": "topicB", "producerGroup": "g"}) is None
-    assert check(send, {"topic": "topicC", "producerGroup": "g"}) == "no_permission", "SUB only"
-    assert check(send, {"topic": "topicX", "producerGroup": "g"}) == "no_permission", "default DENY"
-    assert check(BrokerRequestCode.SEND_MESSAGE_V2, {"b": "topicB", "a": "g"}) is None
+    assert check(send, {"topic": "topicB", "producerGroup": "g", "queueId": 0}) is None
+    assert check(send, {"topic": "topicC", "producerGroup": "g", "queueId": 0}) == "no_permission", "SUB only"
+    assert check(send, {"topic": "topicX", "producerGroup": "g", "queueId": 0}) == "no_permission", "default DENY"
+    assert check(send, {"topic": "%RETRY%groupB", "producerGroup": "g", "queueId": 0}) is None, "group SUB"
+    assert check(send, {"topic": "%RETRY%groupA", "producerGroup": "g", "queueId": 0}) == "no_permission"
+    assert check(BrokerRequestCode.SEND_MESSAGE_V2, {"b": "topicB", "a": "g", "e": 0}) is None
     pull = BrokerRequestCode.PULL_MESSAGE
-    assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"}) is None
-    assert check(pull, {"topic": "topicC", "consumerGroup": "groupA"}) == "no_permission", "group DENY"
+    at = {"queueId": 0, "queueOffset": 0, "maxMsgNums": 32}
+    assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"} | at) is None
+    assert check(pull, {"topic": "topicC", "consumerGroup": "groupA"} | at) == "no_permission", "group DENY"
+    assert check(pull, {"topic": "topicC"} | at) == "invalid_request", "a header that does not parse"
     hb = {"clientID": "c", "consumerDataSet": [{"groupName": "g", "subscriptionDataSet": [{"topic": "topicX"}]}]}
     assert check(BrokerRequestCode.HEART_BEAT, {}, heartbeat=hb) == "no_permission"
-    assert check(send, {"topic": "anything", "producerGroup": "g"}, creds=ADMIN) is None
+    assert check(send, {"topic": "anything", "producerGroup": "g", "queueId": 0}, creds=ADMIN) is None
 
 
 def test_the_file_reloads_when_it_changes_and_bad_files_keep_the_old_rules(tmp_path: Path) -> None:
