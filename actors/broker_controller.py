@@ -23,7 +23,7 @@ from actors.broker_registration import NamesrvRegistrar
 from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
-from actors.remoting_server import Connection, RemotingServer
+from actors.remoting_server import Connection, RemotingServer, server_limits
 from namesrv.acl.broker_resources import SEND_CODES, header_resources, wire_resources
 from namesrv.acl.plain_acl import AclManager
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
@@ -41,7 +41,7 @@ from namesrv.protocol.broker_headers import (
     TopicQueueHeader,
     request_header,
 )
-from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, BrokerRequestCode, ResponseCode
 from namesrv.protocol.command import RemotingResponse, error
 from namesrv.protocol.constants import SYSTEM_TOPICS
 from namesrv.protocol.models import TopicConfig
@@ -78,7 +78,8 @@ class BrokerController:
         self._remoting_config = remoting
         self.remoting = RemotingServer(ray_name, self._handle_wire, self._connection_closed,
                                        remoting.server_channel_max_idle_time_seconds if remoting else 0,
-                                       lambda coro: self.loop.spawn("request", coro))
+                                       lambda coro: self.loop.spawn("request", coro),
+                                       server_limits(remoting, BROKER_LARGE_REQUEST_CODES))
         if remoting is not None:
             port = self.remoting.bind(remoting.listen_host, remoting.listen_port)
             addr, ha_addr = advertise(port), advertise(port + 1)

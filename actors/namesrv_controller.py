@@ -25,11 +25,11 @@ from actors.control_loop import ControlLoop, drive_steps
 from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
 from actors.long_poll import LongPollHost
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
-from actors.remoting_server import Connection, RemotingServer
+from actors.remoting_server import Connection, RemotingServer, server_limits
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, AclManager, long_poll_content
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
-from namesrv.protocol.codes import RequestCode, ResponseCode
+from namesrv.protocol.codes import NAMESRV_LARGE_REQUEST_CODES, RequestCode, ResponseCode
 from namesrv.protocol.command import RemotingRequest, RemotingResponse, error, request_ext_strings
 from namesrv.protocol.models import TopicRouteData
 from namesrv.protocol.register_body import run_to_end
@@ -172,6 +172,7 @@ class NamesrvController:
             name, self.handle_wire, self._on_connection_closed,
             remoting.server_channel_max_idle_time_seconds if remoting else 0,
             lambda coro: self.loop.spawn("remoting-request", coro),
+            server_limits(remoting, NAMESRV_LARGE_REQUEST_CODES),
         )
         if remoting is not None:
             self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start
