@@ -39,8 +39,11 @@ from namesrv.protocol.server_config import RemotingServerConfig
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True, slots=True)
 class ServerLimits:
+    """What a server holds for its clients at most (RemotingServerConfig's server_* fields)."""
+
     max_connections: int = 1024
     small_frame_max_length: int = 64 * 1024
     pending_frames_max_bytes: int = 64 * 1024 * 1024
