@@ -33,13 +33,13 @@ from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter, DurableWriteError
-from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, BrokerRequestCode, ResponseCode
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import RemotingCommand, encode_command
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline, resolve
-from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.remoting.server import Connection, RemotingServer, server_limits
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class BrokerController:
         self.remoting = RemotingServer(
             ray_name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
             self._connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
-            lambda coro: self.loop.spawn("request", coro))
+            lambda coro: self.loop.spawn("request", coro), server_limits(remoting, BROKER_LARGE_REQUEST_CODES))
         if remoting is not None:
             port = self.remoting.bind(remoting.listen_host, remoting.listen_port)
             addr, ha_addr = advertise(port), advertise(port + 1)

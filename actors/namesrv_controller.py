@@ -28,12 +28,12 @@ from namesrv.acl.plain_acl import AclManager
 from namesrv.acl.rpc_hook import AclHook, check_namesrv
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter, DurableWriteError, Undo
-from namesrv.protocol.codes import RequestCode, ResponseCode
+from namesrv.protocol.codes import NAMESRV_LARGE_REQUEST_CODES, RequestCode, ResponseCode
 from namesrv.protocol.models import TopicRouteData
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
-from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.remoting.server import Connection, RemotingServer, server_limits
 from namesrv.remoting.wire_log import WireLogHook
 from namesrv.routeinfo.changes import RemovalCause
 from namesrv.routeinfo.config import NamesrvConfig
@@ -154,6 +154,7 @@ class NamesrvController:
             name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
             self._on_connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
             lambda coro: self.loop.spawn("remoting-request", coro),
+            server_limits(remoting, NAMESRV_LARGE_REQUEST_CODES),
         )
         if remoting is not None:
             self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start

@@ -10,7 +10,12 @@ BROKER_HEARTBEAT, QUERY_DATA_VERSION and REGISTER_TOPIC_IN_NAMESRV need a broker
 true`, our extension of the file) or an admin; KV, topic deletion, write-permission and config
 changes need an admin. On a broker, RocketMQ's
 plain ACL: PUB on the topic to send, SUB on the topic and the group's retry topic to consume, an
-admin to create or delete a topic.
+admin to create or delete a topic (what each broker request needs: `namesrv.acl.broker_resources`).
+
+Order of the checks: the signature first (HMAC over the raw extFields and body bytes, compared in
+constant time), and only then anything that parses the request (its header, a heartbeat's JSON).
+Errors in the ACL file are reported by line and column only: never a line of the file, which holds
+the secret keys.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import hashlib
 import hmac
 import ipaddress
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,13 +166,14 @@ class PlainAccessValidator:
 
     @classmethod
     def from_yaml(cls, text: str) -> PlainAccessValidator:
+        """The rules of a plain_acl.yml; AclError says where the file is wrong, never what it holds."""
         try:
             raw = yaml.safe_load(text) or {}
             return cls(PlainAclConfig.model_validate(raw))
         except yaml.YAMLError as e:
-            raise AclError(f"ACL file is not YAML: {e}") from None
+            raise AclError(f"ACL file is not YAML: {_yaml_where(e)}") from None
         except ValidationError as e:
-            raise AclError(f"ACL file is malformed: {describe_errors(e)}") from None
+            raise AclError(f"ACL file is malformed: {_fields_wrong(e)}") from None
 
     def _white_listed(self, remote: str) -> bool:
         return any(address_matches(p, remote) for p in self.config.global_white_remote_addresses)
@@ -185,7 +191,9 @@ class PlainAccessValidator:
             return Denied("unknown_access_key", f"No acl config for {access_key}")
         if address_matches(account.white_remote_address, remote):
             return account
-        if ext.get(SIGNATURE) != sign(ext, body, account.secret_key):
+        given = ext.get(SIGNATURE) or ""
+        expected = sign(ext, body, account.secret_key)
+        if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("ascii")):
             return Denied("bad_signature", f"Check signature failed for accessKey={access_key}")
         return account
 
@@ -202,9 +210,11 @@ class PlainAccessValidator:
         return None
 
     def check_broker(self, code: int, ext: Mapping[str, str], body: bytes | None, remote: str,
-                     resources: dict[str, int]) -> Denied | None:
-        """RocketMQ's broker-side plain ACL; `resources` maps topics (groups as %RETRY%group) to
-        the permission the request needs."""
+                     resources: Callable[[], Mapping[str, int]]) -> Denied | None:
+        """RocketMQ's broker-side plain ACL. `resources()` maps topics (groups as %RETRY%group) to
+        the permission the request needs; it is called only once the caller is authenticated (it
+        parses the request), and a ValueError from it (a header or body that does not parse)
+        refuses the request."""
         who = self._authenticate(code, ext, body, remote)
         if isinstance(who, Denied) or who is None:
             return who
@@ -213,8 +223,12 @@ class PlainAccessValidator:
         if code in BROKER_ADMIN_CODES:
             return Denied("not_admin", f"Need admin permission for request code={code}, but accessKey="
                                        f"{who.access_key} is not")
+        try:
+            needs = resources()
+        except ValueError as e:  # pydantic's ValidationError and InvalidInput both are
+            return Denied("invalid_request", f"invalid request: {_first_line(e)}")
         owned = self._owned(who)
-        for resource, needed in resources.items():
+        for resource, needed in needs.items():
             denied = self._denied(who, owned, resource, needed)
             if denied is not None:
                 return denied
@@ -261,34 +275,24 @@ def _permits(needed: int, owned: int) -> bool:
     return bool(needed & owned)
 
 
-def broker_resources(code: int, ext: Mapping[str, str], heartbeat: Mapping[str, Any] | None) -> dict[str, int]:
-    """What a broker request needs (PlainAccessValidator.parse)."""
-    retry = RETRY_GROUP_TOPIC_PREFIX
-    out: dict[str, int] = {}
-    if code in (BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_BATCH_MESSAGE):
-        topic, group = ext.get("topic", ""), ext.get("producerGroup", "")
-        out[retry + ext.get("group", group) if topic.startswith(retry) else topic] = SUB if topic.startswith(
-            retry) else PUB
-    elif code == BrokerRequestCode.SEND_MESSAGE_V2:
-        topic = ext.get("b", "")
-        out[retry + ext.get("a", "") if topic.startswith(retry) else topic] = SUB if topic.startswith(retry) else PUB
-    elif code == BrokerRequestCode.CONSUMER_SEND_MSG_BACK:
-        out[retry + ext.get("group", "")] = SUB
-    elif code == BrokerRequestCode.PULL_MESSAGE:
-        out[ext.get("topic", "")] = SUB
-        out[retry + ext.get("consumerGroup", "")] = SUB
-    elif code == BrokerRequestCode.HEART_BEAT and heartbeat:
-        for consumer in heartbeat.get("consumerDataSet") or []:
-            out[retry + str(consumer.get("groupName", ""))] = SUB
-            for sub in consumer.get("subscriptionDataSet") or []:
-                out[str(sub.get("topic", ""))] = SUB
-    elif code in (BrokerRequestCode.UNREGISTER_CLIENT, BrokerRequestCode.GET_CONSUMER_LIST_BY_GROUP):
-        if ext.get("consumerGroup"):
-            out[retry + ext["consumerGroup"]] = SUB
-    elif code == BrokerRequestCode.UPDATE_CONSUMER_OFFSET:
-        out[retry + ext.get("consumerGroup", "")] = SUB
-        out[ext.get("topic", "")] = SUB
-    return out
+def _first_line(e: ValueError) -> str:
+    if isinstance(e, ValidationError):
+        return describe_errors(e)
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _yaml_where(e: yaml.YAMLError) -> str:
+    """Where a YAML error is: its kind, line and column (a YAML error's text quotes the file)."""
+    mark = getattr(e, "problem_mark", None)
+    if mark is None:
+        return type(e).__name__
+    return f"{type(e).__name__} at line {mark.line + 1}, column {mark.column + 1}"
+
+
+def _fields_wrong(e: ValidationError) -> str:
+    """Which fields are wrong and how, never their values (a secretKey among them)."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
+                     for err in e.errors(include_url=False, include_input=False, include_context=False))
 
 
 class AclManager:
@@ -311,8 +315,21 @@ class AclManager:
         stamp = (st.st_mtime, st.st_size)
         if stamp == self._stamp:
             return False
-        self.validator = PlainAccessValidator.from_yaml(self.path.read_text(encoding="utf-8"))
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise AclError(f"ACL file {self.path} cannot be read: {type(e).__name__}") from None
+        self.validator = PlainAccessValidator.from_yaml(text)
         self._stamp = stamp
         self.reloads += 1
         log.info("ACL rules loaded from %s: %d accounts", self.path, len(self.validator.accounts))
         return True
+
+    def try_reload(self) -> bool:
+        """`reload`, logging a failure (where the file is wrong, never its contents) instead of
+        raising it: the previous rules stay in force. What the servers run every second."""
+        try:
+            return self.reload()
+        except AclError as e:
+            log.error("ACL file %s not reloaded, the previous rules stay in force: %s", self.path, e)
+            return False

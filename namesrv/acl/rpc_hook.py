@@ -9,40 +9,28 @@ import collections
 import logging
 from collections.abc import Callable, Mapping
 
-from namesrv.acl.plain_acl import (
-    ACCESS_KEY,
-    SIGNATURE,
-    AclError,
-    AclManager,
-    Denied,
-    PlainAccessValidator,
-    broker_resources,
-    long_poll_content,
-)
-from namesrv.protocol import fastjson
-from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.acl.broker_resources import wire_resources
+from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, AclManager, Denied, PlainAccessValidator, long_poll_content
+from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error, request_ext_strings
 from namesrv.remoting.pipeline import RequestContext, RPCHook
 
 log = logging.getLogger(__name__)
 
-Check = Callable[[PlainAccessValidator, int, Mapping[str, str], bytes | None, str], Denied | None]
+Check = Callable[[PlainAccessValidator, RemotingRequest, Mapping[str, str], bytes | None, str], Denied | None]
+"""How a server decides: (validator, request, its extFields as signed strings, body, remote)."""
 
 
-def check_namesrv(validator: PlainAccessValidator, code: int, ext: Mapping[str, str], body: bytes | None,
-                  remote: str) -> Denied | None:
-    return validator.check_namesrv(code, ext, body, remote)
+def check_namesrv(validator: PlainAccessValidator, request: RemotingRequest, ext: Mapping[str, str],
+                  body: bytes | None, remote: str) -> Denied | None:
+    return validator.check_namesrv(request.code, ext, body, remote)
 
 
-def check_broker(validator: PlainAccessValidator, code: int, ext: Mapping[str, str], body: bytes | None,
-                 remote: str) -> Denied | None:
-    heartbeat = None
-    if code == BrokerRequestCode.HEART_BEAT and body:
-        try:
-            heartbeat = fastjson.loads(body)
-        except fastjson.JsonError:
-            heartbeat = None
-    return validator.check_broker(code, ext, body, remote, broker_resources(code, ext, heartbeat))
+def check_broker(validator: PlainAccessValidator, request: RemotingRequest, ext: Mapping[str, str],
+                 body: bytes | None, remote: str) -> Denied | None:
+    """Signature first; only then is the header (or heartbeat) parsed, into the object the
+    processor acts on."""
+    return validator.check_broker(request.code, ext, body, remote, lambda: wire_resources(request))
 
 
 class AclHook(RPCHook):
@@ -56,7 +44,7 @@ class AclHook(RPCHook):
 
     def before(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse | None:
         body = request.body if isinstance(request.body, (bytes, bytearray)) else None
-        denied = self.check(self.manager.validator, request.code, request_ext_strings(request),
+        denied = self.check(self.manager.validator, request, request_ext_strings(request),
                             bytes(body) if body is not None else None, ctx.remote)
         if denied is None:
             return None
@@ -72,7 +60,8 @@ class AclHook(RPCHook):
         """A NameServer's route long-poll passes as a route query for its topics would; raises
         PermissionError otherwise."""
         ext = long_poll_content(topic_versions) | {k: v for k, v in auth.items() if k in (ACCESS_KEY, SIGNATURE)}
-        denied = self.check(self.manager.validator, RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, None, "ray")
+        denied = self.check(self.manager.validator, RemotingRequest(RequestCode.GET_ROUTEINFO_BY_TOPIC, dict(ext)), ext,
+                            None, "ray")
         if denied is not None:
             self._refused(denied, RequestCode.GET_ROUTEINFO_BY_TOPIC, "ray")
             raise PermissionError(denied.remark)
@@ -90,7 +79,4 @@ class AclHook(RPCHook):
     async def reload(self) -> None:
         """Load the ACL file again if it changed (off the event loop); a broken edit keeps the rules
         in force and is logged."""
-        try:
-            await asyncio.to_thread(self.manager.reload)
-        except AclError as e:
-            log.error("ACL file not reloaded: %s", e)
+        await asyncio.to_thread(self.manager.try_reload)

@@ -42,6 +42,7 @@ from namesrv.protocol.broker_headers import (
     TopicQueueHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    request_header,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import (
@@ -167,8 +168,9 @@ class BrokerProcessor:
                 self.stats[(kind, str(answer))] += 1
 
     @staticmethod
-    def _header(model: type[Header], cmd: RemotingRequest, ext: dict[str, Any] | None = None) -> Any:
-        return model.model_validate(ext if ext is not None else (cmd.ext_fields or {}), strict=False)
+    def _header(model: type[Header], cmd: RemotingRequest) -> Any:
+        """The header the ACL authorised (parsed once, kept on the request), or parsed here."""
+        return request_header(cmd, model)
 
     # ------------------------------------------------------------------ send (both paths)
     def _topic_for_send(self, topic: str, default_topic: str, default_queue_nums: int, queue_id: int) -> Any:
@@ -240,10 +242,7 @@ class BrokerProcessor:
         return SendOutcome(results, [offset_msg_id(self.identity.broker_addr, r.commit_log_offset) for r in results])
 
     def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
-        ext = cmd.ext_fields or {}
-        if cmd.code == BrokerRequestCode.SEND_MESSAGE_V2:
-            ext = SendMessageRequestHeader.from_v2(ext)
-        h: SendMessageRequestHeader = self._header(SendMessageRequestHeader, cmd, ext)
+        h: SendMessageRequestHeader = self._header(SendMessageRequestHeader, cmd)
         base = string_to_properties(h.properties)
         born_host = client.remote if client.transport == "tcp" else self.identity.broker_addr  # Ray: no socket
         if cmd.code == BrokerRequestCode.SEND_BATCH_MESSAGE:

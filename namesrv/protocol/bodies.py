@@ -25,7 +25,7 @@ def body_crc32(data: bytes | None) -> int:
     return zlib.crc32(data) & 0x7FFFFFFF if data else 0
 
 
-def json_object(body: bytes, what: str) -> dict[str, Any]:
+def json_object(body: bytes | bytearray, what: str) -> dict[str, Any]:
     try:
         obj = fastjson.loads(body)
     except fastjson.JsonError as e:

@@ -1,24 +1,31 @@
 """Request headers of the broker codes the client libraries use (RocketMQ's *RequestHeader classes).
 
 Same rules as the NameServer's headers: typed strictly on the Ray path, parsed from strings over TCP
-(`model_validate(ext, strict=False)`). SEND_MESSAGE_V2 carries the same header under one-letter keys
-(a = producerGroup, ..., n = brokerName); `SendMessageRequestHeader.from_v2` maps them back.
+by RocketMQ's names only (`Header.from_ext`). SEND_MESSAGE_V2 carries the same header under
+one-letter keys (a = producerGroup, ..., n = brokerName); `SendMessageRequestHeader.from_v2` maps them
+back, and refuses a V2 header that also spells one of those fields out.
+
+`request_header` parses a wire request's header once and keeps it on the command: the broker's ACL
+authorises that object and the processor acts on the same one.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import Field
 
+from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from namesrv.protocol.headers import Header
-from namesrv.protocol.types import GroupName, TopicName
+from namesrv.protocol.types import GroupName, InvalidInput, TopicName
 
 V2_KEYS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
            "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
            "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
 """SendMessageRequestHeaderV2's letters (l is consumeRetryTimes on the wire, maxReconsumeTimes in V1)."""
+_V1_NAMES = frozenset(V2_KEYS.values())
 
 QueueId = int  # may be negative in a send: "any queue"
 
@@ -43,8 +50,12 @@ class SendMessageRequestHeader(Header):
     max_reconsume_times: int | None = None
 
     @staticmethod
-    def from_v2(ext: dict[str, Any]) -> dict[str, Any]:
-        """The V1 field names for a V2 header's letters (unknown keys kept as they are)."""
+    def from_v2(ext: Mapping[str, Any]) -> dict[str, Any]:
+        """The V1 field names for a V2 header's letters (other keys kept as they are). A V2 header
+        that also carries a field under its V1 name is refused: one field, one value."""
+        spelled_out = sorted(k for k in ext if k in _V1_NAMES)
+        if spelled_out:
+            raise InvalidInput(f"SEND_MESSAGE_V2 header carries {spelled_out[0]!r}: V2 fields go by their letters")
         return {V2_KEYS.get(k, k): v for k, v in ext.items()}
 
 
@@ -122,6 +133,36 @@ class DeleteTopicRequestHeader(Header):
     """DELETE_TOPIC_IN_BROKER."""
 
     topic: TopicName
+
+
+H = TypeVar("H", bound=Header)
+
+
+class Request(Protocol):
+    """A request whose header is parsed once and kept (namesrv.remoting.command.RemotingRequest)."""
+
+    @property
+    def code(self) -> int: ...
+    @property
+    def ext_fields(self) -> Mapping[str, Any] | None: ...
+    @property
+    def body(self) -> bytes | None: ...
+    header: Any
+
+
+def request_header(cmd: Request, model: type[H]) -> H:
+    """`cmd`'s header as `model`, parsed from its extFields once (SEND_MESSAGE_V2 by its letters)
+    and kept on the command, so whoever reads it next gets the same object. Raises
+    ValidationError or InvalidInput on a bad header."""
+    if type(cmd.header) is model:
+        cached: H = cmd.header
+        return cached
+    ext: Mapping[str, Any] = cmd.ext_fields or {}
+    if cmd.code == BrokerRequestCode.SEND_MESSAGE_V2 and model is SendMessageRequestHeader:
+        ext = SendMessageRequestHeader.from_v2(ext)
+    header = model.from_ext(ext, wire=True)
+    cmd.header = header
+    return header
 
 
 # ---------------------------------------------------------------------------- Ray-path requests

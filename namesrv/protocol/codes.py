@@ -60,6 +60,17 @@ class BrokerRequestCode(IntEnum):
     SEND_BATCH_MESSAGE = 320
 
 
+NAMESRV_LARGE_REQUEST_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+                                         RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.PUT_KV_CONFIG})
+"""NameServer requests whose frames may be big (a registration's topic table, a config or KV value);
+every other request (a route query above all) is tiny."""
+
+BROKER_LARGE_REQUEST_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_MESSAGE_V2,
+                                        BrokerRequestCode.SEND_BATCH_MESSAGE, BrokerRequestCode.HEART_BEAT,
+                                        BrokerRequestCode.LOCK_BATCH_MQ, BrokerRequestCode.UNLOCK_BATCH_MQ})
+"""Broker requests whose frames may be big: messages, and client bodies listing many groups or queues."""
+
+
 class ResponseCode(IntEnum):
     SUCCESS = 0
     SYSTEM_ERROR = 1

@@ -81,21 +81,25 @@ def _write(obj: Any, out: list[str], standard: bool) -> None:
         raise TypeError(f"cannot write {type(obj).__name__} as JSON")
 
 
-# Bare integer keys after "{" or "," — matched only outside strings (see _quote_bare_keys).
-_BARE_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+# A string (closed, or running to the end of the text) or a bare integer key after "{" or ",". Every
+# repetition is possessive (Python 3.11): nothing is scanned twice, so a scan is linear in the body
+# whatever the body (an unterminated string ends it; it is not re-entered at its inner quotes).
+_TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)|([{,]\s*+)(-?\d++)(\s*+:)', re.S)
+_BARE_KEY = re.compile(r"[{,]\s*+-?\d++\s*+:")
 
 
-def _quote_bare_keys(text: str) -> str:
-    """Quote fastjson's bare integer map keys, leaving string contents alone."""
-    parts: list[str] = []
-    pos = 0
-    for m in _STRING.finditer(text):
-        parts.append(_BARE_KEY.sub(r'\1"\2"\3', text[pos : m.start()]))
-        parts.append(m.group(0))
-        pos = m.end()
-    parts.append(_BARE_KEY.sub(r'\1"\2"\3', text[pos:]))
-    return "".join(parts)
+def _quote_key(m: re.Match[str]) -> str:
+    if m.group(1) is None:  # a string: left as it is
+        return m.group(0)
+    return f'{m.group(1)}"{m.group(2)}"{m.group(3)}'
+
+
+def _quote_bare_keys(text: str) -> str | None:
+    """Quote fastjson's bare integer map keys, leaving string contents alone; None when nothing in
+    the text looks like one (it is then simply not JSON: refused at C speed)."""
+    if _BARE_KEY.search(text) is None:
+        return None
+    return _TOKEN.sub(_quote_key, text)
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
@@ -108,8 +112,11 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError as first:
+            quoted = _quote_bare_keys(text)
             try:
-                return json.loads(_quote_bare_keys(text))
+                if quoted is None:
+                    raise first
+                return json.loads(quoted)
             except json.JSONDecodeError:
                 raise JsonError(f"body is not JSON: {first.msg} at position {first.pos}") from None
     except RecursionError:

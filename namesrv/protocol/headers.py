@@ -3,23 +3,41 @@
 Strict on the Ray path: a brokerId sent as "0" or a topic sent as a number is a client bug, and
 saying so beats guessing. Over TCP every extFields value is a string (RocketMQ's header map is
 Map<String, String>), so the TCP front end validates with `strict=False` and "0" is parsed as
-RocketMQ parses it. Field names on the wire are RocketMQ's camelCase; snake_case is accepted too.
+RocketMQ parses it.
+
+One spelling per field (`Header.from_ext`): from the wire only RocketMQ's camelCase name counts (a
+snake_case key is an unknown key, ignored like any other), so a request cannot carry a second value
+of a field under another name for one reader to check and another to use. The Ray path also takes
+the snake_case name, but a header naming one field both ways is refused.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from namesrv.protocol.types import BrokerId, Name, TopicName
+from namesrv.protocol.types import BrokerId, InvalidInput, Name, TopicName
 
 
 class Header(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True, frozen=True
     )
+
+    @classmethod
+    def from_ext(cls, ext: Mapping[str, Any], *, wire: bool) -> Self:
+        """The header of a request's extFields. `wire`: strings from TCP, read by RocketMQ's names
+        only; otherwise typed values from Ray, by either name but never both (InvalidInput)."""
+        if wire:
+            return cls.model_validate(ext, strict=False, by_alias=True, by_name=False)
+        both = sorted(f.alias for name, f in cls.model_fields.items()
+                      if f.alias is not None and f.alias != name and f.alias in ext and name in ext)
+        if both:
+            raise InvalidInput(f"header field {both[0]} is given under two names")
+        return cls.model_validate(ext, strict=True)
 
 
 class KVConfigHeader(Header):

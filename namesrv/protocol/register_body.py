@@ -39,6 +39,7 @@ import msgpack
 
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import json_object
+from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.models import DataVersion, parse_data_version
 from namesrv.protocol.types import InvalidInput
 from namesrv.slices import Steps, run_to_end
@@ -51,8 +52,9 @@ SLICE = 128
 V5_0_0 = 413
 """MQVersion.Version.V5_0_0.ordinal(): brokers from here on append queue mappings to compressed bodies."""
 
-MAX_INFLATED_SIZE = 256 * 1024 * 1024
-"""A compressed registration may not inflate beyond this (a deflate bomb is refused, not unpacked)."""
+MAX_INFLATED_SIZE = MAX_FRAME_SIZE
+"""A compressed registration may not inflate beyond what would fit in a frame uncompressed: the
+inflation stops at the first byte past it (a deflate bomb costs at most this much, then is refused)."""
 
 WRAPPER = ("topicConfigSerializeWrapper", "topic_config_serialize_wrapper")
 FILTERS = ("filterServerList", "filter_server_list")
@@ -345,7 +347,7 @@ _INT = struct.Struct(">i")
 class _Records:
     """int32-length-prefixed records of an inflated body."""
 
-    def __init__(self, data: bytes, pos: int = 0) -> None:
+    def __init__(self, data: bytes | bytearray, pos: int = 0) -> None:
         self.data = data
         self.pos = pos
 
@@ -358,7 +360,7 @@ class _Records:
             raise InvalidInput(f"compressed register body has a negative {what}: {value}")
         return value
 
-    def chunk(self, what: str) -> bytes:
+    def chunk(self, what: str) -> bytes | bytearray:
         length = self.int32(f"the length of {what}")
         if self.pos + length > len(self.data):
             raise InvalidInput(f"compressed register body ends inside {what}")
@@ -373,13 +375,25 @@ class _Records:
         self.pos += length
 
 
-def _inflate(data: bytes) -> bytes:
+INFLATE_STEP = 1024 * 1024
+"""Bytes inflated per step: the output grows by this much at a time, never by a doubling."""
+
+
+def _inflate(data: bytes) -> bytearray:
+    """Inflate in steps, stopping at the first byte past MAX_INFLATED_SIZE (which refuses it)."""
     inflater = zlib.decompressobj()
+    out = bytearray()
+    tail = data
     try:
-        out = inflater.decompress(data, MAX_INFLATED_SIZE)
+        while not inflater.eof and len(out) <= MAX_INFLATED_SIZE:
+            step = inflater.decompress(tail, min(INFLATE_STEP, MAX_INFLATED_SIZE + 1 - len(out)))
+            if not step and not inflater.unconsumed_tail:
+                break  # the input ended before the stream did
+            out += step
+            tail = inflater.unconsumed_tail
     except zlib.error as e:
         raise InvalidInput(f"compressed register body is not a deflate stream: {e}") from None
-    if inflater.unconsumed_tail:
+    if len(out) > MAX_INFLATED_SIZE:
         raise InvalidInput(f"compressed register body inflates beyond {MAX_INFLATED_SIZE} bytes")
     if not inflater.eof:
         raise InvalidInput("compressed register body is truncated")
@@ -420,7 +434,7 @@ def _open_compressed(data: bytes, broker_version: int) -> Opening:
     return RegisterBody(version, filters, lambda: _compressed_entries(inflated, table_at, count))
 
 
-def _compressed_entries(data: bytes, pos: int, count: int) -> Iterator[TopicEntry]:
+def _compressed_entries(data: bytes | bytearray, pos: int, count: int) -> Iterator[TopicEntry]:
     records = _Records(data, pos)
     for i in range(count):
         try:

@@ -28,6 +28,9 @@ class RemotingRequest:
     msgpack bodies."""
     language: int = LanguageCode.OTHER
     """The sender's client language (LanguageCode), as its header said; OTHER over Ray."""
+    header: Any = None
+    """The typed header, once parsed (`broker_headers.request_header`): the ACL authorises the
+    same object the processor then acts on."""
 
     def response(self, code: int, remark: str | None = None, ext_fields: dict[str, Any] | None = None,
                  body: bytes | None = None, payload: Any = None) -> RemotingResponse:

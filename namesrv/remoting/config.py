@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from namesrv.protocol.constants import MAX_FRAME_SIZE
+
 DEFAULT_NAMESRV_PORT = 9876
 """RocketMQ's NameServer port; NameServer i of a deployment listens on 9876 + i by default."""
 
@@ -26,3 +28,13 @@ class RemotingServerConfig(BaseModel):
     server_channel_max_idle_time_seconds: float = Field(default=120, gt=0)
     """A connection silent for this long is closed (RocketMQ's serverChannelMaxIdleTimeSeconds);
     brokers registered through it leave at once."""
+    server_max_connections: int = Field(default=1024, gt=0)
+    """Connections served at once; one more is closed as soon as it is accepted."""
+    server_small_frame_max_length: int = Field(default=64 * 1024, ge=4096, le=MAX_FRAME_SIZE)
+    """The longest frame (length field included) of a request whose code carries no big body: a
+    longer one must be a registration, a send, a heartbeat... (read from its header before its body
+    is), or the connection is closed. Also how far a connection may read into a frame before it
+    holds a reservation of the pending-frame budget."""
+    server_pending_frames_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Bytes of frames longer than the small-frame limit that may be in flight (partly read) at once,
+    over all connections; a connection that would exceed it stops reading until some are done."""

@@ -8,11 +8,22 @@ connection. Oneway requests are never answered.
 A connection that sends a malformed frame is closed (and logged) without touching any other; a
 connection idle for longer than `idle_timeout_s` is closed, as RocketMQ's idle handler does; both
 close events reach `on_close`, where a NameServer drops the brokers registered through it.
+
+Memory a client can make the server hold before any of its requests is authenticated (which
+happens only once a whole frame is in) is bounded (`ServerLimits`): at most `max_connections`
+connections; each reads at most `small_frame_max_length` bytes ahead into a frame it has no
+reservation for; a frame longer than that must be of a code that carries big bodies (read from its
+header before its body) and reserves its whole length from a server-wide budget of
+`pending_frames_max_bytes` before more of it is read; a connection that finds the budget spent
+stops reading (its bytes wait in the kernel) until a frame completes or a connection closes. A
+closed connection's buffer is dropped at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import inspect
 import itertools
 import logging
@@ -24,13 +35,48 @@ from typing import Any
 
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
+from namesrv.remoting.config import RemotingServerConfig
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """What a server holds for its clients at most (RemotingServerConfig's server_* fields)."""
+
+    max_connections: int = 1024
+    small_frame_max_length: int = 64 * 1024
+    pending_frames_max_bytes: int = 64 * 1024 * 1024
+    large_codes: frozenset[int] | None = None
+    """Request codes that may send frames longer than `small_frame_max_length` (None: any)."""
+
+
+def server_limits(config: RemotingServerConfig | None, large_codes: frozenset[int]) -> ServerLimits:
+    """The limits a server config sets (the defaults without one: a server that never listens)."""
+    if config is None:
+        return ServerLimits(large_codes=large_codes)
+    return ServerLimits(config.server_max_connections, config.server_small_frame_max_length,
+                        config.server_pending_frames_max_bytes, large_codes)
+
 
 Handler = Callable[["Connection", RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None]
 CloseHandler = Callable[["Connection", str], None]
 
 _ids = itertools.count(1)
+REFUSED = "too many connections"
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim: freed buffers of big half frames are scattered over the heap, where
+    glibc keeps them from the OS (RSS stays up) until asked to give free pages back."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    return trim
+
+
+MALLOC_TRIM = _malloc_trim()
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +86,27 @@ class ServerStats:
     requests: int
     bad_frames: int
     idle_closed: int
+    refused_connections: int
+    buffered_bytes: int
+    """Bytes of partial frames held by all connections now."""
+    reserved_bytes: int
+    """Of the pending-frame budget, what large partial frames have reserved now."""
+    budget_waits: int
+    """Times a connection stopped reading because the pending-frame budget was spent."""
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: RemotingServer) -> None:
         self.server = server
+        limits = server.limits
         self.decoder = FrameDecoder()
+        if limits.large_codes is not None:
+            self.decoder = FrameDecoder(small_frame_limit=limits.small_frame_max_length, large_codes=limits.large_codes)
+        self.buffered = 0
+        """Bytes this connection's decoder holds (what it adds to `server.buffered`)."""
+        self.reserved = 0
+        """Budget reserved for the large frame being read (0: none)."""
+        self.waiting_for_budget = False
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.token = ""
@@ -61,32 +122,103 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.token = f"tcp:{self.peer}#{next(_ids)}"
+        if len(self.server.connections) >= self.server.limits.max_connections:
+            self.server.refused_connections += 1
+            log.warning("%s: refusing %s: already %d connections", self.server.name, self.peer,
+                        len(self.server.connections))
+            self.closed_reason = REFUSED
+            transport.abort()
+            return
         self.server.connections.add(self)
         self.server.by_token[self.token] = self
         self.server.accepted += 1
         self._arm_idle(self.server.idle_timeout_s)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next read goes: the server's scratch buffer, sized so that this connection
+        reads no further into a large frame than its reservation allows."""
+        if self.reserved:
+            allowance = self.reserved - self.decoder.pending_bytes
+        else:
+            allowance = self.server.limits.small_frame_max_length - self.decoder.pending_bytes
+        return self.server.read_buffer(max(allowance, 1))
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.server.read_buffer(nbytes))
+
+    def data_received(self, data: bytes | memoryview) -> None:
         self.last_read = time.monotonic()
         if self.server.over_read_budget(len(data)) and self.transport is not None:
             self.transport.pause_reading()  # the rest next loop turn (RemotingServer.READ_BUDGET)
             self.server.budget_paused.append(self)
+        completed = self.decoder.completed
         try:
             commands = self.decoder.feed(data)
         except FrameError as e:
             self.server.bad_frames += 1
             log.warning("%s: closing %s: %s", self.server.name, self.peer, e)
+            self._release()
             self.close(f"bad frame: {e}")
             return
+        self._account(completed)
         for cmd in commands:
             if cmd.is_response:
                 continue  # this server sends no requests, so no response can be awaited
             self.server.requests += 1
             self._dispatch(cmd)
 
+    def _account(self, completed_before: int) -> None:
+        """After a read: the server's count of buffered bytes, this connection's reservation (a
+        completed frame gives its own back; a large frame at the head needs one before more of it
+        is read), and a pause when the budget is spent."""
+        server = self.server
+        server.buffered += self.decoder.pending_bytes - self.buffered
+        self.buffered = self.decoder.pending_bytes
+        if self.reserved and self.decoder.completed != completed_before:
+            reserved, self.reserved = self.reserved, 0
+            server.release(reserved)
+        size = self.decoder.head_frame_size
+        if self.reserved or size <= server.limits.small_frame_max_length:
+            return
+        if server.reserve(size):
+            self.reserved = size
+        elif not self.waiting_for_budget and self.transport is not None:
+            self.waiting_for_budget = True
+            server.budget_waits += 1
+            server.budget_waiters.append(self)
+            self.transport.pause_reading()
+
+    def _release(self) -> None:
+        """Give back this connection's buffer and reservation (it is closing)."""
+        if self.buffered > self.server.limits.small_frame_max_length:
+            self.server.trim_soon()
+        self.server.buffered -= self.buffered
+        self.buffered = 0
+        self.decoder.clear()
+        if self.reserved:
+            reserved, self.reserved = self.reserved, 0
+            self.server.release(reserved)
+
+    def retry_budget(self) -> bool:
+        """Budget was freed: reserve it and read on (False: still not enough)."""
+        if self.transport is None or self.transport.is_closing():
+            self.waiting_for_budget = False
+            return True
+        size = self.decoder.head_frame_size
+        if not self.server.reserve(size):
+            return False
+        self.reserved = size
+        self.waiting_for_budget = False
+        if not self.write_paused:
+            self.transport.resume_reading()
+        return True
+
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle is not None:
             self._idle.cancel()
+        if self.closed_reason == REFUSED:
+            return  # never counted as a connection
+        self._release()
         self.server.connections.discard(self)
         self.server.by_token.pop(self.token, None)
         reason = self.closed_reason or (f"error: {exc}" if exc else "closed by peer")
@@ -99,11 +231,12 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        if self.transport is not None and not self.transport.is_closing():
+        if self.transport is not None and not self.transport.is_closing() and not self.waiting_for_budget:
             self.transport.resume_reading()
 
     def resume_after_budget(self) -> None:
-        if self.transport is not None and not self.transport.is_closing() and not self.write_paused:
+        if (self.transport is not None and not self.transport.is_closing() and not self.write_paused
+                and not self.waiting_for_budget):
             self.transport.resume_reading()
 
     # ------------------------------------------------------------------ requests
@@ -159,14 +292,24 @@ class Connection(asyncio.Protocol):
 
 
 class RemotingServer:
+    READ_CHUNK = 256 * 1024
+    """At most this much is read from a socket at once (asyncio's own read size)."""
     READ_BUDGET = 2 * 1024 * 1024
     """Bytes read from all connections in one loop turn before the rest waits for the next turn:
     300 brokers sending 1.6 MB registrations at once would otherwise be read (and copied) in one
     turn of tens of milliseconds while route queries wait."""
 
     def __init__(self, name: str, handler: Handler, on_close: CloseHandler, idle_timeout_s: float,
-                 spawn: Callable[[Coroutine[Any, Any, None]], object]) -> None:
+                 spawn: Callable[[Coroutine[Any, Any, None]], object], limits: ServerLimits | None = None) -> None:
         self.name = name
+        self.limits = limits if limits is not None else ServerLimits()
+        self.refused_connections = 0
+        self.buffered = 0
+        self.reserved = 0
+        self.budget_waits = 0
+        self.budget_waiters: list[Connection] = []
+        self._scratch = bytearray(self.READ_CHUNK)
+        self._trim_scheduled = False
         self.handler = handler
         self.on_close = on_close
         self.idle_timeout_s = idle_timeout_s
@@ -189,6 +332,40 @@ class RemotingServer:
     def connection(self, token: str) -> Connection | None:
         """The open connection with this token (what a processor knows a client's channel by)."""
         return self.by_token.get(token)
+
+    def read_buffer(self, n: int) -> memoryview:
+        """The first `n` bytes (at most READ_CHUNK) of the one scratch buffer every connection
+        reads into: the loop reads one socket at a time and each read is fed to its decoder at
+        once, so the server holds one read buffer, not one per connection."""
+        return memoryview(self._scratch)[: min(n, self.READ_CHUNK)]
+
+    def reserve(self, n: int) -> bool:
+        """Reserve `n` bytes of the pending-frame budget (a frame bigger than the whole budget
+        still gets it, when nothing else holds any)."""
+        if self.reserved > 0 and self.reserved + n > self.limits.pending_frames_max_bytes:
+            return False
+        self.reserved += n
+        return True
+
+    def trim_soon(self) -> None:
+        """Return freed memory to the OS after this loop turn (once, however many closed in it)."""
+        if MALLOC_TRIM is not None and not self._trim_scheduled:
+            self._trim_scheduled = True
+            asyncio.get_event_loop().call_soon(self._trim)
+
+    def _trim(self) -> None:
+        self._trim_scheduled = False
+        if MALLOC_TRIM is not None:
+            MALLOC_TRIM(0)
+
+    def release(self, n: int) -> None:
+        """Give `n` reserved bytes back, and let the connections waiting for them read on, in order."""
+        self.reserved -= n
+        waiters, self.budget_waiters = self.budget_waiters, []
+        for i, conn in enumerate(waiters):
+            if not conn.retry_budget():
+                self.budget_waiters = waiters[i:] + self.budget_waiters
+                break
 
     def over_read_budget(self, n: int) -> bool:
         """Count `n` bytes read in this loop turn; True once the turn's budget is spent."""
@@ -244,4 +421,5 @@ class RemotingServer:
         self._server = None
 
     def stats(self) -> ServerStats:
-        return ServerStats(len(self.connections), self.accepted, self.requests, self.bad_frames, self.idle_closed)
+        return ServerStats(len(self.connections), self.accepted, self.requests, self.bad_frames, self.idle_closed,
+                           self.refused_connections, self.buffered, self.reserved, self.budget_waits)

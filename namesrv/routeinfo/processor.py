@@ -144,7 +144,7 @@ class DefaultRequestProcessor:
     def _header(self, model: type[Header], request: RemotingRequest) -> Any:
         """Strict typed values on the Ray path; over TCP every value is a string, parsed as RocketMQ
         parses header fields."""
-        return model.model_validate(request.ext_fields, strict=not request.wire)
+        return model.from_ext(request.ext_fields, wire=request.wire)
 
     def _body(self, request: RemotingRequest, required: bool = True) -> Any:
         """The decoded body: JSON from the TCP path, msgpack from the Ray path."""

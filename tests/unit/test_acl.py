@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from namesrv.acl.broker_resources import wire_resources
 from namesrv.acl.plain_acl import (
     AclError,
     AclManager,
     PlainAccessValidator,
     SessionCredentials,
     address_matches,
-    broker_resources,
     sign,
     signed,
 )
@@ -137,20 +137,25 @@ def test_broker_rules_are_rocketmqs_plain_acl(validator: PlainAccessValidator) -
     def check(code: int, ext: dict, creds: SessionCredentials = USER, heartbeat: dict | None = None) -> str | None:
         body = json.dumps(heartbeat).encode() if heartbeat else None
         full = namesrv_ext(code, creds, body, **ext)
-        denied = validator.check_broker(code, full, body, REMOTE, broker_resources(code, full, heartbeat))
+        cmd = RemotingRequest(code, full, body, wire=True)
+        denied = validator.check_broker(code, full, body, REMOTE, lambda: wire_resources(cmd))
         return denied.reason if denied else None
 
     send = BrokerRequestCode.SEND_MESSAGE
-    assert check(send, {"topic": "topicB", "producerGroup": "g"}) is None
-    assert check(send, {"topic": "topicC", "producerGroup": "g"}) == "no_permission", "SUB only"
-    assert check(send, {"topic": "topicX", "producerGroup": "g"}) == "no_permission", "default DENY"
-    assert check(BrokerRequestCode.SEND_MESSAGE_V2, {"b": "topicB", "a": "g"}) is None
+    assert check(send, {"topic": "topicB", "producerGroup": "g", "queueId": 0}) is None
+    assert check(send, {"topic": "topicC", "producerGroup": "g", "queueId": 0}) == "no_permission", "SUB only"
+    assert check(send, {"topic": "topicX", "producerGroup": "g", "queueId": 0}) == "no_permission", "default DENY"
+    assert check(send, {"topic": "%RETRY%groupB", "producerGroup": "g", "queueId": 0}) is None, "group SUB"
+    assert check(send, {"topic": "%RETRY%groupA", "producerGroup": "g", "queueId": 0}) == "no_permission"
+    assert check(BrokerRequestCode.SEND_MESSAGE_V2, {"b": "topicB", "a": "g", "e": 0}) is None
     pull = BrokerRequestCode.PULL_MESSAGE
-    assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"}) is None
-    assert check(pull, {"topic": "topicC", "consumerGroup": "groupA"}) == "no_permission", "group DENY"
+    at = {"queueId": 0, "queueOffset": 0, "maxMsgNums": 32}
+    assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"} | at) is None
+    assert check(pull, {"topic": "topicC", "consumerGroup": "groupA"} | at) == "no_permission", "group DENY"
+    assert check(pull, {"topic": "topicC"} | at) == "invalid_request", "a header that does not parse"
     hb = {"clientID": "c", "consumerDataSet": [{"groupName": "g", "subscriptionDataSet": [{"topic": "topicX"}]}]}
     assert check(BrokerRequestCode.HEART_BEAT, {}, heartbeat=hb) == "no_permission"
-    assert check(send, {"topic": "anything", "producerGroup": "g"}, creds=ADMIN) is None
+    assert check(send, {"topic": "anything", "producerGroup": "g", "queueId": 0}, creds=ADMIN) is None
 
 
 def test_the_file_reloads_when_it_changes_and_bad_files_keep_the_old_rules(tmp_path: Path) -> None:
@@ -168,3 +173,55 @@ def test_the_file_reloads_when_it_changes_and_bad_files_keep_the_old_rules(tmp_p
     assert "root" in acl.validator.accounts, "the previous rules stay in force"
     with pytest.raises(AclError, match="does not exist"):
         AclManager(tmp_path / "missing.yml")
+
+
+def test_signatures_are_compared_in_constant_time(validator: PlainAccessValidator,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """hmac.compare_digest decides (a plain == leaks how long a prefix matched); any string a client
+    sends as its signature, ASCII or not, is refused cleanly."""
+    compared: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def compare_digest(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", compare_digest)
+    code = RequestCode.GET_ROUTEINFO_BY_TOPIC
+    good = namesrv_ext(code, USER, topic="T")
+    assert validator.check_namesrv(code, good, None, REMOTE) is None
+    assert compared == [(good["Signature"].encode(), good["Signature"].encode())]
+    for forged in (good["Signature"][:-2] + "AA", "", "é\ud800☃"):
+        denied = validator.check_namesrv(code, good | {"Signature": forged}, None, REMOTE)
+        assert denied is not None and denied.reason == "bad_signature"
+    assert len(compared) == 4
+
+
+def test_a_broken_acl_file_is_reported_by_line_and_column_never_by_its_contents(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    secret = "s3cr3t-never-logged"
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(ACL_YAML)
+    acl = AclManager(path)
+    broken = [
+        f'accounts:\n  - accessKey: ops\n    secretKey: "{secret}\n',  # an unterminated quote
+        f"accounts:\n  - accessKey: ops\n    secretKey: {secret}: x\n",  # a mapping where none may be
+        f"accounts:\n  - accessKey: ops\n    secretKey: {secret}\n    admin: {secret}\n",  # not a boolean
+        "accounts:\n  - accessKey: ops\n    secretKey: " + "\t" + secret + "\n\t- x",
+    ]
+    for i, text in enumerate(broken):
+        path.write_text(text)
+        os.utime(path, (time.time() + 10 + i, time.time() + 10 + i))
+        with pytest.raises(AclError) as raised:
+            acl.reload()
+        assert secret not in str(raised.value)
+        caplog.clear()
+        with caplog.at_level("DEBUG"):
+            assert acl.try_reload() is False
+        assert secret not in caplog.text, caplog.text
+        assert "not reloaded" in caplog.text
+        assert "admin" in acl.validator.accounts, "the previous rules stay in force"
+    path.write_text(broken[1])
+    os.utime(path, (time.time() + 50, time.time() + 50))
+    with pytest.raises(AclError, match=r"line 3, column \d+"):
+        acl.reload()

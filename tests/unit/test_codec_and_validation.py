@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 from pydantic import ValidationError
 
+from namesrv.protocol.broker_headers import SendMessageRequestHeader
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import MAX_FRAME_SIZE, PERM_ALL, Perm, is_readable, is_writeable, perm_to_string
 from namesrv.protocol.headers import (
@@ -338,6 +339,21 @@ def test_headers_accept_camel_and_snake_names_and_ignore_extras() -> None:
     assert (
         BrokerIdentityHeader.model_validate({"clusterName": "C", "brokerAddr": "h:1", "brokerName": "b"}).broker_id == 0
     )
+
+
+def test_one_spelling_per_header_field() -> None:
+    """From the wire only RocketMQ's name counts; on Ray either name, never both; V2 by its letters."""
+    camel = {"clusterName": "C", "brokerAddr": "h:1", "brokerName": "b"}
+    wire = BrokerIdentityHeader.from_ext(camel | {"broker_name": "other", "brokerId": "1"}, wire=True)
+    assert wire.broker_name == "b" and wire.broker_id == 1, "snake_case is an unknown key over TCP"
+    with pytest.raises(ValidationError):
+        BrokerIdentityHeader.from_ext({"cluster_name": "C", "broker_addr": "h:1", "broker_name": "b"}, wire=True)
+    with pytest.raises(InvalidInput, match="two names"):
+        BrokerIdentityHeader.from_ext(camel | {"broker_name": "other"}, wire=False)
+    assert BrokerIdentityHeader.from_ext({"cluster_name": "C", "broker_addr": "h:1", "brokerName": "b"},
+                                         wire=False).broker_name == "b"
+    with pytest.raises(InvalidInput, match="'topic'"):
+        SendMessageRequestHeader.from_v2({"a": "PG", "b": "Allowed", "e": "0", "topic": "Denied"})
 
 
 @pytest.mark.parametrize(

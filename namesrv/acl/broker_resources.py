@@ -1,0 +1,95 @@
+"""What a broker request needs of the plain ACL (RocketMQ's PlainAccessValidator.parse), read from
+the request's typed header: the object the processor acts on, not the raw extFields.
+
+A topic maps to the permission the request needs on it; a group is its retry topic
+(`%RETRY%group`), as RocketMQ keys group permissions. A send to a retry topic needs SUB on that
+group (a consumer re-sending to its own group), any other send PUB on its topic; a pull, an offset
+query or commit SUB on the topic and the group; a heartbeat SUB on every group and topic it
+subscribes to.
+
+Only called once the request's signature is checked: parsing happens after authentication.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from namesrv.acl.plain_acl import PUB, SUB
+from namesrv.protocol import fastjson
+from namesrv.protocol.broker_headers import (
+    ConsumerQueueHeader,
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    PullMessageRequestHeader,
+    Request,
+    SendMessageRequestHeader,
+    TopicQueueHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    request_header,
+)
+from namesrv.protocol.codes import BrokerRequestCode
+from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
+from namesrv.protocol.headers import Header
+from namesrv.protocol.types import InvalidInput
+
+WIRE_HEADERS: dict[int, type[Header]] = {
+    BrokerRequestCode.SEND_MESSAGE: SendMessageRequestHeader,
+    BrokerRequestCode.SEND_MESSAGE_V2: SendMessageRequestHeader,
+    BrokerRequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeader,
+    BrokerRequestCode.PULL_MESSAGE: PullMessageRequestHeader,
+    BrokerRequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
+    BrokerRequestCode.UNREGISTER_CLIENT: UnregisterClientRequestHeader,
+    BrokerRequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
+    BrokerRequestCode.QUERY_CONSUMER_OFFSET: ConsumerQueueHeader,
+    BrokerRequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
+}
+"""The header model the broker's processor reads for each code the ACL looks into."""
+
+SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_MESSAGE_V2,
+                        BrokerRequestCode.SEND_BATCH_MESSAGE})
+
+
+def header_resources(code: int, header: Header | None) -> dict[str, int]:
+    """The resources named by a request's typed header."""
+    retry = RETRY_GROUP_TOPIC_PREFIX
+    if code in SEND_CODES and isinstance(header, (SendMessageRequestHeader, TopicQueueHeader)):
+        return {header.topic: SUB if header.topic.startswith(retry) else PUB}
+    if isinstance(header, PullMessageRequestHeader):
+        return {header.topic: SUB, retry + header.consumer_group: SUB}
+    if isinstance(header, ConsumerQueueHeader):  # QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET
+        return {header.topic: SUB, retry + header.consumer_group: SUB}
+    if isinstance(header, ConsumerSendMsgBackRequestHeader):
+        return {retry + header.group: SUB}
+    if isinstance(header, (UnregisterClientRequestHeader, GetConsumerListByGroupRequestHeader)):
+        return {retry + header.consumer_group: SUB} if header.consumer_group else {}
+    return {}
+
+
+def heartbeat_resources(heartbeat: Mapping[str, Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for consumer in heartbeat.get("consumerDataSet") or []:
+        if not isinstance(consumer, dict):
+            continue
+        out[RETRY_GROUP_TOPIC_PREFIX + str(consumer.get("groupName", ""))] = SUB
+        for sub in consumer.get("subscriptionDataSet") or []:
+            if isinstance(sub, dict):
+                out[str(sub.get("topic", ""))] = SUB
+    return out
+
+
+def wire_resources(cmd: Request) -> dict[str, int]:
+    """What a wire request needs, from the header the processor will act on (parsed here, once,
+    and kept on `cmd`). Raises ValidationError or InvalidInput on a header or heartbeat that does
+    not parse: such a request is refused, never let through unchecked."""
+    model = WIRE_HEADERS.get(cmd.code)
+    resources = header_resources(cmd.code, request_header(cmd, model) if model is not None else None)
+    if cmd.code == BrokerRequestCode.HEART_BEAT and cmd.body:
+        try:
+            heartbeat = fastjson.loads(cmd.body)
+        except fastjson.JsonError as e:
+            raise InvalidInput(f"heartbeat body: {e}") from None
+        if isinstance(heartbeat, dict):
+            resources |= heartbeat_resources(heartbeat)
+    return resources

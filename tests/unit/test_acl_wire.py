@@ -1,0 +1,48 @@
+"""The broker's ACL over real sockets decides on the values the processor uses (issue 25, point 1):
+a field spelled twice cannot be checked under one name and used under the other."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from namesrv.protocol.codes import BrokerRequestCode as Code
+from namesrv.protocol.codes import ResponseCode
+from namesrv.remoting.codec import SerializeType
+from tests.unit.security_servers import APP, Client, broker_server
+
+
+def test_a_v2_send_cannot_name_an_allowed_topic_by_letter_and_a_denied_one_by_name(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_server(tmp_path) as bc:
+            c = await Client.connect(bc.remoting.port)
+            for kind in SerializeType:
+                answer = await c.invoke(Code.SEND_MESSAGE_V2, {"a": "PG", "b": "Allowed", "e": 0, "topic": "Denied"},
+                                        b"payload", APP, kind)
+                assert answer.code != ResponseCode.SUCCESS, answer.remark
+                assert "topic" in (answer.remark or "")
+            assert bc.store.max_offset("Denied", 0) == 0, "nothing landed in the denied topic"
+            ok = await c.invoke(Code.SEND_MESSAGE_V2, {"a": "PG", "b": "Allowed", "e": 0}, b"payload", APP)
+            assert ok.code == ResponseCode.SUCCESS and bc.store.max_offset("Allowed", 0) == 1
+            c.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_offset_commit_cannot_name_its_group_in_python_spelling(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_server(tmp_path) as bc:
+            c = await Client.connect(bc.remoting.port)
+            at = {"topic": "Allowed", "queueId": 0, "commitOffset": 5}
+            denied = await c.invoke(Code.UPDATE_CONSUMER_OFFSET, at | {"consumerGroup": "DeniedGroup"}, None, APP)
+            assert denied.code == ResponseCode.NO_PERMISSION
+            snake = await c.invoke(Code.UPDATE_CONSUMER_OFFSET, at | {"consumer_group": "DeniedGroup"}, None, APP)
+            assert snake.code != ResponseCode.SUCCESS, "consumer_group is not RocketMQ's name: no group given"
+            both = await c.invoke(Code.UPDATE_CONSUMER_OFFSET,
+                                  at | {"consumerGroup": "G", "consumer_group": "DeniedGroup"}, None, APP)
+            assert both.code == ResponseCode.SUCCESS, both.remark
+            assert bc.offsets.query_offset("DeniedGroup", "Allowed", 0) == -1, "no offset of the denied group"
+            assert bc.offsets.query_offset("G", "Allowed", 0) == 5, "the group the ACL checked is the one written"
+            c.close()
+
+    asyncio.run(scenario())
