@@ -25,8 +25,12 @@ from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.message_codec import ray_send_ext
 from namesrv.broker.processor_types import PullOutcome
-from namesrv.persist import DurableWriteError
-from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP, create_topic_ext, pull_message_ext
+from namesrv.protocol.broker_headers import (
+    DEFAULT_CONSUMER_GROUP,
+    broker_permission_body,
+    create_topic_ext,
+    pull_message_ext,
+)
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, Perm
 from namesrv.protocol.models import TopicConfig
@@ -136,19 +140,13 @@ class BrokerActor:
         return _with_payload(await self._handle(BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": str(topic)}, None,
                                                 auth))
 
-    async def update_broker_permission(self, perm: int) -> RemotingResponse:
-        if not isinstance(perm, int) or isinstance(perm, bool) or perm & ~7:
+    async def update_broker_permission(self, perm: int, auth: dict[str, str] | None = None) -> RemotingResponse:
+        """UPDATE_BROKER_CONFIG of brokerPermission (ext_fields: registered); an admin's `auth`
+        (over `broker_permission_body(perm)`) with ACL on."""
+        if not isinstance(perm, int) or isinstance(perm, bool):
             return error(ResponseCode.SYSTEM_ERROR, f"invalid broker permission {perm!r}")
-        previous, self.controller.config.broker_permission = self.controller.config.broker_permission, perm
-        before = self.controller.writer.submitted
-        self.controller.topics.next_version()
-        try:
-            await self.controller.durable(before)
-        except DurableWriteError as e:  # the new version is not on disk: rolled back, and the perm too
-            self.controller.config.broker_permission = previous
-            return error(ResponseCode.SYSTEM_ERROR, str(e))
-        outcomes = await self.register_broker_all()
-        return RemotingResponse(ext_fields={"registered": outcomes})
+        return _with_payload(await self._handle(BrokerRequestCode.UPDATE_BROKER_CONFIG, {},
+                                                broker_permission_body(perm), auth))
 
     async def get_topic_config_table(self) -> dict[str, dict[str, Any]]:
         return {n: tc.to_wire() for n, tc in self.controller.topics.topic_config_table.items()}

@@ -103,7 +103,7 @@ class BrokerController:
                                           lambda: self.topics.data_version)
         self.metrics = metrics if metrics is not None else NO_METRICS
         self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic,
-                                          self.registrar.register_broker_all)
+                                          self.registrar.register_broker_all, self.config)
         self.pipeline = RequestPipeline(identity.broker_addr, BrokerWireEncoder(identity.broker_addr).encode)
         """Every request, from TCP or Ray: ACL hook, then the admin codes or the broker processor."""
         self.acl = AclHook(AclManager(config.acl_file), check_broker, self._count_acl_refusal) \

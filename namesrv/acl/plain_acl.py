@@ -51,7 +51,8 @@ NAMESRV_ADMIN_CODES = frozenset({
     RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG, RequestCode.DELETE_TOPIC_IN_NAMESRV,
     RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.UPDATE_NAMESRV_CONFIG,
 })
-BROKER_ADMIN_CODES = frozenset({BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, BrokerRequestCode.DELETE_TOPIC_IN_BROKER})
+BROKER_ADMIN_CODES = frozenset({BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, BrokerRequestCode.DELETE_TOPIC_IN_BROKER,
+                                BrokerRequestCode.UPDATE_BROKER_CONFIG})
 """Broker requests only an admin account may send (RocketMQ's Permission.needAdminPerm)."""
 NAMESRV_BROKER_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
                                   RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION,

@@ -1,4 +1,4 @@
-"""Topic administration on a broker (RocketMQ's AdminBrokerProcessor, its topic codes).
+"""Broker administration (RocketMQ's AdminBrokerProcessor: its topic codes and the broker's permission).
 
 UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER, from mqadmin over TCP or a Ray caller alike:
 the change is persisted first (a failed write is rolled back and answered SYSTEM_ERROR), then
@@ -15,13 +15,15 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
+from namesrv.broker.config import BrokerConfig
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.persist import BackgroundWriter, DurableWriteError
+from namesrv.protocol.bodies import parse_properties
 from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import SYSTEM_TOPICS
 from namesrv.protocol.models import TopicConfig
-from namesrv.protocol.types import describe_errors
+from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 
@@ -34,16 +36,18 @@ Registered = dict[str, str]
 class AdminBrokerProcessor:
     def __init__(self, topics: TopicConfigManager, writer: BackgroundWriter,
                  register_topic: Callable[[TopicConfig], Awaitable[Registered]],
-                 register_all: Callable[[], Awaitable[Registered]]) -> None:
+                 register_all: Callable[[], Awaitable[Registered]], config: BrokerConfig) -> None:
         """`writer` persists the topic table; `register_topic(tc)` tells every NameServer of one
-        topic, `register_all()` of the whole table."""
+        topic, `register_all()` of the whole table; `config` is the broker's own (its permission)."""
         self.topics = topics
         self.writer = writer
+        self.config = config
         self.register_topic = register_topic
         self.register_all = register_all
         self.handlers: dict[int, Handler] = {
             BrokerRequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             BrokerRequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            BrokerRequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
         }
 
     def update_and_create_topic(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
@@ -88,3 +92,35 @@ class AdminBrokerProcessor:
             return error(ResponseCode.SYSTEM_ERROR, str(e))
         registered = await self.register_all() if deleted else {}
         return RemotingResponse(payload={"deleted": deleted, "registered": registered})
+
+    def update_broker_config(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        """UPDATE_BROKER_CONFIG with a properties body. Of RocketMQ's keys only `brokerPermission`
+        (what takes a broker out of, and back into, service) is served; any other key is refused
+        and changes nothing (RocketMQ would take it)."""
+        try:
+            props = parse_properties(request.body or b"")
+        except InvalidInput as e:
+            return error(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {e}")
+        unknown = sorted(set(props) - {"brokerPermission"})
+        if unknown or not props:
+            return error(ResponseCode.INVALID_PARAMETER,
+                         f"config key {unknown[0]} cannot be updated on this broker" if unknown
+                         else "no brokerPermission given")
+        value = props["brokerPermission"].strip()
+        if not value.isdigit() or int(value) & ~7:
+            return error(ResponseCode.SYSTEM_ERROR, f"invalid broker permission {value!r}")
+        log.info("brokerPermission set to %s by %s", value, ctx.remote)
+        return self._set_permission(int(value))
+
+    async def _set_permission(self, perm: int) -> RemotingResponse:
+        """The new permission with a new DataVersion, on disk, then registered with every NameServer
+        (topic perms are masked by it); a failed write puts both back."""
+        previous, self.config.broker_permission = self.config.broker_permission, perm
+        before = self.writer.submitted
+        self.topics.next_version()
+        try:
+            await self.writer.drained(before)
+        except DurableWriteError as e:
+            self.config.broker_permission = previous
+            return error(ResponseCode.SYSTEM_ERROR, str(e))
+        return RemotingResponse(payload={"registered": await self.register_all()})

@@ -189,3 +189,8 @@ def pull_message_ext(topic: str, queue_id: int, offset: int, max_nums: int,
     return {"consumerGroup": consumer_group, "topic": topic, "queueId": str(queue_id), "queueOffset": str(offset),
             "maxMsgNums": str(max_nums), "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
             "subscription": "*", "subVersion": "0"}
+
+
+def broker_permission_body(perm: int) -> bytes:
+    """UPDATE_BROKER_CONFIG's body setting brokerPermission (Java properties text)."""
+    return f"brokerPermission={perm}\n".encode()

@@ -38,6 +38,8 @@ class BrokerRequestCode(IntEnum):
     UPDATE_AND_CREATE_TOPIC = 17
     """mqadmin updateTopic: create or update one topic on this broker, then register it."""
     QUERY_CONSUMER_OFFSET = 14
+    UPDATE_BROKER_CONFIG = 25
+    """mqadmin updateBrokerConfig: change broker settings (a properties body); here brokerPermission."""
     UPDATE_CONSUMER_OFFSET = 15
     GET_BROKER_RUNTIME_INFO = 28
     """mqadmin clusterList / brokerStatus and the dashboard: the broker's runtime figures (a KVTable)."""

@@ -16,7 +16,7 @@ from clients.admin import AdminClient
 from clients.consumer import PullConsumer, PullError
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
 from namesrv.broker.message_codec import decode_offset_msg_id, ray_send_ext
-from namesrv.protocol.broker_headers import create_topic_ext, pull_message_ext
+from namesrv.protocol.broker_headers import broker_permission_body, create_topic_ext, pull_message_ext
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.ray.helpers import DeploymentFactory, wait_until
@@ -147,3 +147,22 @@ def test_a_message_is_sent_back_only_from_a_topic_its_group_reads(dep: Deploymen
                                                   auth(pull_message_ext(f"%RETRY%{group}", 0, 0, 32, group), None,
                                                        OPS)), timeout=60)
         assert page["messages"] == [], f"nothing was copied into %RETRY%{group}"
+
+
+def test_only_an_admin_changes_the_brokers_permission(dep: Deployment) -> None:
+    """UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig -k brokerPermission), and its Ray method."""
+    broker = broker_of(dep)
+    assert ray.get(broker.update_broker_permission.remote(4), timeout=60).code == ResponseCode.NO_PERMISSION
+    app = auth({}, broker_permission_body(4), APP)
+    assert ray.get(broker.update_broker_permission.remote(4, app), timeout=60).code == ResponseCode.NO_PERMISSION
+    assert ray.get(broker.get_runtime_info.remote(), timeout=60)["permission"] == 6
+    with RemotingClient(*parse_namesrv_addr(next(iter(dep.brokers)))[0]) as c:
+        unsigned = c.invoke(BrokerRequestCode.UPDATE_BROKER_CONFIG, {}, broker_permission_body(4))
+        assert unsigned.code == ResponseCode.NO_PERMISSION
+        other_key = invoke(c, BrokerRequestCode.UPDATE_BROKER_CONFIG, {}, OPS, b"flushDiskType=ASYNC_FLUSH\n")
+        assert other_key.code == ResponseCode.INVALID_PARAMETER and "flushDiskType" in (other_key.remark or "")
+        assert invoke(c, BrokerRequestCode.UPDATE_BROKER_CONFIG, {}, OPS, broker_permission_body(4)).code == OK
+    assert ray.get(broker.get_runtime_info.remote(), timeout=60)["permission"] == 4
+    ops = auth({}, broker_permission_body(6), OPS)
+    assert ray.get(broker.update_broker_permission.remote(6, ops), timeout=60).ok
+    assert ray.get(broker.get_runtime_info.remote(), timeout=60)["permission"] == 6
