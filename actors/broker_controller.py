@@ -23,6 +23,7 @@ from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
 from namesrv.acl.plain_acl import SUB, AclManager
 from namesrv.acl.rpc_hook import AclHook, check_broker
 from namesrv.broker.admin_processor import AdminBrokerProcessor
+from namesrv.broker.admin_queries import AdminQueries
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
 from namesrv.broker.commit_log import CommitLog, FlushDiskType
 from namesrv.broker.config import BrokerConfig
@@ -112,6 +113,9 @@ class BrokerController:
             self.pipeline.add_hook(self.acl)
             self.processor.may_read = self._may_read
         self.pipeline.register(self.admin.handlers)
+        self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
+                                    lambda: self.processor.consumers, str(store_dir))
+        self.pipeline.register(self.queries.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
         self._notify_opaque = 0

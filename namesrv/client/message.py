@@ -16,6 +16,7 @@ from namesrv.protocol.constants import (
     TOPIC_MAX_LENGTH,
     TOPIC_REGEX,
 )
+from namesrv.protocol.models import MessageQueue as MessageQueue
 from namesrv.protocol.types import GroupName, InvalidInput, TopicName, check
 
 MAX_PROPERTIES_SIZE = 32 * 1024
@@ -38,12 +39,6 @@ class Message:
             props["KEYS"] = self.keys
         return props
 
-
-@dataclass(frozen=True, slots=True)
-class MessageQueue:
-    topic: str
-    broker_name: str
-    queue_id: int
 
 
 def _check_name(tp: object, value: object, what: str, max_length: int, prefix: str) -> str:

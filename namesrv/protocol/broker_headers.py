@@ -100,6 +100,17 @@ class GetConsumerListByGroupRequestHeader(Header):
     consumer_group: GroupName
 
 
+class TopicHeader(Header):
+    """GET_TOPIC_STATS_INFO, QUERY_TOPIC_CONSUME_BY_WHO."""
+
+    topic: TopicName
+
+
+class GetConsumeStatsRequestHeader(Header):
+    consumer_group: GroupName
+    topic: TopicName | None = None
+
+
 class UnregisterClientRequestHeader(Header):
     client_id: str = Field(alias="clientID", min_length=1, max_length=1024)
     producer_group: GroupName | None = None

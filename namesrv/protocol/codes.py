@@ -38,9 +38,13 @@ class BrokerRequestCode(IntEnum):
     UPDATE_AND_CREATE_TOPIC = 17
     """mqadmin updateTopic: create or update one topic on this broker, then register it."""
     QUERY_CONSUMER_OFFSET = 14
+    GET_ALL_TOPIC_CONFIG = 21
+    """mqadmin / dashboard: the broker's whole topic table and its DataVersion."""
     UPDATE_BROKER_CONFIG = 25
     """mqadmin updateBrokerConfig: change broker settings (a properties body); here brokerPermission."""
     UPDATE_CONSUMER_OFFSET = 15
+    GET_BROKER_CONFIG = 26
+    """mqadmin getBrokerConfig: every setting as Java properties text, under RocketMQ's names."""
     GET_BROKER_RUNTIME_INFO = 28
     """mqadmin clusterList / brokerStatus and the dashboard: the broker's runtime figures (a KVTable)."""
     SEARCH_OFFSET_BY_TIMESTAMP = 29
@@ -56,8 +60,16 @@ class BrokerRequestCode(IntEnum):
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
     CHECK_CLIENT_CONFIG = 46
+    GET_TOPIC_STATS_INFO = 202
+    """mqadmin topicStatus: each queue's min/max offset and last store time (a TopicStatsTable)."""
+    GET_CONSUMER_CONNECTION_LIST = 203
+    """mqadmin consumerConnection: a group's clients and subscriptions (a ConsumerConnection)."""
+    GET_CONSUME_STATS = 208
+    """mqadmin consumerProgress: a group's committed offset against each queue's max (ConsumeStats)."""
     DELETE_TOPIC_IN_BROKER = 215
     """mqadmin deleteTopic's first step: drop the topic on this broker, then register."""
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
+    """mqadmin / dashboard: the consumer groups of a topic (a GroupList)."""
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
 
@@ -90,3 +102,4 @@ class ResponseCode(IntEnum):
     SUBSCRIPTION_PARSE_FAILED = 23
     FILTER_DATA_NOT_EXIST = 27
     INVALID_PARAMETER = 29
+    CONSUMER_NOT_ONLINE = 206

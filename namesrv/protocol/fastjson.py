@@ -7,6 +7,7 @@ a NameServer talking to an old client. With `standard=True` (a request `version`
 BrowserCompatible + QuoteFieldNames + MapSortField encoding does.
 
 Reading (`loads`): standard JSON, and fastjson's bare integer keys for the bodies that carry them.
+Maps keyed by objects (a MessageQueue) are written here too; `namesrv.protocol.keyed_json` reads them.
 """
 
 from __future__ import annotations
@@ -35,15 +36,27 @@ def dumps(obj: Any, *, standard: bool = False) -> bytes:
 def _key(key: object, standard: bool) -> str:
     if isinstance(key, str):
         return _encode_ascii(key) if standard else _encode_str(key)
+    to_wire = getattr(key, "to_wire", None)
+    fields: Any = to_wire() if to_wire is not None else dict(key) if isinstance(key, tuple) else None
+    if fields is not None:  # an object key (a MessageQueue): fastjson writes it bare
+        out: list[str] = []
+        _write(fields, out, standard)
+        text = "".join(out)
+        return _encode_ascii(text) if standard else text  # standard JSON: the object as a string key
     if isinstance(key, bool) or not isinstance(key, int):
-        raise TypeError(f"map keys must be strings or integers, got {type(key).__name__}")
+        raise TypeError(f"map keys must be strings, integers or objects, got {type(key).__name__}")
     return f'"{key}"' if standard else str(key)
 
 
 def _sort_key(item: tuple[Any, Any]) -> tuple[int, Any]:
-    """Integer keys first, numerically; then string keys (fields) alphabetically."""
+    """Integer keys first, numerically; then string keys (fields) alphabetically; object keys
+    (`namesrv.protocol.keyed_json`) last, by their fields."""
     key = item[0]
-    return (1, key) if isinstance(key, str) else (0, key)
+    if isinstance(key, str):
+        return (1, key)
+    if isinstance(key, int):
+        return (0, key)
+    return (2, repr(key.to_wire() if hasattr(key, "to_wire") else key))
 
 
 def _write(obj: Any, out: list[str], standard: bool) -> None:

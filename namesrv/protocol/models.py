@@ -8,6 +8,7 @@ Wire forms use RocketMQ's camelCase field names.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -70,6 +71,26 @@ class TopicConfig(BaseModel):
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageQueue:
+    """One queue of a topic on one broker group (RocketMQ's MessageQueue): what clients send to and
+    pull from, and the key of the admin bodies' offset tables."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> MessageQueue:
+        topic, broker_name, queue_id = d.get("topic"), d.get("brokerName"), d.get("queueId")
+        if not isinstance(topic, str) or not isinstance(broker_name, str) or not isinstance(queue_id, int):
+            raise InvalidInput(f"not a MessageQueue: {dict(d)!r}"[:300])
+        return cls(topic, broker_name, queue_id)
 
 
 @dataclass(frozen=True, slots=True)

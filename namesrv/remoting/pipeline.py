@@ -23,7 +23,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.codec import RemotingCommand
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error, to_request
 
@@ -106,6 +109,10 @@ class RequestPipeline:
         else:
             try:
                 answer = handler(request, ctx)
+            except ValidationError as e:  # a header that does not parse: the client's error, not ours
+                answer = error(ResponseCode.SYSTEM_ERROR, f"invalid request: {describe_errors(e)}")
+            except InvalidInput as e:
+                answer = error(ResponseCode.SYSTEM_ERROR, f"invalid request: {e}")
             except Exception as e:  # a bug: answer anyway, as RocketMQ's processRequestCommand does
                 log.exception("%s: request %s from %s failed", self.name, request.code, ctx.remote)
                 answer = error(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")

@@ -1,0 +1,196 @@
+"""The read-only admin codes of a broker (RocketMQ's AdminBrokerProcessor) that mqadmin's
+topicStatus, consumerProgress, consumerConnection and getBrokerConfig and the dashboard read:
+GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST (203),
+GET_ALL_TOPIC_CONFIG (21), QUERY_TOPIC_CONSUME_BY_WHO (300) and GET_BROKER_CONFIG (26), with
+RocketMQ's body shapes (maps keyed by MessageQueue objects written as fastjson writes them).
+
+Store reads (a queue's last store time) run off the event loop, in one go per request.
+GET_CONSUMER_RUNNING_INFO (307) is not served: RocketMQ answers it by asking the client itself over
+its connection, which a broker here does not do; it answers REQUEST_CODE_NOT_SUPPORTED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from namesrv.broker.commit_log import CommitLog
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.consumer_manager import ConsumerManager, SubscriptionData
+from namesrv.broker.consumer_offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
+from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.protocol import fastjson
+from namesrv.protocol.admin_bodies import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    GroupList,
+    OffsetWrapper,
+    TopicOffset,
+    TopicStatsTable,
+)
+from namesrv.protocol.bodies import format_properties
+from namesrv.protocol.broker_headers import (
+    GetConsumerListByGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    TopicHeader,
+)
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.models import MessageQueue
+from namesrv.remoting.codec import LanguageCode, ext_value
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.pipeline import Answer, Handler, RequestContext
+
+ROCKETMQ_CONFIG_NAMES = {
+    "register_name_server_period_ms": "registerNameServerPeriod",
+    "register_broker_timeout_ms": "registerBrokerTimeoutMills",
+    "heartbeat_timeout_ms": "brokerNotActiveTimeoutMillis",
+    "flush_interval_ms": "flushIntervalCommitLog",
+}
+"""BrokerConfig fields whose RocketMQ name is not their camelCase; the rest are."""
+NOT_SHOWN = frozenset({"credentials"})
+"""Never answered: the broker's own account carries its secret key."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _java(value: object) -> str:
+    return value.value if hasattr(value, "value") and isinstance(value.value, str) else ext_value(value)
+
+
+def _client_addr(channel: str) -> str:
+    """A TCP connection's token is `tcp:<peer>#<n>`; a Ray caller's channel is its own token."""
+    return channel.removeprefix("tcp:").partition("#")[0]
+
+
+def _language(code: int) -> str:
+    try:
+        return LanguageCode(code).name
+    except ValueError:
+        return "OTHER"
+
+
+class AdminQueries:
+    def __init__(self, identity: BrokerIdentity, config: BrokerConfig, topics: TopicConfigManager, store: CommitLog,
+                 offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager], store_dir: str) -> None:
+        """`consumers()` is the broker processor's live consumer table."""
+        self.identity = identity
+        self.config = config
+        self.topics = topics
+        self.store = store
+        self.offsets = offsets
+        self.consumers = consumers
+        self.store_dir = store_dir
+        self.handlers: dict[int, Handler] = {
+            BrokerRequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            BrokerRequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            BrokerRequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            BrokerRequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+        }
+
+    # ------------------------------------------------------------------ store figures
+    def _last_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        found = self.store.get_message(topic, queue_id, offset, 1) if offset >= 0 else []
+        return found[0].store_timestamp if found else 0
+
+    def _mq(self, topic: str, queue_id: int) -> MessageQueue:
+        return MessageQueue(topic, self.identity.broker_name, queue_id)
+
+    def get_topic_stats_info(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        topic = TopicHeader.from_ext(request.ext_fields, wire=True).topic
+        tc = self.topics.topic_config_table.get(topic)
+        if tc is None:
+            return error(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        return self._topic_stats(topic, max(tc.write_queue_nums, tc.read_queue_nums))
+
+    async def _topic_stats(self, topic: str, queues: int) -> RemotingResponse:
+        def collect() -> TopicStatsTable:
+            table = TopicStatsTable()
+            for q in range(queues):
+                low, high = max(0, self.store.min_offset(topic, q)), max(0, self.store.max_offset(topic, q))
+                stamp = self._last_store_time(topic, q, high - 1) if high > 0 else 0
+                table.offset_table[self._mq(topic, q)] = TopicOffset(low, high, stamp)
+            return table
+        return RemotingResponse(body=fastjson.dumps((await asyncio.to_thread(collect)).to_wire()))
+
+    def get_consume_stats(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        h = GetConsumeStatsRequestHeader.from_ext(request.ext_fields, wire=True)
+        group = h.consumer_group
+        topics = {h.topic} if h.topic else set(self._topics_of_group(group))
+        manager = self.consumers()
+        if manager.groups.get(group) and manager.groups[group].subscriptions:  # as RocketMQ: only what it subscribes
+            topics = {t for t in topics if manager.subscription(group, t) is not None}
+        return self._consume_stats(group, sorted(topics))
+
+    def _topics_of_group(self, group: str) -> list[str]:
+        suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
+        return [key[: -len(suffix)] for key in self.offsets.table if key.endswith(suffix)]
+
+    async def _consume_stats(self, group: str, topics: list[str]) -> RemotingResponse:
+        def collect() -> ConsumeStats:
+            stats = ConsumeStats()
+            for topic in topics:
+                tc = self.topics.topic_config_table.get(topic)
+                for q in range(tc.read_queue_nums if tc is not None else 0):
+                    broker_offset = max(0, self.store.max_offset(topic, q))
+                    consumer_offset = max(0, self.offsets.query_offset(group, topic, q))
+                    stamp = self._last_store_time(topic, q, consumer_offset - 1)
+                    stats.offset_table[self._mq(topic, q)] = OffsetWrapper(broker_offset, consumer_offset,
+                                                                           consumer_offset, stamp)
+            return stats
+        return RemotingResponse(body=fastjson.dumps((await asyncio.to_thread(collect)).to_wire()))
+
+    # ------------------------------------------------------------------ clients and groups
+    def get_consumer_connection_list(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        group = GetConsumerListByGroupRequestHeader.from_ext(request.ext_fields, wire=True).consumer_group
+        info = self.consumers().groups.get(group)
+        if info is None or not info.channels:
+            return error(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        body = ConsumerConnection(
+            [Connection(c.client_id, _client_addr(c.channel), _language(c.language), c.version)
+             for c in info.channels.values()],
+            {t: _subscription_wire(s) for t, s in info.subscriptions.items()},
+            info.consume_type, info.message_model, info.consume_from_where)
+        return RemotingResponse(body=fastjson.dumps(body.to_wire()))
+
+    def query_topic_consume_by_who(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        topic = TopicHeader.from_ext(request.ext_fields, wire=True).topic
+        online = {g for g, info in self.consumers().groups.items() if topic in info.subscriptions}
+        committed = {key.partition(TOPIC_GROUP_SEPARATOR)[2] for key in self.offsets.table
+                     if key.partition(TOPIC_GROUP_SEPARATOR)[0] == topic}
+        return RemotingResponse(body=fastjson.dumps(GroupList(sorted(online | committed)).to_wire()))
+
+    # ------------------------------------------------------------------ configuration
+    def get_all_topic_config(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        table = {name: tc.to_wire() for name, tc in self.topics.topic_config_table.items()}
+        body = {"dataVersion": self.topics.data_version.to_wire(), "topicConfigTable": table}
+        return RemotingResponse(ext_fields={"totalTopicNum": str(len(table))}, body=fastjson.dumps(body))
+
+    def broker_config(self) -> dict[str, str]:
+        """Every setting under RocketMQ's name (the broker's secret never among them)."""
+        host, _, port = self.identity.broker_addr.rpartition(":")
+        props = {"brokerClusterName": self.identity.cluster_name, "brokerName": self.identity.broker_name,
+                 "brokerId": str(self.identity.broker_id), "brokerIP1": host or self.identity.broker_addr,
+                 "listenPort": port if port.isdigit() else "0", "storePathRootDir": self.store_dir}
+        for name, value in self.config.model_dump().items():
+            if name not in NOT_SHOWN and value is not None:
+                props[ROCKETMQ_CONFIG_NAMES.get(name, _camel(name))] = _java(value)
+        return props
+
+    def get_broker_config(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        version = json.dumps(self.topics.data_version.to_wire(), separators=(",", ":"))
+        return RemotingResponse(ext_fields={"version": version}, body=format_properties(self.broker_config()))
+
+
+def _subscription_wire(sub: SubscriptionData) -> dict[str, Any]:
+    return {"classFilterMode": False, "codeSet": [], "expressionType": sub.expression_type,
+            "subString": sub.sub_string, "subVersion": sub.sub_version, "tagsSet": sorted(sub.tags_set),
+            "topic": sub.topic}
