@@ -67,7 +67,7 @@ class Account(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
 
     access_key: str = Field(alias="accessKey", min_length=1)
-    secret_key: str = Field(alias="secretKey", min_length=6)
+    secret_key: str = Field(alias="secretKey", min_length=6, repr=False)
     white_remote_address: str | None = Field(default=None, alias="whiteRemoteAddress")
     admin: bool = False
     broker: bool = False
@@ -98,7 +98,8 @@ class SessionCredentials(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     access_key: str = Field(min_length=1)
-    secret_key: str = Field(min_length=1)
+    secret_key: str = Field(min_length=1, repr=False)
+    """Left out of the repr, so a logged config or error never shows it."""
 
 
 def signed(ext_fields: Mapping[str, Any], body: bytes | None, credentials: SessionCredentials | None) -> dict[str, Any]:

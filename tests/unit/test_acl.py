@@ -225,3 +225,13 @@ def test_a_broken_acl_file_is_reported_by_line_and_column_never_by_its_contents(
     os.utime(path, (time.time() + 50, time.time() + 50))
     with pytest.raises(AclError, match=r"line 3, column \d+"):
         acl.reload()
+
+
+def test_a_logged_config_or_account_never_shows_a_secret() -> None:
+    from namesrv.acl.plain_acl import Account
+    from namesrv.broker.config import BrokerConfig
+
+    config = BrokerConfig(credentials=SessionCredentials(access_key="broker", secret_key="zzz-secret-1"))
+    account = Account.model_validate({"accessKey": "app", "secretKey": "zzz-secret-2"})
+    for shown in (repr(config), str(config), repr(account), f"{config.credentials}"):
+        assert "zzz-secret" not in shown and ("broker" in shown or "app" in shown)
