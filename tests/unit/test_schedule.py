@@ -1,0 +1,152 @@
+"""Delay levels, timers and retry back-off (issue 22, point 3) in the pure core, with a real store
+and a manual clock: what a send becomes, when a parked message reaches its real queue, and that
+its progress survives a restart without losing or re-sending what was already moved."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from namesrv.broker.commit_log import CommitLog, MessageInner
+from namesrv.broker.schedule import (
+    REAL_QID,
+    REAL_TOPIC,
+    TIMER_OUT_MS,
+    TIMER_TOPIC,
+    TRANSACTION_PREPARED,
+    ScheduleError,
+    parse_delay_levels,
+    retry_delay_level,
+    transform,
+)
+from namesrv.broker.schedule_service import ScheduleService
+from namesrv.clock import ManualClock
+from namesrv.protocol.constants import SCHEDULE_TOPIC
+
+NOW = 1_700_000_000_000
+LEVELS = parse_delay_levels()
+
+
+def test_delay_levels_are_rocketmqs() -> None:
+    assert LEVELS[:4] == [1_000, 5_000, 10_000, 30_000] and LEVELS[-1] == 7_200_000 and len(LEVELS) == 18
+    with pytest.raises(ValueError):
+        parse_delay_levels("1s 5x")
+
+
+def test_what_a_send_becomes() -> None:
+    plain = MessageInner("T", 3, b"x", {"k": "v"})
+    assert transform(plain, 18, NOW) is plain
+    delayed = transform(MessageInner("T", 3, b"x", {"DELAY": "2"}), 18, NOW)
+    assert (delayed.topic, delayed.queue_id) == (SCHEDULE_TOPIC, 1)
+    assert delayed.properties[REAL_TOPIC] == "T" and delayed.properties[REAL_QID] == "3"
+    assert transform(MessageInner("T", 0, b"x", {"DELAY": "99"}), 18, NOW).queue_id == 17, "clamped to the last"
+    timer = transform(MessageInner("T", 1, b"x", {"TIMER_DELAY_SEC": "5"}), 18, NOW)
+    assert (timer.topic, timer.queue_id) == (TIMER_TOPIC, 0)
+    assert timer.properties[TIMER_OUT_MS] == str(NOW + 4_000), "a whole second rounds down one step, as RocketMQ"
+    at = transform(MessageInner("T", 1, b"x", {"TIMER_DELIVER_MS": str(NOW + 2_500)}), 18, NOW)
+    assert at.properties[TIMER_OUT_MS] == str(NOW + 2_000)
+    past = MessageInner("T", 1, b"x", {"TIMER_DELIVER_MS": str(NOW - 1)})
+    assert transform(past, 18, NOW) is past, "due already: stored as it is"
+    prepared = MessageInner("T", 1, b"x", {"DELAY": "3"}, sys_flag=TRANSACTION_PREPARED)
+    assert transform(prepared, 18, NOW) is prepared
+    for bad in ({"TIMER_DELAY_SEC": "soon"}, {"TIMER_DELAY_SEC": str(4 * 86_400)}, {"DELAY": "x"}):
+        with pytest.raises(ScheduleError):
+            transform(MessageInner("T", 0, b"x", bad), 18, NOW)
+
+
+def test_retry_back_off_follows_reconsume_times() -> None:
+    assert [retry_delay_level(n, 0) for n in range(3)] == [3, 4, 5]
+    assert retry_delay_level(5, 2) == 2
+
+
+class Scheduled:
+    def __init__(self, root: Path, fail: set[bytes] | None = None) -> None:
+        self.clock = ManualClock(NOW)
+        self.store = CommitLog(root / "store", clock=self.clock)
+        self.fail = fail if fail is not None else set()
+        self.service = ScheduleService(self.store, root / "delayOffset.json", self.clock, LEVELS, self.deliver)
+
+    async def deliver(self, msg: MessageInner) -> None:
+        if msg.body in self.fail:
+            raise OSError("disk full")
+        await self.store.put(msg)
+
+    async def park(self, body: bytes, **props: str) -> None:
+        await self.store.put(transform(MessageInner("T", 0, body, dict(props)), 18, self.clock()))
+
+    def real(self) -> list[bytes]:
+        return [m.body for m in self.store.get_message("T", 0, 0, 100)]
+
+
+def test_parked_messages_reach_their_queue_when_due_and_not_before(tmp_path: Path) -> None:
+    s = Scheduled(tmp_path)
+
+    async def scenario() -> None:
+        await s.park(b"level 2 (5 s)", DELAY="2")
+        await s.park(b"level 1 (1 s)", DELAY="1")
+        await s.park(b"timer 2 s", TIMER_DELAY_MS="2500")
+        assert await s.service.pass_once() == 0 and s.real() == []
+        s.clock.advance(999)
+        assert await s.service.pass_once() == 0, "not a millisecond early"
+        s.clock.advance(1)
+        assert await s.service.pass_once() == 1 and s.real() == [b"level 1 (1 s)"]
+        s.clock.advance(1_000)
+        assert await s.service.pass_once() == 1 and s.real()[-1] == b"timer 2 s"
+        s.clock.advance(3_000)
+        assert await s.service.pass_once() == 1 and s.real()[-1] == b"level 2 (5 s)"
+        [first] = s.store.get_message("T", 0, 0, 1)
+        assert "DELAY" not in first.properties and first.properties[REAL_TOPIC] == "T"
+        await s.service.persist(force=True)
+
+    asyncio.run(scenario())
+    assert s.service.lateness_ms == [0, 0, 0]
+    s.store.close()
+
+
+def test_progress_survives_a_restart_without_losing_or_resending(tmp_path: Path) -> None:
+    s = Scheduled(tmp_path)
+
+    async def before_restart() -> None:
+        for i in range(3):
+            await s.park(f"t{i}".encode(), TIMER_DELAY_MS=str(1_500 * (3 - i)))  # due in reverse order
+        await s.park(b"late", DELAY="3")
+        s.clock.advance(3_000)
+        assert await s.service.pass_once() == 2  # t1 and t2: due out of arrival order
+        await s.service.persist(force=True)
+
+    asyncio.run(before_restart())
+    s.store.close()
+    again = Scheduled(tmp_path)
+    again.clock.now_ms = s.clock.now_ms
+
+    async def after_restart() -> None:
+        assert again.real() == [b"t2", b"t1"]
+        assert await again.service.pass_once() == 0, "nothing delivered twice"
+        again.clock.advance(1_500)
+        assert await again.service.pass_once() == 1 and again.real()[-1] == b"t0"
+        again.clock.advance(10_000)
+        assert await again.service.pass_once() == 1 and again.real()[-1] == b"late"
+
+    asyncio.run(after_restart())
+    again.store.close()
+
+
+def test_a_failed_delivery_is_retried_never_skipped(tmp_path: Path) -> None:
+    s = Scheduled(tmp_path, fail={b"first"})
+
+    async def scenario() -> None:
+        await s.park(b"first", DELAY="1")
+        await s.park(b"second", DELAY="1")
+        await s.park(b"timer", TIMER_DELAY_MS="500")
+        s.clock.advance(1_000)
+        await s.service.pass_once()
+        assert b"first" not in s.real() and b"timer" in s.real()
+        s.fail.clear()
+        await s.service.pass_once()
+        assert s.real().count(b"first") == 1
+
+    asyncio.run(scenario())
+    assert s.service.level_offsets[1] == 2
+    s.store.close()
