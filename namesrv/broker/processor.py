@@ -140,41 +140,18 @@ class BrokerProcessor:
     def scan_not_active_clients(self) -> None:
         self.clients.scan_not_active_clients()
 
-    @property
-    def identity(self) -> BrokerIdentity:
-        return self.context.identity
-
-    @property
-    def config(self) -> BrokerConfig:
-        return self.context.config
-
-    @property
-    def topics(self) -> TopicConfigManager:
-        return self.context.topics
-
+    # the shared state other code reads through the processor (BrokerProcessor.context has all of it)
     @property
     def store(self) -> CommitLog:
         return self.context.store
-
-    @property
-    def offsets(self) -> ConsumerOffsetManager:
-        return self.context.offsets
 
     @property
     def consumers(self) -> ConsumerManager:
         return self.context.consumers
 
     @property
-    def producers(self) -> dict[str, dict[str, int]]:
-        return self.context.producers
-
-    @property
     def hold(self) -> PullHoldService:
         return self.context.hold
-
-    @property
-    def locks(self) -> dict[tuple[str, str, int], tuple[str, int]]:
-        return self.admin.locks
 
     @property
     def stats(self) -> collections.Counter[tuple[str, str]]:
@@ -183,10 +160,6 @@ class BrokerProcessor:
     @property
     def broker_stats(self) -> BrokerStats:
         return self.context.broker_stats
-
-    @property
-    def sends_waiting(self) -> int:
-        return self.context.sends_waiting
 
     @property
     def closed(self) -> bool:
