@@ -1,11 +1,19 @@
-"""Broker administration (RocketMQ's AdminBrokerProcessor: its topic codes and the broker's permission).
+"""Broker administration (RocketMQ's AdminBrokerProcessor), in two processors.
 
-UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER, from mqadmin over TCP or a Ray caller alike:
-the change is persisted first (a failed write is rolled back and answered SYSTEM_ERROR), then
-registered with every NameServer, and only then answered, so a route query right after the answer
-already sees it. An invalid or system topic is INVALID_PARAMETER and changes nothing. What the
-registration did travels as the answer's payload (for Ray callers); the wire answer is the code and
-remark, as RocketMQ's.
+`AdminBrokerProcessor`: the topic codes and the broker's permission, wired by the broker controller
+(they persist and re-register). UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER, from mqadmin
+over TCP or a Ray caller alike: the change is persisted first (a failed write is rolled back and
+answered SYSTEM_ERROR), then registered with every NameServer, and only then answered, so a route
+query right after the answer already sees it. An invalid or system topic is INVALID_PARAMETER and
+changes nothing. What the registration did travels as the answer's payload (for Ray callers); the
+wire answer is the code and remark, as RocketMQ's.
+
+`AdminRuntimeProcessor`: the codes on the broker's runtime state only (the orderly consumers'
+queue locks, LOCK_BATCH_MQ/UNLOCK_BATCH_MQ, and GET_BROKER_RUNTIME_INFO), served through
+`namesrv.broker.processor.BrokerProcessor` with the other broker processors.
+
+Adding an admin request code means writing its handler in one of the two and adding one line to
+its `handlers`.
 """
 
 from __future__ import annotations
@@ -15,13 +23,15 @@ from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
+from namesrv.broker.broker_context import BrokerContext, json_body
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.persist import BackgroundWriter, DurableWriteError
+from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import parse_properties
 from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.constants import SYSTEM_TOPICS
+from namesrv.protocol.constants import MASTER_ID, SYSTEM_TOPICS
 from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -124,3 +134,48 @@ class AdminBrokerProcessor:
             self.config.broker_permission = previous
             return error(ResponseCode.SYSTEM_ERROR, str(e))
         return RemotingResponse(payload={"registered": await self.register_all()})
+
+
+class AdminRuntimeProcessor:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.locks: dict[tuple[str, str, int], tuple[str, int]] = {}
+        """(group, topic, queue) -> (client id, locked at) for orderly consumers (LOCK_BATCH_MQ)."""
+        self.handlers: dict[int, Handler] = {
+            BrokerRequestCode.LOCK_BATCH_MQ: self._lock_batch_mq,
+            BrokerRequestCode.UNLOCK_BATCH_MQ: self._unlock_batch_mq,
+            BrokerRequestCode.GET_BROKER_RUNTIME_INFO: self._get_broker_runtime_info,
+        }
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table (see namesrv.broker.broker_stats)."""
+        ctx = self.ctx
+        return ctx.broker_stats.runtime_info(
+            broker_active=ctx.identity.broker_id == MASTER_ID, store_dir=ctx.store.dir,
+            commit_log_max_offset=ctx.store.size_bytes(), earliest_message_ms=ctx.store.earliest_store_time(),
+            sends_waiting=ctx.sends_waiting, pulls_held=ctx.hold.held)
+
+    def _get_broker_runtime_info(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
+        return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"table": self.runtime_info()}))
+
+    def _lock_batch_mq(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
+        data = json_body(cmd.body, "lock request")
+        group, client_id = str(data.get("consumerGroup") or ""), str(data.get("clientId") or "")
+        now = self.ctx.clock()
+        locked = []
+        for mq in data.get("mqSet") or []:
+            key = (group, str(mq.get("topic")), int(mq.get("queueId", -1)))
+            holder = self.locks.get(key)
+            if holder is None or holder[0] == client_id or now - holder[1] > 60_000:
+                self.locks[key] = (client_id, now)
+                locked.append(mq)
+        return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"lockOKMQSet": locked}))
+
+    def _unlock_batch_mq(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
+        data = json_body(cmd.body, "unlock request")
+        group, client_id = str(data.get("consumerGroup") or ""), str(data.get("clientId") or "")
+        for mq in data.get("mqSet") or []:
+            key = (group, str(mq.get("topic")), int(mq.get("queueId", -1)))
+            if self.locks.get(key, ("",))[0] == client_id:
+                del self.locks[key]
+        return cmd.response(ResponseCode.SUCCESS)
