@@ -25,11 +25,12 @@ from namesrv.acl.rpc_hook import AclHook, check_broker
 from namesrv.broker.admin_processor import AdminBrokerProcessor
 from namesrv.broker.admin_queries import AdminQueries
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
-from namesrv.broker.commit_log import CommitLog, FlushDiskType
+from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.processor import BrokerProcessor
 from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.schedule_service import ScheduleService
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import Clock, system_clock
@@ -113,6 +114,9 @@ class BrokerController:
             self.pipeline.add_hook(self.acl)
             self.processor.may_read = self._may_read
         self.pipeline.register(self.admin.handlers)
+        self.schedule = ScheduleService(self.store, store_dir / "config" / "delayOffset.json", clock,
+                                        self.processor.context.delay_levels_ms, self._deliver_due)
+        self.processor.context.on_parked = self.schedule.notify
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
                                     lambda: self.processor.consumers, str(store_dir))
         self.pipeline.register(self.queries.handlers)
@@ -139,6 +143,7 @@ class BrokerController:
                         initial_delay_s=SAMPLE_INTERVAL_S)
         self.loop.every("scan-not-active-clients", CLIENT_SCAN_INTERVAL_S, self.processor.scan_not_active_clients,
                         initial_delay_s=CLIENT_SCAN_INTERVAL_S)
+        self.loop.spawn("deliver-scheduled", self.schedule.run(lambda: self.loop.closed))
         self.loop.start()
         if self._remoting_config is not None:
             self.loop.spawn("remoting-serve", self.remoting.serve())
@@ -152,6 +157,7 @@ class BrokerController:
         await self.remoting.stop()
         await self.loop.shutdown()
         await self.persist_offsets()
+        await self.schedule.persist(force=True)
         await self.durable()
         await asyncio.to_thread(self.store.close)
         return outcomes
@@ -200,6 +206,11 @@ class BrokerController:
     def _may_read(self, request: RemotingRequest, ctx: RequestContext, topic: str) -> str | None:
         assert self.acl is not None
         return self.acl.may(request, ctx, topic, SUB)
+
+    async def _deliver_due(self, message: MessageInner) -> None:
+        """A delayed or timed message whose time came, into its real queue (its held pulls woken)."""
+        await self.store.put(message)
+        self.processor.hold.notify(message.topic, message.queue_id)
 
     def _count_acl_refusal(self, reason: str) -> None:
         self.metrics.inc("acl_rejections", reason=reason)

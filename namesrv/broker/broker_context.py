@@ -19,6 +19,7 @@ from namesrv.broker.consumer_manager import ConsumerManager
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity
 from namesrv.broker.pull_hold import PullHoldService
+from namesrv.broker.schedule import MESSAGE_DELAY_LEVEL, parse_delay_levels
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
 from namesrv.protocol import fastjson
@@ -56,6 +57,9 @@ class BrokerContext:
     may_read: MayRead = anyone_may_read
     """With ACL on: None when the request's account may SUB `topic`, else why not (for a
     resource the request does not name, only points at: a message sent back by its offset)."""
+    on_parked: Callable[[], None] = lambda: None
+    """Called when a send parked a delayed or timed message (the schedule service looks again)."""
+    delay_levels_ms: list[int] = field(default_factory=lambda: parse_delay_levels(MESSAGE_DELAY_LEVEL))
     consumers: ConsumerManager = field(init=False)
     producers: dict[str, dict[str, int]] = field(init=False, default_factory=dict)
     """producer group -> {channel: last heartbeat}."""

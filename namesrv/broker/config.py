@@ -51,6 +51,13 @@ class BrokerConfig(BaseModel):
     access_message_in_memory_max_ratio: int = Field(default=40, ge=0, le=100)
     """RocketMQ's MessageStoreConfig caps on one pull: a message within this percentage of physical
     memory from the log's end counts as in memory, others as on disk (see transfer_caps)."""
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    """RocketMQ's messageDelayLevel: how long each delay level (1, 2, ...) waits."""
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = Field(default=1000, gt=0)
+    timer_max_delay_sec: int = Field(default=3 * 86_400, gt=0)
+    """5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS): on, to a second,
+    up to three days ahead (RocketMQ's timerWheelEnable, timerPrecisionMs, timerMaxDelaySec)."""
     credentials: SessionCredentials | None = None
     """The broker account this broker signs its NameServer requests with (NameServers with ACL on)."""
     acl_enable: bool = False

@@ -42,6 +42,7 @@ from namesrv.broker.consumer_processor import ConsumerManageProcessor
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity, PullOutcome, SendOutcome
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.pull_processor import PullMessageProcessor
+from namesrv.broker.schedule import parse_delay_levels
 from namesrv.broker.send_processor import SendMessageProcessor
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
@@ -69,7 +70,7 @@ class BrokerProcessor:
         on_group_changed: Callable[[str, list[str]], None] = lambda group, channels: None,
     ) -> None:
         self.context = BrokerContext(identity, config, topics, store, offsets, clock, on_topic_created,
-                                     on_group_changed)
+                                     on_group_changed, delay_levels_ms=parse_delay_levels(config.message_delay_level))
         self.sender = SendMessageProcessor(self.context)
         self.puller = PullMessageProcessor(self.context)
         self.clients = ClientManageProcessor(self.context)

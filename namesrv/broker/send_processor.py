@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
+from namesrv.broker import schedule
 from namesrv.broker.broker_context import BrokerContext
 from namesrv.broker.commit_log import MessageInner
 from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_properties
 from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, SendOutcome
+from namesrv.broker.schedule import TIMER_PROPERTIES
 from namesrv.protocol.broker_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import (
@@ -79,6 +81,18 @@ class SendMessageProcessor:
                               f"the message body size {len(body)} exceeds the limit {self.ctx.config.max_message_size}")
         return body
 
+    def _parked(self, message: MessageInner) -> MessageInner:
+        """What is stored for a message with a delay level or a timer (namesrv.broker.schedule)."""
+        cfg = self.ctx.config
+        if not cfg.timer_wheel_enable and any(p in message.properties for p in TIMER_PROPERTIES):
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "timer messages are not enabled on this broker "
+                                                            "(timerWheelEnable is false)")
+        try:
+            return schedule.transform(message, len(self.ctx.delay_levels_ms), self.ctx.clock(),
+                                      cfg.timer_precision_ms, cfg.timer_max_delay_sec)
+        except schedule.ScheduleError as e:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+
     def _check_stored(self, message: MessageInner) -> None:
         """A message the store would refuse (properties over 32,767 bytes, a topic over 127, ...)
         is MESSAGE_ILLEGAL with the reason, as RocketMQ's PROPERTIES_SIZE_EXCEEDED."""
@@ -98,19 +112,24 @@ class SendMessageProcessor:
             self._check_body(m.body)
             m.properties.setdefault("CLUSTER", ctx.identity.cluster_name)
             self._check_stored(m)
+            self._parked(m)  # a timer it cannot take is refused here, before anything changes
         first = messages[0]
         tc = self._topic_for_send(first.topic, default_topic, default_queue_nums, max(first.queue_id, 0))
         if first.queue_id < 0:  # "any queue": the broker picks one, as RocketMQ does
             queue_id = ctx.clock() % max(1, tc.write_queue_nums)
             for m in messages:
                 m.queue_id = queue_id
+        stored = [self._parked(m) for m in messages]
         ctx.sends_waiting += len(messages)
         try:
-            results = list(await asyncio.gather(*(ctx.store.put(m) for m in messages)))
+            results = list(await asyncio.gather(*(ctx.store.put(m) for m in stored)))
         finally:
             ctx.sends_waiting -= len(messages)
         ctx.stats[("sends", "SUCCESS")] += len(messages)
-        ctx.hold.notify(first.topic, messages[0].queue_id)
+        if any(s is not m for s, m in zip(stored, messages, strict=True)):
+            ctx.on_parked()
+        else:
+            ctx.hold.notify(first.topic, messages[0].queue_id)
         return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results])
 
     def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
@@ -144,8 +163,9 @@ class SendMessageProcessor:
 
     async def _send_back(self, cmd: RemotingRequest, client: RequestContext,
                          h: ConsumerSendMsgBackRequestHeader) -> RemotingResponse:
-        """Put a message a consumer failed to process into its group's retry topic (or, past the
-        retry limit, its dead-letter topic). Beyond RocketMQ's delay levels: redelivered at once.
+        """Put a message a consumer failed to process into its group's retry topic, back off by
+        delay level 3 + how often it was consumed (or the level it asks for), or, past the retry
+        limit, into its dead-letter topic at once.
         Only a message of the group's own retry topic or of a topic the group subscribes to, and
         (ACL) that the caller may read, is sent back: RocketMQ checks only the group, which lets a
         caller copy any message into a retry topic it reads."""
@@ -171,6 +191,7 @@ class SendMessageProcessor:
                 ctx.on_topic_created(topic)
         else:
             topic = f"{RETRY_GROUP_TOPIC_PREFIX}{h.group}"
+            props[schedule.DELAY] = str(schedule.retry_delay_level(original.reconsume_times, h.delay_level))
         message = MessageInner(topic, 0, original.body, props, original.msg_id, original.flag, original.sys_flag,
                                original.born_timestamp, original.born_host, times)
         await self.send([message], topic, 1)

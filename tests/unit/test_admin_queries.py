@@ -29,8 +29,8 @@ CLIENT = RequestContext("tcp:127.0.0.1:5555#1", "127.0.0.1:5555")
 
 class Admin:
     def __init__(self, broker: Broker, config: BrokerConfig) -> None:
-        self.queries = AdminQueries(broker.processor.identity, config, broker.topics, broker.store, broker.offsets,
-                                    lambda: broker.processor.consumers, "/data/broker-a")
+        self.queries = AdminQueries(broker.processor.context.identity, config, broker.topics, broker.store,
+                                    broker.offsets, lambda: broker.processor.consumers, "/data/broker-a")
         self.pipeline = RequestPipeline("broker-a", BrokerWireEncoder(ADDR).encode)
         self.pipeline.register(self.queries.handlers)
 

@@ -26,18 +26,21 @@ from namesrv.broker.message_codec import (
 )
 from namesrv.broker.processor import BrokerProcessor
 from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.schedule import parse_delay_levels
+from namesrv.broker.schedule_service import ScheduleService
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.constants import MAX_MESSAGE_SIZE
+from namesrv.protocol.constants import MAX_MESSAGE_SIZE, SCHEDULE_TOPIC
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import FrameDecoder, RemotingCommand, SerializeType, encode_command
 from namesrv.remoting.command import RemotingResponse, to_request
 from namesrv.remoting.pipeline import RequestContext
 
 ADDR = "127.0.0.1:10911"
+LEVELS = parse_delay_levels()
 CLIENT = RequestContext("tcp:127.0.0.1:5555#1", "127.0.0.1:5555")
 WIRE = BrokerWireEncoder(ADDR)
 
@@ -289,12 +292,22 @@ def test_heartbeats_build_the_group_and_its_retry_topic(broker: Broker) -> None:
 
 
 def test_a_message_sent_back_goes_to_the_retry_topic_then_the_dead_letter_topic(broker: Broker) -> None:
+    """As RocketMQ: back off by delay level 3 + reconsume times through SCHEDULE_TOPIC_XXXX into
+    %RETRY%group, then, past maxReconsumeTimes, into %DLQ%group at once."""
     broker.call(Code.HEART_BEAT, body=heartbeat("c1"))
     broker.send(b"poison", TAGS="P")
     [m] = broker.store.get_message("T", 0, 0)
     back = {"offset": m.commit_log_offset, "group": "CG", "delayLevel": 0, "originMsgId": "ORIG",
             "maxReconsumeTimes": 1}
     assert broker.call(Code.CONSUMER_SEND_MSG_BACK, back).code == ResponseCode.SUCCESS
+    assert broker.store.get_message("%RETRY%CG", 0, 0) == [], "not before its back-off"
+    [parked] = broker.store.get_message(SCHEDULE_TOPIC, 2, 0)  # level 3: 10 s
+    assert (parked.properties["REAL_TOPIC"], parked.properties["DELAY"]) == ("%RETRY%CG", "3")
+    service = ScheduleService(broker.store, None, broker.clock, LEVELS, broker.store.put)
+    broker.clock.advance(9_999)
+    assert asyncio.run(service.pass_once()) == 0
+    broker.clock.advance(1)
+    assert asyncio.run(service.pass_once()) == 1
     [retry] = broker.store.get_message("%RETRY%CG", 0, 0)
     assert (retry.body, retry.reconsume_times, retry.properties["RETRY_TOPIC"]) == (b"poison", 1, "T")
     again = back | {"offset": retry.commit_log_offset}
