@@ -110,13 +110,14 @@ class RouteInfoManager:
         """Which topics of a registration the tables need (changes nothing): see `registration`."""
         if broker_id != MASTER_ID:
             return NONE
-        broker_data = self.tables.broker_addr_table.get(broker_name)
+        tables = self.tables
+        broker_data = tables.broker_addr_table.get(broker_name)
         register_first = broker_data is None or broker_data.broker_addrs.get(broker_id) is None
         if register_first or broker_addr in self.registering or self.is_broker_topic_config_changed(
             broker_addr, data_version
         ):
             return ALL
-        return frozenset(self.tables.missing_topics.get(broker_name, ()))
+        return frozenset(tables.missing_topics.get(broker_name, ()))
 
     def begin_registration(
         self,
@@ -135,25 +136,26 @@ class RouteInfoManager:
         """Write the broker's identity, cluster, liveness and filter servers; its topics follow
         through the returned registration. None when a later registration of this address has
         already begun (this one is stale and changes nothing)."""
+        tables = self.tables
         seq = self.next_registration_seq() if seq is None else seq
-        prev = self.tables.broker_live_table.get(broker_addr)
+        prev = tables.broker_live_table.get(broker_addr)
         in_flight = self.registering.get(broker_addr)
         if (prev is not None and prev.registration_seq > seq) or (in_flight is not None and in_flight.seq > seq):
             log.info("ignore registration %d of %s: a later one has begun", seq, broker_addr)
             return None
-        self.tables.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
-        broker_data = self.tables.broker_addr_table.get(broker_name)
+        tables.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
+        broker_data = tables.broker_addr_table.get(broker_name)
         if broker_data is None:
             broker_data = BrokerData(cluster_name, broker_name, {})
-            self.tables.broker_addr_table[broker_name] = broker_data
+            tables.broker_addr_table[broker_name] = broker_data
         addrs = broker_data.broker_addrs
         # One address holds one id: a slave promoted to master at the same address drops its old id.
         for stale_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
             del addrs[stale_id]
-            self.tables.touch_broker(broker_name)
+            tables.touch_broker(broker_name)
         if addrs.get(broker_id) != broker_addr:
             addrs[broker_id] = broker_addr
-            self.tables.touch_broker(broker_name)
+            tables.touch_broker(broker_name)
 
         timeout = heartbeat_timeout_millis or self.config.broker_channel_expired_time_ms
         # The DataVersion is recorded when the topics are written (`finish`); until then it stays
@@ -162,14 +164,14 @@ class RouteInfoManager:
             self.clock(), timeout, prev.data_version if prev is not None else DataVersion(), channel,
             ha_server_addr, seq,
         )
-        self.tables.broker_live_table[broker_addr] = live
+        tables.broker_live_table[broker_addr] = live
         if prev is None:
-            self.tables.changes.added.add(broker_addr)
+            tables.changes.added.add(broker_addr)
             log.info("new broker registered, %s HAServer: %s", broker_addr, ha_server_addr)
         if filter_server_list is not None:
             self._set_filter_servers(broker_addr, filter_server_list)
         if wanted:  # a body with topics: every topic the NameServer deleted is reported again or gone
-            missing = self.tables.missing_topics.pop(broker_name, set())
+            missing = tables.missing_topics.pop(broker_name, set())
             if wanted != ALL:
                 wanted = frozenset(missing)
         registration = BrokerRegistration(
@@ -212,15 +214,16 @@ class RouteInfoManager:
         return self.tables.broker_live_table.keys() - self.registering.keys()
 
     def _set_filter_servers(self, broker_addr: str, filter_server_list: list[str]) -> None:
-        old_filters = self.tables.filter_server_table.get(broker_addr, [])
+        tables = self.tables
+        old_filters = tables.filter_server_table.get(broker_addr, [])
         if filter_server_list:
-            self.tables.filter_server_table[broker_addr] = list(filter_server_list)
+            tables.filter_server_table[broker_addr] = list(filter_server_list)
         else:
-            self.tables.filter_server_table.pop(broker_addr, None)
+            tables.filter_server_table.pop(broker_addr, None)
         if old_filters != list(filter_server_list):  # routes carry filter servers
-            for name, bd in self.tables.broker_addr_table.items():
+            for name, bd in tables.broker_addr_table.items():
                 if broker_addr in bd.broker_addrs.values():
-                    self.tables.touch_broker(name)
+                    tables.touch_broker(name)
 
     def live_master_of(self, broker_name: str) -> tuple[str | None, str | None]:
         """(master address, its HA address) of a group when the master is live, else (None, None)."""
