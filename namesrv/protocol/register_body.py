@@ -15,10 +15,7 @@ runs it to the end). Every encoding a broker may use:
 - ``msgpack``: the Ray path, ``{"topicConfigSerializeWrapper": {...}, "filterServerList": [...]}``.
 - ``json``: the TCP path, the same map as fastjson writes it (fields in alphabetical order).
 - ``compressed``: the TCP path with the ``compressed`` header (RocketMQ 4.9+): a deflate stream of
-  ``int32 length + DataVersion JSON``, ``int32 count``, per topic ``int32 length +
-  TopicConfig.encode()`` (space separated: name, read queues, write queues, perm, filter type,
-  attributes JSON), ``int32 length + filter server list JSON`` and, from brokers of 5.0 on, ``int32
-  count`` + queue mapping infos (which a NameServer ignores).
+  length-prefixed records, read by `register_body_compressed`.
 
 Fields may come in any order and use RocketMQ's camelCase or snake_case names; unknown fields are
 ignored (RocketMQ 5's static-topic mappings among them). Malformed input raises
@@ -29,55 +26,30 @@ from __future__ import annotations
 
 import json
 import re
-import struct
-import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any
 
 import msgpack
 
-from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import json_object
-from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.models import DataVersion, parse_data_version
+from namesrv.protocol.register_body_base import (
+    FILTERS,
+    SLICE,
+    TABLE,
+    VERSION,
+    WRAPPER,
+    BodyEncoding,
+    Opening,
+    RegisterBody,
+    TopicEntry,
+    filter_servers,
+)
+from namesrv.protocol.register_body_compressed import open_compressed
 from namesrv.protocol.types import InvalidInput
-from namesrv.slices import Steps, run_to_end
+from namesrv.slices import run_to_end
 
-BodyEncoding = Literal["msgpack", "json", "compressed"]
-
-SLICE = 128
-"""Topics read, validated or written between two yields: a fraction of a millisecond of work."""
-
-V5_0_0 = 413
-"""MQVersion.Version.V5_0_0.ordinal(): brokers from here on append queue mappings to compressed bodies."""
-
-MAX_INFLATED_SIZE = MAX_FRAME_SIZE
-"""A compressed registration may not inflate beyond what would fit in a frame uncompressed: the
-inflation stops at the first byte past it (a deflate bomb costs at most this much, then is refused)."""
-
-WRAPPER = ("topicConfigSerializeWrapper", "topic_config_serialize_wrapper")
-FILTERS = ("filterServerList", "filter_server_list")
-TABLE = ("topicConfigTable", "topic_config_table")
-VERSION = ("dataVersion", "data_version")
-
-TopicEntry = tuple[object, object]
-"""(key in topicConfigTable, the raw topic config) as the body holds them, not yet validated."""
-
-Opening = Steps["RegisterBody"]
-
-
-@dataclass(slots=True)
-class RegisterBody:
-    """An opened REGISTER_BROKER body: its version and filter servers, and its topics on demand."""
-
-    data_version: DataVersion
-    filter_server_list: list[str]
-    _entries: Callable[[], Iterator[TopicEntry]]
-
-    def topics(self) -> Iterator[TopicEntry]:
-        """Each topic of the table in body order; raises InvalidInput on a malformed entry."""
-        return self._entries()
+__all__ = ["SLICE", "BodyEncoding", "RegisterBody", "open_register_body", "read_register_body"]
 
 
 def open_register_body(body: bytes | None, encoding: BodyEncoding, broker_version: int = 0) -> Opening:
@@ -87,7 +59,7 @@ def open_register_body(body: bytes | None, encoding: BodyEncoding, broker_versio
     if encoding == "msgpack":
         return _open_msgpack(bytes(body))
     if encoding == "compressed":
-        return (yield from _open_compressed(bytes(body), broker_version))
+        return (yield from open_compressed(bytes(body), broker_version))
     return (yield from _open_json(bytes(body)))
 
 
@@ -101,14 +73,6 @@ def read_register_body(body: bytes | None, encoding: BodyEncoding, broker_versio
         },
         "filterServerList": opened.filter_server_list,
     }
-
-
-def _filters(value: object) -> list[str]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(a, str) and a for a in value):
-        raise InvalidInput("filterServerList must be a list of non-blank addresses")
-    return list(value)
 
 
 # ---------------------------------------------------------------------------- msgpack (Ray path)
@@ -140,7 +104,7 @@ def _open_msgpack(data: bytes) -> RegisterBody:
                     else:
                         up.skip()
             elif key in FILTERS:
-                filters = _filters(up.unpack())
+                filters = filter_servers(up.unpack())
             else:
                 up.skip()
         end = up.tell()
@@ -313,7 +277,7 @@ def _json_events(cur: _JsonCursor) -> Iterator[tuple[str, Any]]:
                 else:
                     cur.value()
         elif key in FILTERS:
-            yield "filters", _filters(cur.value())
+            yield "filters", filter_servers(cur.value())
         else:
             cur.value()
     cur.skip_ws()
@@ -335,111 +299,6 @@ def _from_map(raw: dict[Any, Any]) -> RegisterBody:
                 elif field_name in VERSION:
                     version = parse_data_version(field_value)
         elif key in FILTERS:
-            filters = _filters(value)
+            filters = filter_servers(value)
     entries = list(table.items())
     return RegisterBody(version, filters, lambda: iter(entries))
-
-
-# ---------------------------------------------------------------------------- compressed (TCP path)
-_INT = struct.Struct(">i")
-
-
-class _Records:
-    """int32-length-prefixed records of an inflated body."""
-
-    def __init__(self, data: bytes | bytearray, pos: int = 0) -> None:
-        self.data = data
-        self.pos = pos
-
-    def int32(self, what: str) -> int:
-        if self.pos + 4 > len(self.data):
-            raise InvalidInput(f"compressed register body ends inside {what}")
-        value: int = _INT.unpack_from(self.data, self.pos)[0]
-        self.pos += 4
-        if value < 0:
-            raise InvalidInput(f"compressed register body has a negative {what}: {value}")
-        return value
-
-    def chunk(self, what: str) -> bytes | bytearray:
-        length = self.int32(f"the length of {what}")
-        if self.pos + length > len(self.data):
-            raise InvalidInput(f"compressed register body ends inside {what}")
-        out = self.data[self.pos : self.pos + length]
-        self.pos += length
-        return out
-
-    def skip(self, what: str) -> None:
-        length = self.int32(f"the length of {what}")
-        if self.pos + length > len(self.data):
-            raise InvalidInput(f"compressed register body ends inside {what}")
-        self.pos += length
-
-
-INFLATE_STEP = 1024 * 1024
-"""Bytes inflated per step: the output grows by this much at a time, never by a doubling."""
-
-
-def _inflate(data: bytes) -> bytearray:
-    """Inflate in steps, stopping at the first byte past MAX_INFLATED_SIZE (which refuses it)."""
-    inflater = zlib.decompressobj()
-    out = bytearray()
-    tail = data
-    try:
-        while not inflater.eof and len(out) <= MAX_INFLATED_SIZE:
-            step = inflater.decompress(tail, min(INFLATE_STEP, MAX_INFLATED_SIZE + 1 - len(out)))
-            if not step and not inflater.unconsumed_tail:
-                break  # the input ended before the stream did
-            out += step
-            tail = inflater.unconsumed_tail
-    except zlib.error as e:
-        raise InvalidInput(f"compressed register body is not a deflate stream: {e}") from None
-    if len(out) > MAX_INFLATED_SIZE:
-        raise InvalidInput(f"compressed register body inflates beyond {MAX_INFLATED_SIZE} bytes")
-    if not inflater.eof:
-        raise InvalidInput("compressed register body is truncated")
-    return out
-
-
-def _compressed_topic(text: str) -> dict[str, Any]:
-    """TopicConfig.decode: at least five space-separated fields."""
-    parts = text.split(" ")
-    if len(parts) < 5:
-        raise InvalidInput(f"compressed topic config {text[:80]!r} has fewer than 5 fields")
-    try:
-        read, write, perm = int(parts[1]), int(parts[2]), int(parts[3])
-    except ValueError:
-        raise InvalidInput(f"compressed topic config {text[:80]!r} has a non-integer queue count or perm") from None
-    return {"topicName": parts[0], "readQueueNums": read, "writeQueueNums": write, "perm": perm,
-            "topicFilterType": parts[4]}
-
-
-def _open_compressed(data: bytes, broker_version: int) -> Opening:
-    records = _Records(_inflate(data))
-    yield
-    version = parse_data_version(json_object(records.chunk("the data version"), "dataVersion"))
-    count = records.int32("the topic count")
-    table_at = records.pos
-    for i in range(count):  # skipped by their lengths; decoded only if the registration needs them
-        records.skip(f"topic config {i}")
-        if (i + 1) % (8 * SLICE) == 0:
-            yield
-    try:
-        filters = _filters(fastjson.loads(records.chunk("the filter server list")))
-    except fastjson.JsonError as e:
-        raise InvalidInput(f"filterServerList: {e}") from None
-    if broker_version >= V5_0_0:
-        for i in range(records.int32("the queue mapping count")):
-            records.skip(f"queue mapping {i}")  # static-topic mappings: a NameServer has no use for them
-    inflated = records.data
-    return RegisterBody(version, filters, lambda: _compressed_entries(inflated, table_at, count))
-
-
-def _compressed_entries(data: bytes | bytearray, pos: int, count: int) -> Iterator[TopicEntry]:
-    records = _Records(data, pos)
-    for i in range(count):
-        try:
-            text = records.chunk(f"topic config {i}").decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInput(f"compressed topic config {i} is not UTF-8") from None
-        tc = _compressed_topic(text)
-        yield tc["topicName"], tc

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.routeinfo.tables import RouteTables
 
 
-def dump_tables(rim: RouteInfoManager) -> dict[str, object]:
+def dump_tables(tables: RouteTables) -> dict[str, object]:
     """A deterministic, plain-data image of all five tables (tests compare these byte for byte)."""
 
     def sorted_map(items: Iterable[tuple[object, object]]) -> dict[str, object]:
@@ -18,10 +16,10 @@ def dump_tables(rim: RouteInfoManager) -> dict[str, object]:
     return {
         "topicQueueTable": sorted_map(
             (t, sorted_map((b, q.to_wire()) for b, q in qm.items()))
-            for t, qm in rim.topic_queue_table.items()
+            for t, qm in tables.topic_queue_table.items()
         ),
-        "brokerAddrTable": sorted_map((n, b.to_wire()) for n, b in rim.broker_addr_table.items()),
-        "clusterAddrTable": sorted_map((c, sorted(n)) for c, n in rim.cluster_addr_table.items()),
+        "brokerAddrTable": sorted_map((n, b.to_wire()) for n, b in tables.broker_addr_table.items()),
+        "clusterAddrTable": sorted_map((c, sorted(n)) for c, n in tables.cluster_addr_table.items()),
         "brokerLiveTable": sorted_map(
             (
                 a,
@@ -33,7 +31,7 @@ def dump_tables(rim: RouteInfoManager) -> dict[str, object]:
                     "haServerAddr": li.ha_server_addr,
                 },
             )
-            for a, li in rim.broker_live_table.items()
+            for a, li in tables.broker_live_table.items()
         ),
-        "filterServerTable": sorted_map((a, list(s)) for a, s in rim.filter_server_table.items()),
+        "filterServerTable": sorted_map((a, list(s)) for a, s in tables.filter_server_table.items()),
     }

@@ -3,7 +3,8 @@
 Every handler parses and validates its whole request before touching a table, so a bad request
 gets an error response and changes nothing; the one exception is a registration's topic configs,
 where an invalid one is left out (and named in the remark) and the broker's other topics register.
-`process_request` never raises.
+`process_request` never raises. The KV config codes are handled in `kv_handlers`, registered in the
+same handler table.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ from namesrv.protocol.headers import (
     DeleteTopicFromNamesrvRequestHeader,
     GetRouteInfoRequestHeader,
     Header,
-    KVConfigHeader,
-    NamespaceHeader,
     RegisterBrokerRequestHeader,
     RegisterTopicRequestHeader,
 )
@@ -48,6 +47,7 @@ from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.codec import ext_value
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.routeinfo.config import NamesrvConfig
+from namesrv.routeinfo.kv_handlers import KVConfigHandlers
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.ready_gate import ReadyGate
 from namesrv.routeinfo.registration import ALL, NONE, TopicsWanted, covers
@@ -73,9 +73,7 @@ class DefaultRequestProcessor:
         self.updated_config_keys: set[str] = set()
         """Config keys UPDATE_NAMESRV_CONFIG has set (what the host persists; see config_store)."""
         self.handlers: dict[int, Handler] = {
-            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
-            RequestCode.GET_KV_CONFIG: self.get_kv_config,
-            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            **KVConfigHandlers(kv_config_manager, self._order_conf_changed).table(),
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_routeinfo_by_topic,
@@ -84,7 +82,6 @@ class DefaultRequestProcessor:
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list_from_nameserver,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
             RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic_in_namesrv,
-            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kvlist_by_namespace,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list_from_ns,
             RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
@@ -155,37 +152,6 @@ class DefaultRequestProcessor:
         if request.wire:
             return json_object(request.body, "body")
         return decode_body(request.body, self.config.max_body_size)
-
-    # ------------------------------------------------------------------ KV config
-    def put_kv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
-        h = self._header(KVConfigHeader, request)
-        if h.value is None:
-            raise InvalidInput("value is required")
-        changed = self.kv.get_kv_config(h.namespace, h.key) != h.value
-        self.kv.put_kv_config(h.namespace, h.key, h.value)
-        if changed and h.namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
-            self._order_conf_changed([h.key])
-        return RemotingResponse()
-
-    def get_kv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
-        h = self._header(KVConfigHeader, request)
-        value = self.kv.get_kv_config(h.namespace, h.key)
-        if value is None:
-            return error(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}")
-        return RemotingResponse(ext_fields={"value": value})
-
-    def delete_kv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
-        h = self._header(KVConfigHeader, request)
-        if self.kv.delete_kv_config(h.namespace, h.key) and h.namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
-            self._order_conf_changed([h.key])
-        return RemotingResponse()
-
-    def get_kvlist_by_namespace(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
-        h = self._header(NamespaceHeader, request)
-        table = self.kv.get_kv_list_by_namespace(h.namespace)
-        if table is None:
-            return error(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace}")
-        return RemotingResponse(payload=KVTable(table))
 
     # ------------------------------------------------------------------ brokers
     def register_broker(self, request: RemotingRequest, channel: Any) -> Steps[RemotingResponse]:

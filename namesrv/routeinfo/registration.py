@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.protocol.models import BrokerLiveInfo, DataVersion, RegisterBrokerResult, TopicConfig
-
-if TYPE_CHECKING:
-    from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.routeinfo.config import NamesrvConfig
+from namesrv.routeinfo.tables import RouteTables
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,9 @@ Outcome = Literal["applied", "superseded", "removed"]
 class BrokerRegistration:
     def __init__(
         self,
-        rim: RouteInfoManager,
+        tables: RouteTables,
+        registering: dict[str, BrokerRegistration],
+        config: NamesrvConfig,
         broker_addr: str,
         broker_name: str,
         broker_id: int,
@@ -67,7 +68,10 @@ class BrokerRegistration:
         live: BrokerLiveInfo,
         seq: int,
     ) -> None:
-        self.rim = rim
+        self.tables = tables
+        self.registering = registering
+        """Broker address -> its registration in flight (the manager's; this one is in it until done)."""
+        self.config = config
         self.broker_addr = broker_addr
         self.broker_name = broker_name
         self.broker_id = broker_id
@@ -80,13 +84,13 @@ class BrokerRegistration:
     @property
     def current(self) -> bool:
         """Still the registration in force for its address (not removed, not replaced)."""
-        return self.rim.broker_live_table.get(self.broker_addr) is self.live
+        return self.tables.broker_live_table.get(self.broker_addr) is self.live
 
     def outcome(self) -> Outcome:
         if self.current:
             return "applied"
-        newer = self.rim.registering.get(self.broker_addr)
-        live = self.rim.broker_live_table.get(self.broker_addr)
+        newer = self.registering.get(self.broker_addr)
+        live = self.tables.broker_live_table.get(self.broker_addr)
         if (newer is not None and newer.seq > self.seq) or (live is not None and live.registration_seq > self.seq):
             return "superseded"
         return "removed"
@@ -95,32 +99,32 @@ class BrokerRegistration:
         """Write one slice of topics; False (and nothing written) once the registration is void."""
         if not self.current:
             return False
-        write = self.rim.write_queue_data
+        put = self.tables.put_queue_data
         name = self.broker_name
         for tc in configs:
-            write(name, tc.topic_name, tc)
+            put(tc.topic_name, name, (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag))
             self.written += 1
         return True
 
     def abandon(self) -> None:
         """Stop here (the host gave up on the request): the topics written so far stay, the
         DataVersion is not recorded, so the broker's next registration writes them all again."""
-        if self.rim.registering.get(self.broker_addr) is self:
-            del self.rim.registering[self.broker_addr]
+        if self.registering.get(self.broker_addr) is self:
+            del self.registering[self.broker_addr]
 
     def finish(self, reported: Iterable[str] | None = None) -> RegisterBrokerResult:
         """Complete the registration. `reported`: every topic name in the body, when the whole table
         was written (only then may topics the broker dropped be removed)."""
-        rim = self.rim
+        tables = self.tables
         self.abandon()
         result = RegisterBrokerResult()
         if not self.current:
             return result
         self.live.data_version = self.data_version
-        if reported is not None and self.wanted == ALL and rim.config.delete_topic_with_broker_registration:
+        if reported is not None and self.wanted == ALL and self.config.delete_topic_with_broker_registration:
             keep = set(reported)
-            for topic in [t for t in rim.topics_of_broker(self.broker_name) if t not in keep]:
-                rim.remove_queue_data(topic, self.broker_name)
+            for topic in [t for t in tables.topics_of_broker(self.broker_name) if t not in keep]:
+                tables.remove_queue_data(topic, self.broker_name)
         if self.broker_id != MASTER_ID:
-            result.master_addr, result.ha_server_addr = rim.live_master_of(self.broker_name)
+            result.master_addr, result.ha_server_addr = tables.live_master_of(self.broker_name)
         return result

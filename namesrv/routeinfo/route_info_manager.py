@@ -3,14 +3,15 @@
 Not thread-safe by design: the Ray actor runs each request as one turn of its event loop, which
 gives the same all-or-nothing effect as RocketMQ's write lock without paying for one.
 
-Beyond RocketMQ, two indexes keep hot paths independent of table size: `_broker_topics`
-(brokerName -> topics it hosts) so removing a broker never walks every topic, and per-topic and
-per-broker route versions so long-polling clients learn exactly which routes changed.
+The tables themselves, with the indexes that keep hot paths independent of table size, live in a
+:class:`RouteTables` (see `tables`) that this manager and its helpers share: `routes` assembles a
+route, `registration` applies a broker's topics in slices, `removal` takes brokers out, `inspection`
+dumps the tables. None of them knows the manager.
 
 A topic the NameServer removed from a broker that still reports it (DELETE_TOPIC_IN_NAMESRV) comes
 back with that broker's next registration, as in RocketMQ 5 (`isTopicConfigChanged`: a topic
 missing for the broker is written even when the DataVersion is unchanged). RocketMQ finds such topics
-by looking up every topic of the registration; here `_missing_topics` remembers which topics were
+by looking up every topic of the registration; here `missing_topics` remembers which topics were
 removed from which still-registered group, so an unchanged registration looks up only those and an
 unchanged heartbeat stays independent of the topic count. A lite heartbeat carries no topics: the
 processor tells such a broker to register in full (`has_missing_topics`).
@@ -35,15 +36,16 @@ from namesrv.protocol.models import (
     DataVersion,
     QueueData,
     RegisterBrokerResult,
-    TopicConfig,
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
+from namesrv.routeinfo import removal
 from namesrv.routeinfo.changes import RemovalCause, RouteChanges
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.inspection import dump_tables
 from namesrv.routeinfo.registration import ALL, NONE, BrokerRegistration, TopicsWanted
 from namesrv.routeinfo.routes import RouteAssembler
+from namesrv.routeinfo.tables import RouteTables
 
 log = logging.getLogger(__name__)
 
@@ -51,57 +53,50 @@ class RouteInfoManager:
     def __init__(self, config: NamesrvConfig | None = None, clock: Clock = system_clock) -> None:
         self.config = config or NamesrvConfig()
         self.clock = clock
-        self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
-        self.broker_addr_table: dict[str, BrokerData] = {}
-        self.cluster_addr_table: dict[str, set[str]] = {}
-        self.broker_live_table: dict[str, BrokerLiveInfo] = {}
-        self.filter_server_table: dict[str, list[str]] = {}
-        self._broker_topics: dict[str, set[str]] = {}
-        self._topic_version: dict[str, int] = {}
-        self._broker_version: dict[str, int] = {}
-        self._missing_topics: dict[str, set[str]] = {}
-        """brokerName -> topics the NameServer removed from that group while it stayed registered."""
-        self.route_seq = 0
-        """Bumped by every change a route query could observe; 0 means nothing happened yet."""
-        self._changes = RouteChanges()
-        self._routes = RouteAssembler(self)
-        self._queue_datas: dict[str, dict[tuple[int, int, int, int], QueueData]] = {}
+        self.tables = RouteTables()
+        self._routes = RouteAssembler(self.tables)
         self.registering: dict[str, BrokerRegistration] = {}
         """Broker address -> its registration still being applied (see `registration`)."""
         self._registration_seq = 0
 
+    # ------------------------------------------------------------------ the tables (RocketMQ's names)
+    @property
+    def topic_queue_table(self) -> dict[str, dict[str, QueueData]]:
+        return self.tables.topic_queue_table
+
+    @property
+    def broker_addr_table(self) -> dict[str, BrokerData]:
+        return self.tables.broker_addr_table
+
+    @property
+    def cluster_addr_table(self) -> dict[str, set[str]]:
+        return self.tables.cluster_addr_table
+
+    @property
+    def broker_live_table(self) -> dict[str, BrokerLiveInfo]:
+        return self.tables.broker_live_table
+
+    @property
+    def filter_server_table(self) -> dict[str, list[str]]:
+        return self.tables.filter_server_table
+
+    @property
+    def route_seq(self) -> int:
+        """Bumped by every change a route query could observe; 0 means nothing happened yet."""
+        return self.tables.route_seq
+
     # ------------------------------------------------------------------ versions
     def touch_topic(self, topic: str) -> None:
-        self.route_seq += 1
-        self._topic_version[topic] = self.route_seq
-        self._changes.topics.add(topic)
-
-    def _touch_broker(self, broker_name: str) -> None:
-        self.route_seq += 1
-        self._broker_version[broker_name] = self.route_seq
-        self._changes.broker_names.add(broker_name)
+        self.tables.touch_topic(topic)
 
     def drain_changes(self) -> RouteChanges:
         """Everything that changed since the previous call (and forget it)."""
-        changes, self._changes = self._changes, RouteChanges()
+        changes, self.tables.changes = self.tables.changes, RouteChanges()
         return changes
-
-    def _drop_live(self, broker_addr: str, cause: RemovalCause) -> bool:
-        live = self.broker_live_table.pop(broker_addr, None)
-        if live is not None:
-            self._changes.removed.append((broker_addr, cause, live.last_update_timestamp))
-        return live is not None
 
     def route_version(self, topic: str) -> int:
         """Version of `topic`'s route: changes whenever pickup_topic_route_data(topic) could."""
-        version = self._topic_version.get(topic, 0)
-        queue_map = self.topic_queue_table.get(topic)
-        if queue_map:
-            for broker_name in queue_map:
-                bv = self._broker_version.get(broker_name, 0)
-                if bv > version:
-                    version = bv
-        return version
+        return self.tables.route_version(topic)
 
     # ------------------------------------------------------------------ registration
     def next_registration_seq(self) -> int:
@@ -115,13 +110,14 @@ class RouteInfoManager:
         """Which topics of a registration the tables need (changes nothing): see `registration`."""
         if broker_id != MASTER_ID:
             return NONE
-        broker_data = self.broker_addr_table.get(broker_name)
+        tables = self.tables
+        broker_data = tables.broker_addr_table.get(broker_name)
         register_first = broker_data is None or broker_data.broker_addrs.get(broker_id) is None
         if register_first or broker_addr in self.registering or self.is_broker_topic_config_changed(
             broker_addr, data_version
         ):
             return ALL
-        return frozenset(self._missing_topics.get(broker_name, ()))
+        return frozenset(tables.missing_topics.get(broker_name, ()))
 
     def begin_registration(
         self,
@@ -140,25 +136,26 @@ class RouteInfoManager:
         """Write the broker's identity, cluster, liveness and filter servers; its topics follow
         through the returned registration. None when a later registration of this address has
         already begun (this one is stale and changes nothing)."""
+        tables = self.tables
         seq = self.next_registration_seq() if seq is None else seq
-        prev = self.broker_live_table.get(broker_addr)
+        prev = tables.broker_live_table.get(broker_addr)
         in_flight = self.registering.get(broker_addr)
         if (prev is not None and prev.registration_seq > seq) or (in_flight is not None and in_flight.seq > seq):
             log.info("ignore registration %d of %s: a later one has begun", seq, broker_addr)
             return None
-        self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
-        broker_data = self.broker_addr_table.get(broker_name)
+        tables.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
+        broker_data = tables.broker_addr_table.get(broker_name)
         if broker_data is None:
             broker_data = BrokerData(cluster_name, broker_name, {})
-            self.broker_addr_table[broker_name] = broker_data
+            tables.broker_addr_table[broker_name] = broker_data
         addrs = broker_data.broker_addrs
         # One address holds one id: a slave promoted to master at the same address drops its old id.
         for stale_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
             del addrs[stale_id]
-            self._touch_broker(broker_name)
+            tables.touch_broker(broker_name)
         if addrs.get(broker_id) != broker_addr:
             addrs[broker_id] = broker_addr
-            self._touch_broker(broker_name)
+            tables.touch_broker(broker_name)
 
         timeout = heartbeat_timeout_millis or self.config.broker_channel_expired_time_ms
         # The DataVersion is recorded when the topics are written (`finish`); until then it stays
@@ -167,18 +164,19 @@ class RouteInfoManager:
             self.clock(), timeout, prev.data_version if prev is not None else DataVersion(), channel,
             ha_server_addr, seq,
         )
-        self.broker_live_table[broker_addr] = live
+        tables.broker_live_table[broker_addr] = live
         if prev is None:
-            self._changes.added.add(broker_addr)
+            tables.changes.added.add(broker_addr)
             log.info("new broker registered, %s HAServer: %s", broker_addr, ha_server_addr)
         if filter_server_list is not None:
             self._set_filter_servers(broker_addr, filter_server_list)
         if wanted:  # a body with topics: every topic the NameServer deleted is reported again or gone
-            missing = self._missing_topics.pop(broker_name, set())
+            missing = tables.missing_topics.pop(broker_name, set())
             if wanted != ALL:
                 wanted = frozenset(missing)
         registration = BrokerRegistration(
-            self, broker_addr, broker_name, broker_id, data_version, wanted, live, seq
+            self.tables, self.registering, self.config, broker_addr, broker_name, broker_id, data_version, wanted,
+            live, seq,
         )
         self.registering[broker_addr] = registration
         return registration
@@ -213,79 +211,42 @@ class RouteInfoManager:
 
     def registered_addrs(self) -> set[str]:
         """Live addresses whose registration has completed (the not-ready gate waits for these)."""
-        return self.broker_live_table.keys() - self.registering.keys()
+        return self.tables.broker_live_table.keys() - self.registering.keys()
 
     def _set_filter_servers(self, broker_addr: str, filter_server_list: list[str]) -> None:
-        old_filters = self.filter_server_table.get(broker_addr, [])
+        tables = self.tables
+        old_filters = tables.filter_server_table.get(broker_addr, [])
         if filter_server_list:
-            self.filter_server_table[broker_addr] = list(filter_server_list)
+            tables.filter_server_table[broker_addr] = list(filter_server_list)
         else:
-            self.filter_server_table.pop(broker_addr, None)
+            tables.filter_server_table.pop(broker_addr, None)
         if old_filters != list(filter_server_list):  # routes carry filter servers
-            for name, bd in self.broker_addr_table.items():
+            for name, bd in tables.broker_addr_table.items():
                 if broker_addr in bd.broker_addrs.values():
-                    self._touch_broker(name)
+                    tables.touch_broker(name)
 
     def live_master_of(self, broker_name: str) -> tuple[str | None, str | None]:
         """(master address, its HA address) of a group when the master is live, else (None, None)."""
-        broker_data = self.broker_addr_table.get(broker_name)
-        master_addr = broker_data.broker_addrs.get(MASTER_ID) if broker_data is not None else None
-        master_live = self.broker_live_table.get(master_addr) if master_addr is not None else None
-        if master_live is None:
-            return None, None
-        return master_addr, master_live.ha_server_addr
+        return self.tables.live_master_of(broker_name)
 
     def has_missing_topics(self, broker_name: str) -> bool:
         """True when topics were removed from this group by the NameServer since its master last
         registered in full: a lite heartbeat cannot bring them back, a full registration can."""
-        return bool(self._missing_topics.get(broker_name))
-
-    def write_queue_data(self, broker_name: str, topic: str, tc: TopicConfig) -> None:
-        self._put_queue_data(topic, broker_name, (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag))
+        return bool(self.tables.missing_topics.get(broker_name))
 
     def register_topic(self, topic: str, queue_datas: list[QueueData]) -> str | None:
         """REGISTER_TOPIC_IN_NAMESRV (RocketMQ 5's single-topic registration): each group's queues
         for `topic`, the topic created if new. All or nothing: when a group is not registered here,
         nothing changes and its name is returned (RocketMQ logs it and stops)."""
         for qd in queue_datas:
-            if qd.broker_name not in self.broker_addr_table:
+            if qd.broker_name not in self.tables.broker_addr_table:
                 log.warning("register topic %s names broker %s, which is not registered", topic, qd.broker_name)
                 return qd.broker_name
         for qd in queue_datas:
             shape = (qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag)
-            self._put_queue_data(topic, qd.broker_name, shape)
-            self._missing_topics.get(qd.broker_name, set()).discard(topic)
+            self.tables.put_queue_data(topic, qd.broker_name, shape)
+            self.tables.missing_topics.get(qd.broker_name, set()).discard(topic)
         return None
-
-    def _put_queue_data(self, topic: str, broker_name: str, shape: tuple[int, int, int, int]) -> None:
-        shared = self._queue_datas.setdefault(broker_name, {})
-        new = shared.get(shape)
-        if new is None:  # one QueueData per distinct shape per group, shared by its topics (never mutated)
-            new = shared[shape] = QueueData(broker_name, *shape)
-        queue_map = self.topic_queue_table.get(topic)
-        if queue_map is None:
-            queue_map = self.topic_queue_table[topic] = {}
-            log.info("new topic registered, %s %s", topic, new)
-        old = queue_map.get(broker_name)
-        if old != new:
-            queue_map[broker_name] = new
-            self._broker_topics.setdefault(broker_name, set()).add(topic)
-            self.touch_topic(topic)
-
-    def remove_queue_data(self, topic: str, broker_name: str) -> None:
-        queue_map = self.topic_queue_table.get(topic)
-        if queue_map is None or queue_map.pop(broker_name, None) is None:
-            return
-        hosted = self._broker_topics.get(broker_name)
-        if hosted is not None:
-            hosted.discard(topic)
-            if not hosted:
-                del self._broker_topics[broker_name]
-        if not queue_map:
-            del self.topic_queue_table[topic]
-            self._routes.forget(topic)
-            log.info("remove topic %s, no broker hosts it any more", topic)
-        self.touch_topic(topic)
 
     # ------------------------------------------------------------------ versions and liveness
     def is_broker_topic_config_changed(self, broker_addr: str, data_version: DataVersion) -> bool:
@@ -293,105 +254,35 @@ class RouteInfoManager:
         return prev is None or prev != data_version
 
     def query_broker_topic_config(self, broker_addr: str) -> DataVersion | None:
-        live = self.broker_live_table.get(broker_addr)
+        live = self.tables.broker_live_table.get(broker_addr)
         return live.data_version if live is not None else None
 
     def update_broker_info_update_timestamp(self, broker_addr: str) -> bool:
         """Refresh liveness; False when the address is unknown (it must register in full)."""
-        live = self.broker_live_table.get(broker_addr)
+        live = self.tables.broker_live_table.get(broker_addr)
         if live is None:
             return False
         live.last_update_timestamp = self.clock()
         return True
 
-    # ------------------------------------------------------------------ removal
+    # ------------------------------------------------------------------ removal (see `removal`)
     def unregister_broker(
         self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, channel: object = None
     ) -> bool:
-        """Remove one broker address; a request that names another address at that id changes nothing.
-
-        With `channel` given, a live entry registered through another channel (a newer incarnation
-        at the same address) is left alone too. Returns whether anything was removed.
-        """
-        live = self.broker_live_table.get(broker_addr)
-        if channel is not None and live is not None and live.channel != channel:
-            log.warning("ignore stale unregister of %s: registered again since", broker_addr)
-            return False
-        removed = False
-        broker_data = self.broker_addr_table.get(broker_name)
-        if broker_data is not None and broker_data.broker_addrs.get(broker_id) == broker_addr:
-            del broker_data.broker_addrs[broker_id]
-            self._touch_broker(broker_name)
-            removed = True
-            log.info("unregister broker %s[%d] %s", broker_name, broker_id, broker_addr)
-            if not broker_data.broker_addrs:
-                self._remove_broker_name(broker_name, cluster_name)
-        # An address still listed (at another id or in another group) keeps its liveness, or its
-        # route could never expire; an address no group lists any more loses it.
-        if not any(broker_addr in bd.broker_addrs.values() for bd in self.broker_addr_table.values()):
-            removed = self._drop_live(broker_addr, "unregister") or removed
-            self.filter_server_table.pop(broker_addr, None)
-        return removed
-
-    def _remove_broker_name(self, broker_name: str, cluster_name: str | None) -> None:
-        """The last address of a group left: the group leaves its cluster and every topic."""
-        self.broker_addr_table.pop(broker_name, None)
-        self._missing_topics.pop(broker_name, None)
-        self._queue_datas.pop(broker_name, None)
-        self._touch_broker(broker_name)
-        # Every cluster, not only the one named: a request may name the wrong cluster, and a group
-        # registered under two cluster names is listed in both (few clusters, so this is cheap).
-        for cluster in list(self.cluster_addr_table):
-            names = self.cluster_addr_table.get(cluster)
-            if names is not None and broker_name in names:
-                names.discard(broker_name)
-                if not names:
-                    del self.cluster_addr_table[cluster]
-                    log.info("cluster %s has no broker left, removed", cluster)
-        for topic in list(self._broker_topics.get(broker_name, ())):
-            self.remove_queue_data(topic, broker_name)
+        return removal.unregister_broker(self.tables, cluster_name, broker_addr, broker_name, broker_id, channel)
 
     def on_channel_destroy(
         self, broker_addr: str, channel: object = None, cause: RemovalCause = "channel"
     ) -> bool:
-        """A broker's connection closed: remove it now. A stale channel (the address has registered
-        again through a newer one) is ignored. Returns whether anything was removed."""
-        live = self.broker_live_table.get(broker_addr)
-        if channel is not None and live is not None and live.channel != channel:
-            log.info("ignore close of a stale channel of %s", broker_addr)
-            return False
-        removed = self._drop_live(broker_addr, cause)
-        self.filter_server_table.pop(broker_addr, None)
-        for broker_name, broker_data in list(self.broker_addr_table.items()):
-            ids = [i for i, a in broker_data.broker_addrs.items() if a == broker_addr]
-            if not ids:
-                continue
-            for broker_id in ids:
-                del broker_data.broker_addrs[broker_id]
-            self._touch_broker(broker_name)
-            removed = True
-            log.info("broker %s %s removed on channel destroy", broker_name, broker_addr)
-            if not broker_data.broker_addrs:
-                self._remove_broker_name(broker_name, broker_data.cluster)
-        return removed
-
-    def broker_addrs_of_channel(self, channel: object) -> list[str]:
-        """Live broker addresses registered through `channel` (RocketMQ's onChannelDestroy lookup)."""
-        return [addr for addr, live in self.broker_live_table.items() if live.channel == channel]
+        return removal.on_channel_destroy(self.tables, broker_addr, channel, cause)
 
     def scan_not_active_broker(self) -> int:
         """Remove every broker silent for longer than its timeout; returns how many were removed."""
-        now = self.clock()
-        expired = [
-            addr
-            for addr, live in self.broker_live_table.items()
-            if live.last_update_timestamp + live.heartbeat_timeout_millis < now
-        ]
-        for addr in expired:
-            live = self.broker_live_table[addr]
-            log.warning("the broker channel expired, %s %dms", addr, live.heartbeat_timeout_millis)
-            self.on_channel_destroy(addr, cause="expired")
-        return len(expired)
+        return removal.scan_not_active_broker(self.tables, self.clock())
+
+    def broker_addrs_of_channel(self, channel: object) -> list[str]:
+        """Live broker addresses registered through `channel` (RocketMQ's onChannelDestroy lookup)."""
+        return [addr for addr, live in self.tables.broker_live_table.items() if live.channel == channel]
 
     # ------------------------------------------------------------------ queries
     def pickup_topic_route_data(self, topic: str) -> TopicRouteData | None:
@@ -409,27 +300,27 @@ class RouteInfoManager:
 
     def get_all_cluster_info(self) -> ClusterInfo:
         return ClusterInfo(
-            {k: v.copy() for k, v in self.broker_addr_table.items()},
-            {k: set(v) for k, v in self.cluster_addr_table.items()},
+            {k: v.copy() for k, v in self.tables.broker_addr_table.items()},
+            {k: set(v) for k, v in self.tables.cluster_addr_table.items()},
         )
 
     def get_all_topic_list(self) -> list[str]:
-        return list(self.topic_queue_table)
+        return list(self.tables.topic_queue_table)
 
     def get_topics_by_cluster(self, cluster: str) -> list[str]:
         topics: set[str] = set()
-        for broker_name in self.cluster_addr_table.get(cluster, ()):
-            topics.update(self._broker_topics.get(broker_name, ()))
+        for broker_name in self.tables.cluster_addr_table.get(cluster, ()):
+            topics.update(self.tables.broker_topics.get(broker_name, ()))
         return sorted(topics)
 
     def get_system_topic_list(self) -> tuple[list[str], str | None]:
         """Cluster and broker names (RocketMQ lists them as 'system topics') and one master address."""
         names: list[str] = []
         broker_addr: str | None = None
-        for cluster, broker_names in self.cluster_addr_table.items():
+        for cluster, broker_names in self.tables.cluster_addr_table.items():
             names.append(cluster)
             names.extend(sorted(broker_names))
-        for bd in self.broker_addr_table.values():
+        for bd in self.tables.broker_addr_table.values():
             master = bd.broker_addrs.get(MASTER_ID)
             if master is not None:
                 broker_addr = master
@@ -437,29 +328,29 @@ class RouteInfoManager:
         return names, broker_addr
 
     def topics_of_broker(self, broker_name: str) -> set[str]:
-        return set(self._broker_topics.get(broker_name, ()))
+        return self.tables.topics_of_broker(broker_name)
 
     def hosts_topic(self, broker_name: str, topic: str) -> bool:
-        return topic in self._broker_topics.get(broker_name, ())
+        return topic in self.tables.broker_topics.get(broker_name, ())
 
     def topic_count_of(self, broker_name: str) -> int:
-        return len(self._broker_topics.get(broker_name, ()))
+        return len(self.tables.broker_topics.get(broker_name, ()))
 
     # ------------------------------------------------------------------ admin
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> bool:
         """Remove a topic everywhere, or only from the brokers of one cluster."""
-        queue_map = self.topic_queue_table.get(topic)
+        queue_map = self.tables.topic_queue_table.get(topic)
         if queue_map is None:
             return False
         if cluster_name:
-            names = self.cluster_addr_table.get(cluster_name, set())
+            names = self.tables.cluster_addr_table.get(cluster_name, set())
             victims = [b for b in queue_map if b in names]
         else:
             victims = list(queue_map)
         for broker_name in victims:
-            self.remove_queue_data(topic, broker_name)
+            self.tables.remove_queue_data(topic, broker_name)
             # The group still lists the topic: its next registration brings it back (RocketMQ 5).
-            self._missing_topics.setdefault(broker_name, set()).add(topic)
+            self.tables.missing_topics.setdefault(broker_name, set()).add(topic)
         return bool(victims)
 
     def wipe_write_perm_of_broker(self, broker_name: str) -> int:
@@ -470,17 +361,17 @@ class RouteInfoManager:
 
     def _operate_write_perm(self, broker_name: str, *, wipe: bool) -> int:
         count = 0
-        for topic in self._broker_topics.get(broker_name, ()):
-            qd = self.topic_queue_table[topic][broker_name]
+        for topic in self.tables.broker_topics.get(broker_name, ()):
+            qd = self.tables.topic_queue_table[topic][broker_name]
             # RocketMQ: wipe clears the write bit; add sets exactly READ|WRITE (dropping INHERIT).
             perm = qd.perm & ~Perm.WRITE if wipe else Perm.READ | Perm.WRITE
             if perm != qd.perm:  # replaced, not mutated: queue datas are shared between topics
-                self.topic_queue_table[topic][broker_name] = replace(qd, perm=int(perm))
-                self.touch_topic(topic)
+                self.tables.topic_queue_table[topic][broker_name] = replace(qd, perm=int(perm))
+                self.tables.touch_topic(topic)
             count += 1
         return count
 
     # ------------------------------------------------------------------ inspection
     def dump_tables(self) -> dict[str, object]:
         """A deterministic, plain-data image of all five tables (tests compare these byte for byte)."""
-        return dump_tables(self)
+        return dump_tables(self.tables)

@@ -3,22 +3,19 @@ route version and shared by every caller until the route changes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from namesrv.protocol.models import BrokerData, QueueData, TopicRouteData
-
-if TYPE_CHECKING:
-    from namesrv.routeinfo.route_info_manager import RouteInfoManager
+from namesrv.routeinfo.tables import RouteTables
 
 
 class RouteAssembler:
-    def __init__(self, rim: RouteInfoManager) -> None:
-        self._rim = rim
-        self._cache: dict[str, tuple[int, TopicRouteData]] = {}
+    def __init__(self, tables: RouteTables) -> None:
+        self._tables = tables
+        self._cache = tables.route_cache
+        """topic -> (its route version, its route); the tables drop a topic that loses its last queue."""
 
     def pickup(self, topic: str) -> tuple[TopicRouteData | None, int]:
         """The topic's route (None unless it has queue data on a known broker group) and its version."""
-        version = self._rim.route_version(topic)
+        version = self._tables.route_version(topic)
         cached = self._cache.get(topic)
         if cached is not None and cached[0] == version:
             return cached[1], version
@@ -29,15 +26,11 @@ class RouteAssembler:
             self._cache[topic] = (version, route)
         return route, version
 
-    def forget(self, topic: str) -> None:
-        """The topic has no queue data any more: drop its cached route."""
-        self._cache.pop(topic, None)
-
     def _build(self, topic: str) -> TopicRouteData | None:
         """Copies of the topic's queue datas and of the groups that host them, with their filter
         servers. Cost depends on the brokers hosting the topic, never on the table sizes."""
-        rim = self._rim
-        queue_map = rim.topic_queue_table.get(topic)
+        tables = self._tables
+        queue_map = tables.topic_queue_table.get(topic)
         if not queue_map:
             return None
         queue_datas: list[QueueData] = []
@@ -45,13 +38,13 @@ class RouteAssembler:
         filter_servers: dict[str, list[str]] = {}
         for broker_name, qd in queue_map.items():
             queue_datas.append(qd.copy())
-            bd = rim.broker_addr_table.get(broker_name)
+            bd = tables.broker_addr_table.get(broker_name)
             if bd is None:
                 continue
             broker_datas.append(bd.copy())
-            if rim.filter_server_table:
+            if tables.filter_server_table:
                 for addr in bd.broker_addrs.values():
-                    servers = rim.filter_server_table.get(addr)
+                    servers = tables.filter_server_table.get(addr)
                     if servers:
                         filter_servers[addr] = list(servers)
         if not broker_datas:

@@ -16,7 +16,7 @@ def state(processor: DefaultRequestProcessor, *, drop_heartbeat_times: bool = Fa
     return json.dumps(
         {
             "tables": tables,
-            "index": {k: sorted(v) for k, v in sorted(processor.rim._broker_topics.items())},
+            "index": {k: sorted(v) for k, v in sorted(processor.rim.tables.broker_topics.items())},
             "kv": processor.kv.table,
             "config": processor.config.model_dump(),
             "route_seq": processor.rim.route_seq,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import MAX_FRAME_SIZE
-from namesrv.protocol.register_body import MAX_INFLATED_SIZE
+from namesrv.protocol.register_body_compressed import MAX_INFLATED_SIZE
 from tests.unit.security_servers import BROKER, Client, namesrv_server
 
 BOMB_SIZE = 128 * 1024 * 1024

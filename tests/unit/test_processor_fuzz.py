@@ -273,7 +273,7 @@ def check_invariants(rim: RouteInfoManager) -> None:
             assert 0 <= qd.read_queue_nums <= 1024 and 0 <= qd.write_queue_nums <= 1024
             pairs.add((name, topic))
         assert rim.pickup_topic_route_data(topic) is not None, f"listed topic {topic} has no route"
-    index = rim._broker_topics
+    index = rim.tables.broker_topics
     assert all(index.values()), "empty index set left behind"
     assert {(name, t) for name, topics in index.items() for t in topics} == pairs, "topic index out of sync"
     for addr, servers in rim.filter_server_table.items():
@@ -360,7 +360,7 @@ def test_random_requests_never_raise_and_never_corrupt_tables(
     assert rim.cluster_addr_table == {}
     assert rim.topic_queue_table == {}
     assert rim.filter_server_table == {}
-    assert rim._broker_topics == {}
+    assert rim.tables.broker_topics == {}
 
 
 @settings(max_examples=150, deadline=None)

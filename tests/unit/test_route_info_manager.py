@@ -656,7 +656,7 @@ def test_missing_topics_are_forgotten_with_their_broker_group(rim: RouteInfoMana
     rim.delete_topic("TopicA")
     rim.unregister_broker(CLUSTER, MASTER_A, BROKER_A, 0)
     assert not rim.has_missing_topics(BROKER_A)
-    assert rim._missing_topics == {}
+    assert rim.tables.missing_topics == {}
 
 
 def test_unchanged_registration_looks_up_only_the_deleted_topics(rim: RouteInfoManager) -> None:
