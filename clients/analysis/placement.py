@@ -21,6 +21,11 @@ from namesrv.protocol.constants import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+SKEW_COLUMNS = ("namesrv", "snapshot_ms", "cluster", "topic", "broker_groups", "cluster_broker_groups", "brokers",
+                "wiped_brokers", "min_write_queues", "max_write_queues", "total_write_queues", "imbalance_ratio",
+                "placement_skewed", "write_wiped", "queue_imbalanced", "any_issue")
+"""topic_placement_skew's columns, in order."""
+
 
 def _is_system_topic(topic: Column) -> Column:
     return (
@@ -101,23 +106,6 @@ def topic_placement_skew(
         .withColumn("write_wiped", F.size("wiped_brokers") > 0)
         .withColumn("queue_imbalanced", F.col("max_write_queues") != F.col("min_write_queues"))
         .withColumn("any_issue", F.col("placement_skewed") | F.col("write_wiped") | F.col("queue_imbalanced"))
-        .select(
-            "namesrv",
-            "snapshot_ms",
-            "cluster",
-            "topic",
-            "broker_groups",
-            "cluster_broker_groups",
-            "brokers",
-            "wiped_brokers",
-            "min_write_queues",
-            "max_write_queues",
-            "total_write_queues",
-            "imbalance_ratio",
-            "placement_skewed",
-            "write_wiped",
-            "queue_imbalanced",
-            "any_issue",
-        )
+        .select(*SKEW_COLUMNS)
         .orderBy("namesrv", "cluster", "topic")
     )
