@@ -90,14 +90,19 @@ class DefaultMQAdminExt:
 
     # ------------------------------------------------------------------ plumbing
     def _namesrv(self, namesrv: str | None, code: int, ext: dict[str, Any] | None = None) -> tuple[str, Any]:
-        """Ask `namesrv`, or the NameServers in order until one answers (any answer, error codes included)."""
+        """Ask `namesrv`, or the NameServers in order until one answers (error codes included; one
+        still in its not-ready window after a restart is passed over while others remain)."""
         names = [namesrv] if namesrv is not None else self.transport.namesrvs()
         problems = []
-        for ns in names:
+        for i, ns in enumerate(names):
             try:
-                return ns, self.transport.call_namesrv(ns, code, ext)
+                resp = self.transport.call_namesrv(ns, code, ext)
             except ServerUnreachable as e:
                 problems.append(str(e))
+                continue
+            if not resp.not_ready or i == len(names) - 1:
+                return ns, resp
+            problems.append(f"{ns}: {describe(resp)}")
         raise MQAdminError(f"no NameServer of {self.transport.where} answered: {'; '.join(problems)}")
 
     def each_namesrv(self, code: int, ext: dict[str, Any] | None = None,
