@@ -43,8 +43,8 @@ from _common import print_machine
 from clients.analysis import jobs
 from clients.analysis.bridge import arrow_ipc_refs_to_spark, table_to_arrow_ipc
 from clients.analysis.faults import faults_to_spark
-from clients.analysis.snapshots import append_snapshots, dataset_spark_schema, read_snapshots_spark
 from clients.analysis.spark import SparkSettings, get_or_create_spark, stop_spark
+from clients.snapshots.dataset import append_snapshots, dataset_spark_schema, read_snapshots_spark
 from namesrv.clock import ManualClock
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.routeinfo.route_info_manager import RouteInfoManager

@@ -24,7 +24,7 @@ SUBCOMMAND_MODULES = (
     "clients.admin.cli",
     "clients.admin.mqadmin",
     "clients.admin.top",
-    "clients.analysis.collect",
+    "clients.snapshots.collect",
     "clients.chaos.cli",
     "clients.analysis.cli",
 )

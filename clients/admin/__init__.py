@@ -1,5 +1,8 @@
-"""Admin: the API (RocketMQ's DefaultMQAdminExt, the route parts) and the deploy/inspect CLI verbs."""
+"""Admin: one client, RocketMQ's DefaultMQAdminExt over TCP or Ray (`client`, `transport`,
+`tcp_admin`), the mqadmin verbs (`mqadmin*`), the deploy/inspect verbs (`cli`) and `top`.
 
-from clients.admin.client import AdminClient, AdminError
+`AdminClient(deployment)` is DefaultMQAdminExt over a Deployment's actors, under its older name."""
 
-__all__ = ["AdminClient", "AdminError"]
+from clients.admin.client import AdminClient, AdminError, DefaultMQAdminExt, MQAdminError
+
+__all__ = ["AdminClient", "AdminError", "DefaultMQAdminExt", "MQAdminError"]

@@ -1,5 +1,10 @@
 """`namesrv up | status | down | route | topic | restart-broker`: deploy and inspect a cluster from the shell.
 
+`route` and `topic` are this project's older verbs, kept as aliases of the mqadmin verbs on the same
+admin client (`clients.admin.client`): `route T` is `topicRoute -t T` asked of every NameServer,
+`topic T` is `updateTopic -t T` on every master broker of the deployment, `topic T --delete` is
+`deleteTopic -t T`.
+
 Arguments are checked before anything connects; a problem is one line on stderr and a non-zero
 exit (see `clients.cli`).
 """
@@ -140,7 +145,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_route(args: argparse.Namespace) -> int:
-    routes = _admin(args).routes_everywhere(args.topic)
+    from clients.admin import AdminError
+
+    try:
+        routes = _admin(args).routes_everywhere(args.topic)
+    except AdminError as e:
+        raise CLIError(str(e)) from None
     if all(route is None for route in routes.values()):
         raise CLIError(f"topic {args.topic!r} has no route on any NameServer ({', '.join(sorted(routes))}): "
                        f"create it with `namesrv topic {args.topic}`")
@@ -268,12 +278,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _common(p)
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("route", help="a topic's route on every NameServer (exit 1 when none has one)")
+    p = sub.add_parser("route", help="alias of topicRoute: a topic's route on every NameServer (exit 1 when none "
+                                     "has one)")
     _common(p)
     p.add_argument("topic", type=topic_arg)
     p.set_defaults(func=cmd_route)
 
-    p = sub.add_parser("topic", help="create a topic on every master broker of a cluster (or delete it)")
+    p = sub.add_parser("topic", help="alias of updateTopic / deleteTopic: create a topic on every master broker "
+                                     "of a cluster (or delete it)")
     _common(p)
     p.add_argument("topic", type=topic_arg)
     p.add_argument("--cluster", type=cluster_arg, default=None, help="only this cluster's brokers (default all)")

@@ -1,4 +1,4 @@
-"""The mqadmin verbs' way in over TCP: RocketMQ's remoting protocol to each NameServer of a
+"""The admin client's way in over TCP: RocketMQ's remoting protocol to each NameServer of a
 namesrvAddr (`127.0.0.1:9876;127.0.0.1:9877`) and to the brokers' addresses from the cluster info.
 
 One connection per server, opened on first use with a short timeout, so a refused or silent address
@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from clients.admin.transport import Reply, ServerUnreachable
+from clients.admin.transport import ServerUnreachable, typed
 from namesrv.acl.plain_acl import SessionCredentials, signed
-from namesrv.protocol import fastjson
-from namesrv.protocol.bodies import format_properties, parse_properties
-from namesrv.protocol.codes import BrokerRequestCode, RequestCode
-from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
-from namesrv.protocol.models import TopicConfig
+from namesrv.protocol.bodies import format_properties
 from namesrv.remoting.client import RemotingClient, RemotingConnectError, RemotingTimeoutError, parse_namesrv_addr
-from namesrv.remoting.codec import RemotingCommand
+from namesrv.remoting.command import RemotingResponse
 
 
 class TcpTransport:
@@ -48,47 +44,26 @@ class TcpTransport:
             self._clients[addr] = client
         return client
 
-    def _invoke(self, addr: str, code: int, ext: dict[str, Any], body: bytes | None = None) -> RemotingCommand:
+    def _call(self, addr: str, code: int, ext: dict[str, Any], body: bytes | None = None) -> RemotingResponse:
         try:
-            return self._client(addr).invoke(code, signed(ext, body, self.credentials), body)
+            answer = self._client(addr).invoke(code, signed(ext, body, self.credentials), body)
         except (RemotingConnectError, RemotingTimeoutError) as e:
             self._drop(addr)
             raise ServerUnreachable(str(e)) from None
+        return typed(code, RemotingResponse(answer.code, answer.remark, dict(answer.ext_fields or {}), answer.body))
 
     def _drop(self, addr: str) -> None:
         client = self._clients.pop(addr, None)
         if client is not None:
             client.close()
 
-    @staticmethod
-    def _reply(code: int, answer: RemotingCommand) -> Reply:
-        body: Any = None
-        if answer.code == 0 and answer.body:
-            if code == RequestCode.GET_NAMESRV_CONFIG:
-                body = parse_properties(answer.body)
-            else:
-                body = fastjson.loads(answer.body)
-        return Reply(answer.code, answer.remark, dict(answer.ext_fields or {}), body)
-
     def call_namesrv(self, namesrv: str, code: int, ext: dict[str, Any] | None = None,
-                     props: dict[str, str] | None = None) -> Reply:
+                     props: dict[str, str] | None = None) -> RemotingResponse:
         body = format_properties(props) if props is not None else None
-        return self._reply(code, self._invoke(namesrv, code, ext or {}, body))
+        return self._call(namesrv, code, ext or {}, body)
 
-    def update_topic(self, broker_addr: str, tc: TopicConfig) -> Reply:
-        ext = {"topic": tc.topic_name, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC,
-               "readQueueNums": tc.read_queue_nums, "writeQueueNums": tc.write_queue_nums, "perm": tc.perm,
-               "topicFilterType": tc.topic_filter_type, "topicSysFlag": tc.topic_sys_flag, "order": tc.order}
-        return self._reply(BrokerRequestCode.UPDATE_AND_CREATE_TOPIC,
-                           self._invoke(broker_addr, BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, ext))
-
-    def delete_topic_in_broker(self, broker_addr: str, topic: str) -> Reply:
-        return self._reply(BrokerRequestCode.DELETE_TOPIC_IN_BROKER,
-                           self._invoke(broker_addr, BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
-
-    def broker_runtime_info(self, broker_addr: str) -> Reply:
-        return self._reply(BrokerRequestCode.GET_BROKER_RUNTIME_INFO,
-                           self._invoke(broker_addr, BrokerRequestCode.GET_BROKER_RUNTIME_INFO, {}))
+    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None) -> RemotingResponse:
+        return self._call(broker_addr, code, ext or {})
 
     def close(self) -> None:
         for addr in list(self._clients):

@@ -1,58 +1,78 @@
-"""How the mqadmin verbs reach a cluster: one interface, two ways in.
+"""How the admin client (`clients.admin.client.DefaultMQAdminExt`) reaches a cluster: one
+interface, two ways in.
 
 - `TcpTransport` (clients.admin.tcp_admin): RocketMQ's remoting protocol to the NameServers of a
   namesrvAddr (`host:9876;host:9877`) and to the brokers' TCP addresses, as mqadmin does.
-- `RayTransport` (here): the actor handles of a deployment found by its Ray namespace.
+- `RayTransport` (here): the actor handles of a deployment found by its Ray namespace; each request
+  goes through the actor's `process`, the same pipeline (ACL, processors) as a TCP frame.
 
-Both answer with a `Reply` whose body is RocketMQ's JSON object model (camelCase keys, what the TCP
-body decodes to), so every verb is written once, in `clients.admin.mqadmin_ext`.
+Both answer with the neutral `RemotingResponse` (`namesrv.remoting.command`), its `payload` the
+typed model of the body (TopicRouteData, ClusterInfo, TopicList, ConfigProperties, KVTable): over
+Ray the model as the server made it, over TCP decoded from RocketMQ's JSON (or properties) body.
+Its `ext_fields` are strings, as the wire carries them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from namesrv.protocol import fastjson
-from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.models import TopicConfig
+from namesrv.protocol.bodies import parse_properties
+from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicList, TopicRouteData
 from namesrv.remoting.codec import ext_value
+from namesrv.remoting.command import RemotingResponse
 
 UNREACHABLE = -1
-"""The `Reply.code` of a server that could not be asked (refused, timed out, gone)."""
+"""The response code of a server that could not be asked (refused, timed out, gone)."""
 
 
 class ServerUnreachable(ConnectionError):
     """A NameServer or broker could not be reached or did not answer in time."""
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
-    code: int
-    remark: str | None = None
-    ext: dict[str, str] = field(default_factory=dict)
-    """Response header fields, as strings (what the wire carries)."""
-    body: Any = None
-    """RocketMQ's JSON object model of the body; a dict of strings for a NameServer's config."""
-
-    @property
-    def ok(self) -> bool:
-        return self.code == ResponseCode.SUCCESS
-
-    def describe(self) -> str:
-        """'code 17 TOPIC_NOT_EXIST: remark', or the reason it was unreachable."""
-        if self.code == UNREACHABLE:
-            return self.remark or "unreachable"
-        try:
-            name = ResponseCode(self.code).name
-        except ValueError:
-            name = "code"
-        remark = " ".join((self.remark or "").split())[:300]
-        return f"{name} ({self.code}){': ' + remark if remark else ''}"
+def unreachable(e: Exception) -> RemotingResponse:
+    return RemotingResponse(UNREACHABLE, str(e) or type(e).__name__)
 
 
-def unreachable(e: Exception) -> Reply:
-    return Reply(UNREACHABLE, str(e) or type(e).__name__)
+def describe(resp: RemotingResponse) -> str:
+    """'TOPIC_NOT_EXIST (17): remark', or the reason it was unreachable."""
+    if resp.code == UNREACHABLE:
+        return resp.remark or "unreachable"
+    try:
+        name = ResponseCode(resp.code).name
+    except ValueError:
+        name = "code"
+    remark = " ".join((resp.remark or "").split())[:300]
+    return f"{name} ({resp.code}){': ' + remark if remark else ''}"
+
+
+def _topic_list(body: bytes) -> TopicList:
+    wire = fastjson.loads(body)
+    return TopicList(list(wire.get("topicList", [])), wire.get("brokerAddr"))
+
+
+BODY_MODELS: dict[int, Callable[[bytes], Any]] = {
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: lambda b: TopicRouteData.from_wire(fastjson.loads(b)),
+    RequestCode.GET_BROKER_CLUSTER_INFO: lambda b: ClusterInfo.from_wire(fastjson.loads(b)),
+    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: _topic_list,
+    RequestCode.GET_NAMESRV_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
+    BrokerRequestCode.GET_BROKER_RUNTIME_INFO: lambda b: KVTable(dict(fastjson.loads(b).get("table", {}))),
+}
+"""How a request code's answer body (bytes) becomes its typed model."""
+
+
+def typed(code: int, resp: RemotingResponse) -> RemotingResponse:
+    """`resp` with string ext_fields and, on success, `payload` the body's typed model (decoded
+    from the bytes when the server sent bytes)."""
+    ext = {k: ext_value(v) for k, v in (resp.ext_fields or {}).items()
+           if v is not None and isinstance(v, (str, int, float, bool))}
+    payload = resp.payload
+    decode = BODY_MODELS.get(code)
+    if payload is None and resp.ok and resp.body and decode is not None:
+        payload = decode(resp.body)
+    return RemotingResponse(resp.code, resp.remark, ext, resp.body, payload, resp.not_ready)
 
 
 class AdminTransport(Protocol):
@@ -64,21 +84,13 @@ class AdminTransport(Protocol):
         ...
 
     def call_namesrv(self, namesrv: str, code: int, ext: dict[str, Any] | None = None,
-                     props: dict[str, str] | None = None) -> Reply:
+                     props: dict[str, str] | None = None) -> RemotingResponse:
         """One request to one NameServer (`props`: UPDATE_NAMESRV_CONFIG's body). Raises
         ServerUnreachable when it cannot be asked."""
         ...
 
-    def update_topic(self, broker_addr: str, tc: TopicConfig) -> Reply:
-        """UPDATE_AND_CREATE_TOPIC on one broker. Raises ServerUnreachable."""
-        ...
-
-    def delete_topic_in_broker(self, broker_addr: str, topic: str) -> Reply:
-        """DELETE_TOPIC_IN_BROKER on one broker. Raises ServerUnreachable."""
-        ...
-
-    def broker_runtime_info(self, broker_addr: str) -> Reply:
-        """GET_BROKER_RUNTIME_INFO of one broker (body: a KVTable). Raises ServerUnreachable."""
+    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None) -> RemotingResponse:
+        """One request to one broker, by the address routes carry. Raises ServerUnreachable."""
         ...
 
     def close(self) -> None: ...
@@ -96,65 +108,36 @@ class RayTransport:
     def namesrvs(self) -> list[str]:
         return sorted(self.dep.namesrvs)
 
-    def _get(self, ref: Any, who: str) -> Any:
+    def _process(self, handle: Any, who: str, code: int, ext: dict[str, Any] | None,
+                 body: bytes | None) -> RemotingResponse:
         import ray
         from ray.exceptions import GetTimeoutError, RayActorError
 
+        from namesrv.acl.plain_acl import signed
+        from namesrv.remoting.command import RemotingRequest
+
+        request = RemotingRequest(code, signed(ext or {}, body, self.credentials), body)
         try:
-            return ray.get(ref, timeout=self.timeout_s)
+            return typed(code, ray.get(handle.process.remote(request), timeout=self.timeout_s))
         except GetTimeoutError:
             raise ServerUnreachable(f"{who} did not answer in {self.timeout_s:g} s") from None
         except RayActorError as e:
             raise ServerUnreachable(f"{who} is gone ({type(e).__name__})") from None
 
-    @staticmethod
-    def _reply(resp: Any) -> Reply:
-        ext = {k: ext_value(v) for k, v in (resp.ext_fields or {}).items()
-               if v is not None and isinstance(v, (str, int, float, bool))}
-        return Reply(int(resp.code), resp.remark, ext, resp.wire_body() if resp.ok else None)
-
     def call_namesrv(self, namesrv: str, code: int, ext: dict[str, Any] | None = None,
-                     props: dict[str, str] | None = None) -> Reply:
-        from namesrv.acl.plain_acl import signed
+                     props: dict[str, str] | None = None) -> RemotingResponse:
         from namesrv.protocol.msgpack_codec import encode_body
-        from namesrv.remoting.command import RemotingRequest
 
         handle = self.dep.namesrvs.get(namesrv)
         if handle is None:
             raise ServerUnreachable(f"no NameServer {namesrv!r} in {self.where}")
-        body = encode_body(props) if props is not None else None
-        request = RemotingRequest(code, signed(ext or {}, body, self.credentials), body)
-        return self._reply(self._get(handle.process.remote(request), namesrv))
+        return self._process(handle, namesrv, code, ext, encode_body(props) if props is not None else None)
 
-    def _broker(self, broker_addr: str) -> Any:
+    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None) -> RemotingResponse:
         handle = self.dep.brokers.get(broker_addr)
         if handle is None:
             raise ServerUnreachable(f"no broker actor serves {broker_addr} in {self.where}")
-        return handle
-
-    def call_broker(self, broker_addr: str, code: int, ext: dict[str, str] | None = None) -> Reply:
-        """One request to a broker actor, through the same pipeline as a TCP frame."""
-        from namesrv.acl.plain_acl import signed
-        from namesrv.remoting.command import RemotingRequest
-
-        request = RemotingRequest(code, signed(ext or {}, None, self.credentials))
-        resp = self._get(self._broker(broker_addr).process.remote(request), broker_addr)
-        body = fastjson.loads(resp.body) if resp.ok and resp.body else None
-        return Reply(int(resp.code), resp.remark, {}, body)
-
-    def update_topic(self, broker_addr: str, tc: TopicConfig) -> Reply:
-        from namesrv.protocol.broker_headers import create_topic_ext
-
-        return self.call_broker(broker_addr, BrokerRequestCode.UPDATE_AND_CREATE_TOPIC,
-                                create_topic_ext(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm,
-                                                 tc.order))
-
-    def delete_topic_in_broker(self, broker_addr: str, topic: str) -> Reply:
-        return self.call_broker(broker_addr, BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
-
-    def broker_runtime_info(self, broker_addr: str) -> Reply:
-        return self.call_broker(broker_addr, BrokerRequestCode.GET_BROKER_RUNTIME_INFO)
+        return self._process(handle, broker_addr, code, ext, None)
 
     def close(self) -> None:
         pass
-

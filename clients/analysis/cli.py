@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from clients.analysis.errors import AnalysisInputError
+from clients.analysis.errors import INPUT_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +84,14 @@ def run(args: argparse.Namespace) -> int:
     """Validate inputs, start Ray + Spark, run the report, stop Spark then Ray. Returns the exit code."""
     from clients.analysis.faults import read_faults_arrow
     from clients.analysis.inputs import resolve_inputs
-    from clients.analysis.snapshots import validate_dataset
+    from clients.snapshots.dataset import validate_dataset
 
     try:
         inputs = resolve_inputs(args.path, args.faults)
         info = validate_dataset(inputs.snapshots, deep=True)
         if inputs.faults is not None:
             read_faults_arrow(inputs.faults)
-    except AnalysisInputError as exc:
+    except INPUT_ERRORS as exc:
         _error(str(exc))
         return EXIT_BAD_INPUT
     from clients.analysis.jobs import DEFAULT_BUCKET_MS
@@ -105,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
     from clients.analysis.faults import read_faults_spark
     from clients.analysis.report import ReportOptions, run_report
-    from clients.analysis.snapshots import read_snapshots_spark
     from clients.analysis.spark import SparkSettings, active_spark, get_or_create_spark, stop_spark
+    from clients.snapshots.dataset import read_snapshots_spark
 
     started_ray = False
     owns_spark = active_spark() is None  # embedded in a process that already runs Spark: leave it be
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
             print_tables=not args.quiet,
             run=run_info,
         )
-    except AnalysisInputError as exc:
+    except INPUT_ERRORS as exc:
         _error(str(exc))
         return EXIT_BAD_INPUT
     except Exception as exc:  # a Spark/JVM failure: one line for the user, the rest for the log

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from clients.snapshots import SnapshotDatasetError as SnapshotDatasetError
+
 
 class AnalysisInputError(Exception):
     """An input the analysis cannot use (missing, empty, corrupt, wrong schema)."""
 
 
-class SnapshotDatasetError(AnalysisInputError):
-    """The route-snapshot Parquet dataset is missing, empty, corrupt or has the wrong schema."""
+INPUT_ERRORS: tuple[type[Exception], ...] = (AnalysisInputError, SnapshotDatasetError)
+"""What the CLI reports as a bad input (the snapshot dataset's own error included)."""
 
 
 class FaultTimelineError(AnalysisInputError):

@@ -189,7 +189,7 @@ class RemovalLog:
 
 class SnapshotCollector:
     """Drains every NameServer's buffered route snapshots into `out` (a Hive-partitioned dataset,
-    see `clients.analysis.snapshots`) every `every_s`, from start to stop.
+    see `clients.snapshots.dataset`) every `every_s`, from start to stop.
 
     Each drain also takes a snapshot of that instant, so the dataset has one at least every
     `every_s` even where the NameServers snapshot less often. The collector reads under its own
@@ -223,7 +223,7 @@ class SnapshotCollector:
 
     def collect(self, names: Iterable[str] | None = None) -> dict[str, int]:
         """Drain the given NameServers (default all) once; returns rows written per NameServer."""
-        from clients.analysis.collect import collect_once
+        from clients.snapshots.collect import collect_once
 
         handles = {n: self.namesrvs[n] for n in (names if names is not None else self.namesrvs)}
         written = collect_once(handles, self.out, timeout_s=15.0, reader=self.reader, every_s=self.every_s)

@@ -353,7 +353,7 @@ def test_short_chaos_run_holds_every_invariant(private_ray: str, tmp_path: Path)
     text = render_report(report)
     assert "PASS" in text and "a private deployment" in text
     # every NameServer's route snapshots of the run, as `namesrv snapshot` writes them
-    from clients.analysis.snapshots import read_snapshots_arrow
+    from clients.snapshots.dataset import read_snapshots_arrow
 
     snaps = read_snapshots_arrow(report.files["snapshots"])
     assert snaps.num_rows == report.snapshot_rows > 0
@@ -374,9 +374,9 @@ def test_chaos_faults_an_existing_deployment_and_leaves_it_running(private_ray: 
     import threading
 
     from actors.launcher import connect
-    from clients.analysis.collect import collect_once
-    from clients.analysis.snapshots import read_snapshots_arrow
     from clients.chaos.invariants import named_actors
+    from clients.snapshots.collect import collect_once
+    from clients.snapshots.dataset import read_snapshots_arrow
 
     namespace = unique_namespace("staging")
     spec = ClusterSpec(namesrv_count=2, brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], profile="fast",

@@ -318,6 +318,34 @@ def test_every_verb_over_the_ray_namespace(dep: Deployment, capsys: pytest.Captu
     assert code == 1 and "does not exist" in err and len(err.strip().splitlines()) == 1
 
 
+def test_one_admin_client_over_either_transport(dep: Deployment, addr: str) -> None:
+    """The Python API the verbs use: one DefaultMQAdminExt, over TCP and over Ray, gives RocketMQ's
+    typed models, the same ones either way; AdminClient is that client over the deployment."""
+    from clients.admin import AdminClient, DefaultMQAdminExt, MQAdminError
+    from namesrv.protocol.models import ClusterInfo, TopicRouteData
+
+    with DefaultMQAdminExt.over_tcp(addr) as by_tcp, DefaultMQAdminExt.over_ray(dep) as by_ray:
+        created = by_tcp.create_topic("MqaBothWays", cluster="DefaultCluster", read_queue_nums=3, write_queue_nums=3)
+        assert sorted(created) == sorted(dep.brokers)
+        route = by_ray.examine_topic_route_info("MqaBothWays")
+        assert isinstance(route, TopicRouteData)
+        assert {q.broker_name: q.write_queue_nums for q in route.queue_datas} == {"broker-a": 3, "broker-b": 3}
+        assert by_tcp.examine_topic_route_info("MqaBothWays").to_wire() == route.to_wire()
+        info = by_ray.examine_broker_cluster_info()
+        assert isinstance(info, ClusterInfo) and info.to_wire() == by_tcp.examine_broker_cluster_info().to_wire()
+        assert AdminClient(dep).route("MqaBothWays") == route
+        wiped = by_tcp.wipe_write_perm_of_broker("broker-b")
+        assert set(wiped) == set(by_tcp.transport.namesrvs()) and all(n >= 1 for n in wiped.values()), wiped
+        assert all(queues(r)["broker-b"][2] & 2 == 0 for r in routes(dep, "MqaBothWays").values())
+        assert set(by_ray.add_write_perm_of_broker("broker-b")) == {"namesrv-0", "namesrv-1"}
+        assert all(queues(r)["broker-b"][2] & 2 for r in routes(dep, "MqaBothWays").values())
+        by_ray.delete_topic("MqaBothWays", cluster="DefaultCluster")
+        assert routes(dep, "MqaBothWays") == {"namesrv-0": None, "namesrv-1": None}
+        assert by_tcp.routes_everywhere("MqaBothWays") == dict.fromkeys(by_tcp.transport.namesrvs())
+        with pytest.raises(MQAdminError, match="does not exist"):
+            by_tcp.examine_topic_route_info("MqaBothWays")
+
+
 def test_ray_namespace_errors(dep: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
     before = fingerprint(dep)
     for argv, words in [(["wipeWritePerm", "-b", "no-broker"], "no broker named"),

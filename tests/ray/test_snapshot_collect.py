@@ -7,9 +7,9 @@ import pytest
 import ray
 
 from actors.launcher import BrokerSpec
-from clients.analysis.collect import collect_once
-from clients.analysis.snapshots import list_data_files, read_snapshots_arrow
 from clients.cli import main
+from clients.snapshots.collect import collect_once
+from clients.snapshots.dataset import list_data_files, read_snapshots_arrow
 from tests.ray.helpers import broker_names, wait_for_route_everywhere, wait_until
 
 TOPIC = "SnapTopic"

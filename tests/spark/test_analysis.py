@@ -33,13 +33,13 @@ pytest.importorskip("raydp")
 from clients.analysis import bridge, cli, jobs, report  # noqa: E402
 from clients.analysis.errors import FaultTimelineError, SnapshotDatasetError  # noqa: E402
 from clients.analysis.faults import read_faults_spark, write_faults  # noqa: E402
-from clients.analysis.snapshots import (  # noqa: E402
+from clients.analysis.spark import SparkSettings, jdk17_java_options  # noqa: E402
+from clients.snapshots.dataset import (  # noqa: E402
     append_snapshots,
     read_snapshots_arrow,
     read_snapshots_spark,
     validate_dataset,
 )
-from clients.analysis.spark import SparkSettings, jdk17_java_options  # noqa: E402
 from namesrv.clock import ManualClock  # noqa: E402
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper  # noqa: E402
 from namesrv.routeinfo.route_info_manager import RouteInfoManager  # noqa: E402
@@ -209,7 +209,7 @@ def test_bad_dataset_raises_clear_error(tmp_path: Path, case: str) -> None:
     if case == "zero_rows":
         append_snapshots(root, [])  # writes nothing
         part.mkdir(parents=True)
-        from clients.analysis.snapshots import file_schema
+        from clients.snapshots.dataset import file_schema
 
         pq.write_table(file_schema().empty_table(), part / "part-0.parquet")
     elif case == "corrupt":

@@ -45,3 +45,18 @@ def test_imports_flow_one_way(layer: str) -> None:
     wrong = {f"{p.relative_to(ROOT)}: {m}" for p in (ROOT / layer).rglob("*.py") for m in imported(p)
              if m.split(".")[0] in forbidden}
     assert not wrong, sorted(wrong)
+
+
+PACKAGE_ORDER = ("clients.analysis", "clients.chaos", "clients.snapshots")
+"""Inside clients: the analysis reads what the chaos harness writes, both use the snapshot dataset."""
+
+
+def test_client_packages_import_one_way() -> None:
+    """No package of PACKAGE_ORDER imports one before it, not even lazily inside a function."""
+    wrong = set()
+    for i, package in enumerate(PACKAGE_ORDER):
+        earlier = PACKAGE_ORDER[:i]
+        for path in (ROOT / package.replace(".", "/")).rglob("*.py"):
+            wrong |= {f"{path.relative_to(ROOT)}: {m}" for m in imported(path)
+                      if any(m == e or m.startswith(e + ".") for e in earlier)}
+    assert not wrong, sorted(wrong)

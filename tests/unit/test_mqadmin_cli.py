@@ -11,14 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from clients.admin.mqadmin import (
-    namesrv_addr_arg,
-    new_topic_arg,
-    perm_arg,
-    route_list_table,
-    runtime_columns,
-    topic_config_text,
-)
+from clients.admin.mqadmin import namesrv_addr_arg, new_topic_arg, perm_arg
+from clients.admin.mqadmin_cluster import runtime_columns
+from clients.admin.mqadmin_topic import route_list_table, topic_config_text
 from clients.admin.top import Frame, NamesrvView, broker_rows, disagreements, recent_removals, render
 from namesrv.protocol.models import BrokerData, QueueData, TopicConfig, TopicRouteData
 

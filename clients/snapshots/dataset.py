@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from clients.analysis.errors import SnapshotDatasetError
+from clients.snapshots import SnapshotDatasetError
 from namesrv.routeinfo.snapshot import SNAPSHOT_COLUMNS, arrow_schema
 
 if TYPE_CHECKING:

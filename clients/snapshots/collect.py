@@ -28,7 +28,7 @@ def collect_once(namesrvs: dict[str, Any], out: str | Path, timeout_s: float = 3
     is skipped (and logged): the others' snapshots still land."""
     import ray
 
-    from clients.analysis.snapshots import append_snapshots
+    from clients.snapshots.dataset import append_snapshots
 
     lease_ms = None if every_s is None else int(every_s * 3000)
     refs = {name: ns.drain_snapshots.remote(True, reader, lease_ms) for name, ns in namesrvs.items()}
