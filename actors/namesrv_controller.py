@@ -32,8 +32,9 @@ from namesrv.protocol.codes import NAMESRV_LARGE_REQUEST_CODES, RequestCode, Res
 from namesrv.protocol.models import TopicRouteData
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
+from namesrv.remoting.limits import server_limits
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
-from namesrv.remoting.server import Connection, RemotingServer, server_limits
+from namesrv.remoting.server import Connection, RemotingServer
 from namesrv.remoting.wire_log import WireLogHook
 from namesrv.routeinfo.changes import RemovalCause
 from namesrv.routeinfo.config import NamesrvConfig
