@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
 from actors.metrics import Metrics
@@ -42,17 +43,16 @@ def _token(channel: object) -> object:
     return channel.token if isinstance(channel, BrokerChannel) else channel
 
 
+@dataclass(eq=False)
 class NamesrvRequests:
-    def __init__(self, processor: DefaultRequestProcessor, writer: BackgroundWriter, config_store: ConfigStore,
-                 housekeeping: BrokerHousekeepingService, metrics: Metrics, after_change: Callable[[], None]) -> None:
-        """`after_change()` acts on what the tables say changed (the controller's)."""
-        self.processor = processor
-        self.writer = writer
-        self.config_store = config_store
-        self.housekeeping = housekeeping
-        self.metrics = metrics
-        self.after_change = after_change
-        self._sliced_slots = asyncio.Semaphore(SLICED_IN_FLIGHT)
+    processor: DefaultRequestProcessor
+    writer: BackgroundWriter
+    config_store: ConfigStore
+    housekeeping: BrokerHousekeepingService
+    metrics: Metrics
+    after_change: Callable[[], None]
+    """Acts on what the tables say changed (the controller's)."""
+    _sliced_slots: asyncio.Semaphore = field(init=False, default_factory=lambda: asyncio.Semaphore(SLICED_IN_FLIGHT))
 
     def serve(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         """The NameServer's processor behind its pipeline (after the ACL hook, before the metrics and
