@@ -10,9 +10,9 @@ connection idle for longer than `idle_timeout_s` is closed, as RocketMQ's idle h
 close events reach `on_close`, where a NameServer drops the brokers registered through it.
 
 Memory a client can make the server hold before any of its requests is authenticated (which
-happens only once a whole frame is in) is bounded (`ServerLimits`): at most `max_connections`
-connections; each reads at most `small_frame_max_length` bytes ahead into a frame it has no
-reservation for; a frame longer than that must be of a code that carries big bodies (read from its
+happens only once a whole frame is in) is bounded (`ServerLimits`, namesrv.remoting.limits): at
+most `max_connections` connections; each reads at most `small_frame_max_length` bytes ahead into a
+frame it has no reservation for; a frame longer than that must be of a code that carries big bodies (read from its
 header before its body) and reserves its whole length from a server-wide budget of
 `pending_frames_max_bytes` before more of it is read; a connection that finds the budget spent
 stops reading (its bytes wait in the kernel) until a frame completes or a connection closes. A
