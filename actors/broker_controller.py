@@ -40,8 +40,9 @@ from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import RemotingCommand, encode_command
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
+from namesrv.remoting.limits import server_limits
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline, resolve
-from namesrv.remoting.server import Connection, RemotingServer, server_limits
+from namesrv.remoting.server import Connection, RemotingServer
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any, cast
 
 import ray
@@ -21,94 +21,21 @@ from ray.actor import ActorHandle
 from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.broker_actor import BrokerActor, broker_actor_name, store_path
+from actors.broker_actor import BrokerActor, store_path
+from actors.cluster_spec import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # the specs are the launcher's API too
+from actors.cluster_spec import NAMESRV_PREFIX as NAMESRV_PREFIX
+from actors.cluster_spec import REGISTRY_SETTINGS
+from actors.cluster_spec import BrokerSpec as BrokerSpec
+from actors.cluster_spec import ClusterSpec as ClusterSpec
 from actors.namesrv_actor import NameServerActor
 from actors.profiles import get_profile
 from actors.registry import REGISTRY_NAME, DeploymentRegistry
-from namesrv.remoting.config import (
-    ALL_INTERFACES,
-    DEFAULT_BROKER_PORT,
-    DEFAULT_NAMESRV_PORT,
-    LOOPBACK,
-    RemotingServerConfig,
-)
+from namesrv.remoting.config import ALL_INTERFACES, LOOPBACK, RemotingServerConfig
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NAMESPACE = "namesrv"
-REGISTRY_SETTINGS = ("profile", "data_dir", "detached", "namesrv_max_restarts", "broker_max_restarts",
-                     "namesrv_overrides", "broker_overrides", "namesrv_port", "listen_host", "remoting_overrides",
-                     "broker_port")
-"""The ClusterSpec fields the registry keeps (actors.registry): what a restart needs besides the brokers."""
 START_TIMEOUT_S = 60.0
-NAMESRV_PREFIX = "namesrv-"
 SOFT_PLACEMENT_MEMORY = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class BrokerSpec:
-    broker_name: str
-    broker_id: int = 0
-    cluster: str = "DefaultCluster"
-    node_id: str | None = None
-    """Pin the broker to this Ray node so a restart finds its store on the same disk."""
-    port: int | None = None
-    """The TCP port clients dial (assigned by the Deployment); None: reachable over Ray only."""
-    host: str = LOOPBACK
-    """The host the broker advertises (its node's IP on a multi-node cluster)."""
-
-    @property
-    def actor_name(self) -> str:
-        return broker_actor_name(self.broker_name, self.broker_id)
-
-    @property
-    def addr(self) -> str:
-        """The address routes carry: host:port, or the actor name for a Ray-only broker."""
-        return f"{self.host}:{self.port}" if self.port is not None else self.actor_name
-
-
-@dataclass
-class ClusterSpec:
-    namesrv_count: int = 2
-    brokers: list[BrokerSpec] = field(
-        default_factory=lambda: [BrokerSpec("broker-a"), BrokerSpec("broker-b"), BrokerSpec("broker-c")]
-    )
-    profile: str = "default"
-    namespace: str = DEFAULT_NAMESPACE
-    data_dir: str = "~/namesrv-data"
-    detached: bool = False
-    namesrv_max_restarts: int = -1
-    broker_max_restarts: int = 0
-    namesrv_overrides: dict[str, Any] = field(default_factory=dict)
-    broker_overrides: dict[str, Any] = field(default_factory=dict)
-    namesrv_node_ids: list[str] = field(default_factory=list)
-    """Place NameServer i on `namesrv_node_ids[i % len]`, softly: if that node dies, Ray restarts it
-    elsewhere (a NameServer's state is rebuilt from broker registrations)."""
-    namesrv_port: int | None = DEFAULT_NAMESRV_PORT
-    """NameServer i serves RocketMQ's remoting protocol on namesrv_port + i; 0 takes free ports,
-    None serves Ray callers only."""
-    listen_host: str = LOOPBACK
-    """Where the TCP servers listen: 127.0.0.1 for a local deployment, 0.0.0.0 on a multi-node one."""
-    remoting_overrides: dict[str, Any] = field(default_factory=dict)
-    """RemotingServerConfig fields for every NameServer (e.g. server_channel_max_idle_time_seconds)."""
-    broker_port: int | None = DEFAULT_BROKER_PORT
-    """Broker i (in `brokers` order) serves clients on broker_port + 10 * i; 0 takes free ports
-    (kept across restarts), None serves Ray callers only."""
-
-    def namesrv_remoting(self, name: str) -> RemotingServerConfig | None:
-        if self.namesrv_port is None:
-            return None
-        port = self.namesrv_port + self.namesrv_names.index(name) if self.namesrv_port else 0
-        return RemotingServerConfig(listen_host=self.listen_host, listen_port=port, **self.remoting_overrides)
-
-    @property
-    def namesrv_names(self) -> list[str]:
-        return [f"{NAMESRV_PREFIX}{i}" for i in range(self.namesrv_count)]
-
-    def namesrv_node_id(self, name: str) -> str | None:
-        if not self.namesrv_node_ids or name not in self.namesrv_names:
-            return None
-        return self.namesrv_node_ids[self.namesrv_names.index(name) % len(self.namesrv_node_ids)]
 
 
 def ensure_ray(address: str | None = None, namespace: str = DEFAULT_NAMESPACE, **init_kwargs: Any) -> None:

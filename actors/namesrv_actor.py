@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from actors.housekeeping import BrokerChannel
+from actors.long_poll import RouteChange
 from actors.metrics import namesrv_metrics
-from actors.namesrv_controller import NamesrvController, RemovalEvent, RouteChange
+from actors.namesrv_controller import NamesrvController, RemovalEvent
+from actors.namesrv_status import namesrv_status
 from actors.ray_runtime import was_restarted
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -52,7 +54,7 @@ class NameServerActor:
                 host = ray.util.get_node_ip_address()
             self.remoting_address = f"{host}:{self.controller.remoting.port}"
         if self.reconstructed:
-            self.controller.resume_snapshots_after_restart()
+            self.controller.snapshots.resume_after_restart()
         self.controller.start()
 
     async def shutdown(self) -> None:
@@ -140,7 +142,7 @@ class NameServerActor:
         a topic that has no route (any more). With ACL on, `auth` (AccessKey, Signature over the
         held topics) must pass as a route query would; a refused poll raises PermissionError."""
         self.controller.check_long_poll(topic_versions, auth or {})
-        return await self.controller.listen_for_change(topic_versions, timeout_s)
+        return await self.controller.long_poll.listen_for_change(topic_versions, timeout_s)
 
     # ------------------------------------------------------------------ snapshots and inspection
     async def drain_snapshots(self, take_now: bool = True, reader: str = DEFAULT_READER,
@@ -149,14 +151,14 @@ class NameServerActor:
         this instant. A snapshot is forgotten once every reader has taken it (one reader: at once).
         Each drain renews `reader`'s lease (`lease_ms`, at least `snapshot_reader_lease_ms`): the
         NameServer takes snapshots only while some reader holds one."""
-        return await self.controller.drain_snapshots(take_now, reader, lease_ms)
+        return await self.controller.snapshots.drain(take_now, reader, lease_ms)
 
     async def release_snapshot_reader(self, reader: str) -> None:
         """`reader` is done collecting: it no longer holds snapshots back from being forgotten."""
         self.controller.snapshots.release(reader)
 
     async def get_status(self) -> dict[str, Any]:
-        status = self.controller.status()
+        status = namesrv_status(self.controller)
         status.update(pid=os.getpid(), node_id=ray.get_runtime_context().get_node_id(),
                       reconstructed=self.reconstructed, remoting_address=self.remoting_address,
                       remoting=asdict(self.controller.remoting.stats()))

@@ -5,7 +5,7 @@ The same code the NameServer actor runs on its loop for a REGISTER_BROKER over T
 step by step with a clock around each piece that holds the loop: the frame decode (as the
 transport delivers 64 KiB reads), every slice of the sliced registration (`NamesrvController._steps`
 advanced once, named by the function it paused in), the `after_change` between slices, the request's
-completion (`_done`: metrics, gc.freeze) and the answer's encoding; then the first (uncached) and a
+completion (`NamesrvRequests.done`: metrics, gc.freeze) and the answer's encoding; then the first (uncached) and a
 cached route query of a topic every broker hosts. Each piece is timed as wall time and as this
 thread's CPU time (`time.thread_time`), so a machine busy with other work shows as wall >> CPU,
 not as cost. Garbage collections in between are timed through `gc.callbacks`.
@@ -115,7 +115,7 @@ def register_once(controller: NamesrvController, profile: Profile, frame: bytes,
         profile.pieces[f"slice: paused in {_paused_in(steps)}"].add(time.perf_counter() - w, time.thread_time() - c)
         profile.timed("after_change between slices", controller.after_change)
     assert response.ok, response.remark
-    profile.timed("_done (gc.freeze, after_change)", controller._done, request, token, response)
+    profile.timed("done (gc.freeze, after_change)", controller.requests.done, request, token, response)
     profile.timed("answer encode", controller.wire.encode, cmd, response)
 
 

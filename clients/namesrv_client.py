@@ -18,7 +18,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from actors.handles import ActorHandles
 from actors.launcher import NAMESRV_PREFIX
-from actors.namesrv_controller import RouteChange
+from actors.long_poll import RouteChange
 from namesrv.acl.plain_acl import SessionCredentials, long_poll_content, signed
 from namesrv.client.errors import MQClientError, NameServerNotReady, NoNameServerAvailable, TopicNotFound
 from namesrv.protocol.codes import ResponseCode

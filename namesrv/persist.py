@@ -30,11 +30,17 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
+    fsync_dir(target.parent)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory, so the names created or renamed in it (not only the files' contents)
+    survive a machine crash. The one directory fsync of the project."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 FAILURES_KEPT = 4096

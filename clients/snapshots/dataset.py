@@ -28,6 +28,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from clients.snapshots import SnapshotDatasetError
+from namesrv.persist import fsync_dir
 from namesrv.routeinfo.snapshot import SNAPSHOT_COLUMNS, arrow_schema
 
 if TYPE_CHECKING:
@@ -131,11 +132,7 @@ def append_snapshots(
         with open(tmp, "rb") as f:  # durable before it becomes visible: write, fsync, rename
             os.fsync(f.fileno())
         os.replace(tmp, directory / name)
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_dir(directory)
         written.append(directory / name)
     log.debug("appended %d snapshot rows in %d files under %s", table.num_rows, len(written), root_path)
     return written

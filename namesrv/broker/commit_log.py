@@ -40,6 +40,7 @@ import msgpack
 from namesrv.broker.message_properties import MessageIllegal, check_message
 from namesrv.broker.transfer_caps import DEFAULT_CAPS, MAX_SCAN_ENTRIES, TransferCaps
 from namesrv.clock import Clock, system_clock
+from namesrv.persist import fsync_dir as _fsync_dir  # the one directory fsync (tests patch this name)
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 
 log = logging.getLogger(__name__)
@@ -515,14 +516,6 @@ def _make_dirs_durably(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     for created in reversed(missing):
         _fsync_dir(created.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _read_record(f: Any, pos: int, size: int) -> tuple[list[Any], int] | str:

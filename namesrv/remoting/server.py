@@ -10,9 +10,9 @@ connection idle for longer than `idle_timeout_s` is closed, as RocketMQ's idle h
 close events reach `on_close`, where a NameServer drops the brokers registered through it.
 
 Memory a client can make the server hold before any of its requests is authenticated (which
-happens only once a whole frame is in) is bounded (`ServerLimits`): at most `max_connections`
-connections; each reads at most `small_frame_max_length` bytes ahead into a frame it has no
-reservation for; a frame longer than that must be of a code that carries big bodies (read from its
+happens only once a whole frame is in) is bounded (`ServerLimits`, namesrv.remoting.limits): at
+most `max_connections` connections; each reads at most `small_frame_max_length` bytes ahead into a
+frame it has no reservation for; a frame longer than that must be of a code that carries big bodies (read from its
 header before its body) and reserves its whole length from a server-wide budget of
 `pending_frames_max_bytes` before more of it is read; a connection that finds the budget spent
 stops reading (its bytes wait in the kernel) until a frame completes or a connection closes. A
@@ -22,8 +22,6 @@ closed connection's buffer is dropped at once.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import inspect
 import itertools
 import logging
@@ -35,28 +33,9 @@ from typing import Any
 
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
-from namesrv.remoting.config import RemotingServerConfig
+from namesrv.remoting.limits import BudgetWaiter, FrameBudget, HeapTrim, ServerLimits
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ServerLimits:
-    """What a server holds for its clients at most (RemotingServerConfig's server_* fields)."""
-
-    max_connections: int = 1024
-    small_frame_max_length: int = 64 * 1024
-    pending_frames_max_bytes: int = 64 * 1024 * 1024
-    large_codes: frozenset[int] | None = None
-    """Request codes that may send frames longer than `small_frame_max_length` (None: any)."""
-
-
-def server_limits(config: RemotingServerConfig | None, large_codes: frozenset[int]) -> ServerLimits:
-    """The limits a server config sets (the defaults without one: a server that never listens)."""
-    if config is None:
-        return ServerLimits(large_codes=large_codes)
-    return ServerLimits(config.server_max_connections, config.server_small_frame_max_length,
-                        config.server_pending_frames_max_bytes, large_codes)
 
 
 Handler = Callable[["Connection", RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None]
@@ -64,19 +43,6 @@ CloseHandler = Callable[["Connection", str], None]
 
 _ids = itertools.count(1)
 REFUSED = "too many connections"
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim: freed buffers of big half frames are scattered over the heap, where
-    glibc keeps them from the OS (RSS stays up) until asked to give free pages back."""
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-    return trim
-
-
-MALLOC_TRIM = _malloc_trim()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,28 +142,27 @@ class Connection(asyncio.BufferedProtocol):
         self.buffered = self.decoder.pending_bytes
         if self.reserved and self.decoder.completed != completed_before:
             reserved, self.reserved = self.reserved, 0
-            server.release(reserved)
+            server.budget.release(reserved)
         size = self.decoder.head_frame_size
         if self.reserved or size <= server.limits.small_frame_max_length:
             return
-        if server.reserve(size):
+        if server.budget.reserve(size):
             self.reserved = size
         elif not self.waiting_for_budget and self.transport is not None:
             self.waiting_for_budget = True
-            server.budget_waits += 1
-            server.budget_waiters.append(self)
+            server.budget.wait(self)
             self.transport.pause_reading()
 
     def _release(self) -> None:
         """Give back this connection's buffer and reservation (it is closing)."""
         if self.buffered > self.server.limits.small_frame_max_length:
-            self.server.trim_soon()
+            self.server.heap_trim.soon()
         self.server.buffered -= self.buffered
         self.buffered = 0
         self.decoder.clear()
         if self.reserved:
             reserved, self.reserved = self.reserved, 0
-            self.server.release(reserved)
+            self.server.budget.release(reserved)
 
     def retry_budget(self) -> bool:
         """Budget was freed: reserve it and read on (False: still not enough)."""
@@ -205,7 +170,7 @@ class Connection(asyncio.BufferedProtocol):
             self.waiting_for_budget = False
             return True
         size = self.decoder.head_frame_size
-        if not self.server.reserve(size):
+        if not self.server.budget.reserve(size):
             return False
         self.reserved = size
         self.waiting_for_budget = False
@@ -305,11 +270,10 @@ class RemotingServer:
         self.limits = limits if limits is not None else ServerLimits()
         self.refused_connections = 0
         self.buffered = 0
-        self.reserved = 0
-        self.budget_waits = 0
-        self.budget_waiters: list[Connection] = []
+        self.budget = FrameBudget(self.limits.pending_frames_max_bytes)
+        """The pending-frame budget large partial frames reserve before more of them is read."""
+        self.heap_trim = HeapTrim()
         self._scratch = bytearray(self.READ_CHUNK)
-        self._trim_scheduled = False
         self.handler = handler
         self.on_close = on_close
         self.idle_timeout_s = idle_timeout_s
@@ -339,33 +303,10 @@ class RemotingServer:
         once, so the server holds one read buffer, not one per connection."""
         return memoryview(self._scratch)[: min(n, self.READ_CHUNK)]
 
-    def reserve(self, n: int) -> bool:
-        """Reserve `n` bytes of the pending-frame budget (a frame bigger than the whole budget
-        still gets it, when nothing else holds any)."""
-        if self.reserved > 0 and self.reserved + n > self.limits.pending_frames_max_bytes:
-            return False
-        self.reserved += n
-        return True
-
-    def trim_soon(self) -> None:
-        """Return freed memory to the OS after this loop turn (once, however many closed in it)."""
-        if MALLOC_TRIM is not None and not self._trim_scheduled:
-            self._trim_scheduled = True
-            asyncio.get_event_loop().call_soon(self._trim)
-
-    def _trim(self) -> None:
-        self._trim_scheduled = False
-        if MALLOC_TRIM is not None:
-            MALLOC_TRIM(0)
-
-    def release(self, n: int) -> None:
-        """Give `n` reserved bytes back, and let the connections waiting for them read on, in order."""
-        self.reserved -= n
-        waiters, self.budget_waiters = self.budget_waiters, []
-        for i, conn in enumerate(waiters):
-            if not conn.retry_budget():
-                self.budget_waiters = waiters[i:] + self.budget_waiters
-                break
+    @property
+    def budget_waiters(self) -> list[BudgetWaiter]:
+        """Connections that stopped reading until the pending-frame budget has room, in order."""
+        return self.budget.waiters
 
     def over_read_budget(self, n: int) -> bool:
         """Count `n` bytes read in this loop turn; True once the turn's budget is spent."""
@@ -422,4 +363,4 @@ class RemotingServer:
 
     def stats(self) -> ServerStats:
         return ServerStats(len(self.connections), self.accepted, self.requests, self.bad_frames, self.idle_closed,
-                           self.refused_connections, self.buffered, self.reserved, self.budget_waits)
+                           self.refused_connections, self.buffered, self.budget.reserved, self.budget.waits)

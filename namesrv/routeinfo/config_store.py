@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from pydantic.alias_generators import to_snake
 
+from namesrv.persist import FileWriter, Undo
 from namesrv.protocol.types import InvalidInput
 from namesrv.routeinfo.config import NamesrvConfig
 
@@ -51,3 +52,42 @@ def load_config_updates(path: Path | None, config: NamesrvConfig) -> set[str]:
         setattr(config, key, getattr(merged, key))
     log.info("loaded namesrv config updates from %s: %s", path, sorted(kept))
     return set(kept)
+
+
+class ConfigStore:
+    """Where a NameServer keeps what UPDATE_NAMESRV_CONFIG changed: `keys` (the processor's updated
+    keys, shared) of `config`, written to `path` (None: memory only) through `write`, with an undo
+    that puts config and keys back as they were before the update when the image does not land."""
+
+    def __init__(self, path: Path | None, config: NamesrvConfig, keys: set[str], write: FileWriter) -> None:
+        self.path = path
+        self.config = config
+        self.keys = keys
+        self._write = write
+        self._before: tuple[NamesrvConfig, set[str]] | None = None
+
+    def before_update(self) -> None:
+        """Remember config and keys as they are now: what a failed write of the update puts back."""
+        self._before = (self.config.model_copy(), set(self.keys))
+
+    def persist(self) -> None:
+        """Store the updated keys' current values (atomically, in order, through the writer); the
+        update remembered by `before_update` is undone if the image does not land."""
+        undo = self._undo()
+        if self.path is not None:
+            self._write(self.path, encode_config_updates(self.config, self.keys), undo)
+
+    def _undo(self) -> Undo | None:
+        if self._before is None:
+            return None
+        prior, keys = self._before
+        self._before = None
+
+        def undo() -> None:
+            for name in type(prior).model_fields:
+                if getattr(self.config, name) != getattr(prior, name):
+                    setattr(self.config, name, getattr(prior, name))
+            self.keys.clear()
+            self.keys.update(keys)
+            log.warning("namesrv config update rolled back: not written")
+        return undo

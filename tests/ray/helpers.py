@@ -35,7 +35,7 @@ import ray
 from ray.exceptions import ActorUnavailableError
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
-from actors.namesrv_controller import RouteChange
+from actors.long_poll import RouteChange
 from namesrv.remoting.command import RemotingResponse
 
 log = logging.getLogger(__name__)
