@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import logging
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from clients.admin.transport import AdminTransport, RayTransport, ServerUnreachable, describe, unreachable
 from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, Perm
 from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicConfig, TopicList, TopicRouteData
 from namesrv.remoting.command import RemotingResponse
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 Outcomes = dict[str, RemotingResponse]
 """Each NameServer's (or broker's) answer to a change; an unreachable one has code UNREACHABLE."""
@@ -241,6 +244,36 @@ class DefaultMQAdminExt:
         if not isinstance(resp.payload, KVTable):
             raise MQAdminError(f"broker {broker_addr}: runtime info is not a KVTable")
         return {str(k): str(v) for k, v in resp.payload.table.items()}
+
+    def _broker_model(self, broker_addr: str, code: int, ext: dict[str, Any] | None, what: str, model: type[T]) -> T:
+        payload = self._broker(broker_addr, code, ext, what).payload
+        if not isinstance(payload, model):
+            raise MQAdminError(f"broker {broker_addr}: {what} answered no {model.__name__}")
+        return payload
+
+    def examine_topic_stats(self, broker_addr: str, topic: str) -> TopicStatsTable:
+        """GET_TOPIC_STATS_INFO of one broker (mqadmin topicStatus asks every broker of the route)."""
+        return self._broker_model(broker_addr, BrokerRequestCode.GET_TOPIC_STATS_INFO, {"topic": topic},
+                                  "topic stats", TopicStatsTable)
+
+    def examine_consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStats:
+        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
+        return self._broker_model(broker_addr, BrokerRequestCode.GET_CONSUME_STATS, ext, "consume stats",
+                                  ConsumeStats)
+
+    def examine_consumer_connection_info(self, broker_addr: str, group: str) -> ConsumerConnection:
+        return self._broker_model(broker_addr, BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                  {"consumerGroup": group}, "consumer connections", ConsumerConnection)
+
+    def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> GroupList:
+        return self._broker_model(broker_addr, BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic},
+                                  "consumer groups", GroupList)
+
+    def get_broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: every setting under RocketMQ's names."""
+        config = self._broker_model(broker_addr, BrokerRequestCode.GET_BROKER_CONFIG, None, "broker config",
+                                    ConfigProperties)
+        return dict(config.properties)
 
     def delete_topic_in_broker(self, broker_addrs: list[str], topic: str) -> None:
         for addr in broker_addrs:

@@ -25,6 +25,13 @@ from clients.admin.mqadmin_namesrv import (
     cmd_update_namesrv_config,
     write_perm,
 )
+from clients.admin.mqadmin_stats import (
+    cmd_consumer_connection,
+    cmd_consumer_progress,
+    cmd_get_broker_config,
+    cmd_topic_cluster_list,
+    cmd_topic_status,
+)
 from clients.admin.mqadmin_topic import cmd_delete_topic, cmd_topic_list, cmd_topic_route, cmd_update_topic
 from clients.cli_support import cluster_arg, positive_float, queue_count_arg, topic_arg
 from namesrv.protocol.constants import SYSTEM_TOPICS
@@ -57,6 +64,13 @@ def bool_arg(value: str) -> bool:
     if value.strip().lower() not in ("true", "false"):
         raise argparse.ArgumentTypeError(f"{value!r} is not true or false")
     return value.strip().lower() == "true"
+
+
+def group_arg(value: str) -> str:
+    try:
+        return check_name(value, "consumer group")
+    except InvalidInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def broker_name_arg(value: str) -> str:
@@ -103,6 +117,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker (host:port)")
     which.add_argument("-c", "--clusterName", dest="cluster", type=cluster_arg, help="every broker of this cluster")
+
+    p = verb("topicStatus", "each queue's min and max offset and last store time on every master "
+             "(GET_TOPIC_STATS_INFO)", cmd_topic_status)
+    p.add_argument("-t", "--topic", required=True, type=topic_arg)
+
+    p = verb("topicClusterList", "the clusters a topic is on", cmd_topic_cluster_list)
+    p.add_argument("-t", "--topic", required=True, type=topic_arg)
+
+    p = verb("consumerProgress", "a consumer group's offsets against each queue's, and its backlog "
+             "(GET_CONSUME_STATS)", cmd_consumer_progress)
+    p.add_argument("-g", "--groupName", dest="group", required=True, type=group_arg)
+    p.add_argument("-t", "--topicName", dest="topic", type=topic_arg, default=None, help="only this topic")
+
+    p = verb("consumerConnection", "a consumer group's clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)",
+             cmd_consumer_connection)
+    p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_arg)
+
+    p = verb("getBrokerConfig", "every setting of a broker or of a cluster's masters (GET_BROKER_CONFIG)",
+             cmd_get_broker_config)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker (host:port)")
+    which.add_argument("-c", "--clusterName", dest="cluster", type=cluster_arg, help="every master of this cluster")
 
     p = verb("topicList", "list every topic the NameServer knows", cmd_topic_list)
     p.add_argument("-c", "--clusterModel", dest="cluster_model", action="store_true",

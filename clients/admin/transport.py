@@ -18,8 +18,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from namesrv.protocol import fastjson
+from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
 from namesrv.protocol.bodies import parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicList, TopicRouteData
 from namesrv.remoting.codec import ext_value
 from namesrv.remoting.command import RemotingResponse
@@ -59,6 +61,11 @@ BODY_MODELS: dict[int, Callable[[bytes], Any]] = {
     RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: _topic_list,
     RequestCode.GET_NAMESRV_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
     BrokerRequestCode.GET_BROKER_RUNTIME_INFO: lambda b: KVTable(dict(fastjson.loads(b).get("table", {}))),
+    BrokerRequestCode.GET_TOPIC_STATS_INFO: lambda b: TopicStatsTable.from_wire(loads_keyed(b)),
+    BrokerRequestCode.GET_CONSUME_STATS: lambda b: ConsumeStats.from_wire(loads_keyed(b)),
+    BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST: lambda b: ConsumerConnection.from_wire(loads_keyed(b)),
+    BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: lambda b: GroupList.from_wire(loads_keyed(b)),
+    BrokerRequestCode.GET_BROKER_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
 }
 """How a request code's answer body (bytes) becomes its typed model."""
 

@@ -489,3 +489,17 @@ def isolation_unavailable() -> str | None:
     if probe.returncode != 0:
         return f"unshare is not permitted here: {probe.stderr.decode().strip()}"
     return None
+
+
+def pull_all(broker: Any, topic: str, queue_id: int, timeout: float = 60) -> dict[str, Any]:
+    """Every message of one queue through the broker's Ray pull, page by page (a pull answers at
+    most the broker's transfer caps): {"messages": [...], "max_offset": n} as one page would."""
+    messages: list[dict[str, Any]] = []
+    offset, max_offset = 0, 0
+    while True:
+        page = ray.get(broker.pull_message.remote(topic, queue_id, offset, 1000), timeout=timeout)
+        messages += page["messages"]
+        max_offset = page["max_offset"]
+        if page["next_begin_offset"] <= offset or page["next_begin_offset"] >= max_offset:
+            return {"messages": messages, "max_offset": max_offset}
+        offset = page["next_begin_offset"]

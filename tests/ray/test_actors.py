@@ -38,6 +38,7 @@ from tests.ray.helpers import (
     live_channel,
     namesrv_pid,
     normalize_route,
+    pull_all,
     queue_perms,
     removals_of,
     route_of,
@@ -447,7 +448,7 @@ def test_broker_sigkill_and_restart_keeps_every_acknowledged_message(
     assert info["recovered_messages"] == n and info["truncated_bytes"] == 0, info
     stored: dict[tuple[int, int], bytes] = {}
     for q in range(4):
-        page = ray.get(broker.pull_message.remote(TOPIC, q, 0, 1000), timeout=60)
+        page = pull_all(broker, TOPIC, q)
         assert page["max_offset"] == n // 4
         for m in page["messages"]:
             stored[(q, m["queue_offset"])] = m["body"]

@@ -15,7 +15,7 @@ import ray
 from ray.exceptions import RayActorError
 
 from actors.launcher import BrokerSpec
-from tests.ray.helpers import DeploymentFactory, broker_info, local_ray, wait_registered_everywhere
+from tests.ray.helpers import DeploymentFactory, broker_info, local_ray, pull_all, wait_registered_everywhere
 
 TOPIC = "TopicGroupCommitCrash"
 QUEUES = 4
@@ -70,7 +70,7 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
     assert info["recovered_messages"] >= len(acked), info
     stored: dict[tuple[int, int], bytes] = {}
     for q in range(QUEUES):
-        page = ray.get(restarted.pull_message.remote(TOPIC, q, 0, IN_FLIGHT))
+        page = pull_all(restarted, TOPIC, q)
         stored.update({(q, m["queue_offset"]): m["body"] for m in page["messages"]})
     missing = {k for k in acked if stored.get(k) != acked[k]}
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages lost or changed: {sorted(missing)[:5]}"

@@ -442,3 +442,40 @@ def test_top_shows_brokers_ages_disagreements_and_removals(dep: Deployment, addr
     assert "topics on namesrv-0, not on namesrv-1: TopLonelyTopic" in last
     removal = next(line for line in last.splitlines() if "127.0.0.1:30921" in line)
     assert "namesrv-0" in removal and "channel" in removal, removal
+
+
+def test_the_query_verbs_over_tcp_and_ray(dep: Deployment, addr: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """topicStatus, topicClusterList, consumerProgress, consumerConnection and getBrokerConfig: what
+    each broker reports, the same over TCP and over Ray; checked against the store and offsets."""
+    from clients.admin import AdminClient
+    from tests.ray.test_broker_acl import heartbeat
+
+    AdminClient(dep).create_topic("StatsTopic", read_queue_nums=2, write_queue_nums=2)
+    wait_until(lambda: all(routes(dep, "StatsTopic").values()), 15, "the route of StatsTopic")
+    a = dep.addr_of("broker-a-0")
+    assert all(r.ok for r in ray.get([dep.brokers[a].send_message.remote("StatsTopic", 0, f"m{i}".encode())
+                                      for i in range(5)], timeout=60))
+    with RemotingClient(*parse_namesrv_addr(a)[0]) as c:  # a consumer online while the verbs ask
+        assert c.invoke(BrokerRequestCode.HEART_BEAT, {}, heartbeat("c-stats", "StatsGroup", "StatsTopic")).code == 0
+        assert c.invoke(BrokerRequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "StatsGroup", "topic": "StatsTopic",
+                                                                   "queueId": "0", "commitOffset": "2"}).code == 0
+        wait_until(lambda: routes(dep, "%RETRY%StatsGroup")["namesrv-0"] is not None, 40, "the group's retry topic")
+        for ask in (lambda *argv: tcp_json(addr, *argv), lambda *argv: ray_json(dep, capsys, *argv)):
+            status = {(q["brokerName"], q["queueId"]): q for q in ask("topicStatus", "-t", "StatsTopic")}
+            assert set(status) == {(b, q) for b in ("broker-a", "broker-b") for q in (0, 1)}
+            assert (status[("broker-a", 0)]["maxOffset"], status[("broker-a", 0)]["minOffset"]) == (5, 0)
+            assert status[("broker-a", 0)]["lastUpdateTimestamp"] > 0 and status[("broker-b", 0)]["maxOffset"] == 0
+            assert ask("topicClusterList", "-t", "StatsTopic") == {"clusters": ["DefaultCluster"]}
+            progress = ask("consumerProgress", "-g", "StatsGroup")
+            assert progress["diffTotal"] == 3
+            [q0] = [q for q in progress["queues"] if (q["brokerName"], q["queueId"]) == ("broker-a", 0)]
+            assert (q0["brokerOffset"], q0["consumerOffset"], q0["diff"]) == (5, 2, 3)
+            conn = ask("consumerConnection", "-g", "StatsGroup")
+            assert [c["clientId"] for c in conn["connectionSet"]] == ["c-stats"]
+            assert set(conn["subscriptionTable"]) == {"StatsTopic"}
+            config = ask("getBrokerConfig", "-b", a)[a]
+            assert config["brokerName"] == "broker-a" and config["flushDiskType"] == "SYNC_FLUSH"
+        text = ok(tcp(addr, "consumerProgress", "-g", "StatsGroup"))
+        assert "Diff Total: 3" in text and "#Consumer Offset" in text
+    fails(tcp(addr, "consumerConnection", "-g", "NoSuchGroup"), 1, "NoSuchGroup")
+    fails(tcp(addr, "topicStatus", "-t", "NoSuchTopic"), 1, "NoSuchTopic")

@@ -1,0 +1,124 @@
+"""mqadmin's query verbs over the brokers: topicStatus, topicClusterList, consumerProgress,
+consumerConnection and getBrokerConfig, in mqadmin's columns (GET_TOPIC_STATS_INFO,
+GET_CONSUME_STATS, GET_CONSUMER_CONNECTION_LIST, GET_BROKER_CONFIG on each broker that matters)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from clients.admin.client import DefaultMQAdminExt, MQAdminError
+from clients.admin.mqadmin_common import admin_of, check_broker_known, check_cluster_known, emit_json
+from clients.cli_support import CLIError
+from clients.render import table
+from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats
+from namesrv.protocol.constants import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX
+
+
+def _time(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms > 0 else ""
+
+
+def _masters_of_topic(admin: DefaultMQAdminExt, topic: str) -> list[str]:
+    route = admin.examine_topic_route_info(topic)
+    return sorted(addr for bd in route.broker_datas if (addr := bd.broker_addrs.get(MASTER_ID)) is not None)
+
+
+def cmd_topic_status(args: argparse.Namespace) -> int:
+    """Every queue of the topic on every master of its route: min and max offset, last store time."""
+    with admin_of(args) as admin:
+        stats = {addr: admin.examine_topic_stats(addr, args.topic) for addr in _masters_of_topic(admin, args.topic)}
+    rows = sorted((mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, o.last_update_timestamp)
+                  for s in stats.values() for mq, o in s.offset_table.items())
+    if args.json:
+        emit_json([dict(zip(("brokerName", "queueId", "minOffset", "maxOffset", "lastUpdateTimestamp"), r,
+                            strict=True)) for r in rows])
+    else:
+        print(table(("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"),
+                    [(*r[:4], _time(r[4])) for r in rows]))
+    return 0
+
+
+def cmd_topic_cluster_list(args: argparse.Namespace) -> int:
+    """The clusters the topic's brokers belong to."""
+    with admin_of(args) as admin:
+        route = admin.examine_topic_route_info(args.topic)
+    clusters = sorted({bd.cluster for bd in route.broker_datas})
+    if args.json:
+        emit_json({"clusters": clusters})
+    else:
+        print("\n".join(clusters))
+    return 0
+
+
+def _group_masters(admin: DefaultMQAdminExt, group: str) -> list[str]:
+    """The masters a group can consume on: those of its retry topic's route (as mqadmin finds them)."""
+    try:
+        return _masters_of_topic(admin, RETRY_GROUP_TOPIC_PREFIX + group)
+    except MQAdminError:
+        raise CLIError(f"consumer group {group!r} has no retry topic route: it never consumed here") from None
+
+
+def cmd_consumer_progress(args: argparse.Namespace) -> int:
+    """A group's committed offset against each queue's max offset, and the total it is behind."""
+    with admin_of(args) as admin:
+        merged = ConsumeStats()
+        for addr in _group_masters(admin, args.group):
+            stats = admin.examine_consume_stats(addr, args.group, args.topic)
+            merged.offset_table.update(stats.offset_table)
+            merged.consume_tps += stats.consume_tps
+    rows = sorted((mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset,
+                   o.broker_offset - o.consumer_offset, o.last_timestamp) for mq, o in merged.offset_table.items())
+    if args.json:
+        emit_json({"consumeTps": merged.consume_tps, "diffTotal": merged.diff_total(), "queues": [
+            dict(zip(("topic", "brokerName", "queueId", "brokerOffset", "consumerOffset", "diff", "lastTimestamp"),
+                     r, strict=True)) for r in rows]})
+    else:
+        print(table(("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"),
+                    [(*r[:6], _time(r[6])) for r in rows]))
+        print(f"\nConsume TPS: {merged.consume_tps:.2f}\nDiff Total: {merged.diff_total()}")
+    return 0
+
+
+def cmd_consumer_connection(args: argparse.Namespace) -> int:
+    """Who is in the group: each client's id, address, language and version, and what it subscribes."""
+    conn: ConsumerConnection | None = None
+    with admin_of(args) as admin:
+        for addr in _group_masters(admin, args.group):
+            try:
+                conn = admin.examine_consumer_connection_info(addr, args.group)
+                break
+            except MQAdminError:  # not online on this broker: ask the next
+                continue
+    if conn is None:
+        raise CLIError(f"consumer group {args.group!r} is not online")
+    if args.json:
+        emit_json(conn.to_wire())
+        return 0
+    print(table(("#ClientId", "#ClientAddr", "#Language", "#Version"),
+                sorted((c.client_id, c.client_addr, c.language, c.version) for c in conn.connection_set)))
+    print("\nBelow is subscription:")
+    print(table(("#Topic", "#SubExpression"), sorted((t, str(s.get("subString", ""))) for t, s in
+                                                      conn.subscription_table.items())))
+    print(f"\nConsumeType: {conn.consume_type}\nMessageModel: {conn.message_model}\n"
+          f"ConsumeFromWhere: {conn.consume_from_where}")
+    return 0
+
+
+def cmd_get_broker_config(args: argparse.Namespace) -> int:
+    """Every setting of a broker (-b) or of each broker of a cluster (-c), `key = value` as mqadmin."""
+    with admin_of(args) as admin:
+        info = admin.examine_broker_cluster_info()
+        if args.broker_addr is not None:
+            addrs = [check_broker_known(info, args.broker_addr)]
+        else:
+            addrs = DefaultMQAdminExt.master_addrs_of_cluster(info, check_cluster_known(info, args.cluster))
+        configs = {addr: admin.get_broker_config(addr) for addr in addrs}
+    if args.json:
+        emit_json(configs)
+        return 0
+    for addr, config in configs.items():
+        print(f"============{addr}============")
+        for key in sorted(config):
+            print(f"{key:<50}=  {config[key]}")
+    return 0
