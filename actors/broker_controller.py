@@ -105,8 +105,8 @@ class BrokerController:
                                           lambda: self.topics.build_serialize_wrapper(self.config.broker_permission),
                                           lambda: self.topics.data_version)
         self.metrics = metrics if metrics is not None else NO_METRICS
-        self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic,
-                                          self.registrar.register_broker_all, self.config)
+        self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic, self._register_all,
+                                          self.config)
         self.pipeline = RequestPipeline(identity.broker_addr, BrokerWireEncoder(identity.broker_addr).encode)
         """Every request, from TCP or Ray: ACL hook, then the admin codes or the broker processor."""
         self.acl = AclHook(AclManager(config.acl_file), check_broker, self._count_acl_refusal) \
@@ -221,7 +221,12 @@ class BrokerController:
         the whole table (RocketMQ's default)."""
         if self.config.enable_single_topic_register:
             return await self.registrar.register_single_topic_all(tc)
-        return await self.registrar.register_broker_all()
+        return await self._register_all()
+
+    async def _register_all(self) -> dict[str, str]:
+        """The whole table to every NameServer now, in full (forceRegister, as RocketMQ registers an
+        admin change), even if a periodic round already carried its DataVersion."""
+        return await self.registrar.register_broker_all(force_full=True)
 
     def _topic_created(self, topic: str) -> None:
         log.info("topic %s created: registering with every NameServer", topic)
