@@ -224,7 +224,8 @@ class BrokerActor:
             "code": int(resp.code),
             "remark": resp.remark,
             "messages": [{"queue_offset": m.queue_offset, "msg_id": m.msg_id or m.properties.get("UNIQ_KEY", ""),
-                          "properties": m.properties, "body": m.body, "store_timestamp": m.store_timestamp}
+                          "properties": m.properties, "body": m.body, "store_timestamp": m.store_timestamp,
+                          "born_timestamp": m.born_timestamp, "reconsume_times": m.reconsume_times}
                          for m in msgs],
             "next_begin_offset": int(f.get("nextBeginOffset", offset)),
             "min_offset": int(f.get("minOffset", 0)),

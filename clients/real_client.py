@@ -51,6 +51,8 @@ def produce(args: argparse.Namespace) -> None:
         body = f"{args.prefix}-{i}"
         body += "x" * (args.body_size - len(body))  # padded to --body-size bytes (none by default)
         msg.set_body(body)
+        if args.delay_level:
+            msg.set_delay_time_level(args.delay_level)
         t0 = time.monotonic()
         try:
             r = producer.send_sync(msg)
@@ -95,13 +97,15 @@ def consume(args: argparse.Namespace) -> None:
             deliveries += 1
             seen[str(record["msg_id"])] = record
             print(line, flush=True)  # as it arrives: a test may kill this process mid-stream
+        if args.fail:  # the client answers RECONSUME_LATER and sends the message back to the broker
+            raise RuntimeError("failing on purpose (--fail)")
 
     consumer = PushConsumer(args.group)
     consumer.set_namesrv_addr(args.namesrv)
     consumer.subscribe(args.topic, on_message, args.expression)
     consumer.start()
     deadline = time.monotonic() + args.timeout
-    while len(seen) < args.count and time.monotonic() < deadline:
+    while (deliveries if args.fail else len(seen)) < args.count and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(args.linger)
     print(json.dumps({"done": "consume", "distinct": len(seen), "deliveries": deliveries}), flush=True)
@@ -121,6 +125,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--prefix", default="real")
     p.add_argument("--send-timeout-ms", type=int, default=3000)
     p.add_argument("--body-size", type=int, default=0, help="pad each body to this many bytes")
+    p.add_argument("--delay-level", type=int, default=0, help="RocketMQ delay level of every message (0: none)")
     p.set_defaults(func=produce)
     c = sub.add_parser("consume")
     c.add_argument("namesrv")
@@ -130,6 +135,8 @@ def main(argv: list[str]) -> None:
     c.add_argument("--timeout", type=float, default=60.0)
     c.add_argument("--expression", default="*")
     c.add_argument("--linger", type=float, default=0.0, help="keep consuming this long after COUNT arrived")
+    c.add_argument("--fail", action="store_true",
+                   help="fail every delivery (RECONSUME_LATER: back-off, retries); COUNT then counts deliveries")
     c.set_defaults(func=consume)
     args = parser.parse_args(argv)
     args.func(args)
