@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from actors.broker_registration import NamesrvRegistrar
+from actors.broker_to_client import Broker2Client
 from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
@@ -35,9 +36,8 @@ from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter, DurableWriteError
-from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, BrokerRequestCode, ResponseCode
+from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, ResponseCode
 from namesrv.protocol.models import TopicConfig
-from namesrv.remoting.codec import RemotingCommand, encode_command
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.limits import server_limits
@@ -123,7 +123,7 @@ class BrokerController:
         self.pipeline.register(self.queries.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
-        self._notify_opaque = 0
+        self.to_clients = Broker2Client(identity, self.remoting, self.processor)
 
     def start(self) -> None:
         cfg = self.config
@@ -145,6 +145,8 @@ class BrokerController:
         self.loop.every("scan-not-active-clients", CLIENT_SCAN_INTERVAL_S, self.processor.scan_not_active_clients,
                         initial_delay_s=CLIENT_SCAN_INTERVAL_S)
         self.loop.spawn("deliver-scheduled", self.schedule.run(lambda: self.loop.closed))
+        self.loop.every("check-transactions", min(cfg.transaction_check_interval_ms, cfg.transaction_timeout_ms) / 1000,
+                        self.to_clients.check_transactions, initial_delay_s=cfg.transaction_timeout_ms / 1000)
         self.loop.start()
         if self._remoting_config is not None:
             self.loop.spawn("remoting-serve", self.remoting.serve())
@@ -244,12 +246,4 @@ class BrokerController:
         self.processor.channel_closed(conn.token)
 
     def _group_changed(self, group: str, channels: list[str]) -> None:
-        """Tell the group's members to rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, oneway)."""
-        for token in channels:
-            conn = self.remoting.connection(token)
-            if conn is None or conn.transport is None or conn.transport.is_closing():
-                continue
-            self._notify_opaque += 1
-            cmd = RemotingCommand(BrokerRequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notify_opaque, 2,
-                                  ext_fields={"consumerGroup": group})
-            conn.transport.write(encode_command(cmd))
+        self.to_clients.notify_consumer_ids_changed(group, channels)

@@ -21,6 +21,7 @@ from namesrv.broker.processor_types import BrokerError, BrokerIdentity
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.schedule import MESSAGE_DELAY_LEVEL, parse_delay_levels
 from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.broker.transaction import TransactionService
 from namesrv.clock import Clock
 from namesrv.protocol import fastjson
 from namesrv.protocol.codes import ResponseCode
@@ -72,8 +73,13 @@ class BrokerContext:
     closed: bool = field(init=False, default=False)
     """Set when the broker shuts down: sends are refused, held pulls answered."""
 
+    transactions: TransactionService = field(init=False)
+
     def __post_init__(self) -> None:
         self.consumers = ConsumerManager(self.clock)
+        cfg = self.config
+        self.transactions = TransactionService(self.store, self.clock, cfg.transaction_timeout_ms,
+                                               cfg.transaction_check_max, cfg.transaction_check_interval_ms)
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],
                                                              self.stats[("pulled_messages", "")]))
 

@@ -58,6 +58,12 @@ class BrokerConfig(BaseModel):
     timer_max_delay_sec: int = Field(default=3 * 86_400, gt=0)
     """5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS): on, to a second,
     up to three days ahead (RocketMQ's timerWheelEnable, timerPrecisionMs, timerMaxDelaySec)."""
+    transaction_timeout_ms: int = Field(default=6_000, gt=0)
+    transaction_check_max: int = Field(default=15, gt=0)
+    transaction_check_interval_ms: int = Field(default=60_000, gt=0)
+    """RocketMQ's transactionTimeOut, transactionCheckMax and transactionCheckInterval: a half message
+    unresolved this long is checked back with its producer group, at most so many times, then dropped."""
+    reject_transaction_message: bool = False
     credentials: SessionCredentials | None = None
     """The broker account this broker signs its NameServer requests with (NameServers with ACL on)."""
     acl_enable: bool = False

@@ -45,6 +45,7 @@ from namesrv.broker.pull_processor import PullMessageProcessor
 from namesrv.broker.schedule import parse_delay_levels
 from namesrv.broker.send_processor import SendMessageProcessor
 from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.broker.transaction_processor import EndTransactionProcessor
 from namesrv.clock import Clock
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.types import InvalidInput, describe_errors
@@ -76,8 +77,9 @@ class BrokerProcessor:
         self.clients = ClientManageProcessor(self.context)
         self.consumer_manager = ConsumerManageProcessor(self.context)
         self.admin = AdminRuntimeProcessor(self.context)
+        self.transactions = EndTransactionProcessor(self.context)
         self.handlers: dict[int, Handler] = {}
-        for processor in (self.sender, self.puller, self.clients, self.consumer_manager, self.admin):
+        for processor in (self.sender, self.puller, self.clients, self.consumer_manager, self.admin, self.transactions):
             for code, handler in processor.handlers.items():
                 if code in self.handlers:
                     raise ValueError(f"broker request code {code} has two handlers")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
-from namesrv.broker import schedule
+from namesrv.broker import schedule, transaction
 from namesrv.broker.broker_context import BrokerContext
 from namesrv.broker.commit_log import MessageInner
 from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_properties
@@ -113,20 +113,24 @@ class SendMessageProcessor:
             m.properties.setdefault("CLUSTER", ctx.identity.cluster_name)
             self._check_stored(m)
             self._parked(m)  # a timer it cannot take is refused here, before anything changes
+            if transaction.is_prepared(m) and (len(messages) > 1 or ctx.config.reject_transaction_message):
+                raise BrokerError(ResponseCode.NO_PERMISSION if len(messages) == 1 else ResponseCode.MESSAGE_ILLEGAL,
+                                  "batch message does not support transaction" if len(messages) > 1 else
+                                  f"the broker[{ctx.identity.broker_addr}] sending transaction message is forbidden")
         first = messages[0]
         tc = self._topic_for_send(first.topic, default_topic, default_queue_nums, max(first.queue_id, 0))
         if first.queue_id < 0:  # "any queue": the broker picks one, as RocketMQ does
             queue_id = ctx.clock() % max(1, tc.write_queue_nums)
             for m in messages:
                 m.queue_id = queue_id
-        stored = [self._parked(m) for m in messages]
+        stored = [transaction.half_of(m) if transaction.is_prepared(m) else self._parked(m) for m in messages]
         ctx.sends_waiting += len(messages)
         try:
             results = list(await asyncio.gather(*(ctx.store.put(m) for m in stored)))
         finally:
             ctx.sends_waiting -= len(messages)
         ctx.stats[("sends", "SUCCESS")] += len(messages)
-        if any(s is not m for s, m in zip(stored, messages, strict=True)):
+        if any(s.topic != m.topic for s, m in zip(stored, messages, strict=True)):  # parked or half: not yet
             ctx.on_parked()
         else:
             ctx.hold.notify(first.topic, messages[0].queue_id)

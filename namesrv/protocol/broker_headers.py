@@ -111,6 +111,18 @@ class GetConsumeStatsRequestHeader(Header):
     topic: TopicName | None = None
 
 
+class EndTransactionRequestHeader(Header):
+    topic: str | None = None
+    producer_group: GroupName
+    tran_state_table_offset: int = Field(ge=0)
+    commit_log_offset: int = Field(ge=0)
+    commit_or_rollback: int
+    """0 still unknown, 8 commit, 12 roll back (MessageSysFlag's transaction values)."""
+    from_transaction_check: bool = False
+    msg_id: str | None = None
+    transaction_id: str | None = None
+
+
 class UnregisterClientRequestHeader(Header):
     client_id: str = Field(alias="clientID", min_length=1, max_length=1024)
     producer_group: GroupName | None = None

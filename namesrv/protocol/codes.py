@@ -54,6 +54,10 @@ class BrokerRequestCode(IntEnum):
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
+    """Producer -> broker, oneway: commit or roll back a prepared (half) message."""
+    CHECK_TRANSACTION_STATE = 39
+    """Broker -> producer, oneway: a half is still unresolved; answer with END_TRANSACTION."""
     GET_CONSUMER_LIST_BY_GROUP = 38
     NOTIFY_CONSUMER_IDS_CHANGED = 40
     """Broker -> client, oneway: the group's members changed, rebalance now."""

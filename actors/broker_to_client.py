@@ -1,0 +1,69 @@
+"""What a broker sends its clients on its own (RocketMQ's Broker2Client), oneway over their own
+connections: NOTIFY_CONSUMER_IDS_CHANGED to a consumer group's members, and
+CHECK_TRANSACTION_STATE to a producer of a half message's group (it answers END_TRANSACTION)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+
+from namesrv.broker.message_codec import encode_message_ext, offset_msg_id
+from namesrv.broker.processor import BrokerProcessor
+from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.transaction import PGROUP, as_checked, check_back_header
+from namesrv.protocol.codes import BrokerRequestCode
+from namesrv.remoting.codec import ONEWAY_FLAG, RemotingCommand, encode_command
+from namesrv.remoting.server import Connection, RemotingServer
+
+log = logging.getLogger(__name__)
+
+
+class Broker2Client:
+    def __init__(self, identity: BrokerIdentity, remoting: RemotingServer, processor: BrokerProcessor) -> None:
+        self.identity = identity
+        self.remoting = remoting
+        self.processor = processor
+        self._opaque = itertools.count(1)
+
+    def _open(self, token: str) -> Connection | None:
+        conn = self.remoting.connection(token)
+        if conn is None or conn.transport is None or conn.transport.is_closing():
+            return None
+        return conn
+
+    def _send(self, conn: Connection, cmd: RemotingCommand) -> None:
+        if conn.transport is not None:
+            conn.transport.write(encode_command(cmd))
+
+    def notify_consumer_ids_changed(self, group: str, channels: list[str]) -> None:
+        """Tell the group's members to rebalance now."""
+        for token in channels:
+            conn = self._open(token)
+            if conn is not None:
+                self._send(conn, RemotingCommand(BrokerRequestCode.NOTIFY_CONSUMER_IDS_CHANGED, next(self._opaque),
+                                                 ONEWAY_FLAG, ext_fields={"consumerGroup": group}))
+
+    async def check_transactions(self) -> None:
+        """Ask a producer of its group about every half unresolved too long; drop (and log) one
+        checked transactionCheckMax times (TransactionalMessageCheckService)."""
+        txn = self.processor.context.transactions
+        to_check, to_drop = await asyncio.to_thread(txn.due_for_check)
+        for half in to_drop:
+            log.warning("transaction %s of %s dropped: unresolved after %d check-backs", half.msg_id,
+                        half.properties.get(PGROUP), txn.check_max)
+            await self.processor.store.put(txn.op_record(half.queue_offset))
+            txn.state.resolve(half.queue_offset)
+            txn.discarded += 1
+        addr = self.identity.broker_addr
+        for half in to_check:
+            txn.checked(half.queue_offset)  # counted whether or not a producer is online, as RocketMQ
+            channels = self.processor.context.producers.get(half.properties.get(PGROUP, ""), {})
+            conn = next((c for t in channels if (c := self._open(t)) is not None), None)
+            if conn is None:
+                log.info("half %s: no producer of %s online to check with", half.msg_id, half.properties.get(PGROUP))
+                continue
+            header = check_back_header(half, self.identity.broker_name, offset_msg_id(addr, half.commit_log_offset))
+            self._send(conn, RemotingCommand(BrokerRequestCode.CHECK_TRANSACTION_STATE, next(self._opaque),
+                                             ONEWAY_FLAG, ext_fields=header,
+                                             body=encode_message_ext(as_checked(half), addr)))
