@@ -28,6 +28,7 @@ from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_
 from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity, PullOutcome, SendOutcome
 from namesrv.broker.pull_hold import LONG_POLLING_CHECK_INTERVAL_S, PullHoldService
+from namesrv.broker.role import FLUSH_SLAVE_TIMEOUT_REMARK, RoleGuard
 from namesrv.broker.subscription_filter import check_client_config, note_unservable, pull_subscription
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
@@ -81,6 +82,7 @@ class BrokerProcessor:
         clock: Clock,
         on_topic_created: Callable[[str], None] = lambda topic: None,
         on_group_changed: Callable[[str, list[str]], None] = lambda group, channels: None,
+        role: RoleGuard | None = None,
     ) -> None:
         self.identity = identity
         self.config = config
@@ -92,6 +94,8 @@ class BrokerProcessor:
         self.producers: dict[str, dict[str, int]] = {}
         """producer group -> {channel: last heartbeat}."""
         self.hold = PullHoldService()
+        self.role = role if role is not None else RoleGuard(config, identity.broker_id, clock)
+        """The broker role's checks on sends and pulls (namesrv.broker.role)."""
         self.locks: dict[tuple[str, str, int], tuple[str, int]] = {}
         """(group, topic, queue) -> (client id, locked at) for orderly consumers (LOCK_BATCH_MQ)."""
         self.stats: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -222,6 +226,7 @@ class BrokerProcessor:
         if self.closed:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE,
                               f"broker {self.identity.broker_addr} is shutting down")
+        self.role.check_send()
         for m in messages:  # every one, before anything changes (a topic created, a record written)
             self._check_body(m.body)
             m.properties.setdefault("CLUSTER", self.identity.cluster_name)
@@ -237,9 +242,11 @@ class BrokerProcessor:
             results = list(await asyncio.gather(*(self.store.put(m) for m in messages)))
         finally:
             self.sends_waiting -= len(messages)
-        self.stats[("sends", "SUCCESS")] += len(messages)
         self.hold.notify(first.topic, messages[0].queue_id)
-        return SendOutcome(results, [offset_msg_id(self.identity.broker_addr, r.commit_log_offset) for r in results])
+        code = await self.role.replicated(max(r.commit_log_offset + r.store_size for r in results))
+        self.stats[("sends", ResponseCode(code).name)] += len(messages)
+        return SendOutcome(results, [offset_msg_id(self.identity.broker_addr, r.commit_log_offset) for r in results],
+                           code)
 
     def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h: SendMessageRequestHeader = self._header(SendMessageRequestHeader, cmd)
@@ -263,7 +270,8 @@ class BrokerProcessor:
         tx = messages[0].properties.get("__transactionId__")
         if tx:
             ext["transactionId"] = tx
-        return cmd.response(ResponseCode.SUCCESS, None, ext)
+        return cmd.response(outcome.code, None if outcome.code == ResponseCode.SUCCESS else FLUSH_SLAVE_TIMEOUT_REMARK,
+                            ext)
 
     # ------------------------------------------------------------------ pull (both paths)
     def read(self, topic: str, queue_id: int, offset: int, max_nums: int, sub: SubscriptionData | None) -> PullOutcome:
@@ -295,6 +303,7 @@ class BrokerProcessor:
 
     def _pull_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h: PullMessageRequestHeader = self._header(PullMessageRequestHeader, cmd)
+        self.role.check_pull()
         if not is_readable(self.config.broker_permission):
             raise BrokerError(ResponseCode.NO_PERMISSION,
                               f"the broker[{self.identity.broker_addr}] pulling message is forbidden")
@@ -316,7 +325,8 @@ class BrokerProcessor:
     async def _pull_answer(self, cmd: RemotingRequest, h: PullMessageRequestHeader,
                            sub: SubscriptionData | None) -> RemotingResponse:
         outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
-        if (outcome.code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND
+        code, suggest = self._advice(outcome)
+        if (code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND
                 and h.suspend_timeout_millis > 0 and not self.closed):
             # As PullMessageProcessor: held for the pull's suspend timeout with long polling, for
             # shortPollingTimeMills without; re-checked as PullRequestHoldService (see pull_hold).
@@ -326,12 +336,19 @@ class BrokerProcessor:
                                  lambda: self.closed or self.store.max_offset(h.topic, h.queue_id) > h.queue_offset,
                                  LONG_POLLING_CHECK_INTERVAL_S if long_polling else short_s)
             outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
+            code, suggest = self._advice(outcome)
         self.stats[("pulls", outcome.status)] += 1
         self.stats[("pulled_messages", "")] += len(outcome.messages)
         ext = {"nextBeginOffset": str(outcome.next_begin_offset), "minOffset": str(outcome.min_offset),
-               "maxOffset": str(outcome.max_offset), "suggestWhichBrokerId": "0"}
+               "maxOffset": str(outcome.max_offset), "suggestWhichBrokerId": str(suggest)}
         # the messages travel as they are over Ray; namesrv.broker.wire encodes them for TCP
-        return cmd.response(outcome.code, outcome.status, ext, None, outcome)
+        return cmd.response(code, outcome.status, ext, None, outcome)
+
+    def _advice(self, outcome: PullOutcome) -> tuple[int, int]:
+        """The role's say on a pull's answer: (code, suggestWhichBrokerId); see namesrv.broker.role."""
+        last = outcome.messages[-1].commit_log_offset if outcome.messages else self.store.size_bytes()
+        return self.role.pull_advice(outcome.code, bool(outcome.messages), self.store.size_bytes() - last,
+                                     self.config.transfer_caps().in_memory_window())
 
     # ------------------------------------------------------------------ clients
     def _heart_beat(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:

@@ -78,3 +78,13 @@ class ReadResult:
     """The queue offset after the last entry looked at (taken, filtered out or lost)."""
     records: int
     """Records read (taken or filtered out); 0 with entries looked at: all lost to corruption."""
+
+
+class BrokerRole(StrEnum):
+    """RocketMQ's MessageStoreConfig.brokerRole: an ASYNC_MASTER acknowledges a send once it is
+    stored locally; a SYNC_MASTER once every member of its SyncStateSet holds it; a SLAVE copies its
+    master's log and refuses sends."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
