@@ -99,6 +99,9 @@ class HAClient:
         self.bytes_received = 0
         self.transfers = 0
         self.last_error: str | None = None
+        self.first_request_ms: int | None = None
+        self.caught_up_ms: int | None = None
+        """When this slave first held its master's whole log (a catch-up's end)."""
 
     def reachable(self) -> bool:
         """The master answered within the last two poll waits plus a second."""
@@ -125,6 +128,8 @@ class HAClient:
     async def replicate_once(self) -> int:
         """One transfer: ask from this log's end, append what comes; returns the bytes appended."""
         cfg = self.config
+        if self.first_request_ms is None:
+            self.first_request_ms = self.clock()
         reply = await self._call("ha_transfer", self.slave_id, self.store.size_bytes(), cfg.ha_transfer_batch_bytes,
                                  cfg.ha_poll_wait_ms)
         if "error" in reply:
@@ -136,6 +141,8 @@ class HAClient:
                 self.hold.notify(topic, queue_id)
         self.master_max = int(reply["master_max"])
         self.last_ok_ms = self.clock()
+        if self.caught_up_ms is None and self.store.size_bytes() >= self.master_max:
+            self.caught_up_ms = self.last_ok_ms
         self.transfers += 1
         self.bytes_received += len(data)
         if self.last_error is not None:
@@ -165,4 +172,5 @@ class HAClient:
         held = self.store.size_bytes()
         return {"role": "SLAVE", "master": self.master_name, "offset": held, "master_max": self.master_max,
                 "lag_bytes": max(0, self.master_max - held), "reachable": self.reachable(),
-                "transfers": self.transfers, "bytes_received": self.bytes_received, "last_error": self.last_error}
+                "transfers": self.transfers, "bytes_received": self.bytes_received, "last_error": self.last_error,
+                "first_request_ms": self.first_request_ms, "caught_up_ms": self.caught_up_ms}
