@@ -19,7 +19,7 @@ from typing import Any
 from ray.exceptions import RayError
 
 from actors.handles import ActorHandles
-from namesrv.broker.commit_log import CommitLog
+from namesrv.broker.commit_log import CommitLog, FlushDiskType
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.ha import ReplicationError
@@ -102,6 +102,8 @@ class HAClient:
         self.first_request_ms: int | None = None
         self.caught_up_ms: int | None = None
         """When this slave first held its master's whole log (a catch-up's end)."""
+        self._flusher: asyncio.Task[None] | None = None
+        self._flush_wanted = False
 
     def reachable(self) -> bool:
         """The master answered within the last two poll waits plus a second."""
@@ -136,7 +138,10 @@ class HAClient:
             raise ReplicationError(f"master {self.master_name}: {reply['error']}: {reply['remark']}")
         data: bytes = reply["data"]
         if data:
-            touched = await asyncio.to_thread(self.store.append_raw, reply["offset"], data)
+            early_ack = cfg.slave_ack_on_write and cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
+            touched = await asyncio.to_thread(self.store.append_raw, reply["offset"], data, not early_ack)
+            if early_ack:
+                self._flush_soon()
             for topic, queue_id in touched:
                 self.hold.notify(topic, queue_id)
         self.master_max = int(reply["master_max"])
@@ -149,6 +154,21 @@ class HAClient:
             log.info("replicating from %s again at %d", self.master_name, self.store.size_bytes())
             self.last_error = None
         return len(data)
+
+    def _flush_soon(self) -> None:
+        """fsync what was written, in the background: one flush at a time, another after it if more
+        was written meanwhile (so a stream of batches costs one fsync per flush, not per batch)."""
+        self._flush_wanted = True
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+
+    async def _flush_loop(self) -> None:
+        while self._flush_wanted:
+            self._flush_wanted = False
+            try:
+                await asyncio.to_thread(self.store.flush)
+            except OSError as e:
+                self._failed(e)
 
     def _failed(self, e: BaseException) -> None:
         text = f"{type(e).__name__}: {e}"

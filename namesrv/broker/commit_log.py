@@ -304,11 +304,12 @@ class CommitLog(CommitLogReads):
         return Transfer(from_offset, transfer_slice(lambda p, n: os.pread(fd, n, p), from_offset, end, max_bytes),
                         end)
 
-    def append_raw(self, offset: int, data: bytes) -> set[tuple[str, int]]:
+    def append_raw(self, offset: int, data: bytes, fsync: bool = True) -> set[tuple[str, int]]:
         """A replica appends its master's records at `offset`, verbatim: checked (ha.new_bytes: no
-        gap, no disagreeing overlap; whole valid records), written, fsynced per the flush policy,
-        then indexed as recovery would. Returns the queues that grew. Nothing of a refused batch is
-        written. Blocking: run it off the event loop."""
+        gap, no disagreeing overlap; whole valid records), written, fsynced per the flush policy
+        (with `fsync` False only written: the caller flushes later), then indexed as recovery would.
+        Returns the queues that grew. Nothing of a refused batch is written. Blocking: run it off
+        the event loop."""
         with self._write_lock:
             if self._fd < 0:
                 raise OSError(f"commit log {self.path} is closed")
@@ -324,7 +325,7 @@ class CommitLog(CommitLogReads):
                 written = os.write(fd, fresh)
                 if written != len(fresh):
                     raise OSError(f"short write to commit log: {written} of {len(fresh)} bytes")
-                if self.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+                if fsync and self.flush_disk_type is FlushDiskType.SYNC_FLUSH:
                     os.fsync(fd)
                     self.fsyncs += 1
                 else:

@@ -72,6 +72,12 @@ class BrokerConfig(BaseModel):
     """Most commit-log bytes one replication call carries (one record more if a record is bigger)."""
     ha_poll_wait_ms: int = Field(default=1_000, gt=0)
     """A slave's replication call waits this long at the master for new records before answering."""
+    slave_ack_on_write: bool = True
+    """A slave acknowledges (asks for more) once a batch is written, as RocketMQ's slave does, and
+    fsyncs it right after, off the acknowledgement's path (it survives the slave's process dying; a
+    SYNC_MASTER's acknowledged send is then lost only if both machines crash before the fsyncs).
+    False: only after its fsync (per its flush policy), which puts a second fsync on every
+    SYNC_MASTER send's path."""
     slave_sync_interval_ms: int = Field(default=10_000, gt=0)
     """A slave copies its master's topic config and consumer offsets this often (SlaveSynchronize)."""
     credentials: SessionCredentials | None = None

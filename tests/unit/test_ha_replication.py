@@ -128,3 +128,18 @@ def test_slave_ahead_of_master_is_told_so(tmp_path: Path) -> None:
     with pytest.raises(ReplicaAhead):
         master.read_raw(master.size_bytes() + 1, 100)
     assert master.read_raw(master.size_bytes(), 100).data == b""
+
+
+def test_append_without_fsync_is_flushed_later(tmp_path: Path) -> None:
+    """A slave acknowledging on write (slave_ack_on_write) appends without fsync, then flushes."""
+    master, slave = open_log(tmp_path / "m"), open_log(tmp_path / "s")
+    fill(master, 5)
+    t = master.read_raw(0, 1 << 20)
+    before = slave.fsyncs
+    slave.append_raw(t.offset, t.data, fsync=False)
+    assert slave.fsyncs == before and slave.size_bytes() == master.size_bytes()  # readable at once
+    slave.flush()
+    assert slave.fsyncs == before + 1
+    slave.append_raw(master.size_bytes(), b"")  # nothing new: nothing written, nothing to flush
+    slave.flush()
+    assert slave.fsyncs == before + 1
