@@ -33,14 +33,13 @@ from typing import Any
 import msgpack
 
 from namesrv.broker.commit_log_reads import CommitLogReads
-from namesrv.broker.ha import ReplicationError, Transfer, new_bytes, transfer_slice
+from namesrv.broker.commit_log_replica import CommitLogReplica
 from namesrv.broker.message_properties import MessageIllegal, check_message
 from namesrv.broker.store_records import (
     HEADER,
     MAGIC,
     MAX_RECORD,
     QueueIndex,
-    parse_records,
     read_record,
     resync,
 )
@@ -69,7 +68,7 @@ _Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
 """A message waiting for the group-commit writer, and its sender's future."""
 
 
-class CommitLog(CommitLogReads):
+class CommitLog(CommitLogReads, CommitLogReplica):
     """Thread-safe for readers, who never wait for the disk; writes go through `put` (async,
     batched) or `append` (sync). A batch's records are written and fsynced under the write lock
     only; the short index lock publishes them (index entries, write position) once durable."""
@@ -292,53 +291,6 @@ class CommitLog(CommitLogReads):
             left = queue.get_nowait()
             if left is not None and not left[1].done():
                 left[1].set_exception(OSError(f"commit log {self.path} is closed"))
-
-    # ------------------------------------------------------------------ replication (namesrv.broker.ha)
-    def read_raw(self, from_offset: int, max_bytes: int) -> Transfer:
-        """A master's answer to a replica asking from `from_offset`: whole records (see
-        ha.transfer_slice) and this log's end. Blocking (pread): run it off the event loop."""
-        with self._lock:
-            fd, end = self._fd, self._write_pos
-        if fd < 0:
-            raise OSError(f"commit log {self.path} is closed")
-        return Transfer(from_offset, transfer_slice(lambda p, n: os.pread(fd, n, p), from_offset, end, max_bytes),
-                        end)
-
-    def append_raw(self, offset: int, data: bytes, fsync: bool = True) -> set[tuple[str, int]]:
-        """A replica appends its master's records at `offset`, verbatim: checked (ha.new_bytes: no
-        gap, no disagreeing overlap; whole valid records), written, fsynced per the flush policy
-        (with `fsync` False only written: the caller flushes later), then indexed as recovery would.
-        Returns the queues that grew. Nothing of a refused batch is written. Blocking: run it off
-        the event loop."""
-        with self._write_lock:
-            if self._fd < 0:
-                raise OSError(f"commit log {self.path} is closed")
-            fd = self._fd
-            start, fresh = new_bytes(offset, data, self._write_pos, lambda p, n: os.pread(fd, n, p))
-            if not fresh:
-                return set()
-            try:
-                records = parse_records(fresh, start)
-            except ValueError as e:
-                raise ReplicationError(f"batch at {offset} refused: {e}") from None
-            try:
-                written = os.write(fd, fresh)
-                if written != len(fresh):
-                    raise OSError(f"short write to commit log: {written} of {len(fresh)} bytes")
-                if fsync and self.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-                    os.fsync(fd)
-                    self.fsyncs += 1
-                else:
-                    self._dirty = True
-            except OSError:
-                os.ftruncate(fd, start)
-                raise
-            self.batches += 1
-            with self._lock:
-                for fields, pos, size in records:
-                    self._index_record(fields, pos, size)
-                self._write_pos = start + len(fresh)
-        return {(fields[0], fields[1]) for fields, _, _ in records}
 
     def flush(self) -> None:
         with self._write_lock:

@@ -143,3 +143,32 @@ def test_append_without_fsync_is_flushed_later(tmp_path: Path) -> None:
     slave.append_raw(master.size_bytes(), b"")  # nothing new: nothing written, nothing to flush
     slave.flush()
     assert slave.fsyncs == before + 1
+
+
+def test_truncate_to_a_consistent_point_then_copy_again(tmp_path: Path) -> None:
+    """An old master's unreplicated tail is cut back to where the logs agree; what it cut is gone from
+    every queue's index, the log's recovery sees the same, and copying resumes from there."""
+    master, old = open_log(tmp_path / "m"), open_log(tmp_path / "old")
+    fill(master, 10)
+    copy_all(master, old, 1 << 20)
+    point = old.size_bytes()
+    fill(old, 7, start=100)  # written on the old master only, never replicated
+    fill(master, 5, start=10)  # the new master's own records from the same point on
+    with pytest.raises(ReplicaConflict):
+        old.append_raw(*_next(master, point))
+    with pytest.raises(ReplicationError):
+        old.truncate_to(point + 1)  # not a record boundary
+    before = old.queues()
+    assert old.truncate_to(point) > 0
+    assert old.size_bytes() == point and sum(old.queues().values()) == 10 < sum(before.values())
+    copy_all(master, old, 1 << 20)
+    same_content(master, old)
+    old.close()
+    reopened = open_log(tmp_path / "old")
+    same_content(master, reopened)
+    assert reopened.truncate_to(reopened.size_bytes()) == 0
+
+
+def _next(master: CommitLog, offset: int) -> tuple[int, bytes]:
+    t = master.read_raw(offset, 1 << 20)
+    return t.offset, t.data
