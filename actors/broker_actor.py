@@ -32,7 +32,7 @@ from namesrv.protocol.broker_headers import (
     pull_message_ext,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, Perm
+from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, MASTER_ID, Perm
 from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -102,7 +102,7 @@ class BrokerActor:
             (config or BrokerConfig()).model_copy(), namesrv_names, namespace, remoting,
             advertise=lambda port: _advertised(remoting, port) if remoting is not None else self.actor_name,
             channel_of=lambda token: BrokerChannel(me, token), ray_name=self.actor_name,
-            metrics=broker_metrics(self.actor_name),
+            metrics=broker_metrics(self.actor_name), master_name=broker_actor_name(broker_name, MASTER_ID),
         )
         self.controller.start()
         rec = self.controller.store.recovery
@@ -232,6 +232,19 @@ class BrokerActor:
             "max_offset": int(f.get("maxOffset", self.controller.store.max_offset(topic, queue_id))),
         }
 
+    # ------------------------------------------------------------------ replication (actors.broker_ha)
+    async def ha_transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int) -> dict[str, Any]:
+        """A slave asks for the records after `from_offset` (and acknowledges everything before)."""
+        return await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms)
+
+    async def ha_metadata(self) -> dict[str, Any]:
+        return self.controller.ha_master.metadata()
+
+    async def get_ha_info(self) -> dict[str, Any]:
+        """Role and replication state: a master's SyncStateSet and slave lags, a slave's offsets."""
+        c = self.controller
+        return c.ha_client.info() if c.ha_client is not None else c.ha_master.info()
+
     async def get_max_offset(self, topic: str, queue_id: int) -> int:
         return self.controller.store.max_offset(topic, queue_id)
 
@@ -286,6 +299,8 @@ class BrokerActor:
             "consumer_groups": {g: c.processor.consumers.consumer_ids(g) for g in c.processor.consumers.groups},
             "held_pulls": c.processor.hold.held,
             "queues": {f"{t}:{q}": n for (t, q), n in c.store.queues().items()},
+            "broker_role": str(c.config.broker_role),
+            "ha": c.ha_client.info() if c.ha_client is not None else c.ha_master.info(),
         }
 
     async def ping(self) -> str:

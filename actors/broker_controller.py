@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from actors.broker_ha import HAClient, HAMasterService
 from actors.broker_registration import NamesrvRegistrar
 from actors.broker_to_client import Broker2Client
 from actors.control_loop import ControlLoop
@@ -31,12 +32,15 @@ from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.processor import BrokerProcessor
 from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule_service import ScheduleService
+from namesrv.broker.store_types import BrokerRole
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter, DurableWriteError
 from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, ResponseCode
+from namesrv.protocol.constants import MASTER_ID
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
@@ -67,9 +71,11 @@ class BrokerController:
         ray_name: str,
         clock: Clock = system_clock,
         metrics: Metrics | None = None,
+        master_name: str | None = None,
     ) -> None:
         """Binds the client port at once (a taken port fails the start). The broker's address is
-        `advertise(port)`, or `ray_name` without TCP; `channel_of(token)` is what NameServers watch."""
+        `advertise(port)`, or `ray_name` without TCP; `channel_of(token)` is what NameServers watch.
+        A slave (brokerId > 0) replicates from the actor `master_name` (actors.broker_ha)."""
         self._remoting_config = remoting
         self.remoting = RemotingServer(
             ray_name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
@@ -84,6 +90,8 @@ class BrokerController:
         self.incarnation = uuid.uuid4().hex[:12]
         self.token = f"{addr}#{self.incarnation}"
         """Unique per incarnation: NameServers tell a restarted broker from its predecessor by it."""
+        if broker_id != MASTER_ID:
+            config.broker_role = BrokerRole.SLAVE
         self.config = config
         self.store_dir = store_dir
         self.clock = clock
@@ -96,9 +104,16 @@ class BrokerController:
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
         self.recovery_ms = (time.perf_counter() - started) * 1000
         self.loop = ControlLoop(identity.broker_addr)
+        self.role = RoleGuard(config, broker_id, clock)
         self.processor = BrokerProcessor(identity, config, self.topics, self.store, self.offsets, clock,
                                          on_topic_created=self._topic_created,
-                                         on_group_changed=self._group_changed)
+                                         on_group_changed=self._group_changed, role=self.role)
+        self.ha_master = HAMasterService(self.store, self.role, self.topics, self.offsets, config)
+        self.ha_client = HAClient(broker_id, master_name, namespace, self.store, self.topics, self.offsets,
+                                  self.processor.hold, config, clock) \
+            if config.broker_role is BrokerRole.SLAVE and master_name else None
+        if self.ha_client is not None:
+            self.role.master_reachable = self.ha_client.reachable
         ident = {"clusterName": identity.cluster_name, "brokerAddr": identity.broker_addr,
                  "brokerName": identity.broker_name, "brokerId": identity.broker_id}
         self.registrar = NamesrvRegistrar(ident, ha_addr, namesrv_names, namespace, config, channel_of(self.token),
@@ -138,6 +153,11 @@ class BrokerController:
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
         self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
+        if self.ha_client is not None:
+            self.loop.spawn("ha-replicate", self.ha_client.run())
+            self.loop.every("ha-sync-metadata", cfg.slave_sync_interval_ms / 1000, self.ha_client.sync_metadata)
+        if cfg.broker_role is BrokerRole.SYNC_MASTER:
+            self.loop.every("ha-shrink-sync-state-set", 1.0, self.role.shrink, initial_delay_s=1.0)
         if self.acl is not None:
             self.loop.every("reload-acl", 1.0, self.acl.reload, initial_delay_s=1.0)
         self.loop.every("sample-broker-stats", SAMPLE_INTERVAL_S, self.processor.broker_stats.sample,

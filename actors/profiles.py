@@ -86,3 +86,15 @@ def get_profile(name: str) -> TimingProfile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown timing profile {name!r}; choose from {sorted(PROFILES)}") from None
+
+
+def replication_overrides(slaves: int, broker_role: str | None) -> dict[str, Any]:
+    """Broker settings for a deployment with `slaves` slaves per broker set (`namesrv up --slaves`):
+    the masters' role (SYNC_MASTER by default when there are slaves, as issue 21 asks; RocketMQ's own
+    default is ASYNC_MASTER) and slaves that serve reads (slaveReadEnable), so a consumer keeps
+    reading a broker set whose master died."""
+    if broker_role is not None and broker_role not in ("SYNC_MASTER", "ASYNC_MASTER"):
+        raise ValueError(f"broker role must be SYNC_MASTER or ASYNC_MASTER, not {broker_role!r}")
+    if slaves <= 0:
+        return {"broker_role": broker_role} if broker_role else {}
+    return {"broker_role": broker_role or "SYNC_MASTER", "slave_read_enable": True}

@@ -71,6 +71,7 @@ def _start_local_ray() -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from actors.launcher import BrokerSpec, ClusterSpec, connect, deploy, spread_over_nodes, wait_for_nodes
+    from actors.profiles import replication_overrides
 
     if args.address is None:
         _start_local_ray()
@@ -88,6 +89,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         namesrv_count=args.namesrvs, brokers=brokers, profile=args.profile, namespace=args.namespace,
         data_dir=args.data_dir, detached=True, namesrv_port=args.namesrv_port, listen_host=args.listen_host,
     )
+    spec.broker_overrides.update(replication_overrides(args.slaves, args.broker_role))
     if args.acl is not None:
         namesrv_acl, broker_acl = acl_overrides(args.acl)
         spec.namesrv_overrides.update(namesrv_acl)
@@ -135,13 +137,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     brows = []
     for addr, info in sorted(status["brokers"].items()):
         if "error" in info:
-            brows.append((addr, "UNREACHABLE " + info["error"], "", "", ""))
+            brows.append((addr, "UNREACHABLE " + info["error"], "", "", "", "", ""))
         else:
             brows.append((addr, f"pid {info['pid']}", info["topics"], sum(info["queues"].values()),
-                          info["data_version"]["counter"]))
+                          info["data_version"]["counter"], info.get("broker_role", "-"), _replication(info)))
     print()
-    print(table(("broker", "process", "topics", "messages", "data version"), brows))
+    print(table(("broker", "process", "topics", "messages", "data version", "role", "replication"), brows))
     return 0
+
+
+def _replication(info: dict[str, Any]) -> str:
+    """A broker's replication in a few words: a slave's lag, a master's SyncStateSet and slave lags."""
+    ha = info.get("ha") or {}
+    if ha.get("role") == "SLAVE":
+        return f"lag {ha['lag_bytes']} B" + ("" if ha.get("reachable") else ", master unreachable")
+    lags = ha.get("slave_lag_bytes") or {}
+    if not lags:
+        return "-"
+    return f"in sync {ha['sync_state_set']}, lag " + ", ".join(f"{s}: {b} B" for s, b in sorted(lags.items()))
 
 
 def cmd_route(args: argparse.Namespace) -> int:
@@ -251,7 +264,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--namesrvs", type=int_in(1, 64), default=2, help="number of NameServers (default 2)")
     p.add_argument("--brokers", type=broker_names_arg, default="broker-a,broker-b,broker-c",
                    help="comma-separated broker names (default broker-a,broker-b,broker-c)")
-    p.add_argument("--slaves", type=int_in(0, 16), default=0, help="slaves per broker group (default 0)")
+    p.add_argument("--slaves", type=int_in(0, 16), default=0,
+                   help="slaves per broker group, each replicating its master's log (default 0)")
+    p.add_argument("--brokerRole", "--broker-role", dest="broker_role", choices=("SYNC_MASTER", "ASYNC_MASTER"),
+                   default=None, help="masters' role: SYNC_MASTER acknowledges a send once its in-sync slaves "
+                                      "hold it (default with --slaves), ASYNC_MASTER at once (default without)")
     p.add_argument("--cluster", type=cluster_arg, default="DefaultCluster")
     p.add_argument("--profile", default="default", choices=("default", "fast"))
     p.add_argument("--acl", metavar="FILE", default=None,

@@ -19,6 +19,7 @@ from namesrv.broker.consumer_manager import ConsumerManager
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity
 from namesrv.broker.pull_hold import PullHoldService
+from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule import MESSAGE_DELAY_LEVEL, parse_delay_levels
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.transaction import TransactionService
@@ -61,6 +62,8 @@ class BrokerContext:
     on_parked: Callable[[], None] = lambda: None
     """Called when a send parked a delayed or timed message (the schedule service looks again)."""
     delay_levels_ms: list[int] = field(default_factory=lambda: parse_delay_levels(MESSAGE_DELAY_LEVEL))
+    role: RoleGuard | None = None
+    """The broker role's checks on sends and pulls (namesrv.broker.role); built from the config when None."""
     consumers: ConsumerManager = field(init=False)
     producers: dict[str, dict[str, int]] = field(init=False, default_factory=dict)
     """producer group -> {channel: last heartbeat}."""
@@ -78,6 +81,8 @@ class BrokerContext:
     def __post_init__(self) -> None:
         self.consumers = ConsumerManager(self.clock)
         cfg = self.config
+        if self.role is None:
+            self.role = RoleGuard(cfg, self.identity.broker_id, self.clock)
         self.transactions = TransactionService(self.store, self.clock, cfg.transaction_timeout_ms,
                                                cfg.transaction_check_max, cfg.transaction_check_interval_ms)
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],

@@ -22,141 +22,54 @@ time per queue offset) are rebuilt from the scan, holding 20 bytes per message.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import os
-import struct
 import threading
 import zlib
-from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import msgpack
 
+from namesrv.broker.commit_log_reads import CommitLogReads
+from namesrv.broker.commit_log_replica import CommitLogReplica
 from namesrv.broker.message_properties import MessageIllegal, check_message
-from namesrv.broker.transfer_caps import DEFAULT_CAPS, MAX_SCAN_ENTRIES, TransferCaps
+from namesrv.broker.store_records import (
+    HEADER,
+    MAGIC,
+    MAX_RECORD,
+    QueueIndex,
+    read_record,
+    resync,
+)
+from namesrv.broker.store_types import (
+    AppendResult,
+    FlushDiskType,
+    MessageInner,
+    ReadResult,
+    RecoveryReport,
+    StoredMessage,
+)
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import fsync_dir as _fsync_dir  # the one directory fsync (tests patch this name)
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 
+__all__ = ["HEADER", "MAGIC", "MAX_RECORD", "AppendResult", "CommitLog", "FlushDiskType", "MessageInner", "ReadResult",
+           "RecoveryReport", "StoredMessage"]
+"""The store's types live in store_types / store_records; importing them from here keeps working."""
+
 log = logging.getLogger(__name__)
 
-MAGIC = 0x524D5131  # "RMQ1"
-HEADER = struct.Struct(">III")
-MAX_RECORD = MAX_MESSAGE_SIZE + 64 * 1024
-"""A record longer than this cannot be ours (body limit plus properties and fields)."""
-SCAN_CHUNK = 1 << 20
 MAX_BATCH = 1024
 """Messages written (and fsynced) together at most."""
-
-
-class FlushDiskType(StrEnum):
-    SYNC_FLUSH = "SYNC_FLUSH"
-    ASYNC_FLUSH = "ASYNC_FLUSH"
-
-
-@dataclass(slots=True)
-class MessageInner:
-    """A message as the broker stores it (RocketMQ's MessageExtBrokerInner, the parts kept)."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties: dict[str, str] = field(default_factory=dict)
-    msg_id: str = ""
-    """The client's unique id (UNIQ_KEY); empty: the message is known by its offset id."""
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = ""
-    reconsume_times: int = 0
-
-
-@dataclass(slots=True)
-class StoredMessage:
-    topic: str
-    queue_id: int
-    queue_offset: int
-    store_timestamp: int
-    msg_id: str
-    properties: dict[str, str]
-    body: bytes
-    commit_log_offset: int = 0
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = ""
-    reconsume_times: int = 0
-    store_size: int = 0
-
-
-@dataclass(slots=True)
-class AppendResult:
-    topic: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    store_timestamp: int
-    msg_id: str
-    store_size: int = 0
-
-
-@dataclass(slots=True)
-class RecoveryReport:
-    records: int = 0
-    valid_bytes: int = 0
-    truncated_bytes: int = 0
-    reason: str | None = None
-    corrupt_ranges: list[tuple[int, int, str]] = field(default_factory=list)
-    """(start, end, reason) of every damaged stretch skipped in the middle of the log."""
-    queues: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 _Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
 """A message waiting for the group-commit writer, and its sender's future."""
 
 
-class _QueueIndex:
-    """Commit-log position, record size and store time per queue offset; -1 marks a record lost to
-    corruption. The size lets a pull apply its caps before it reads a body."""
-
-    __slots__ = ("positions", "sizes", "store_times")
-
-    def __init__(self) -> None:
-        self.positions = array("q")
-        self.sizes = array("i")
-        self.store_times = array("q")
-
-    def put(self, offset: int, pos: int, size: int, store_time: int) -> None:
-        while len(self.positions) < offset:
-            self.positions.append(-1)
-            self.sizes.append(0)
-            self.store_times.append(-1)
-        if offset < len(self.positions):
-            self.positions[offset], self.sizes[offset], self.store_times[offset] = pos, size, store_time
-        else:
-            self.positions.append(pos)
-            self.sizes.append(size)
-            self.store_times.append(store_time)
-
-
-@dataclass(slots=True)
-class ReadResult:
-    """What one capped read of a queue found (DefaultMessageStore.getMessage's result)."""
-
-    messages: list[StoredMessage]
-    """The matching messages taken, within the caps."""
-    next_offset: int
-    """The queue offset after the last entry looked at (taken, filtered out or lost)."""
-    records: int
-    """Records read (taken or filtered out); 0 with entries looked at: all lost to corruption."""
-
-
-class CommitLog:
+class CommitLog(CommitLogReads, CommitLogReplica):
     """Thread-safe for readers, who never wait for the disk; writes go through `put` (async,
     batched) or `append` (sync). A batch's records are written and fsynced under the write lock
     only; the short index lock publishes them (index entries, write position) once durable."""
@@ -180,7 +93,7 @@ class CommitLog:
         so a reader on an event loop never waits for the disk."""
         self._write_lock = threading.Lock()
         """One writer at a time (a batch's write and fsync, a flush, the close); readers never take it."""
-        self._index: dict[tuple[str, int], _QueueIndex] = {}
+        self._index: dict[tuple[str, int], QueueIndex] = {}
         self.recovery = self._recover()
         new_file = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -194,6 +107,8 @@ class CommitLog:
         self._closed = False
         self.fsyncs = 0
         self.batches = 0
+        self.listeners: list[Callable[[], None]] = []
+        """Called on the writer's event loop after every batch `put` wrote (replication waits on it)."""
 
     # ------------------------------------------------------------------ recovery
     def _recover(self) -> RecoveryReport:
@@ -205,9 +120,9 @@ class CommitLog:
             pos = 0
             last_good_end = 0
             while pos < size:
-                record = _read_record(f, pos, size)
+                record = read_record(f, pos, size)
                 if isinstance(record, str):
-                    nxt = _resync(f, pos + 1, size)
+                    nxt = resync(f, pos + 1, size)
                     if nxt is None:  # nothing valid follows: a torn or garbage tail
                         report.reason = record
                         break
@@ -236,7 +151,7 @@ class CommitLog:
         topic, queue_id, queue_offset, store_time = fields[0], fields[1], fields[2], fields[3]
         idx = self._index.get((topic, queue_id))
         if idx is None:
-            idx = self._index[(topic, queue_id)] = _QueueIndex()
+            idx = self._index[(topic, queue_id)] = QueueIndex()
         idx.put(queue_offset, pos, size, store_time)
 
     # ------------------------------------------------------------------ write
@@ -320,7 +235,7 @@ class CommitLog:
                     if isinstance(r, AppendResult):
                         idx = self._index.get((r.topic, r.queue_id))
                         if idx is None:
-                            idx = self._index[(r.topic, r.queue_id)] = _QueueIndex()
+                            idx = self._index[(r.topic, r.queue_id)] = QueueIndex()
                         idx.put(r.queue_offset, r.commit_log_offset, r.store_size, r.store_timestamp)
         return out
 
@@ -371,6 +286,8 @@ class CommitLog:
                     future.set_exception(result)
                 else:
                     future.set_result(result)
+            for listener in self.listeners:
+                listener()
         while not queue.empty():  # put() refuses once closed; this drains a put that raced it
             left = queue.get_nowait()
             if left is not None and not left[1].done():
@@ -382,102 +299,6 @@ class CommitLog:
                 os.fsync(self._fd)
                 self.fsyncs += 1
                 self._dirty = False
-
-    # ------------------------------------------------------------------ read
-    def max_offset(self, topic: str, queue_id: int) -> int:
-        with self._lock:
-            idx = self._index.get((topic, queue_id))
-            return len(idx.positions) if idx is not None else 0
-
-    def min_offset(self, topic: str, queue_id: int) -> int:
-        """Messages are never deleted here: 0 (RocketMQ's minOffset once nothing was cleaned)."""
-        return 0
-
-    def earliest_store_time(self) -> int:
-        """Store time of the oldest message kept (RocketMQ's getEarliestMessageTime), -1 when empty."""
-        with self._lock:
-            first = [idx.store_times[0] for idx in self._index.values() if idx.store_times and idx.store_times[0] >= 0]
-        return min(first, default=-1)
-
-    def size_bytes(self) -> int:
-        with self._lock:
-            return self._write_pos
-
-    def queues(self) -> dict[tuple[str, int], int]:
-        with self._lock:
-            return {k: len(v.positions) for k, v in self._index.items()}
-
-    def search_offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """The first queue offset stored at or after `timestamp` (the max offset if none)."""
-        with self._lock:
-            idx = self._index.get((topic, queue_id))
-            if idx is None:
-                return 0
-            return bisect.bisect_left(idx.store_times, timestamp, key=_lost_as_zero)
-
-    def get_message(self, topic: str, queue_id: int, offset: int, max_nums: int = 32) -> list[StoredMessage]:
-        """Up to `max_nums` messages from `offset` (a record lost to corruption is skipped), without
-        the transfer caps: for tools, tests and single messages; a pull reads with `read_messages`."""
-        with self._lock:
-            idx = self._index.get((topic, queue_id))
-            if idx is None or offset < 0:
-                return []
-            positions = list(idx.positions[offset : offset + max(0, max_nums)])
-            fd = self._fd
-        return [m for m in (self._read_at(fd, p) for p in positions if p >= 0) if m is not None]
-
-    def read_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
-                      caps: TransferCaps = DEFAULT_CAPS,
-                      matches: Callable[[StoredMessage], bool] | None = None) -> ReadResult:
-        """DefaultMessageStore.getMessage: messages of one queue from `offset` that `matches`,
-        stopping before the one that would go past a cap (see transfer_caps). Each entry's record
-        size is checked against the caps before its record is read, and entries filtered out are
-        read and dropped one at a time, so a read holds no more than the caps allow."""
-        with self._lock:
-            idx = self._index.get((topic, queue_id))
-            if idx is None or offset < 0 or max_nums <= 0:
-                return ReadResult([], offset, 0)
-            end = min(len(idx.positions), offset + min(max_nums, MAX_SCAN_ENTRIES))
-            positions, sizes = idx.positions[offset:end], idx.sizes[offset:end]
-            fd, max_pos = self._fd, self._write_pos
-        memory = caps.in_memory_window()
-        found: list[StoredMessage] = []
-        total = records = 0
-        next_offset = offset
-        for pos, size in zip(positions, sizes, strict=True):
-            if caps.batch_full(size, max_nums, total, len(found), max_pos - pos <= memory):
-                break
-            next_offset += 1
-            message = self._read_at(fd, pos) if pos >= 0 else None
-            if message is None:  # lost to corruption: skipped
-                continue
-            records += 1
-            if matches is None or matches(message):
-                found.append(message)
-                total += size
-        return ReadResult(found, next_offset, records)
-
-    def get_by_commit_offset(self, pos: int) -> StoredMessage | None:
-        with self._lock:
-            if pos < 0 or pos >= self._write_pos:
-                return None
-            fd = self._fd
-        return self._read_at(fd, pos)
-
-    def _read_at(self, fd: int, pos: int) -> StoredMessage | None:
-        header = os.pread(fd, HEADER.size, pos)
-        if len(header) < HEADER.size:
-            return None
-        magic, length, crc = HEADER.unpack(header)
-        if magic != MAGIC:
-            return None
-        payload = os.pread(fd, length, pos + HEADER.size)
-        if len(payload) != length or zlib.crc32(payload) != crc:
-            return None
-        f: list[Any] = msgpack.unpackb(payload, raw=False)
-        extra = f[7:12] + [0, 0, 0, "", 0][len(f[7:12]) :]
-        return StoredMessage(f[0], f[1], f[2], f[3], f[4], f[5], f[6], pos, extra[0], extra[1], extra[2], extra[3],
-                             extra[4], HEADER.size + length)
 
     def close(self) -> None:
         """Stop taking writes, fsync and close; callable from any thread. A batch being written
@@ -501,10 +322,6 @@ class CommitLog:
                 loop.call_soon_threadsafe(queue.put_nowait, None)
 
 
-def _lost_as_zero(store_time: int) -> int:
-    return store_time if store_time >= 0 else 0
-
-
 def _make_dirs_durably(path: Path) -> None:
     """mkdir -p, then fsync the parent of every directory created, so the new directories' names
     survive a machine crash (as the log file's own name does, by fsyncing its directory)."""
@@ -518,47 +335,3 @@ def _make_dirs_durably(path: Path) -> None:
         _fsync_dir(created.parent)
 
 
-def _read_record(f: Any, pos: int, size: int) -> tuple[list[Any], int] | str:
-    """The record at `pos` as (fields, end), or why it is not one."""
-    if size - pos < HEADER.size:
-        return "short header"
-    f.seek(pos)
-    magic, length, crc = HEADER.unpack(f.read(HEADER.size))
-    if magic != MAGIC:
-        return "bad magic"
-    if length > MAX_RECORD:
-        return "bad length"
-    end = pos + HEADER.size + length
-    if end > size:
-        return "short payload"
-    payload = f.read(length)
-    if zlib.crc32(payload) != crc:
-        return "bad checksum"
-    try:
-        fields = msgpack.unpackb(payload, raw=False)
-        if not (isinstance(fields, list) and len(fields) >= 7 and isinstance(fields[0], str)
-                and isinstance(fields[1], int) and isinstance(fields[2], int) and isinstance(fields[3], int)):
-            return "bad payload"
-    except (ValueError, msgpack.UnpackException):
-        return "bad payload"
-    return fields, end
-
-
-_MAGIC_BYTES = struct.pack(">I", MAGIC)
-
-
-def _resync(f: Any, start: int, size: int) -> int | None:
-    """Position of the next valid record after a corrupt one, or None (found by its magic, then
-    checked in full: length, CRC and payload)."""
-    pos = start
-    while pos < size:
-        f.seek(pos)
-        chunk: bytes = f.read(SCAN_CHUNK + 3)
-        i = chunk.find(_MAGIC_BYTES)
-        while i >= 0:
-            candidate = pos + i
-            if not isinstance(_read_record(f, candidate, size), str):
-                return candidate
-            i = chunk.find(_MAGIC_BYTES, i + 1)
-        pos += SCAN_CHUNK
-    return None

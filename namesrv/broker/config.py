@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.broker.commit_log import FlushDiskType
+from namesrv.broker.store_types import BrokerRole, FlushDiskType
 from namesrv.broker.transfer_caps import TransferCaps
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE, Perm
 
@@ -64,6 +64,35 @@ class BrokerConfig(BaseModel):
     """RocketMQ's transactionTimeOut, transactionCheckMax and transactionCheckInterval: a half message
     unresolved this long is checked back with its producer group, at most so many times, then dropped."""
     reject_transaction_message: bool = False
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    """RocketMQ's brokerRole (see namesrv.broker.role); a broker with brokerId > 0 is a SLAVE whatever
+    this says (the launcher sets it)."""
+    slave_read_enable: bool = False
+    """A slave serves pulls (else it refuses them, as RocketMQ's rejectRequest); a master with it
+    suggests the slave to a consumer that lags by more than the in-memory window."""
+    which_broker_when_consume_slowly: int = Field(default=1, ge=0)
+    """The brokerId a lagging consumer is pointed to (subscription group config's default)."""
+    all_ack_in_sync_state_set: bool = True
+    """SYNC_MASTER: a send is acknowledged once every SyncStateSet member holds it."""
+    min_in_sync_replicas: int = Field(default=1, ge=1)
+    """SYNC_MASTER refuses sends ("in-sync replicas not enough") while its SyncStateSet is smaller."""
+    ha_max_time_slave_not_catchup_ms: int = Field(default=15_000, gt=0)
+    """A slave not caught up with the master for this long leaves the SyncStateSet."""
+    slave_timeout_ms: int = Field(default=3_000, gt=0)
+    """SYNC_MASTER: how long a send waits for the SyncStateSet before FLUSH_SLAVE_TIMEOUT (RocketMQ
+    5's slaveTimeout; 4.x waited syncFlushTimeout, 5 s)."""
+    ha_transfer_batch_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    """Most commit-log bytes one replication call carries (one record more if a record is bigger)."""
+    ha_poll_wait_ms: int = Field(default=1_000, gt=0)
+    """A slave's replication call waits this long at the master for new records before answering."""
+    slave_ack_on_write: bool = True
+    """A slave acknowledges (asks for more) once a batch is written, as RocketMQ's slave does, and
+    fsyncs it right after, off the acknowledgement's path (it survives the slave's process dying; a
+    SYNC_MASTER's acknowledged send is then lost only if both machines crash before the fsyncs).
+    False: only after its fsync (per its flush policy), which puts a second fsync on every
+    SYNC_MASTER send's path."""
+    slave_sync_interval_ms: int = Field(default=10_000, gt=0)
+    """A slave copies its master's topic config and consumer offsets this often (SlaveSynchronize)."""
     credentials: SessionCredentials | None = None
     """The broker account this broker signs its NameServer requests with (NameServers with ACL on)."""
     acl_enable: bool = False

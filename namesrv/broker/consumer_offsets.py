@@ -46,6 +46,15 @@ class ConsumerOffsetManager:
             queues[queue_id] = offset
             self.dirty = True
 
+    def merge_from_master(self, table: dict[str, dict[int, int]]) -> None:
+        """A slave takes its master's offsets over its own (RocketMQ's SlaveSynchronize: putAll)."""
+        for key, queues in table.items():
+            mine = self.table.setdefault(str(key), {})
+            for queue_id, offset in queues.items():
+                if mine.get(int(queue_id)) != int(offset):
+                    mine[int(queue_id)] = int(offset)
+                    self.dirty = True
+
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one for this queue."""
         return self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id, -1)

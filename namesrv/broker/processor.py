@@ -42,6 +42,7 @@ from namesrv.broker.consumer_processor import ConsumerManageProcessor
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity, PullOutcome, SendOutcome
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.pull_processor import PullMessageProcessor
+from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule import parse_delay_levels
 from namesrv.broker.send_processor import SendMessageProcessor
 from namesrv.broker.topic_config_manager import TopicConfigManager
@@ -69,9 +70,11 @@ class BrokerProcessor:
         clock: Clock,
         on_topic_created: Callable[[str], None] = lambda topic: None,
         on_group_changed: Callable[[str, list[str]], None] = lambda group, channels: None,
+        role: RoleGuard | None = None,
     ) -> None:
         self.context = BrokerContext(identity, config, topics, store, offsets, clock, on_topic_created,
-                                     on_group_changed, delay_levels_ms=parse_delay_levels(config.message_delay_level))
+                                     on_group_changed, delay_levels_ms=parse_delay_levels(config.message_delay_level),
+                                     role=role if role is not None else RoleGuard(config, identity.broker_id, clock))
         self.sender = SendMessageProcessor(self.context)
         self.puller = PullMessageProcessor(self.context)
         self.clients = ClientManageProcessor(self.context)
@@ -147,6 +150,11 @@ class BrokerProcessor:
     @property
     def store(self) -> CommitLog:
         return self.context.store
+
+    @property
+    def role(self) -> RoleGuard:
+        assert self.context.role is not None
+        return self.context.role
 
     @property
     def consumers(self) -> ConsumerManager:

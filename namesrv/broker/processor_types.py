@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from namesrv.broker.commit_log import AppendResult, StoredMessage
+from namesrv.broker.store_types import AppendResult, StoredMessage
 
 
 class BrokerError(Exception):
@@ -22,6 +22,8 @@ class SendOutcome:
     results: list[AppendResult]
     msg_ids: list[str]
     """Offset message ids (store host + commit-log offset), one per stored message."""
+    code: int = 0
+    """SUCCESS, or FLUSH_SLAVE_TIMEOUT: stored here, not on every in-sync replica in time."""
 
 
 @dataclass(slots=True)

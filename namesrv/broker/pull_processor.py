@@ -15,6 +15,7 @@ from namesrv.broker.broker_context import BrokerContext
 from namesrv.broker.consumer_manager import SubscriptionData
 from namesrv.broker.processor_types import BrokerError, PullOutcome
 from namesrv.broker.pull_hold import LONG_POLLING_CHECK_INTERVAL_S
+from namesrv.broker.role import RoleGuard
 from namesrv.broker.subscription_filter import pull_subscription
 from namesrv.protocol.broker_headers import PullMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
@@ -64,6 +65,7 @@ class PullMessageProcessor:
     def _pull_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         ctx = self.ctx
         h = request_header(cmd, PullMessageRequestHeader)
+        self._role().check_pull()
         if not is_readable(ctx.config.broker_permission):
             raise BrokerError(ResponseCode.NO_PERMISSION,
                               f"the broker[{ctx.identity.broker_addr}] pulling message is forbidden")
@@ -86,7 +88,8 @@ class PullMessageProcessor:
                            sub: SubscriptionData | None) -> RemotingResponse:
         ctx = self.ctx
         outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
-        if (outcome.code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND
+        code, suggest = self._advice(outcome)
+        if (code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & FLAG_SUSPEND
                 and h.suspend_timeout_millis > 0 and not ctx.closed):
             # As PullMessageProcessor: held for the pull's suspend timeout with long polling, for
             # shortPollingTimeMills without; re-checked as PullRequestHoldService (see pull_hold).
@@ -96,9 +99,21 @@ class PullMessageProcessor:
                                 lambda: ctx.closed or ctx.store.max_offset(h.topic, h.queue_id) > h.queue_offset,
                                 LONG_POLLING_CHECK_INTERVAL_S if long_polling else short_s)
             outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
+            code, suggest = self._advice(outcome)
         ctx.stats[("pulls", outcome.status)] += 1
         ctx.stats[("pulled_messages", "")] += len(outcome.messages)
         ext = {"nextBeginOffset": str(outcome.next_begin_offset), "minOffset": str(outcome.min_offset),
-               "maxOffset": str(outcome.max_offset), "suggestWhichBrokerId": "0"}
+               "maxOffset": str(outcome.max_offset), "suggestWhichBrokerId": str(suggest)}
         # the messages travel as they are over Ray; namesrv.broker.wire encodes them for TCP
-        return cmd.response(outcome.code, outcome.status, ext, None, outcome)
+        return cmd.response(code, outcome.status, ext, None, outcome)
+
+    def _role(self) -> RoleGuard:
+        assert self.ctx.role is not None
+        return self.ctx.role
+
+    def _advice(self, outcome: PullOutcome) -> tuple[int, int]:
+        """The role's say on a pull's answer: (code, suggestWhichBrokerId); see namesrv.broker.role."""
+        store = self.ctx.store
+        last = outcome.messages[-1].commit_log_offset if outcome.messages else store.size_bytes()
+        return self._role().pull_advice(outcome.code, bool(outcome.messages), store.size_bytes() - last,
+                                        self.ctx.config.transfer_caps().in_memory_window())

@@ -17,6 +17,7 @@ from namesrv.broker.commit_log import MessageInner
 from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_properties
 from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, SendOutcome
+from namesrv.broker.role import FLUSH_SLAVE_TIMEOUT_REMARK, RoleGuard
 from namesrv.broker.schedule import TIMER_PROPERTIES
 from namesrv.protocol.broker_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
@@ -108,6 +109,8 @@ class SendMessageProcessor:
         if ctx.closed:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE,
                               f"broker {ctx.identity.broker_addr} is shutting down")
+        guard = self._role()
+        guard.check_send()
         for m in messages:  # every one, before anything changes (a topic created, a record written)
             self._check_body(m.body)
             m.properties.setdefault("CLUSTER", ctx.identity.cluster_name)
@@ -129,12 +132,18 @@ class SendMessageProcessor:
             results = list(await asyncio.gather(*(ctx.store.put(m) for m in stored)))
         finally:
             ctx.sends_waiting -= len(messages)
-        ctx.stats[("sends", "SUCCESS")] += len(messages)
         if any(s.topic != m.topic for s, m in zip(stored, messages, strict=True)):  # parked or half: not yet
             ctx.on_parked()
         else:
             ctx.hold.notify(first.topic, messages[0].queue_id)
-        return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results])
+        code = await guard.replicated(max(r.commit_log_offset + r.store_size for r in results))
+        ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
+        return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results],
+                           code)
+
+    def _role(self) -> RoleGuard:
+        assert self.ctx.role is not None
+        return self.ctx.role
 
     def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h = request_header(cmd, SendMessageRequestHeader)
@@ -158,7 +167,8 @@ class SendMessageProcessor:
         tx = messages[0].properties.get("__transactionId__")
         if tx:
             ext["transactionId"] = tx
-        return cmd.response(ResponseCode.SUCCESS, None, ext)
+        return cmd.response(outcome.code, None if outcome.code == ResponseCode.SUCCESS else FLUSH_SLAVE_TIMEOUT_REMARK,
+                            ext)
 
     # ------------------------------------------------------------------ retries
     def _consumer_send_msg_back(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:

@@ -167,6 +167,25 @@ class TopicConfigManager:
         log.info("created %s with %d queues", topic, queue_nums)
         return tc
 
+    def sync_from_master(self, table: dict[str, TopicConfig], version: DataVersion) -> bool:
+        """A slave takes its master's whole table and DataVersion (RocketMQ's SlaveSynchronize);
+        False when it already has that version. Persisted as any change (rolled back if not written)."""
+        if version == self.data_version:
+            return False
+        previous_table, previous_version = dict(self.topic_config_table), self.data_version
+
+        def undo() -> None:
+            self.topic_config_table, self.data_version = previous_table, previous_version
+            log.warning("topic config from the master rolled back: not written")
+        self.topic_config_table = dict(table)
+        self.data_version = version
+        if self.path is not None:
+            body = {"topicConfigTable": {n: tc.to_wire() for n, tc in sorted(table.items())},
+                    "dataVersion": version.to_wire()}
+            self.writer(self.path, json.dumps(body, indent=1).encode(), undo)
+        log.info("topic config synchronised from the master: %d topics, %s", len(table), version)
+        return True
+
     # ------------------------------------------------------------------ registration body
     def build_serialize_wrapper(self, broker_permission: int) -> TopicConfigSerializeWrapper:
         """The register body: every topic as `registered_config` reports it."""

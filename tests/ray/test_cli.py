@@ -129,3 +129,23 @@ def test_demo_killed_from_outside_says_so_cleans_up_and_exits_143(short_tmp: Pat
     assert "Traceback" not in stderr, stderr
     assert "demo stopped early: its Ray is shut down and its data removed" in stdout
     assert not list(short_tmp.glob("namesrv-demo-*"))
+
+
+def test_cli_up_with_slaves_deploys_replicating_slaves(isolated_host: IsolatedHost, tmp_path: Path) -> None:
+    """`namesrv up --slaves 1`: each broker set gets a slave that replicates (it joins its SYNC_MASTER's
+    SyncStateSet, which only a slave asking for the master's log does), shown by `namesrv status`."""
+    host = isolated_host
+    out = succeeds(host.run([NAMESRV, "up", "--profile", "fast", "--namesrvs", "1", "--brokers", "broker-a",
+                             "--slaves", "1", "--data-dir", str(tmp_path / "data")], timeout=300))
+    assert "deployed 1 NameServers and 2 brokers" in out
+    succeeds(host.run([NAMESRV, "topic", "TopicA", "--queues", "2"]))
+
+    def in_sync() -> str | None:
+        text = succeeds(host.run([NAMESRV, "status"]))
+        return text if "in sync [0, 1]" in text else None
+
+    text = wait_until(in_sync, 60, "the slave in the SyncStateSet")
+    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSYNC_MASTER\s+in sync \[0, 1\], lag 1: 0 B$", text, re.M), text
+    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSLAVE\s+lag 0 B$", text, re.M), text
+    down = succeeds(host.run([NAMESRV, "down", "--stop-ray"], timeout=300))
+    assert "stopped 2 brokers and 1 NameServers" in down

@@ -26,6 +26,7 @@ BAD_ARGS = [
     (["topic"], "required: topic"),
     (["up", "--namesrvs", "0"], "out of range"),
     (["up", "--slaves", "-1"], "out of range"),
+    (["up", "--brokerRole", "SLAVE"], "invalid choice"),
     (["up", "--brokers", "a,,b"], "broker name is blank"),
     (["up", "--brokers", "a,a"], "names a broker twice"),
     (["up", "--brokers", "a/b"], "has characters outside"),
@@ -71,3 +72,15 @@ def test_duplicates_are_explained_with_where_each_copy_was_stored() -> None:
     assert "retried" in text and "at-least-once" in text and "RocketMQ" in text
     assert "message MSG1: stored at broker-a queue 1 offset 17, broker-c queue 0 offset 22" in text
     assert "tried broker-a,broker-c and was acknowledged on broker-c after 2 attempts, 3012 ms" in text
+
+
+def test_replication_overrides() -> None:
+    from actors.profiles import replication_overrides
+
+    assert replication_overrides(0, None) == {}
+    assert replication_overrides(0, "SYNC_MASTER") == {"broker_role": "SYNC_MASTER"}
+    assert replication_overrides(1, None) == {"broker_role": "SYNC_MASTER", "slave_read_enable": True}
+    assert replication_overrides(2, "ASYNC_MASTER") == {"broker_role": "ASYNC_MASTER", "slave_read_enable": True}
+    with pytest.raises(ValueError):
+        replication_overrides(1, "SLAVE")
+

@@ -1,0 +1,196 @@
+"""Replication over Ray calls: the transport of namesrv.broker.ha (RocketMQ's HAService / HAClient).
+
+A slave long-polls its master's actor: `ha_transfer(slave_id, from_offset, max_bytes, wait_ms)`
+answers the whole records after `from_offset` (at most `max_bytes`, read off the master's event
+loop) and the master's log end, waiting up to `wait_ms` for new records when there are none. The
+request itself is the slave's acknowledgement: it holds everything before `from_offset`, so the
+master's SyncStateSet and its waiting SYNC_MASTER sends learn of it on every call. The slave appends
+each batch verbatim at that offset (off its loop, fsynced per its flush policy), wakes pulls held on
+the queues that grew, and asks again at once: one round trip per batch, however far behind it is.
+Every `slave_sync_interval_ms` it also copies the master's topic config and consumer offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ray.exceptions import RayError
+
+from actors.handles import ActorHandles
+from namesrv.broker.commit_log import CommitLog, FlushDiskType
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.ha import ReplicationError
+from namesrv.broker.pull_hold import PullHoldService
+from namesrv.broker.role import RoleGuard
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.clock import Clock
+from namesrv.protocol.models import TopicConfig, parse_data_version
+
+log = logging.getLogger(__name__)
+
+CALL_SLACK_S = 10.0
+"""A replication call that has not answered `wait_ms` plus this long is given up (a master stopped)."""
+RETRY_S = 0.2
+"""Pause before asking again after a failed call."""
+
+
+class HAMasterService:
+    """The master's side: answers its slaves' transfers and metadata requests."""
+
+    def __init__(self, store: CommitLog, role: RoleGuard, topics: TopicConfigManager,
+                 offsets: ConsumerOffsetManager, config: BrokerConfig) -> None:
+        self.store, self.role, self.topics, self.offsets, self.config = store, role, topics, offsets, config
+        self._new_data = asyncio.Event()
+        store.listeners.append(self._wake)
+        self.bytes_sent = 0
+
+    def _wake(self) -> None:
+        self._new_data.set()
+        self._new_data = asyncio.Event()
+
+    async def transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int) -> dict[str, Any]:
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (slave_id, from_offset, max_bytes, wait_ms)):
+            return {"error": "ReplicationError", "remark": "slave id, offset, size and wait must be integers"}
+        end = self.store.size_bytes()
+        self.role.on_slave_request(slave_id, from_offset, end)
+        if from_offset == end and wait_ms > 0:
+            try:
+                await asyncio.wait_for(self._new_data.wait(), min(wait_ms, 30_000) / 1000)
+            except TimeoutError:
+                pass
+        try:
+            t = await asyncio.to_thread(self.store.read_raw, from_offset,
+                                        max(1, min(max_bytes, self.config.ha_transfer_batch_bytes)))
+        except (ReplicationError, OSError) as e:
+            return {"error": type(e).__name__, "remark": str(e), "master_max": self.store.size_bytes()}
+        self.bytes_sent += len(t.data)
+        return {"offset": t.offset, "data": t.data, "master_max": t.master_max}
+
+    def metadata(self) -> dict[str, Any]:
+        """What SlaveSynchronize copies: the topic table with its DataVersion, and consumer offsets."""
+        return {"topicConfigTable": {n: tc.to_wire() for n, tc in self.topics.topic_config_table.items()},
+                "dataVersion": self.topics.data_version.to_wire(),
+                "offsetTable": {k: dict(v) for k, v in self.offsets.table.items()}}
+
+    def info(self) -> dict[str, Any]:
+        end = self.store.size_bytes()
+        acks = self.role.sync.slave_acks()
+        return {"role": str(self.role.role), "master_max": end, "sync_state_set": sorted(self.role.sync.members),
+                "sync_state_set_epoch": self.role.sync.epoch, "slave_acks": acks,
+                "slave_lag_bytes": {s: end - a for s, a in acks.items()}, "bytes_sent": self.bytes_sent,
+                "flush_slave_timeouts": self.role.timeouts}
+
+
+class HAClient:
+    """The slave's side: copies the master's log, then its topic config and consumer offsets."""
+
+    def __init__(self, slave_id: int, master_name: str, namespace: str, store: CommitLog,
+                 topics: TopicConfigManager, offsets: ConsumerOffsetManager, hold: PullHoldService,
+                 config: BrokerConfig, clock: Clock) -> None:
+        self.slave_id, self.master_name = slave_id, master_name
+        self.store, self.topics, self.offsets, self.hold = store, topics, offsets, hold
+        self.config, self.clock = config, clock
+        self._handles = ActorHandles(namespace)
+        self.last_ok_ms = 0
+        self.master_max = 0
+        self.bytes_received = 0
+        self.transfers = 0
+        self.last_error: str | None = None
+        self.first_request_ms: int | None = None
+        self.caught_up_ms: int | None = None
+        """When this slave first held its master's whole log (a catch-up's end)."""
+        self._flusher: asyncio.Task[None] | None = None
+        self._flush_wanted = False
+
+    def reachable(self) -> bool:
+        """The master answered within the last two poll waits plus a second."""
+        return self.clock() - self.last_ok_ms <= 2 * self.config.ha_poll_wait_ms + 1000
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        handle = await self._handles.aget(self.master_name)
+        try:
+            return await asyncio.wait_for(getattr(handle, method).remote(*args),
+                                          self.config.ha_poll_wait_ms / 1000 + CALL_SLACK_S)
+        except (RayError, TimeoutError):
+            self._handles.forget(self.master_name)
+            raise
+
+    async def run(self) -> None:
+        """Replicate until cancelled (the broker's shutdown)."""
+        while True:
+            try:
+                await self.replicate_once()
+            except (RayError, TimeoutError, ValueError, ReplicationError, OSError) as e:
+                self._failed(e)
+                await asyncio.sleep(RETRY_S)
+
+    async def replicate_once(self) -> int:
+        """One transfer: ask from this log's end, append what comes; returns the bytes appended."""
+        cfg = self.config
+        if self.first_request_ms is None:
+            self.first_request_ms = self.clock()
+        reply = await self._call("ha_transfer", self.slave_id, self.store.size_bytes(), cfg.ha_transfer_batch_bytes,
+                                 cfg.ha_poll_wait_ms)
+        if "error" in reply:
+            raise ReplicationError(f"master {self.master_name}: {reply['error']}: {reply['remark']}")
+        data: bytes = reply["data"]
+        if data:
+            early_ack = cfg.slave_ack_on_write and cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
+            touched = await asyncio.to_thread(self.store.append_raw, reply["offset"], data, not early_ack)
+            if early_ack:
+                self._flush_soon()
+            for topic, queue_id in touched:
+                self.hold.notify(topic, queue_id)
+        self.master_max = int(reply["master_max"])
+        self.last_ok_ms = self.clock()
+        if self.caught_up_ms is None and self.store.size_bytes() >= self.master_max:
+            self.caught_up_ms = self.last_ok_ms
+        self.transfers += 1
+        self.bytes_received += len(data)
+        if self.last_error is not None:
+            log.info("replicating from %s again at %d", self.master_name, self.store.size_bytes())
+            self.last_error = None
+        return len(data)
+
+    def _flush_soon(self) -> None:
+        """fsync what was written, in the background: one flush at a time, another after it if more
+        was written meanwhile (so a stream of batches costs one fsync per flush, not per batch)."""
+        self._flush_wanted = True
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+
+    async def _flush_loop(self) -> None:
+        while self._flush_wanted:
+            self._flush_wanted = False
+            try:
+                await asyncio.to_thread(self.store.flush)
+            except OSError as e:
+                self._failed(e)
+
+    def _failed(self, e: BaseException) -> None:
+        text = f"{type(e).__name__}: {e}"
+        if text != self.last_error:
+            log.warning("replication from %s failed: %s", self.master_name, text)
+        self.last_error = text
+
+    async def sync_metadata(self) -> None:
+        """SlaveSynchronize: the master's topic table (when its version moved) and consumer offsets."""
+        try:
+            meta = await self._call("ha_metadata")
+        except (RayError, TimeoutError, ValueError) as e:
+            self._failed(e)
+            return
+        table = {n: TopicConfig.model_validate(tc) for n, tc in meta["topicConfigTable"].items()}
+        self.topics.sync_from_master(table, parse_data_version(meta["dataVersion"]))
+        self.offsets.merge_from_master({k: {int(q): int(o) for q, o in v.items()}
+                                        for k, v in meta["offsetTable"].items()})
+
+    def info(self) -> dict[str, Any]:
+        held = self.store.size_bytes()
+        return {"role": "SLAVE", "master": self.master_name, "offset": held, "master_max": self.master_max,
+                "lag_bytes": max(0, self.master_max - held), "reachable": self.reachable(),
+                "transfers": self.transfers, "bytes_received": self.bytes_received, "last_error": self.last_error,
+                "first_request_ms": self.first_request_ms, "caught_up_ms": self.caught_up_ms}

@@ -1,0 +1,108 @@
+"""What a broker's role changes in its send and pull paths (RocketMQ's brokerRole checks), in one
+object the processor calls from three places: before a send, after a send is stored, and on a pull.
+
+- SLAVE: refuses sends as RocketMQ 5's store does (SERVICE_NOT_AVAILABLE, "messages are put to the
+  slave"; RocketMQ's SLAVE_NOT_AVAILABLE, 11, means "stored on the master, not on a slave", which a
+  client takes as sent). Serves pulls only with slaveReadEnable (else SYSTEM_BUSY, as
+  PullMessageProcessor.rejectRequest); while its master is reachable it points consumers back to
+  it (suggestWhichBrokerId 0, and PULL_RETRY_IMMEDIATELY when it found nothing).
+- SYNC_MASTER: refuses a send while the SyncStateSet is smaller than minInSyncReplicas, and
+  acknowledges a stored send once every member holds it, else FLUSH_SLAVE_TIMEOUT after
+  slaveTimeout (the message is stored on the master; RocketMQ answers the same).
+- A master with slaveReadEnable points a consumer lagging by more than the in-memory window to
+  whichBrokerWhenConsumeSlowly (RocketMQ's suggestPullingFromSlave).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.ha_sync import SyncStateSet
+from namesrv.broker.processor_types import BrokerError
+from namesrv.broker.store_types import BrokerRole
+from namesrv.clock import Clock
+from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.constants import MASTER_ID
+
+SLAVE_REFUSES_SEND = ("service not available now. It may be caused by one of the following reasons: "
+                      "messages are put to the slave, ...")
+REJECT_PULL = "[REJECTREQUEST]system busy, start flow control for a while"
+FLUSH_SLAVE_TIMEOUT_REMARK = "stored on the master, but not on every in-sync replica within the slave timeout"
+
+
+class RoleGuard:
+    def __init__(self, config: BrokerConfig, broker_id: int, clock: Clock) -> None:
+        self.config = config
+        self.broker_id = broker_id
+        self.sync = SyncStateSet(broker_id, clock, config.ha_max_time_slave_not_catchup_ms)
+        self.master_reachable: Callable[[], bool] = lambda: False
+        """A slave: whether its master answered lately (set by its replication client)."""
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
+        self.timeouts = 0
+
+    @property
+    def role(self) -> BrokerRole:
+        return self.config.broker_role
+
+    # ------------------------------------------------------------------ send
+    def check_send(self) -> None:
+        """Before anything is stored; raises BrokerError."""
+        if self.role is BrokerRole.SLAVE:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REFUSES_SEND)
+        if self.role is BrokerRole.SYNC_MASTER:
+            self.shrink()
+            if len(self.sync.members) < self.config.min_in_sync_replicas:
+                raise BrokerError(ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough")
+
+    async def replicated(self, end_offset: int) -> int:
+        """After a send is stored locally up to `end_offset`: SUCCESS, or FLUSH_SLAVE_TIMEOUT when
+        the SyncStateSet did not hold it within slaveTimeout."""
+        if self.role is not BrokerRole.SYNC_MASTER or self.sync.acked(end_offset):
+            return ResponseCode.SUCCESS
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (end_offset, future)
+        self._waiting.append(entry)
+        try:
+            await asyncio.wait_for(future, self.config.slave_timeout_ms / 1000)
+            return ResponseCode.SUCCESS
+        except TimeoutError:
+            self.timeouts += 1
+            return ResponseCode.FLUSH_SLAVE_TIMEOUT
+        finally:
+            self._waiting.remove(entry)
+
+    def on_slave_request(self, slave_id: int, ack_offset: int, master_end: int) -> None:
+        """A slave asked from `ack_offset`: it holds everything before; wake the sends it covers."""
+        self.sync.on_request(slave_id, ack_offset, master_end)
+        self._wake()
+
+    def shrink(self) -> set[int]:
+        gone = self.sync.shrink()
+        if gone:
+            self._wake()
+        return gone
+
+    def _wake(self) -> None:
+        for end, future in self._waiting:
+            if not future.done() and self.sync.acked(end):
+                future.set_result(None)
+
+    # ------------------------------------------------------------------ pull
+    def check_pull(self) -> None:
+        if self.role is BrokerRole.SLAVE and not self.config.slave_read_enable:
+            raise BrokerError(ResponseCode.SYSTEM_BUSY, REJECT_PULL)
+
+    def pull_advice(self, code: int, found: bool, behind_bytes: int, in_memory_bytes: int) -> tuple[int, int]:
+        """(answer code, suggestWhichBrokerId) of a pull whose last message lies `behind_bytes`
+        before the log's end."""
+        from_slave = behind_bytes > in_memory_bytes
+        suggest = MASTER_ID
+        if self.config.slave_read_enable and from_slave:
+            suggest = self.config.which_broker_when_consume_slowly
+        if self.role is BrokerRole.SLAVE and not from_slave and self.master_reachable():
+            suggest = MASTER_ID
+            if not found:
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        return code, suggest

@@ -1,0 +1,90 @@
+"""What the commit log takes and gives: messages, stored messages, append and read results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class FlushDiskType(StrEnum):
+    SYNC_FLUSH = "SYNC_FLUSH"
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+
+
+@dataclass(slots=True)
+class MessageInner:
+    """A message as the broker stores it (RocketMQ's MessageExtBrokerInner, the parts kept)."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    msg_id: str = ""
+    """The client's unique id (UNIQ_KEY); empty: the message is known by its offset id."""
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = ""
+    reconsume_times: int = 0
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    store_timestamp: int
+    msg_id: str
+    properties: dict[str, str]
+    body: bytes
+    commit_log_offset: int = 0
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = ""
+    reconsume_times: int = 0
+    store_size: int = 0
+
+
+@dataclass(slots=True)
+class AppendResult:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    store_timestamp: int
+    msg_id: str
+    store_size: int = 0
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    records: int = 0
+    valid_bytes: int = 0
+    truncated_bytes: int = 0
+    reason: str | None = None
+    corrupt_ranges: list[tuple[int, int, str]] = field(default_factory=list)
+    """(start, end, reason) of every damaged stretch skipped in the middle of the log."""
+    queues: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """What one capped read of a queue found (DefaultMessageStore.getMessage's result)."""
+
+    messages: list[StoredMessage]
+    """The matching messages taken, within the caps."""
+    next_offset: int
+    """The queue offset after the last entry looked at (taken, filtered out or lost)."""
+    records: int
+    """Records read (taken or filtered out); 0 with entries looked at: all lost to corruption."""
+
+
+class BrokerRole(StrEnum):
+    """RocketMQ's MessageStoreConfig.brokerRole: an ASYNC_MASTER acknowledges a send once it is
+    stored locally; a SYNC_MASTER once every member of its SyncStateSet holds it; a SLAVE copies its
+    master's log and refuses sends."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"

@@ -1,0 +1,127 @@
+"""Replication on a local Ray: a master and its slave as real broker actors with real stores.
+
+Sends to the master appear on the slave byte for byte; a restarted slave resumes from what it holds
+(it never copies again); topic config and consumer offsets follow; SYNC_MASTER acknowledges only what
+the slave holds (a stopped slave makes sends answer FLUSH_SLAVE_TIMEOUT); a slave refuses sends and
+serves pulls at the master's offsets, also once the master is dead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+from actors.launcher import BrokerSpec, Deployment
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.remoting.command import RemotingRequest
+from tests.ray.helpers import DeploymentFactory, broker_info, stopped, wait_until
+
+TOPIC = "ReplT"
+MASTER, SLAVE = "broker-a-0", "broker-a-1"
+HA = {"slave_sync_interval_ms": 200, "slave_read_enable": True, "ha_poll_wait_ms": 500}
+
+
+def deploy_pair(deployments: DeploymentFactory, **overrides: Any) -> Deployment:
+    dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1,
+                             broker_overrides=HA | overrides)
+    resp = ray.get(dep.brokers[MASTER].create_topic.remote(TOPIC, 4, 4), timeout=30)
+    assert resp.ok, resp
+    return dep
+
+
+def send(dep: Deployment, n: int, start: int = 0) -> list[Any]:
+    master = dep.brokers[MASTER]
+    return ray.get([master.send_message.remote(TOPIC, i % 4, f"m{i}".encode() * 20) for i in range(start, start + n)],
+                   timeout=60)
+
+
+def ha(dep: Deployment, broker: str) -> dict[str, Any]:
+    return ray.get(dep.brokers[broker].get_ha_info.remote(), timeout=30)
+
+
+def caught_up(dep: Deployment) -> bool:
+    return bool(ha(dep, SLAVE)["offset"] == ha(dep, MASTER)["master_max"])
+
+
+def log_bytes(dep: Deployment, broker: str) -> bytes:
+    return (Path(broker_info(dep.brokers[broker])["store_dir"]) / "store" / "commitlog.dat").read_bytes()
+
+
+@pytest.mark.timeout(180)
+def test_slave_copies_log_config_offsets_and_resumes_after_restart(deployments: DeploymentFactory) -> None:
+    dep = deploy_pair(deployments)
+    assert all(r.ok for r in send(dep, 60))
+    wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
+    assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
+    assert broker_info(dep.brokers[SLAVE])["broker_role"] == "SLAVE"
+    wait_until(lambda: TOPIC in ray.get(dep.brokers[SLAVE].get_topic_config_table.remote()), 30,
+               "the topic config on the slave")
+    commit = RemotingRequest(BrokerRequestCode.UPDATE_CONSUMER_OFFSET,
+                             {"consumerGroup": "g", "topic": TOPIC, "queueId": "1", "commitOffset": "7"})
+    assert ray.get(dep.brokers[MASTER].process.remote(commit), timeout=30).ok
+    query = RemotingRequest(BrokerRequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": TOPIC,
+                                                                      "queueId": "1"})
+    wait_until(lambda: ray.get(dep.brokers[SLAVE].process.remote(query)).ext_fields.get("offset") == "7", 30,
+               "the consumer offset on the slave")
+
+    held = ha(dep, SLAVE)["offset"]
+    dep.kill_broker(SLAVE)
+    assert all(r.ok for r in send(dep, 40, start=60))  # ASYNC_MASTER: acknowledged without the slave
+    dep.restart_broker(SLAVE)
+    wait_until(lambda: caught_up(dep), 30, "the restarted slave to catch up")
+    info = ha(dep, SLAVE)
+    assert info["bytes_received"] == info["offset"] - held  # only what it missed: resumed, not re-copied
+    assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
+
+
+@pytest.mark.timeout(180)
+def test_sync_master_acknowledges_only_what_the_slave_holds(deployments: DeploymentFactory) -> None:
+    dep = deploy_pair(deployments, broker_role="SYNC_MASTER", slave_timeout_ms=1500)
+    wait_until(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 30, "the slave in the SyncStateSet")
+    replies = send(dep, 20)
+    assert all(r.ok for r in replies), replies
+    assert ha(dep, SLAVE)["offset"] >= ha(dep, MASTER)["slave_acks"][1] > 0
+    end = ha(dep, MASTER)["master_max"]
+    assert ha(dep, MASTER)["slave_acks"][1] == end  # every acknowledged byte is on the slave
+
+    with stopped(dep.broker_pid(SLAVE)):
+        [late] = send(dep, 1, start=20)
+        assert late.code == ResponseCode.FLUSH_SLAVE_TIMEOUT, late
+        assert late.ext_fields["queueOffset"] is not None  # stored on the master, offsets given
+        assert ha(dep, MASTER)["flush_slave_timeouts"] == 1
+    wait_until(lambda: caught_up(dep), 30, "the resumed slave to catch up")
+    assert all(r.ok for r in send(dep, 5, start=21))
+    assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
+
+
+@pytest.mark.timeout(180)
+def test_slave_refuses_sends_and_serves_pulls_at_the_masters_offsets(deployments: DeploymentFactory) -> None:
+    dep = deploy_pair(deployments)
+    send(dep, 24)
+    wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
+    slave = dep.brokers[SLAVE]
+    wait_until(lambda: TOPIC in ray.get(slave.get_topic_config_table.remote()), 30, "the topic config on the slave")
+    refused = ray.get(slave.send_message.remote(TOPIC, 0, b"no"), timeout=30)
+    assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in refused.remark
+
+    def pulled(broker: str) -> dict[str, Any]:
+        return ray.get(dep.brokers[broker].pull_message.remote(TOPIC, 2, 0, 32), timeout=30)
+
+    from_master, from_slave = pulled(MASTER), pulled(SLAVE)
+    assert from_slave["code"] == ResponseCode.SUCCESS
+    assert [m["queue_offset"] for m in from_slave["messages"]] == list(range(6))
+    assert [(m["queue_offset"], m["body"], m["msg_id"]) for m in from_slave["messages"]] == \
+           [(m["queue_offset"], m["body"], m["msg_id"]) for m in from_master["messages"]]
+    assert from_slave["next_begin_offset"] == from_master["next_begin_offset"] == 6
+    at_end = ray.get(slave.pull_message.remote(TOPIC, 2, 6, 32), timeout=30)
+    assert at_end["code"] == ResponseCode.PULL_RETRY_IMMEDIATELY  # master reachable: go back to it
+
+    dep.kill_broker(MASTER)  # the master is gone: its messages are still readable, at the same offsets
+    after = pulled(SLAVE)
+    assert [(m["queue_offset"], m["body"]) for m in after["messages"]] == \
+           [(m["queue_offset"], m["body"]) for m in from_master["messages"]]
+    wait_until(lambda: ray.get(slave.pull_message.remote(TOPIC, 2, 6, 32))["code"] == ResponseCode.PULL_NOT_FOUND,
+               30, "the slave to stop pointing at its dead master")
