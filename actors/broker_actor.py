@@ -298,6 +298,7 @@ class BrokerActor:
             "remoting": asdict(c.remoting.stats()),
             "consumer_groups": {g: c.processor.consumers.consumer_ids(g) for g in c.processor.consumers.groups},
             "held_pulls": c.processor.hold.held,
+            "transactions_dropped": c.processor.context.transactions.discarded,
             "queues": {f"{t}:{q}": n for (t, q), n in c.store.queues().items()},
             "broker_role": str(c.config.broker_role),
             "ha": c.ha_client.info() if c.ha_client is not None else c.ha_master.info(),

@@ -110,6 +110,28 @@ class RemotingClient:
                         self.server_requests.append(cmd)
             return self._pending.pop(opaque)
 
+    def server_requests_after(self, wait_s: float) -> list[RemotingCommand]:
+        """The requests the server sent on this connection (a broker's rebalance notices and
+        transaction check-backs), reading what arrives within `wait_s` first."""
+        with self._lock:
+            self._sock.settimeout(wait_s)
+            try:
+                data = self._sock.recv(1 << 20)
+            except TimeoutError:
+                data = None
+            except OSError as e:
+                raise RemotingConnectError(f"lost connection to {self.address}: {e}") from None
+            finally:
+                self._sock.settimeout(self.timeout_s)
+            if data == b"":
+                raise RemotingConnectError(f"{self.address} closed the connection")
+            for cmd in self._decoder.feed(data or b""):
+                if cmd.is_response:
+                    self._pending[cmd.opaque] = cmd
+                else:
+                    self.server_requests.append(cmd)
+            return list(self.server_requests)
+
     def invoke(self, code: int, ext_fields: dict[str, Any] | None = None, body: bytes | None = None) -> RemotingCommand:
         """Send one request and wait for its answer."""
         cmd = self.request(code, ext_fields, body)
