@@ -54,6 +54,7 @@ from clients.chaos.schema import (
     RESTART_BROKER,
     SNAPSHOTS_DIR,
 )
+from clients.cli_support import env_credentials
 from clients.consumer import PullConsumer
 from clients.producer_actor import ProducerActor
 from namesrv.broker.config import BrokerConfig
@@ -118,7 +119,7 @@ def adopt_existing(cfg: ChaosConfig) -> Target:
         raise ChaosSetupError(f"the brokers of {namespace!r} keep their stores under different roots {roots}")
     props = ray.get(next(iter(dep.namesrvs.values())).get_namesrv_config.remote(), timeout=30).payload.properties
     namesrv_config = NamesrvConfig.model_validate({to_snake(k): v for k, v in props.items()})
-    broker_config: BrokerConfig = next(iter(infos.values()))["config"] if infos else BrokerConfig()
+    broker_config = _broker_config(next(iter(infos.values()))) if infos else BrokerConfig()
     dep.spec.data_dir = roots.pop() if roots else dep.spec.data_dir
     dep.spec.detached = True
     dep.spec.broker_overrides = broker_config.model_dump()
@@ -128,6 +129,20 @@ def adopt_existing(cfg: ChaosConfig) -> Target:
         dep.spec.brokers.append(spec)
     return Target(dep, EXISTING, cfg.timing_for(namesrv_config, broker_config), masters, dep.spec.data_dir,
                   keep=keep)
+
+
+def _broker_config(info: dict[str, Any]) -> BrokerConfig:
+    """The brokers' config, to restart them as they were. A broker never hands out its secret: one
+    that signs its registrations takes the account from NAMESRV_ACCESS_KEY / NAMESRV_SECRET_KEY."""
+    config = BrokerConfig.model_validate(info["config"])
+    signs_as = info.get("signs_as")
+    if signs_as:
+        creds = env_credentials()
+        if creds is None or creds.access_key != signs_as:
+            raise ChaosSetupError(f"the brokers sign their registrations as {signs_as!r}: set NAMESRV_ACCESS_KEY "
+                                  "and NAMESRV_SECRET_KEY to that account, so restarted brokers can register")
+        config.credentials = creds
+    return config
 
 
 def _check_out_dir(out: Path) -> None:
