@@ -8,7 +8,11 @@ sets of two replicas, heartbeating from the driver every 200 ms. Measured:
 - persisted changes: alter-SyncStateSet round trips (each one written to the GCS KV before its answer);
 - a controller kill: ray.kill -> the restarted actor answers with its state rebuilt from the GCS KV.
 
-    bash run.sh bench bench_controller [--sets 20]
+Side by side: the silent master's detection against the heartbeat timeout (the floor it cannot
+beat), and a reported death's election against one persisted alter-SyncStateSet (each makes one
+write to the GCS KV). `--quick`: 4 broker sets, 40 alters.
+
+    bash run.sh bench bench_controller [--sets 20] [--alters 200] [--quick]
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 from typing import Any
 
 import ray
-from _common import latency_ms, local_ray_run
+from _common import latency_ms, local_ray_run, pct_ms, ratio_table
 
 from actors.controller import controller_config, start_controller
 
@@ -53,9 +57,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", type=int, default=20)
     ap.add_argument("--alters", type=int, default=200)
+    ap.add_argument("--quick", action="store_true", help="4 broker sets, 40 alters")
     args = ap.parse_args()
+    if args.quick:
+        args.sets, args.alters = 4, 40
+    assert args.sets >= 2, "one set measures the alters, the others the failovers"
+    config = controller_config("fast")
     with local_ray_run("bench-controller") as run:
-        ctl = start_controller(run.namespace, controller_config("fast"), detached=False)
+        ctl = start_controller(run.namespace, config, detached=False)
         names = [f"broker-{i}" for i in range(args.sets)]
         for name in names:
             for bid in (1, 2):
@@ -119,6 +128,14 @@ def main() -> None:
         print(f"  silent master -> change seen:   {latency_ms(silent)}")
         print(f"  kill -> restored and answering: {restart * 1000:.0f} ms ({stats['restored_events']} events after "
               f"snapshot {stats['snapshot_index']}, replayed in {stats['restore_ms']:.1f} ms)")
+        timeout_ms = float(config.broker_heartbeat_timeout_ms)
+        print("\n== failovers beside a reference (ms): the heartbeat timeout, a silent master's floor; one "
+              "persisted alter, the same one GCS KV write an election makes")
+        print(ratio_table([
+            ("silent master -> seen, p50 (vs heartbeat timeout)", timeout_ms, pct_ms(silent, 0.5)),
+            ("silent master -> seen, max (vs heartbeat timeout)", timeout_ms, max(silent) * 1000),
+            ("reported death -> elected, p50 (vs alter p50)", pct_ms(alters, 0.5), pct_ms(deaths, 0.5)),
+        ], "reference", "measured", digits=2))
 
 
 if __name__ == "__main__":

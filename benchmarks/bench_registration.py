@@ -30,26 +30,22 @@ the actor's pid) against the empty NameServer's.
 from __future__ import annotations
 
 import argparse
-import bisect
-import itertools
 import json
 import multiprocessing as mp
 import os
 import tempfile
-import threading
 import time
 import uuid
 from array import array
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 from textwrap import indent
 from typing import Any
 
-import psutil
 import ray
 from _common import fmt, pct_ms, print_machine, ratio_table
+from _registration_probes import QueryLog, RssSampler, query_loop
 from registration_slices import Profile, concurrent_loop_turns, profile_registrations
 
 from actors.launcher import ClusterSpec, Deployment
@@ -112,89 +108,7 @@ class SimBroker:
         return t0, t1
 
 
-# ---------------------------------------------------------------------------- the route-query process
-def query_loop(host: str, port: int, topics: list[str], stop: Any, out: Connection) -> None:
-    """Route queries back to back until `stop` is set; then send (answer times, latencies, codes)."""
-    client = RemotingClient(host, port, timeout_s=600)
-    times, lats, codes = array("d"), array("d"), array("i")
-    invoke, code, i = client.invoke, RequestCode.GET_ROUTEINFO_BY_TOPIC, 0
-    while not stop.is_set():
-        t0 = time.monotonic()
-        answer = invoke(code, {"topic": topics[i % len(topics)]})
-        t1 = time.monotonic()
-        times.append(t1)
-        lats.append(t1 - t0)
-        codes.append(answer.code)
-        if i == 0:
-            out.send("ready")
-        i += 1
-    client.close()
-    out.send((times.tobytes(), lats.tobytes(), codes.tobytes()))
-
-
-@dataclass
-class QueryLog:
-    times: array[float]
-    lats: array[float]
-    codes: array[int]
-
-    def window(self, start: float, end: float) -> dict[str, Any]:
-        """Route-query figures of the answers that arrived in [start, end]."""
-        i0, i1 = bisect.bisect_left(self.times, start), bisect.bisect_right(self.times, end)
-        lats = self.lats[i0:i1]
-        # gaps between consecutive answers, counting the one that straddles the window's start
-        stamps = [start if i0 == 0 else max(start, self.times[i0 - 1]), *self.times[i0:i1]]
-        gaps = [b - a for a, b in itertools.pairwise(stamps)]
-        worst = max(range(len(gaps)), key=gaps.__getitem__) if gaps else None
-        seconds = end - start
-        return {
-            "answers": len(lats),
-            "qps": len(lats) / seconds if seconds > 0 else float("nan"),
-            "not_found": sum(1 for c in self.codes[i0:i1] if c == ResponseCode.TOPIC_NOT_EXIST),
-            "errors": sum(1 for c in self.codes[i0:i1] if c not in (ResponseCode.SUCCESS,
-                                                                    ResponseCode.TOPIC_NOT_EXIST)),
-            "p50_ms": pct_ms(lats, 0.5),
-            "p99_ms": pct_ms(lats, 0.99),
-            "max_ms": max(lats) * 1000 if lats else float("nan"),
-            "gap_ms": gaps[worst] * 1000 if worst is not None else float("nan"),
-            "gap_at_s": stamps[worst] - start if worst is not None else float("nan"),
-        }
-
-
 # ---------------------------------------------------------------------------- measurements
-class RssSampler:
-    """The NameServer process's RSS, sampled every `every_s` in a thread; `peak` since `reset`."""
-
-    def __init__(self, pid: int, every_s: float = 0.1) -> None:
-        self.proc = psutil.Process(pid)
-        self.every_s = every_s
-        self.peak = self.now()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def now(self) -> int:
-        return int(self.proc.memory_info().rss)
-
-    def cpu_s(self) -> float:
-        t = self.proc.cpu_times()
-        return float(t.user + t.system)
-
-    def reset(self) -> None:
-        self.peak = self.now()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            try:
-                self.peak = max(self.peak, self.now())
-            except psutil.Error:
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 @dataclass
 class Phase:
     name: str

@@ -4,16 +4,19 @@ Each server runs in a child process of its own (so its RSS is its own), with a l
 1 ms timer that records the longest gap between two of its runs (the longest stall). Figures:
 
 - stall: an unsigned 40 KB HEART_BEAT to a broker, and a broker-signed 24 KB malformed JSON
-  REGISTER_BROKER to a NameServer (bodies built to hit a super-linear parse);
+  REGISTER_BROKER to a NameServer (bodies built to hit a super-linear parse), each beside the same
+  request with a 2-byte body on the same server (the baseline);
 - memory: 20 unsigned connections each holding a 15 MiB half frame, RSS growth while they hold it
-  and after they closed;
-- bomb: a broker-signed compressed REGISTER_BROKER inflating to 256 MiB, peak RSS growth.
+  and after they closed, beside the bytes they sent;
+- bomb: a broker-signed compressed REGISTER_BROKER inflating to 300 MiB, peak RSS growth beside it.
 
-Run: `bash run.sh bench bench_security` (or `.venv/bin/python benchmarks/bench_security.py`).
+Run: `bash run.sh bench bench_security [stall] [memory] [bomb] [--quick]` (or
+`.venv/bin/python benchmarks/bench_security.py`). `--quick`: 4 connections hold half frames.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import resource
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from _common import print_machine, ratio_table
 
 ACL = """
 accounts:
@@ -141,32 +145,42 @@ def _quadratic_json(size: int) -> bytes:
 IDENT = {"clusterName": "C", "brokerAddr": "127.0.0.1:10911", "brokerName": "b", "brokerId": "0"}
 
 
-def stall() -> dict[str, float]:
-    out = {}
+Figures = list[tuple[str, float, float]]
+"""(name, baseline, measured) rows for `ratio_table`"""
+
+
+def stall() -> Figures:
+    out = []
     broker = Server("broker")
     try:
         _invoke(broker.port, 34, {}, b"{}")  # warm up: the first request on a fresh server
         broker.stats(reset=True)
+        _invoke(broker.port, 34, {}, b"{}")  # the baseline: the same request with a 2-byte body
+        base = broker.stats()["gap_ms"]
+        broker.stats(reset=True)
         code, remark = _invoke(broker.port, 34, {}, _quadratic_json(40_000))  # HEART_BEAT, unsigned
-        out["broker: unsigned 40 KB HEART_BEAT"] = broker.stats()["gap_ms"]
+        out.append(("broker: unsigned 40 KB HEART_BEAT", base, broker.stats()["gap_ms"]))
         print(f"  heartbeat answered {code} {remark!r}")
     finally:
         broker.close()
     ns = Server("namesrv")
     try:
-        warm = b"{}"  # a first registration, so the figure below is the malformed body's alone
+        warm = b"{}"  # a first registration, so the figures below are the bodies' alone
         _invoke(ns.port, 103, _signed(IDENT, warm, "brokers", "broker-secret"), warm)
+        ns.stats(reset=True)
+        _invoke(ns.port, 103, _signed(IDENT, warm, "brokers", "broker-secret"), warm)
+        base = ns.stats()["gap_ms"]
         ns.stats(reset=True)
         body = _quadratic_json(24_000)
         code, remark = _invoke(ns.port, 103, _signed(IDENT, body, "brokers", "broker-secret"), body)
-        out["namesrv: signed 24 KB malformed REGISTER_BROKER"] = ns.stats()["gap_ms"]
+        out.append(("namesrv: signed 24 KB malformed REGISTER_BROKER", base, ns.stats()["gap_ms"]))
         print(f"  registration answered {code} {remark!r}")
     finally:
         ns.close()
     return out
 
 
-def memory(connections: int = 20, half: int = 15 * 1024 * 1024) -> dict[str, float]:
+def memory(connections: int = 20, half: int = 15 * 1024 * 1024) -> Figures:
     ns = Server("namesrv")
     try:
         before = ns.stats()["rss"]
@@ -188,33 +202,49 @@ def memory(connections: int = 20, half: int = 15 * 1024 * 1024) -> dict[str, flo
             s.close()
         time.sleep(2)
         after = ns.stats()["rss"]
-        return {"RSS growth while held (MB)": (held - before) / 1e6,
-                "RSS growth after close (MB)": (after - before) / 1e6}
+        sent = connections * half / 1e6
+        return [("RSS growth while held (MB)", sent, (held - before) / 1e6),
+                ("RSS growth after close (MB)", sent, (after - before) / 1e6)]
     finally:
         ns.close()
 
 
-def bomb() -> dict[str, float]:
+def bomb() -> Figures:
     ns = Server("namesrv")
     try:
         before = ns.stats()["peak"]
-        body = zlib.compress(b"\0" * (300 * 1024 * 1024), 9)
+        inflated = 300 * 1024 * 1024
+        body = zlib.compress(b"\0" * inflated, 9)
         ext = IDENT | {"compressed": "true"}
         code, remark = _invoke(ns.port, 103, _signed(ext, body, "brokers", "broker-secret"), body)
         print(f"  bomb ({len(body)} bytes compressed) answered {code} {remark!r}")
-        return {"peak RSS growth (MB)": (ns.stats()["peak"] - before) / 1e6}
+        return [("peak RSS growth (MB)", inflated / 1e6, (ns.stats()["peak"] - before) / 1e6)]
     finally:
         ns.close()
 
 
+PARTS = {"stall": ("longest stall (ms)", "baseline", "attack"),
+         "memory": ("memory", "sent by attackers", "server"),
+         "bomb": ("memory", "inflated size", "server")}
+"""each part's table: (label, baseline column, measured column)"""
+
+
 def main() -> None:
-    only = sys.argv[1:] or ["stall", "memory", "bomb"]
-    for name, run in (("stall", stall), ("memory", memory), ("bomb", bomb)):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("parts", nargs="*", metavar="PART", help="stall, memory, bomb (default: all)")
+    ap.add_argument("--quick", action="store_true", help="4 connections hold half frames instead of 20")
+    args = ap.parse_args()
+    only = args.parts or list(PARTS)
+    if unknown := sorted(set(only) - set(PARTS)):
+        ap.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    print_machine()
+    runs = {"stall": stall, "memory": lambda: memory(4 if args.quick else 20), "bomb": bomb}
+    for name, run in runs.items():
         if name not in only:
             continue
-        print(f"{name}:")
-        for k, v in run().items():
-            print(f"  {k}: {v:.1f}")
+        print(f"\n{name}:")
+        label, base, measured = PARTS[name]
+        print(ratio_table(run(), base, measured, label=label, digits=1))
 
 
 if __name__ == "__main__":

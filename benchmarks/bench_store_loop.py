@@ -1,6 +1,6 @@
 """Does a SYNC_FLUSH broker's event loop wait on fsync? (issue 22, point 8)
 
-    bash run.sh bench bench_store_loop [--seconds 10] [--senders 16]
+    bash run.sh bench bench_store_loop [--seconds 10] [--senders 16] [--quick]
 
 One broker store in this process, as a broker runs it (no Ray, no sockets: the commit log and the
 processor on one asyncio loop, the writes and fsyncs in the group-commit worker thread), on the
@@ -11,9 +11,13 @@ store every millisecond, in turn: the max offset (GET_MAX_OFFSET, pull), the log
 table (metrics), search by time, and the runtime info (GET_BROKER_RUNTIME_INFO); each call is
 timed (the reader's wait). A ticker sleeping 1 ms measures the longest loop stall it sees.
 
+Then the same reader and ticker run for `--idle-seconds` with no sender: the idle baseline, on the
+same loop, disk and store contents. `--quick`: 3 s under load, then 1.5 s idle.
+
 Printed: the machine (with the disk's fsync latency), the send rate, the reader-wait distribution
-per reader and overall (target: max <= 5 ms), and the ticker's longest stall. Absolute figures of
-this run; the numbers before and after the change are in the commit message of point 8.
+per reader and overall (target: max <= 5 ms), the ticker's longest stall, and the reader's wait
+and the ticker's stall under load side by side with idle. The numbers before and after the change
+are in the commit message of point 8.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import latency_ms, print_machine
+from _common import latency_ms, pct_ms, print_machine, ratio_table
 
 from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
 from namesrv.broker.config import BrokerConfig
@@ -96,16 +100,27 @@ async def run(processor: BrokerProcessor, seconds: float, senders: int) -> dict[
     return {"sent": sent, "elapsed": elapsed, "waits": waits, "stalls": stalls, "fsyncs": store.fsyncs}
 
 
+async def load_then_idle(processor: BrokerProcessor,
+                         args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The send load, then the same reader and ticker with no sender on the store it left behind."""
+    loaded = await run(processor, args.seconds, args.senders)
+    return loaded, await run(processor, args.idle_seconds, 0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--senders", type=int, default=16)
+    parser.add_argument("--idle-seconds", type=float, default=3.0, help="then the reader alone: the baseline")
+    parser.add_argument("--quick", action="store_true", help="3 s under load, 1.5 s idle")
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.idle_seconds = 3.0, 1.5
     root = Path(tempfile.mkdtemp(prefix="bench-store-loop-"))
     try:
         print_machine(str(root), fsync=True)
         processor = build(root)
-        result = asyncio.run(run(processor, args.seconds, args.senders))
+        result, idle = asyncio.run(load_then_idle(processor, args))
         processor.store.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -121,6 +136,15 @@ def main() -> None:
     print(f"== longest loop stall seen by a 1 ms ticker: {max(result['stalls'], default=0) * 1000:.3f} ms "
           f"({latency_ms(result['stalls'])})")
     worst = max(every, default=0.0) * 1000
+    idle_every = [w for ws in idle["waits"].values() for w in ws]
+    print(f"\n== under load vs idle ({idle['elapsed']:.1f} s, no sender), ms")
+    print(ratio_table([
+        ("reader wait p50", pct_ms(idle_every, 0.5), pct_ms(every, 0.5)),
+        ("reader wait p99", pct_ms(idle_every, 0.99), pct_ms(every, 0.99)),
+        ("reader wait max", max(idle_every, default=0.0) * 1000, worst),
+        ("ticker stall p99", pct_ms(idle["stalls"], 0.99), pct_ms(result["stalls"], 0.99)),
+        ("ticker stall max", max(idle["stalls"], default=0.0) * 1000, max(result["stalls"], default=0.0) * 1000),
+    ], "idle", "under load", digits=3))
     print(f"\nlongest reader wait {worst:.3f} ms: {'within' if worst <= 5 else 'OVER'} the 5 ms target")
 
 
