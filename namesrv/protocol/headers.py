@@ -21,6 +21,17 @@ from pydantic.alias_generators import to_camel
 
 from namesrv.protocol.types import BrokerId, InvalidInput, Name, TopicName
 
+_RENAMED: dict[type[BaseModel], tuple[tuple[str, str], ...]] = {}
+
+
+def _renamed(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """(field name, wire alias) of each field whose two names differ, worked out once per header."""
+    pairs = _RENAMED.get(model)
+    if pairs is None:
+        pairs = _RENAMED[model] = tuple((name, f.alias) for name, f in model.model_fields.items()
+                                        if f.alias is not None and f.alias != name)
+    return pairs
+
 
 class Header(BaseModel):
     model_config = ConfigDict(
@@ -33,10 +44,9 @@ class Header(BaseModel):
         only; otherwise typed values from Ray, by either name but never both (InvalidInput)."""
         if wire:
             return cls.model_validate(ext, strict=False, by_alias=True, by_name=False)
-        both = sorted(f.alias for name, f in cls.model_fields.items()
-                      if f.alias is not None and f.alias != name and f.alias in ext and name in ext)
-        if both:
-            raise InvalidInput(f"header field {both[0]} is given under two names")
+        for name, alias in _renamed(cls):
+            if alias in ext and name in ext:
+                raise InvalidInput(f"header field {alias} is given under two names")
         return cls.model_validate(ext, strict=True)
 
 

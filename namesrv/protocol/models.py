@@ -123,7 +123,7 @@ class QueueData:
         return cls(d["brokerName"], d["readQueueNums"], d["writeQueueNums"], d["perm"], d["topicSysFlag"])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BrokerData:
     """A broker group: one name, a master (id 0) and slaves, each at an address. A route carries
     its own copy (`copy`), never the table's."""

@@ -27,8 +27,9 @@ class RouteAssembler:
         return route, version
 
     def _build(self, topic: str) -> TopicRouteData | None:
-        """Copies of the topic's queue datas and of the groups that host them, with their filter
-        servers. Cost depends on the brokers hosting the topic, never on the table sizes."""
+        """The topic's queue datas (frozen: shared with the tables) and copies of the groups that
+        host them, with their filter servers. Cost depends on the brokers hosting the topic, never
+        on the table sizes."""
         tables = self._tables
         queue_map = tables.topic_queue_table.get(topic)
         if not queue_map:
@@ -37,7 +38,7 @@ class RouteAssembler:
         broker_datas: list[BrokerData] = []
         filter_servers: dict[str, list[str]] = {}
         for broker_name, qd in queue_map.items():
-            queue_datas.append(qd.copy())
+            queue_datas.append(qd)  # frozen: shared with the table, nothing to copy
             bd = tables.broker_addr_table.get(broker_name)
             if bd is None:
                 continue
