@@ -164,9 +164,11 @@ class BrokerController:
                         initial_delay_s=SAMPLE_INTERVAL_S)
         self.loop.every("scan-not-active-clients", CLIENT_SCAN_INTERVAL_S, self.processor.scan_not_active_clients,
                         initial_delay_s=CLIENT_SCAN_INTERVAL_S)
-        self.loop.spawn("deliver-scheduled", self.schedule.run(lambda: self.loop.closed))
-        self.loop.every("check-transactions", min(cfg.transaction_check_interval_ms, cfg.transaction_timeout_ms) / 1000,
-                        self.to_clients.check_transactions, initial_delay_s=cfg.transaction_timeout_ms / 1000)
+        if cfg.broker_role is not BrokerRole.SLAVE:  # a slave's log is its master's copy: it writes nothing itself
+            self.loop.spawn("deliver-scheduled", self.schedule.run(lambda: self.loop.closed))
+            self.loop.every("check-transactions",
+                            min(cfg.transaction_check_interval_ms, cfg.transaction_timeout_ms) / 1000,
+                            self.to_clients.check_transactions, initial_delay_s=cfg.transaction_timeout_ms / 1000)
         self.loop.start()
         if self._remoting_config is not None:
             self.loop.spawn("remoting-serve", self.remoting.serve())

@@ -125,3 +125,19 @@ def test_slave_refuses_sends_and_serves_pulls_at_the_masters_offsets(deployments
            [(m["queue_offset"], m["body"]) for m in from_master["messages"]]
     wait_until(lambda: ray.get(slave.pull_message.remote(TOPIC, 2, 6, 32))["code"] == ResponseCode.PULL_NOT_FOUND,
                30, "the slave to stop pointing at its dead master")
+
+
+@pytest.mark.timeout(180)
+def test_a_delayed_message_is_moved_by_the_master_alone(deployments: DeploymentFactory) -> None:
+    """Only a master runs the schedule service: the slave's log stays its master's copy, byte for
+    byte, with the delayed message moved to its queue once (by the master) and replicated."""
+    dep = deploy_pair(deployments, message_delay_level="1s 1s")
+    master = dep.brokers[MASTER]
+    sent = ray.get(master.send_message.remote(TOPIC, 0, b"later", {"DELAY": "1"}), timeout=30)
+    assert sent.ok, sent
+    wait_until(lambda: ray.get(master.pull_message.remote(TOPIC, 0, 0, 32), timeout=30)["messages"], 30,
+               "the delayed message in its queue on the master")
+    wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
+    assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
+    page = ray.get(dep.brokers[SLAVE].pull_message.remote(TOPIC, 0, 0, 32), timeout=30)
+    assert [m["body"] for m in page["messages"]] == [b"later"]
