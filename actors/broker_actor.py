@@ -25,10 +25,12 @@ from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.message_codec import ray_send_ext
 from namesrv.broker.processor_types import PullOutcome
+from namesrv.broker.transaction import PGROUP, REAL_TOPIC
 from namesrv.protocol.broker_headers import (
     DEFAULT_CONSUMER_GROUP,
     broker_permission_body,
     create_topic_ext,
+    end_transaction_ext,
     pull_message_ext,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
@@ -244,6 +246,35 @@ class BrokerActor:
         """Role and replication state: a master's SyncStateSet and slave lags, a slave's offsets."""
         c = self.controller
         return c.ha_client.info() if c.ha_client is not None else c.ha_master.info()
+
+    async def end_transaction(self, producer_group: str, tran_state_table_offset: int, commit_log_offset: int,
+                              commit_or_rollback: int, from_transaction_check: bool = False,
+                              auth: dict[str, str] | None = None) -> RemotingResponse:
+        """END_TRANSACTION: commit (8) or roll back (12) a half message; `auth` over
+        `end_transaction_ext(...)` with ACL on."""
+        ext = end_transaction_ext(str(producer_group), tran_state_table_offset, commit_log_offset, commit_or_rollback,
+                                  from_transaction_check)
+        return await self._handle(BrokerRequestCode.END_TRANSACTION, ext, None, auth)
+
+    async def check_transactions(self, producer_group: str, auth: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """The half messages of `producer_group` due for a check-back, each counted as one check: a
+        Ray-native producer asks for them (over TCP the broker sends CHECK_TRANSACTION_STATE). With
+        ACL on, `auth` over {"producerGroup": group} must authenticate."""
+        c = self.controller
+        if c.acl is not None:
+            ext = {"producerGroup": str(producer_group)} | {k: v for k, v in (auth or {}).items()
+                                                             if k in (ACCESS_KEY, SIGNATURE)}
+            refused = c.acl.before(RemotingRequest(BrokerRequestCode.END_TRANSACTION, ext), RequestContext())
+            if refused is not None:
+                raise PermissionError(refused.remark)
+        txn = c.processor.context.transactions
+        to_check, _ = await asyncio.to_thread(txn.due_for_check)
+        due = [h for h in to_check if h.properties.get(PGROUP) == producer_group]
+        for half in due:
+            txn.checked(half.queue_offset)
+        return [{"tranStateTableOffset": h.queue_offset, "commitLogOffset": h.commit_log_offset,
+                 "msgId": h.properties.get("UNIQ_KEY", h.msg_id), "topic": h.properties.get(REAL_TOPIC, h.topic),
+                 "body": h.body, "properties": dict(h.properties)} for h in due]
 
     async def get_max_offset(self, topic: str, queue_id: int) -> int:
         return self.controller.store.max_offset(topic, queue_id)

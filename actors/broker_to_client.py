@@ -57,12 +57,11 @@ class Broker2Client:
             txn.discarded += 1
         addr = self.identity.broker_addr
         for half in to_check:
-            txn.checked(half.queue_offset)  # counted whether or not a producer is online, as RocketMQ
             channels = self.processor.context.producers.get(half.properties.get(PGROUP, ""), {})
             conn = next((c for t in channels if (c := self._open(t)) is not None), None)
-            if conn is None:
-                log.info("half %s: no producer of %s online to check with", half.msg_id, half.properties.get(PGROUP))
+            if conn is None:  # none over TCP: a Ray-native producer asks for it (BrokerActor.check_transactions)
                 continue
+            txn.checked(half.queue_offset)
             header = check_back_header(half, self.identity.broker_name, offset_msg_id(addr, half.commit_log_offset))
             self._send(conn, RemotingCommand(BrokerRequestCode.CHECK_TRANSACTION_STATE, next(self._opaque),
                                              ONEWAY_FLAG, ext_fields=header,

@@ -217,3 +217,11 @@ def pull_message_ext(topic: str, queue_id: int, offset: int, max_nums: int,
 def broker_permission_body(perm: int) -> bytes:
     """UPDATE_BROKER_CONFIG's body setting brokerPermission (Java properties text)."""
     return f"brokerPermission={perm}\n".encode()
+
+
+def end_transaction_ext(producer_group: str, tran_state_table_offset: int, commit_log_offset: int,
+                        commit_or_rollback: int, from_transaction_check: bool = False) -> dict[str, str]:
+    """END_TRANSACTION's header for a Ray-native transactional producer (what it signs)."""
+    return {"producerGroup": producer_group, "tranStateTableOffset": str(tran_state_table_offset),
+            "commitLogOffset": str(commit_log_offset), "commitOrRollback": str(commit_or_rollback),
+            "fromTransactionCheck": "true" if from_transaction_check else "false"}
