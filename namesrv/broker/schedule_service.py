@@ -30,7 +30,7 @@ from namesrv.protocol.constants import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
 
-BATCH = 512
+BATCH = 128
 """Messages moved per pass: a pass's store reads run off the loop, its puts are awaited together."""
 IDLE_WAIT_S = 0.1
 """Longest sleep between passes (a parked message notifies at once; this bounds a missed wake-up)."""
