@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from actors.broker_controller import BrokerController
 from actors.housekeeping import SUPERSEDED, BrokerChannel
 from actors.metrics import broker_metrics
-from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE
+from namesrv.acl.plain_acl import credentials_only
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.message_codec import ray_send_ext
 from namesrv.broker.processor_types import PullOutcome
@@ -162,8 +162,7 @@ class BrokerActor:
 
     async def _handle(self, code: int, ext: dict[str, str], body: bytes | None,
                       auth: dict[str, str] | None) -> RemotingResponse:
-        credentials = {k: v for k, v in (auth or {}).items() if k in (ACCESS_KEY, SIGNATURE)}
-        return await resolve(self.controller.pipeline.handle(RemotingRequest(code, ext | credentials, body),
+        return await resolve(self.controller.pipeline.handle(RemotingRequest(code, ext | credentials_only(auth), body),
                                                              RequestContext()))
 
     async def send_message(
@@ -262,8 +261,7 @@ class BrokerActor:
         ACL on, `auth` over {"producerGroup": group} must authenticate."""
         c = self.controller
         if c.acl is not None:
-            ext = {"producerGroup": str(producer_group)} | {k: v for k, v in (auth or {}).items()
-                                                             if k in (ACCESS_KEY, SIGNATURE)}
+            ext = {"producerGroup": str(producer_group)} | credentials_only(auth)
             refused = c.acl.before(RemotingRequest(BrokerRequestCode.END_TRANSACTION, ext), RequestContext())
             if refused is not None:
                 raise PermissionError(refused.remark)

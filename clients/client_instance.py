@@ -24,7 +24,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from actors.broker_actor import broker_actor_name
 from actors.handles import ActorHandles
 from clients.namesrv_client import NameServerClient
-from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
+from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.broker.message_codec import ray_send_ext
 from namesrv.client.errors import MQBrokerError, RemotingError, TopicNotFound
 from namesrv.client.message import Message, MessageQueue
@@ -56,8 +56,7 @@ class RayBrokerTransport:
             return None
         ext = ray_send_ext(mq.topic, mq.queue_id, msg.wire_properties(), msg_id,
                            default_topic if default_topic is not None else AUTO_CREATE_TOPIC_KEY_TOPIC)
-        auth = signed(ext, bytes(msg.body), self.credentials)
-        return {k: auth[k] for k in (ACCESS_KEY, SIGNATURE)}
+        return signature(ext, bytes(msg.body), self.credentials)
 
     def handle(self, actor_name: str) -> Any:
         try:

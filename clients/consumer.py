@@ -13,7 +13,7 @@ import ray
 
 from actors.broker_actor import broker_actor_name
 from clients.namesrv_client import NameServerClient
-from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
+from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.client.message import MessageQueue
 from namesrv.persist import atomic_write
 from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP, pull_message_ext
@@ -111,10 +111,8 @@ class PullConsumer:
         """The messages, and whether the queue has more after them."""
         offset = self.offsets.read(mq)
         broker = ray.get_actor(actor, namespace=self.namespace)
-        auth = None
-        if self.credentials is not None:
-            ext = pull_message_ext(mq.topic, mq.queue_id, offset, max_nums, self.consumer_group)
-            auth = {k: v for k, v in signed(ext, None, self.credentials).items() if k in (ACCESS_KEY, SIGNATURE)}
+        auth = signature(pull_message_ext(mq.topic, mq.queue_id, offset, max_nums, self.consumer_group), None,
+                         self.credentials)
         result = cast(dict[str, Any], ray.get(broker.pull_message.remote(
             mq.topic, mq.queue_id, offset, max_nums, self.consumer_group, auth), timeout=self.timeout_s))
         if result["code"] not in PULL_ANSWERS:

@@ -28,7 +28,7 @@ import ray
 
 from actors.broker_actor import broker_actor_name
 from clients.producer import Producer
-from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, signed
+from namesrv.acl.plain_acl import signature
 from namesrv.broker.message_codec import decode_offset_msg_id
 from namesrv.broker.transaction import COMMIT_TYPE, NOT_TYPE, PGROUP, ROLLBACK_TYPE, TRAN_MSG
 from namesrv.client.errors import MQClientError
@@ -99,10 +99,7 @@ class TransactionMQProducer(Producer):
         super().shutdown()
 
     def _auth(self, ext: dict[str, str]) -> dict[str, str] | None:
-        creds = self.config.credentials
-        if creds is None:
-            return None
-        return {k: v for k, v in signed(ext, None, creds).items() if k in (ACCESS_KEY, SIGNATURE)}
+        return signature(ext, None, self.config.credentials)
 
     def _broker(self, broker_name: str) -> Any:
         return ray.get_actor(broker_actor_name(broker_name, MASTER_ID), namespace=self.namespace)

@@ -114,6 +114,20 @@ def signed(ext_fields: Mapping[str, Any], body: bytes | None, credentials: Sessi
     return fields
 
 
+def credentials_only(fields: Mapping[str, Any] | None) -> dict[str, str]:
+    """The AccessKey and Signature of a request's fields: what a Ray caller passes as `auth` (the
+    Ray method builds the rest of the request, exactly as the caller signed it)."""
+    return {k: str(v) for k, v in (fields or {}).items() if k in (ACCESS_KEY, SIGNATURE)}
+
+
+def signature(ext_fields: Mapping[str, Any], body: bytes | None,
+              credentials: SessionCredentials | None) -> dict[str, str] | None:
+    """AccessKey and Signature over `ext_fields` and `body` (None without credentials)."""
+    if credentials is None:
+        return None
+    return credentials_only(signed(ext_fields, body, credentials))
+
+
 def long_poll_content(topic_versions: Mapping[str, int]) -> dict[str, str]:
     """What a route long-poll over Ray signs (it carries no RocketMQ header of its own): the held
     topics, as a GET_ROUTEINFO_BY_TOPIC header would name one."""

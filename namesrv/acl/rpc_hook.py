@@ -10,7 +10,14 @@ import logging
 from collections.abc import Callable, Mapping
 
 from namesrv.acl.broker_resources import wire_resources
-from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, AclManager, Denied, PlainAccessValidator, long_poll_content
+from namesrv.acl.plain_acl import (
+    ACCESS_KEY,
+    AclManager,
+    Denied,
+    PlainAccessValidator,
+    credentials_only,
+    long_poll_content,
+)
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error, request_ext_strings
 from namesrv.remoting.pipeline import RequestContext, RPCHook
@@ -59,7 +66,7 @@ class AclHook(RPCHook):
     def check_long_poll(self, topic_versions: Mapping[str, int], auth: Mapping[str, str]) -> None:
         """A NameServer's route long-poll passes as a route query for its topics would; raises
         PermissionError otherwise."""
-        ext = long_poll_content(topic_versions) | {k: v for k, v in auth.items() if k in (ACCESS_KEY, SIGNATURE)}
+        ext = long_poll_content(topic_versions) | credentials_only(auth)
         denied = self.check(self.manager.validator, RemotingRequest(RequestCode.GET_ROUTEINFO_BY_TOPIC, dict(ext)), ext,
                             None, "ray")
         if denied is not None:
