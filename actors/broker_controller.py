@@ -38,7 +38,7 @@ from namesrv.broker.store_types import BrokerRole
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
 from namesrv.clock import Clock, system_clock
-from namesrv.persist import BackgroundWriter, DurableWriteError
+from namesrv.persist import BackgroundWriter
 from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, ResponseCode
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.protocol.models import TopicConfig
@@ -222,11 +222,8 @@ class BrokerController:
 
     async def _when_durable(self, answer: Answer, since: int) -> RemotingResponse:
         response = await resolve(answer)
-        try:
-            await self.durable(since)
-        except DurableWriteError as e:  # the topic it created is not on disk: rolled back, an error
-            return error(ResponseCode.SYSTEM_ERROR, str(e))
-        return response
+        failed = await self.writer.written(since)  # the topic it created is not on disk: rolled back, an error
+        return error(ResponseCode.SYSTEM_ERROR, failed) if failed is not None else response
 
     def _may_read(self, request: RemotingRequest, ctx: RequestContext, topic: str) -> str | None:
         assert self.acl is not None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
 from actors.metrics import Metrics
-from namesrv.persist import BackgroundWriter, DurableWriteError
+from namesrv.persist import BackgroundWriter
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.pipeline import Answer, RequestContext
@@ -85,11 +85,8 @@ class NamesrvRequests:
         return await self._when_durable(response, before)
 
     async def _when_durable(self, response: RemotingResponse, since: int) -> RemotingResponse:
-        try:
-            await self.writer.drained(since)
-        except DurableWriteError as e:  # not on disk: rolled back, and the caller is told
-            return error(ResponseCode.SYSTEM_ERROR, str(e))
-        return response
+        failed = await self.writer.written(since)  # not on disk: rolled back, and the caller is told
+        return error(ResponseCode.SYSTEM_ERROR, failed) if failed is not None else response
 
     def done(self, request: RemotingRequest, channel: object, response: RemotingResponse) -> None:
         """Bookkeeping after a request; reads nothing of the request but its code and body size (the

@@ -163,6 +163,15 @@ class BackgroundWriter:
             if why is not None:
                 raise DurableWriteError(why)
 
+    async def written(self, since: int) -> str | None:
+        """`drained(since)` as an answer: None once everything submitted after `since` is on disk,
+        else why it is not (its change is rolled back): what a request that waited is told."""
+        try:
+            await self.drained(since)
+        except DurableWriteError as e:
+            return str(e)
+        return None
+
     def flushed(self) -> concurrent.futures.Future[None]:
         """Completes once everything submitted before the call is written or known failed."""
         future: concurrent.futures.Future[None] = concurrent.futures.Future()

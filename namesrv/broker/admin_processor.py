@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from namesrv.broker.broker_context import BrokerContext, json_body
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.persist import BackgroundWriter, DurableWriteError
+from namesrv.persist import BackgroundWriter
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import parse_properties
 from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
@@ -76,10 +76,9 @@ class AdminBrokerProcessor:
     async def _update(self, tc: TopicConfig) -> RemotingResponse:
         before = self.writer.submitted
         changed = self.topics.update_topic_config(tc)
-        try:
-            await self.writer.drained(before)
-        except DurableWriteError as e:  # not on disk: rolled back, nothing registered
-            return error(ResponseCode.SYSTEM_ERROR, str(e))
+        failed = await self.writer.written(before)
+        if failed is not None:  # not on disk: rolled back, nothing registered
+            return error(ResponseCode.SYSTEM_ERROR, failed)
         registered = await self.register_topic(tc) if changed else {}
         return RemotingResponse(payload={"changed": changed, "registered": registered})
 
@@ -96,10 +95,9 @@ class AdminBrokerProcessor:
     async def _delete(self, topic: str) -> RemotingResponse:
         before = self.writer.submitted
         deleted = self.topics.delete_topic_config(topic)
-        try:
-            await self.writer.drained(before)
-        except DurableWriteError as e:  # not on disk: the topic is back, nothing registered
-            return error(ResponseCode.SYSTEM_ERROR, str(e))
+        failed = await self.writer.written(before)
+        if failed is not None:  # not on disk: the topic is back, nothing registered
+            return error(ResponseCode.SYSTEM_ERROR, failed)
         registered = await self.register_all() if deleted else {}
         return RemotingResponse(payload={"deleted": deleted, "registered": registered})
 
@@ -128,11 +126,10 @@ class AdminBrokerProcessor:
         previous, self.config.broker_permission = self.config.broker_permission, perm
         before = self.writer.submitted
         self.topics.next_version()
-        try:
-            await self.writer.drained(before)
-        except DurableWriteError as e:
+        failed = await self.writer.written(before)
+        if failed is not None:  # the new version is not on disk: rolled back, and the permission too
             self.config.broker_permission = previous
-            return error(ResponseCode.SYSTEM_ERROR, str(e))
+            return error(ResponseCode.SYSTEM_ERROR, failed)
         return RemotingResponse(payload={"registered": await self.register_all()})
 
 
