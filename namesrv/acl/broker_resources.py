@@ -29,7 +29,7 @@ from namesrv.protocol.broker_headers import (
     UpdateConsumerOffsetRequestHeader,
     request_header,
 )
-from namesrv.protocol.codes import BrokerRequestCode
+from namesrv.protocol.codes import SEND_CODES, BrokerRequestCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.headers import Header
 from namesrv.protocol.types import InvalidInput
@@ -47,8 +47,6 @@ WIRE_HEADERS: dict[int, type[Header]] = {
 }
 """The header model the broker's processor reads for each code the ACL looks into."""
 
-SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_MESSAGE_V2,
-                        BrokerRequestCode.SEND_BATCH_MESSAGE})
 
 
 def header_resources(code: int, header: Header | None) -> dict[str, int]:

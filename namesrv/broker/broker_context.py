@@ -88,6 +88,12 @@ class BrokerContext:
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],
                                                              self.stats[("pulled_messages", "")]))
 
+    @property
+    def guard(self) -> RoleGuard:
+        """The role's checks (`role`, always set once built)."""
+        assert self.role is not None
+        return self.role
+
 
 def json_body(body: bytes | None, what: str) -> dict[str, Any]:
     """A request's JSON object body; BrokerError (SYSTEM_ERROR) when missing or not an object."""

@@ -48,15 +48,13 @@ from namesrv.broker.send_processor import SendMessageProcessor
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.transaction_processor import EndTransactionProcessor
 from namesrv.clock import Clock
-from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.codes import SEND_CODES, BrokerRequestCode, ResponseCode
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 
 log = logging.getLogger(__name__)
 
-SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_MESSAGE_V2,
-                        BrokerRequestCode.SEND_BATCH_MESSAGE})
 
 
 class BrokerProcessor:
@@ -153,8 +151,7 @@ class BrokerProcessor:
 
     @property
     def role(self) -> RoleGuard:
-        assert self.context.role is not None
-        return self.context.role
+        return self.context.guard
 
     @property
     def consumers(self) -> ConsumerManager:

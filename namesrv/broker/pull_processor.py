@@ -15,7 +15,6 @@ from namesrv.broker.broker_context import BrokerContext
 from namesrv.broker.consumer_manager import SubscriptionData
 from namesrv.broker.processor_types import BrokerError, PullOutcome
 from namesrv.broker.pull_hold import LONG_POLLING_CHECK_INTERVAL_S
-from namesrv.broker.role import RoleGuard
 from namesrv.broker.subscription_filter import pull_subscription
 from namesrv.protocol.broker_headers import PullMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
@@ -65,7 +64,7 @@ class PullMessageProcessor:
     def _pull_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         ctx = self.ctx
         h = request_header(cmd, PullMessageRequestHeader)
-        self._role().check_pull()
+        self.ctx.guard.check_pull()
         if not is_readable(ctx.config.broker_permission):
             raise BrokerError(ResponseCode.NO_PERMISSION,
                               f"the broker[{ctx.identity.broker_addr}] pulling message is forbidden")
@@ -107,13 +106,10 @@ class PullMessageProcessor:
         # the messages travel as they are over Ray; namesrv.broker.wire encodes them for TCP
         return cmd.response(code, outcome.status, ext, None, outcome)
 
-    def _role(self) -> RoleGuard:
-        assert self.ctx.role is not None
-        return self.ctx.role
 
     def _advice(self, outcome: PullOutcome) -> tuple[int, int]:
         """The role's say on a pull's answer: (code, suggestWhichBrokerId); see namesrv.broker.role."""
         store = self.ctx.store
         last = outcome.messages[-1].commit_log_offset if outcome.messages else store.size_bytes()
-        return self._role().pull_advice(outcome.code, bool(outcome.messages), store.size_bytes() - last,
+        return self.ctx.guard.pull_advice(outcome.code, bool(outcome.messages), store.size_bytes() - last,
                                         self.ctx.config.transfer_caps().in_memory_window())

@@ -17,7 +17,7 @@ from namesrv.broker.commit_log import MessageInner
 from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_properties
 from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, SendOutcome
-from namesrv.broker.role import FLUSH_SLAVE_TIMEOUT_REMARK, RoleGuard
+from namesrv.broker.role import FLUSH_SLAVE_TIMEOUT_REMARK
 from namesrv.broker.schedule import TIMER_PROPERTIES
 from namesrv.protocol.broker_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
@@ -109,7 +109,7 @@ class SendMessageProcessor:
         if ctx.closed:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE,
                               f"broker {ctx.identity.broker_addr} is shutting down")
-        guard = self._role()
+        guard = ctx.guard
         guard.check_send()
         for m in messages:  # every one, before anything changes (a topic created, a record written)
             self._check_body(m.body)
@@ -141,9 +141,6 @@ class SendMessageProcessor:
         return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results],
                            code)
 
-    def _role(self) -> RoleGuard:
-        assert self.ctx.role is not None
-        return self.ctx.role
 
     def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h = request_header(cmd, SendMessageRequestHeader)

@@ -28,8 +28,7 @@ class EndTransactionProcessor:
 
     def end_transaction(self, cmd: RemotingRequest, client: RequestContext) -> Answer:
         h = request_header(cmd, EndTransactionRequestHeader)
-        if self.ctx.role is not None:
-            self.ctx.role.check_send()  # a slave writes nothing of its own (RocketMQ refuses it there too)
+        self.ctx.guard.check_send()  # a slave writes nothing of its own (RocketMQ refuses it there too)
         if h.commit_or_rollback not in (COMMIT_TYPE, ROLLBACK_TYPE):  # still unknown: nothing to do yet
             log.info("producer %s: transaction %s still unknown%s", client.remote, h.transaction_id,
                      " (check-back)" if h.from_transaction_check else "")

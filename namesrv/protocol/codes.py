@@ -83,9 +83,12 @@ NAMESRV_LARGE_REQUEST_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCod
 """NameServer requests whose frames may be big (a registration's topic table, a config or KV value);
 every other request (a route query above all) is tiny."""
 
-BROKER_LARGE_REQUEST_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_MESSAGE_V2,
-                                        BrokerRequestCode.SEND_BATCH_MESSAGE, BrokerRequestCode.HEART_BEAT,
-                                        BrokerRequestCode.LOCK_BATCH_MQ, BrokerRequestCode.UNLOCK_BATCH_MQ})
+SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_MESSAGE_V2,
+                        BrokerRequestCode.SEND_BATCH_MESSAGE})
+"""The broker codes that store messages."""
+
+BROKER_LARGE_REQUEST_CODES = SEND_CODES | {BrokerRequestCode.HEART_BEAT, BrokerRequestCode.LOCK_BATCH_MQ,
+                                           BrokerRequestCode.UNLOCK_BATCH_MQ}
 """Broker requests whose frames may be big: messages, and client bodies listing many groups or queues."""
 
 
