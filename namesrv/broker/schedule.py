@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from namesrv.broker.commit_log import MessageInner, StoredMessage
+from namesrv.broker.transaction import PREPARED_TYPE, TRANSACTION_MASK
 from namesrv.protocol.constants import SCHEDULE_TOPIC
 
 MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -31,8 +32,6 @@ TIMER_OUT_MS = "TIMER_OUT_MS"
 TIMER_PROPERTIES = (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS)
 SCHEDULE_PROPERTIES = (DELAY, *TIMER_PROPERTIES)
 """Cleared from a message when it reaches its real queue."""
-TRANSACTION_PREPARED = 0x1 << 2
-TRANSACTION_MASK = 0x3 << 2
 
 _UNITS_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -64,7 +63,7 @@ def _int_property(msg: MessageInner, name: str) -> int:
 def transform(msg: MessageInner, max_level: int, now_ms: int, timer_precision_ms: int = 1000,
               timer_max_delay_s: int = 3 * 86_400) -> MessageInner:
     """The message as it is to be stored: unchanged, or parked in the schedule or timer topic."""
-    if msg.sys_flag & TRANSACTION_MASK == TRANSACTION_PREPARED:
+    if msg.sys_flag & TRANSACTION_MASK == PREPARED_TYPE:
         return msg
     props = msg.properties
     if TIMER_DELAY_SEC in props or TIMER_DELAY_MS in props or TIMER_DELIVER_MS in props:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,8 +164,3 @@ async def resolve(answer: Answer) -> RemotingResponse:
     if inspect.isawaitable(answer):
         return await answer
     return answer
-
-
-def register_codes(codes: Iterable[int], handler: Handler) -> dict[int, Handler]:
-    """One handler for several codes, as a table fragment for `RequestPipeline.register`."""
-    return dict.fromkeys((int(c) for c in codes), handler)

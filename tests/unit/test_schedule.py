@@ -15,13 +15,13 @@ from namesrv.broker.schedule import (
     REAL_TOPIC,
     TIMER_OUT_MS,
     TIMER_TOPIC,
-    TRANSACTION_PREPARED,
     ScheduleError,
     parse_delay_levels,
     retry_delay_level,
     transform,
 )
 from namesrv.broker.schedule_service import ScheduleService
+from namesrv.broker.transaction import PREPARED_TYPE
 from namesrv.clock import ManualClock
 from namesrv.protocol.constants import SCHEDULE_TOPIC
 
@@ -49,7 +49,7 @@ def test_what_a_send_becomes() -> None:
     assert at.properties[TIMER_OUT_MS] == str(NOW + 2_000)
     past = MessageInner("T", 1, b"x", {"TIMER_DELIVER_MS": str(NOW - 1)})
     assert transform(past, 18, NOW) is past, "due already: stored as it is"
-    prepared = MessageInner("T", 1, b"x", {"DELAY": "3"}, sys_flag=TRANSACTION_PREPARED)
+    prepared = MessageInner("T", 1, b"x", {"DELAY": "3"}, sys_flag=PREPARED_TYPE)
     assert transform(prepared, 18, NOW) is prepared
     for bad in ({"TIMER_DELAY_SEC": "soon"}, {"TIMER_DELAY_SEC": str(4 * 86_400)}, {"DELAY": "x"}):
         with pytest.raises(ScheduleError):
