@@ -19,6 +19,7 @@ import ray
 from pydantic import ValidationError
 
 from actors.broker_controller import BrokerController
+from actors.controller_actor import CONTROLLER_NAME
 from actors.housekeeping import SUPERSEDED, BrokerChannel
 from actors.metrics import broker_metrics
 from namesrv.acl.plain_acl import credentials_only
@@ -47,6 +48,16 @@ log = logging.getLogger(__name__)
 def broker_actor_name(broker_name: str, broker_id: int) -> str:
     """The Ray actor name of a broker: the one place that maps a route's broker to its actor."""
     return f"{broker_name}-{broker_id}"
+
+
+def _controller_deployed(namespace: str) -> bool:
+    """A controller runs in this namespace: the broker is in controller mode (RocketMQ 5 needs
+    enableControllerMode=true in the broker's config; here deploying the controller is enough)."""
+    try:
+        ray.get_actor(CONTROLLER_NAME, namespace=namespace)
+    except ValueError:
+        return False
+    return True
 
 
 class StoreMissingError(RuntimeError):
@@ -99,12 +110,15 @@ class BrokerActor:
                 f"/ --start-empty to accept losing its messages)")
         self._closed = asyncio.Event()
         me = ray.get_runtime_context().current_actor
+        config = (config or BrokerConfig()).model_copy()
+        controller_mode = config.enable_controller_mode or _controller_deployed(namespace)
         self.controller = BrokerController(
             cluster_name, broker_name, broker_id, store_path(store_root, self.actor_name),
-            (config or BrokerConfig()).model_copy(), namesrv_names, namespace, remoting,
+            config, namesrv_names, namespace, remoting,
             advertise=lambda port: _advertised(remoting, port) if remoting is not None else self.actor_name,
             channel_of=lambda token: BrokerChannel(me, token), ray_name=self.actor_name,
             metrics=broker_metrics(self.actor_name), master_name=broker_actor_name(broker_name, MASTER_ID),
+            controller_mode=controller_mode,
         )
         self.controller.start()
         rec = self.controller.store.recovery
@@ -240,6 +254,28 @@ class BrokerActor:
 
     async def ha_metadata(self) -> dict[str, Any]:
         return self.controller.ha_master.metadata()
+
+    async def ha_epoch_entries(self) -> dict[str, Any]:
+        """This broker's epoch entries [(epoch, start, end)], last epoch and log end: what a
+        returning replica finds its consistent point against (controller mode)."""
+        replicas = self.controller.replicas
+        if replicas is None:
+            return {"error": "NotControllerMode", "remark": "this broker is not in controller mode"}
+        return replicas.epoch_entries()
+
+    async def status(self) -> dict[str, Any]:
+        """Role and replication at a glance: role, masterEpoch, role_log ({atMs, role, epoch}, every
+        role this broker held), registered brokerId, replication lag, and in controller mode the
+        controller's view (controller brokerId, SyncStateSet, epoch entries, truncations)."""
+        c = self.controller
+        ha = c.ha_client.info() if c.ha_client is not None else c.ha_master.info()
+        lag = ha.get("lag_bytes") if c.ha_client is not None else max(ha["slave_lag_bytes"].values(), default=0)
+        return {"broker_name": c.identity.broker_name, "broker_addr": self.broker_addr,
+                "actor_name": self.actor_name, "broker_id": c.identity.broker_id,
+                "role": str(c.config.broker_role), "masterEpoch": c.role.master_epoch,
+                "role_log": list(c.role.role_log), "controller_mode": c.replicas is not None,
+                "max_offset": c.store.size_bytes(), "replication_lag_bytes": lag, "fenced_sends": c.role.fenced_sends,
+                "ha": ha, "controller": c.replicas.status() if c.replicas is not None else None}
 
     async def get_ha_info(self) -> dict[str, Any]:
         """Role and replication state: a master's SyncStateSet and slave lags, a slave's offsets."""

@@ -4,20 +4,27 @@ It owns the topic config, the commit log, consumer offsets, the request processo
 server clients dial, the registration with every NameServer, and one control loop of periodic
 steps: registration, flushing an ASYNC_FLUSH log, persisting consumer offsets (off the loop),
 sampling the runtime stats once a second, and expiring silent clients.
+
+In controller mode (`controller_mode`) the role is the controller's (actors.broker_replicas): the
+broker starts fenced as a slave, registers with the NameServers only once the controller decided
+its role, and starts or stops its master-only services (scheduled delivery, transaction checks,
+replication as a slave) when the role changes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from actors.broker_ha import HAClient, HAMasterService
 from actors.broker_registration import NamesrvRegistrar
+from actors.broker_replicas import ReplicasManager
 from actors.broker_to_client import Broker2Client
 from actors.control_loop import ControlLoop
 from actors.housekeeping import BrokerChannel
@@ -41,7 +48,7 @@ from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
 from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, ResponseCode
 from namesrv.protocol.constants import MASTER_ID
-from namesrv.protocol.models import TopicConfig
+from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.limits import server_limits
@@ -72,6 +79,7 @@ class BrokerController:
         clock: Clock = system_clock,
         metrics: Metrics | None = None,
         master_name: str | None = None,
+        controller_mode: bool = False,
     ) -> None:
         """Binds the client port at once (a taken port fails the start). The broker's address is
         `advertise(port)`, or `ray_name` without TCP; `channel_of(token)` is what NameServers watch.
@@ -90,8 +98,9 @@ class BrokerController:
         self.incarnation = uuid.uuid4().hex[:12]
         self.token = f"{addr}#{self.incarnation}"
         """Unique per incarnation: NameServers tell a restarted broker from its predecessor by it."""
-        if broker_id != MASTER_ID:
-            config.broker_role = BrokerRole.SLAVE
+        master_role = config.broker_role if config.broker_role is not BrokerRole.SLAVE else BrokerRole.ASYNC_MASTER
+        if broker_id != MASTER_ID or controller_mode:
+            config.broker_role = BrokerRole.SLAVE  # controller mode: fenced until the controller decides
         self.config = config
         self.store_dir = store_dir
         self.clock = clock
@@ -111,14 +120,14 @@ class BrokerController:
         self.ha_master = HAMasterService(self.store, self.role, self.topics, self.offsets, config)
         self.ha_client = HAClient(broker_id, master_name, namespace, self.store, self.topics, self.offsets,
                                   self.processor.hold, config, clock) \
-            if config.broker_role is BrokerRole.SLAVE and master_name else None
+            if config.broker_role is BrokerRole.SLAVE and master_name and not controller_mode else None
+        self.role.controlled = controller_mode
         if self.ha_client is not None:
             self.role.master_reachable = self.ha_client.reachable
         ident = {"clusterName": identity.cluster_name, "brokerAddr": identity.broker_addr,
                  "brokerName": identity.broker_name, "brokerId": identity.broker_id}
         self.registrar = NamesrvRegistrar(ident, ha_addr, namesrv_names, namespace, config, channel_of(self.token),
-                                          lambda: self.topics.build_serialize_wrapper(self.config.broker_permission),
-                                          lambda: self.topics.data_version)
+                                          self._registered_wrapper, self._registered_version)
         self.metrics = metrics if metrics is not None else NO_METRICS
         self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic, self._register_all,
                                           self.config)
@@ -139,15 +148,23 @@ class BrokerController:
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
         self.to_clients = Broker2Client(identity, self.remoting, self.processor)
+        self._schedule_task: asyncio.Task[None] | None = None
+        self.replicas = ReplicasManager(self, namespace, broker_id, master_role, channel_of(self.token)) \
+            if controller_mode else None
 
     def start(self) -> None:
         cfg = self.config
         # As RocketMQ's BrokerController.start: one registration at once, then one every period from
         # the initial delay on (with no initial delay the periodic step itself runs at once).
-        if cfg.register_initial_delay_ms > 0:
+        if cfg.register_initial_delay_ms > 0 and self.replicas is None:
             self.loop.spawn("register-at-start", self.registrar.register_broker_all())
         self.loop.every("register-broker-all", cfg.effective_register_period_ms() / 1000,
-                        self.registrar.register_broker_all, initial_delay_s=cfg.register_initial_delay_ms / 1000)
+                        self._register_periodically, initial_delay_s=cfg.register_initial_delay_ms / 1000)
+        if self.replicas is not None:
+            self.loop.spawn("controller-replicas", self.replicas.run())
+            self.loop.every("controller-heartbeat", cfg.controller_heartbeat_interval_ms / 1000,
+                            self.replicas.heartbeat)
+            self.loop.every("controller-sync-state-set", 0.2, self.replicas.maintain_sync_state_set)
         if cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
@@ -155,8 +172,9 @@ class BrokerController:
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
         if self.ha_client is not None:
             self.loop.spawn("ha-replicate", self.ha_client.run())
-            self.loop.every("ha-sync-metadata", cfg.slave_sync_interval_ms / 1000, self.ha_client.sync_metadata)
-        if cfg.broker_role is BrokerRole.SYNC_MASTER:
+        if self.ha_client is not None or self.replicas is not None:
+            self.loop.every("ha-sync-metadata", cfg.slave_sync_interval_ms / 1000, self._sync_metadata)
+        if cfg.broker_role is BrokerRole.SYNC_MASTER:  # controller mode: replicas.maintain_sync_state_set
             self.loop.every("ha-shrink-sync-state-set", 1.0, self.role.shrink, initial_delay_s=1.0)
         if self.acl is not None:
             self.loop.every("reload-acl", 1.0, self.acl.reload, initial_delay_s=1.0)
@@ -164,11 +182,12 @@ class BrokerController:
                         initial_delay_s=SAMPLE_INTERVAL_S)
         self.loop.every("scan-not-active-clients", CLIENT_SCAN_INTERVAL_S, self.processor.scan_not_active_clients,
                         initial_delay_s=CLIENT_SCAN_INTERVAL_S)
-        if cfg.broker_role is not BrokerRole.SLAVE:  # a slave's log is its master's copy: it writes nothing itself
-            self.loop.spawn("deliver-scheduled", self.schedule.run(lambda: self.loop.closed))
+        if cfg.broker_role is not BrokerRole.SLAVE or self.replicas is not None:
+            # a slave's log is its master's copy: it writes nothing itself
+            self.start_master_services()
             self.loop.every("check-transactions",
                             min(cfg.transaction_check_interval_ms, cfg.transaction_timeout_ms) / 1000,
-                            self.to_clients.check_transactions, initial_delay_s=cfg.transaction_timeout_ms / 1000)
+                            self._check_transactions, initial_delay_s=cfg.transaction_timeout_ms / 1000)
         self.loop.start()
         if self._remoting_config is not None:
             self.loop.spawn("remoting-serve", self.remoting.serve())
@@ -186,6 +205,56 @@ class BrokerController:
         await self.durable()
         await asyncio.to_thread(self.store.close)
         return outcomes
+
+    # ------------------------------------------------------------------ roles (controller mode)
+    def start_master_services(self) -> None:
+        """Scheduled delivery (transaction checks and the SyncStateSet shrink are steps that act
+        only while this broker is a master)."""
+        if self.role.writable and (self._schedule_task is None or self._schedule_task.done()):
+            self._schedule_task = self.loop.spawn(
+                "deliver-scheduled", self.schedule.run(lambda: self.loop.closed or not self.role.writable))
+
+    async def stop_master_services(self) -> None:
+        """After the fence: the schedule service sees it is no longer master, persists and ends."""
+        task = self._schedule_task
+        if task is not None and not task.done():
+            self.schedule.notify()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), 5.0)
+            except TimeoutError:
+                task.cancel()
+
+    def _check_transactions(self) -> Awaitable[None] | None:
+        return self.to_clients.check_transactions() if self.role.writable else None
+
+    async def _sync_metadata(self) -> None:
+        if self.ha_client is not None:
+            await self.ha_client.sync_metadata()
+
+    async def _register_periodically(self) -> dict[str, str] | None:
+        if self.replicas is not None and not self.replicas.role_decided.is_set():
+            return None  # controller mode: no registration before the controller decided the role
+        return await self.registrar.register_broker_all()
+
+    async def reregister(self, broker_id: int, epoch: int) -> dict[str, str]:
+        """Register with every NameServer under `broker_id` (0 as master, the controller id as a
+        slave) at once, in full; the DataVersion carries `epoch` as stateVersion."""
+        self.identity.broker_id = broker_id
+        self.registrar.set_broker_id(broker_id)
+        return await self.registrar.register_broker_all(force_full=True)
+
+    def _registered_version(self) -> DataVersion:
+        """The topic table's DataVersion; in controller mode with the master epoch as stateVersion."""
+        version = self.topics.data_version
+        if self.replicas is None:
+            return version
+        return dataclasses.replace(version, state_version=max(0, self.role.master_epoch))
+
+    def _registered_wrapper(self) -> TopicConfigSerializeWrapper:
+        wrapper = self.topics.build_serialize_wrapper(self.config.broker_permission)
+        if self.replicas is None:
+            return wrapper
+        return wrapper.model_copy(update={"data_version": self._registered_version()})
 
     # ------------------------------------------------------------------ steps
     async def _flush(self) -> None:

@@ -55,6 +55,13 @@ class NamesrvRegistrar:
     def _signed(self, ext: dict[str, Any], body: bytes | None) -> dict[str, Any]:
         return signed(ext, body, self.config.credentials)
 
+    def set_broker_id(self, broker_id: int) -> None:
+        """Controller mode: the id this broker registers under changed (0 as master, its controller
+        id as a slave); the next registration is a full one."""
+        self.identity["brokerId"] = broker_id
+        self._acked_version.clear()
+        self.master_addr = None
+
     @property
     def broker_id(self) -> int:
         return int(self.identity["brokerId"])

@@ -16,7 +16,7 @@ from namesrv.remoting.config import DEFAULT_BROKER_PORT, DEFAULT_NAMESRV_PORT, L
 DEFAULT_NAMESPACE = "namesrv"
 REGISTRY_SETTINGS = ("profile", "data_dir", "detached", "namesrv_max_restarts", "broker_max_restarts",
                      "namesrv_overrides", "broker_overrides", "namesrv_port", "listen_host", "remoting_overrides",
-                     "broker_port")
+                     "broker_port", "controller")
 """The ClusterSpec fields the registry keeps (actors.registry): what a restart needs besides the brokers."""
 NAMESRV_PREFIX = "namesrv-"
 
@@ -70,6 +70,9 @@ class ClusterSpec:
     broker_port: int | None = DEFAULT_BROKER_PORT
     """Broker i (in `brokers` order) serves clients on broker_port + 10 * i; 0 takes free ports
     (kept across restarts), None serves Ray callers only."""
+    controller: bool = False
+    """Start the controller (actors.controller) before the brokers: they run in controller mode
+    (actors.broker_replicas) and a dead master is replaced by a slave."""
 
     def namesrv_remoting(self, name: str) -> RemotingServerConfig | None:
         if self.namesrv_port is None:

@@ -13,7 +13,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.controller_actor import CONTROLLER_NAME, ControllerActor
 from actors.gcs_kv import KV_NAMESPACE
-from actors.launcher import head_node_id
+from actors.ray_runtime import head_node_id
 from namesrv.controller.config import ControllerConfig
 from namesrv.remoting.config import RemotingServerConfig
 

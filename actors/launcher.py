@@ -27,8 +27,10 @@ from actors.cluster_spec import NAMESRV_PREFIX as NAMESRV_PREFIX
 from actors.cluster_spec import REGISTRY_SETTINGS
 from actors.cluster_spec import BrokerSpec as BrokerSpec
 from actors.cluster_spec import ClusterSpec as ClusterSpec
+from actors.controller import controller_config, start_controller
 from actors.namesrv_actor import NameServerActor
 from actors.profiles import get_profile
+from actors.ray_runtime import head_node_id as head_node_id  # part of the launcher's API
 from actors.registry import REGISTRY_NAME, DeploymentRegistry
 from namesrv.remoting.config import ALL_INTERFACES, LOOPBACK, RemotingServerConfig
 
@@ -116,11 +118,6 @@ def alive_node_ids() -> set[str]:
     return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
 
 
-def head_node_id() -> str | None:
-    return next((n["NodeID"] for n in ray.nodes() if n["Alive"] and "node:__internal_head__" in n["Resources"]),
-                None)
-
-
 class Deployment:
     """Handles to one deployed cluster, plus the spec needed to restart any of its actors. Brokers
     are keyed by their address (`BrokerSpec.addr`), as routes name them."""
@@ -131,6 +128,7 @@ class Deployment:
         self.brokers: dict[str, Any] = {}
         self.broker_specs: dict[str, BrokerSpec] = {b.addr: b for b in spec.brokers}
         self.registry: Any = None
+        self.controller: Any = None
 
     def _registry(self) -> Any:
         """The deployment's record (actors.registry), created on first use: where `connect()` finds
@@ -216,11 +214,25 @@ class Deployment:
         for name in self.spec.namesrv_names:
             self.start_namesrv(name)
         ray.get([h.ping.remote() for h in self.namesrvs.values()])  # a NameServer that cannot bind fails here
+        if self.spec.controller:
+            self.start_controller()
         for spec in self.spec.brokers:
             self.start_broker(spec)
         ray.get([h.ping.remote() for h in self.brokers.values()])
         log.info("deployed %d NameServers and %d brokers", len(self.namesrvs), len(self.brokers))
         return self
+
+    def start_controller(self) -> Any:
+        """The controller of this deployment's namespace (started once, found again after); the
+        brokers started after it run in controller mode."""
+        self.controller = start_controller(self.spec.namespace, controller_config(self.spec.profile),
+                                           detached=self.spec.detached)
+        ray.get(self.controller.stats.remote(), timeout=START_TIMEOUT_S)
+        return self.controller
+
+    def kill_controller(self, restart: bool = True) -> None:
+        """Kill the controller actor; with restart Ray brings it back (its state is in the GCS KV)."""
+        ray.kill(self.controller, no_restart=not restart)
 
     def namesrv_addr(self, timeout_s: float = 10.0) -> str:
         """The NameServers' remoting addresses in RocketMQ's form, `host:9876;host:9877` (what a
@@ -315,6 +327,9 @@ class Deployment:
         if self.registry is not None:
             ray.kill(self.registry, no_restart=True)
             self.registry = None
+        if self.controller is not None:
+            ray.kill(self.controller, no_restart=True)
+            self.controller = None
 
 
 def deploy(spec: ClusterSpec) -> Deployment:

@@ -19,3 +19,9 @@ def was_restarted() -> bool:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_RAY_OWN_ACTOR_ID_WARNING, category=DeprecationWarning)
         return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+def head_node_id() -> str | None:
+    """The head node's id (where the GCS lives), None when Ray does not say."""
+    return next((n["NodeID"] for n in ray.nodes() if n["Alive"] and "node:__internal_head__" in n["Resources"]),
+                None)

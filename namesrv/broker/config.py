@@ -93,6 +93,15 @@ class BrokerConfig(BaseModel):
     SYNC_MASTER send's path."""
     slave_sync_interval_ms: int = Field(default=10_000, gt=0)
     """A slave copies its master's topic config and consumer offsets this often (SlaveSynchronize)."""
+    enable_controller_mode: bool = False
+    """RocketMQ 5's enableControllerMode: the controller (actors.controller) decides the role, not
+    brokerId/brokerRole (actors.broker_replicas). Also on when a controller runs in the namespace."""
+    controller_heartbeat_interval_ms: int = Field(default=1_000, gt=0)
+    """BROKER_HEARTBEAT to the controller (RocketMQ's controllerHeartBeatTimeoutMills is the
+    controller's side; brokers beat every second)."""
+    controller_first_elect_delay_ms: int = Field(default=2_000, ge=0)
+    """Not in RocketMQ: a broker deployed as a slave (brokerId > 0) asks to be the first master of a
+    new set only after this long, so the broker deployed as master normally wins the first election."""
     credentials: SessionCredentials | None = None
     """The broker account this broker signs its NameServer requests with (NameServers with ACL on)."""
     acl_enable: bool = False

@@ -51,11 +51,15 @@ class SyncStateSet:
         self.epoch += 1
         return True
 
+    def stale(self) -> set[int]:
+        """The members not caught up for longer than the limit."""
+        now = self.clock()
+        return {s for s in self.members if s != self.master_id
+                and now - self.caught_up_ms.get(s, 0) > self.max_not_catchup_ms}
+
     def shrink(self) -> set[int]:
         """Remove (and return) the members not caught up for longer than the limit."""
-        now = self.clock()
-        gone = {s for s in self.members if s != self.master_id
-                and now - self.caught_up_ms.get(s, 0) > self.max_not_catchup_ms}
+        gone = self.stale()
         if gone:
             self.members -= gone
             self.epoch += 1

@@ -11,6 +11,14 @@ object the processor calls from three places: before a send, after a send is sto
   slaveTimeout (the message is stored on the master; RocketMQ answers the same).
 - A master with slaveReadEnable points a consumer lagging by more than the in-memory window to
   whichBrokerWhenConsumeSlowly (RocketMQ's suggestPullingFromSlave).
+
+In controller mode (actors.broker_replicas) the role changes at runtime through `change_role`, and
+every change is kept in `role_log` ({atMs, role, epoch}, wall-clock ms): the chaos invariant "at most
+one writable master per broker set at any instant" is read from it. A master that is deposed fences
+at once: the next send is refused, and a send stored but not yet answered when the role changed is
+answered SERVICE_NOT_AVAILABLE, never SUCCESS (its record is cut by the truncation that follows).
+Controlled (`controlled`), the SyncStateSet shrinks only once the controller agreed
+(`remove_members`); it still grows at once locally (a stricter acknowledgement), then at the controller.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from namesrv.broker.config import BrokerConfig
 from namesrv.broker.ha_sync import SyncStateSet
 from namesrv.broker.processor_types import BrokerError
 from namesrv.broker.store_types import BrokerRole
-from namesrv.clock import Clock
+from namesrv.clock import Clock, system_clock
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MASTER_ID
 
@@ -30,6 +38,8 @@ SLAVE_REFUSES_SEND = ("service not available now. It may be caused by one of the
                       "messages are put to the slave, ...")
 REJECT_PULL = "[REJECTREQUEST]system busy, start flow control for a while"
 FLUSH_SLAVE_TIMEOUT_REMARK = "stored on the master, but not on every in-sync replica within the slave timeout"
+DEPOSED_REMARK = "this broker stopped being master while storing the message: not acknowledged, send again"
+ROLE_LOG_KEPT = 1_000
 
 
 class RoleGuard:
@@ -41,6 +51,41 @@ class RoleGuard:
         """A slave: whether its master answered lately (set by its replication client)."""
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
         self.timeouts = 0
+        self.fenced_sends = 0
+        self.controlled = False
+        """Controller mode: `shrink` leaves the set alone (the controller must agree first)."""
+        self.master_epoch = 0
+        self.wall_clock: Clock = system_clock
+        self.role_log: list[dict[str, object]] = [{"atMs": self.wall_clock(), "role": str(config.broker_role),
+                                                   "epoch": 0}]
+
+    def change_role(self, role: BrokerRole, epoch: int, broker_id: int | None = None) -> None:
+        """The controller's decision, applied at once. Becoming a master starts a fresh SyncStateSet
+        of this broker alone (`broker_id`: its controller id); becoming a slave fences: sends are
+        refused from now on, and sends waiting for their replicas are answered SERVICE_NOT_AVAILABLE."""
+        if broker_id is not None:
+            self.broker_id = broker_id
+        self.config.broker_role = role
+        self.master_epoch = epoch
+        if role is BrokerRole.SLAVE:
+            for _, future in self._waiting:
+                if not future.done():
+                    future.set_result(None)
+        else:
+            self.sync = SyncStateSet(self.broker_id, self.sync.clock, self.config.ha_max_time_slave_not_catchup_ms)
+        self.role_log.append({"atMs": self.wall_clock(), "role": str(role), "epoch": epoch})
+        del self.role_log[:-ROLE_LOG_KEPT]
+
+    @property
+    def writable(self) -> bool:
+        return self.role is not BrokerRole.SLAVE
+
+    def remove_members(self, gone: set[int]) -> None:
+        """Members the controller agreed to drop (controller mode's shrink)."""
+        if gone & self.sync.members:
+            self.sync.members -= gone
+            self.sync.epoch += 1
+            self._wake()
 
     @property
     def role(self) -> BrokerRole:
@@ -58,7 +103,11 @@ class RoleGuard:
 
     async def replicated(self, end_offset: int) -> int:
         """After a send is stored locally up to `end_offset`: SUCCESS, or FLUSH_SLAVE_TIMEOUT when
-        the SyncStateSet did not hold it within slaveTimeout."""
+        the SyncStateSet did not hold it within slaveTimeout; SERVICE_NOT_AVAILABLE when this broker
+        was deposed meanwhile."""
+        if self.role is BrokerRole.SLAVE:
+            self.fenced_sends += 1
+            return ResponseCode.SERVICE_NOT_AVAILABLE
         if self.role is not BrokerRole.SYNC_MASTER or self.sync.acked(end_offset):
             return ResponseCode.SUCCESS
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -66,6 +115,9 @@ class RoleGuard:
         self._waiting.append(entry)
         try:
             await asyncio.wait_for(future, self.config.slave_timeout_ms / 1000)
+            if not self.writable:  # deposed while waiting
+                self.fenced_sends += 1
+                return ResponseCode.SERVICE_NOT_AVAILABLE
             return ResponseCode.SUCCESS
         except TimeoutError:
             self.timeouts += 1
@@ -79,6 +131,8 @@ class RoleGuard:
         self._wake()
 
     def shrink(self) -> set[int]:
+        if self.controlled:
+            return set()
         gone = self.sync.shrink()
         if gone:
             self._wake()

@@ -17,7 +17,7 @@ from namesrv.broker.commit_log import MessageInner
 from namesrv.broker.message_codec import decode_batch, offset_msg_id, string_to_properties
 from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, SendOutcome
-from namesrv.broker.role import FLUSH_SLAVE_TIMEOUT_REMARK
+from namesrv.broker.role import DEPOSED_REMARK, FLUSH_SLAVE_TIMEOUT_REMARK
 from namesrv.broker.schedule import TIMER_PROPERTIES
 from namesrv.protocol.broker_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
@@ -137,6 +137,9 @@ class SendMessageProcessor:
         else:
             ctx.hold.notify(first.topic, messages[0].queue_id)
         code = await guard.replicated(max(r.commit_log_offset + r.store_size for r in results))
+        if code == ResponseCode.SERVICE_NOT_AVAILABLE:
+            ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
+            raise BrokerError(code, DEPOSED_REMARK)
         ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
         return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results],
                            code)

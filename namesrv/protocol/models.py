@@ -21,20 +21,27 @@ from namesrv.protocol.types import InvalidInput, Name, PermValue, QueueNums, Top
 
 @dataclass(frozen=True, slots=True)
 class DataVersion:
-    """Version of a broker's topic table: (timestamp, counter); any difference means 'changed'."""
+    """Version of a broker's topic table: (timestamp, counter); any difference means 'changed'.
+    `state_version` is RocketMQ 5's stateVersion: a controller-mode master's epoch (0 otherwise); on
+    the wire only when set, so bodies without a controller stay byte-identical."""
 
     timestamp: int = 0
     counter: int = 0
+    state_version: int = 0
 
     def next_version(self, now_ms: int) -> DataVersion:
-        return DataVersion(timestamp=now_ms, counter=self.counter + 1)
+        return DataVersion(timestamp=now_ms, counter=self.counter + 1, state_version=self.state_version)
 
     def to_wire(self) -> dict[str, int]:
-        return {"timestamp": self.timestamp, "counter": self.counter}
+        wire = {"timestamp": self.timestamp, "counter": self.counter}
+        if self.state_version:
+            wire["stateVersion"] = self.state_version
+        return wire
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> DataVersion:
-        return cls(timestamp=int(data["timestamp"]), counter=int(data["counter"]))
+        return cls(timestamp=int(data["timestamp"]), counter=int(data["counter"]),
+                   state_version=int(data.get("stateVersion", 0)))
 
 
 class _DataVersionWire(BaseModel):
@@ -42,6 +49,7 @@ class _DataVersionWire(BaseModel):
 
     timestamp: Version
     counter: Version
+    state_version: Version = Field(default=0, alias="stateVersion")
 
 
 def parse_data_version(v: object) -> DataVersion:
@@ -51,7 +59,7 @@ def parse_data_version(v: object) -> DataVersion:
     if not isinstance(v, dict):
         raise InvalidInput("dataVersion must be a map with exactly 'timestamp' and 'counter'")
     wire = check(_DataVersionWire, v, "dataVersion")
-    return DataVersion(wire.timestamp, wire.counter)
+    return DataVersion(wire.timestamp, wire.counter, wire.state_version)
 
 
 class TopicConfig(BaseModel):

@@ -1,0 +1,420 @@
+"""A controller-mode broker's side of failover (RocketMQ 5's ReplicasManager, RIP-44).
+
+With a controller deployed (actors.controller) the controller, not brokerId/brokerRole, decides
+which replica of a broker set is master. This object, inside the broker's event loop:
+
+1. gets and applies its controller brokerId (ids start at 1), kept durably in its store
+   (namesrv.broker.broker_metadata), and applies the same pair again after a restart;
+2. registers with the controller and, when the set has no master, asks to be elected;
+3. heartbeats every `controller_heartbeat_interval_ms` with its epoch, its log's end and its actor
+   channel (the controller then sees its death at once), and long-polls `wait_for_change`, so a
+   role change arrives in milliseconds (RocketMQ pushes NOTIFY_BROKER_ROLE_CHANGED);
+4. applies role changes (`change_to_master` / `change_to_slave`, below);
+5. as master, keeps the controller's SyncStateSet: a slave that caught up joins locally at once and
+   then at the controller; one that fell behind leaves only once the controller agreed.
+
+Every controller call is an awaited Ray call with a timeout, never a blocking one, and a controller
+that is down only delays elections: roles, sends and routing go on as they are.
+
+Becoming master at epoch E: stop replicating, flush, `epoch_cache.append_entry(E, log end)`, role =
+the configured master role, master-only services on, register with every NameServer as brokerId 0
+with the DataVersion's stateVersion = E. Becoming slave: fence first (sends refused), master-only
+services off, wait for stored-but-unanswered sends, register under its controller id, find the
+consistent point against the new master's epoch entries, truncate the log and the epoch file there
+(`truncations` reports it), adopt the master's epoch entries, then replicate from it.
+
+Differences from RocketMQ 5.3: a broker deployed as a slave (brokerId > 0) waits
+`controller_first_elect_delay_ms` before asking to be a new set's first master; the slave's epoch
+entries are copied once per master term (at `change_to_slave`) instead of in every HA handshake;
+replication is the Ray transport of actors.broker_ha, so the master's address is mapped to its
+actor (`actor_of`); the delay-offset table is not replicated (scheduled messages parked on the old
+master are delivered from the log the new master holds, from its own delay offsets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import ray
+from ray.exceptions import RayError
+
+from actors.broker_ha import HAClient
+from actors.control_loop import ControlLoop
+from actors.controller_actor import CONTROLLER_NAME
+from actors.handles import ActorHandles
+from actors.housekeeping import BrokerChannel
+from namesrv.broker.broker_metadata import BrokerMetadata, load_metadata, save_metadata
+from namesrv.broker.commit_log import CommitLog
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.epoch_cache import EpochEntry, EpochFileCache, find_consistent_point
+from namesrv.broker.processor import BrokerProcessor
+from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.role import RoleGuard
+from namesrv.broker.store_types import BrokerRole
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.clock import Clock
+from namesrv.controller.codes import ControllerResponseCode as Code
+from namesrv.protocol.constants import MASTER_ID
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT_S = 5.0
+"""A controller call that has not answered in this long is given up (the controller is down)."""
+WAIT_FOR_CHANGE_S = 10.0
+RETRY_S = 0.3
+SYNC_STATE_INTERVAL_S = 0.2
+SENDS_DRAIN_S = 5.0
+MASTER_EPOCH_WAIT_S = 5.0
+
+
+class ReplicaOwner(Protocol):
+    """What the replicas manager needs of its broker (actors.broker_controller.BrokerController)."""
+
+    identity: BrokerIdentity
+    store_dir: Path
+    store: CommitLog
+    role: RoleGuard
+    config: BrokerConfig
+    processor: BrokerProcessor
+    topics: TopicConfigManager
+    offsets: ConsumerOffsetManager
+    clock: Clock
+    loop: ControlLoop
+    ha_client: HAClient | None
+
+    def start_master_services(self) -> None: ...
+
+    async def stop_master_services(self) -> None: ...
+
+    async def reregister(self, broker_id: int, epoch: int) -> dict[str, str]: ...
+
+
+def is_tcp_address(addr: str) -> bool:
+    _, sep, port = addr.rpartition(":")
+    return bool(sep) and port.isdigit()
+
+
+class ReplicasManager:
+    def __init__(self, owner: ReplicaOwner, namespace: str, deployed_id: int, master_role: BrokerRole,
+                 channel: BrokerChannel | None, controller_name: str = CONTROLLER_NAME) -> None:
+        self.owner = owner
+        self.namespace = namespace
+        self.deployed_id = deployed_id
+        self.master_role = master_role
+        self.channel = channel
+        self.controller_name = controller_name
+        self._handles = ActorHandles(namespace)
+        ident = owner.identity
+        self.cluster_name, self.broker_name, self.addr = ident.cluster_name, ident.broker_name, ident.broker_addr
+        self.metadata_path = owner.store_dir / "config" / "brokerMetadata.json"
+        meta = load_metadata(self.metadata_path, self.cluster_name, self.broker_name)
+        self.metadata: BrokerMetadata | None = meta
+        self.epoch_cache = EpochFileCache.load(owner.store_dir / "store" / "epochFileCheckpoint.json")
+        self.master_id: int | None = None
+        self.master_addr: str | None = None
+        self.master_epoch = -1
+        self.sync_state_set: set[int] = set()
+        self.sync_state_set_epoch = -1
+        self.registered = False
+        """Joined the controller (id applied, registered): the role is the controller's from now on."""
+        self.role_decided = asyncio.Event()
+        self.truncations: list[dict[str, Any]] = []
+        self.controller_errors = 0
+        self.last_controller_error: str | None = None
+        self.diverged: str | None = None
+        self._lock = asyncio.Lock()
+        self._ha_task: asyncio.Task[None] | None = None
+        self._actors: dict[str, str] = {}
+
+    @property
+    def broker_id(self) -> int | None:
+        return self.metadata.broker_id if self.metadata is not None else None
+
+    # ------------------------------------------------------------------ controller calls
+    async def _call(self, method: str, *args: Any, timeout_s: float = CALL_TIMEOUT_S, **kwargs: Any) -> Any:
+        """The controller's answer, or None when it is down or slow (never raises)."""
+        try:
+            handle = await self._handles.aget(self.controller_name)
+            return await asyncio.wait_for(getattr(handle, method).remote(*args, **kwargs), timeout_s)
+        except (RayError, TimeoutError, ValueError) as e:
+            self._handles.forget(self.controller_name)
+            self.controller_errors += 1
+            text = f"{method}: {type(e).__name__}"
+            if text != self.last_controller_error:
+                log.warning("%s: controller call %s failed: %s", self.addr, method, e)
+            self.last_controller_error = text
+            return None
+
+    # ------------------------------------------------------------------ joining
+    async def run(self) -> None:
+        """Join the controller, then follow its role changes until cancelled (shutdown)."""
+        while not await self._join():
+            await asyncio.sleep(RETRY_S)
+        self.registered = True
+        while True:
+            changes = await self._call("wait_for_change", {self.broker_name: (self.master_epoch,
+                                                                              self.sync_state_set_epoch)},
+                                       WAIT_FOR_CHANGE_S, timeout_s=WAIT_FOR_CHANGE_S + CALL_TIMEOUT_S)
+            if changes is None:
+                await asyncio.sleep(RETRY_S)
+                continue
+            for result in changes.values():
+                if result.ok:
+                    await self.apply(result.header, result.body)
+
+    async def _join(self) -> bool:
+        if self.metadata is None:
+            got = await self._call("get_next_broker_id", self.cluster_name, self.broker_name)
+            if got is None or not got.ok:
+                return False
+            meta = BrokerMetadata(self.cluster_name, self.broker_name, int(got.header["nextBrokerId"]),
+                                  f"{self.addr};{int(time.time() * 1000)}")
+            applied = await self._call("apply_broker_id", self.cluster_name, self.broker_name, meta.broker_id,
+                                       meta.register_check_code)
+            if applied is None or not applied.ok:
+                return False  # another replica took that id first: ask again
+            await asyncio.to_thread(save_metadata, self.metadata_path, meta)
+            self.metadata = meta
+            log.info("%s: controller granted brokerId %d in %s", self.addr, meta.broker_id, self.broker_name)
+        else:  # a restart (or a controller that lost its state): claim the same pair again
+            applied = await self._call("apply_broker_id", self.cluster_name, self.broker_name,
+                                       self.metadata.broker_id, self.metadata.register_check_code)
+            if applied is None:
+                return False
+            if not applied.ok:
+                log.error("%s: controller refused our brokerId %d: %s", self.addr, self.metadata.broker_id,
+                          applied.remark)
+        my_id = self.metadata.broker_id
+        self.owner.role.broker_id = my_id
+        reg = await self._call("register_broker", self.cluster_name, self.broker_name, my_id, self.addr)
+        if reg is None or not reg.ok:
+            return False
+        if reg.header.get("masterBrokerId") is not None:
+            await self.apply(reg.header, reg.body)
+            return True
+        if self.deployed_id != MASTER_ID:
+            await asyncio.sleep(self.owner.config.controller_first_elect_delay_ms / 1000)
+        await self._elect(my_id)
+        return True
+
+    async def _elect(self, my_id: int) -> None:
+        elected = await self._call("elect_master", self.broker_name, my_id)
+        if elected is not None and (elected.ok or elected.code == Code.CONTROLLER_MASTER_STILL_EXIST):
+            await self.apply(elected.header, elected.body)
+
+    # ------------------------------------------------------------------ periodic
+    async def heartbeat(self) -> None:
+        my_id = self.broker_id
+        if my_id is None:
+            return
+        result = await self._call("heartbeat", self.cluster_name, self.broker_name, self.addr, my_id,
+                                  epoch=self.epoch_cache.last_epoch(), max_offset=self.owner.store.size_bytes(),
+                                  channel=self.channel)
+        if result is None or not self.registered:
+            return
+        h = result.header
+        if result.ok and h.get("masterEpoch") is not None and int(h["masterEpoch"]) > self.master_epoch:
+            await self.apply(h, None)  # deposed while the long poll was away: fence now
+
+    async def maintain_sync_state_set(self) -> None:
+        """Master only: tell the controller who joined; drop who fell behind once it agreed."""
+        role = self.owner.role
+        my_id = self.broker_id
+        if not self.registered or not role.writable or my_id is None or self.master_id != my_id:
+            return
+        local = set(role.sync.members)
+        stale = role.sync.stale()
+        wanted = local - stale
+        if wanted == self.sync_state_set:
+            return
+        result = await self._call("alter_sync_state_set", self.broker_name, my_id, self.master_epoch,
+                                  sorted(wanted), self.sync_state_set_epoch)
+        if result is None:
+            return
+        if not result.ok:
+            log.warning("%s: alter SyncStateSet to %s refused: %s %s", self.addr, sorted(wanted), result.code,
+                        result.remark)
+            info = await self._call("get_replica_info", self.broker_name)
+            if info is not None and info.ok:
+                await self.apply(info.header, info.body)
+            return
+        self.sync_state_set = set(result.body["syncStateSet"])
+        self.sync_state_set_epoch = int(result.body["syncStateSetEpoch"])
+        if stale:
+            role.remove_members(stale)
+
+    # ------------------------------------------------------------------ role changes
+    async def apply(self, header: dict[str, Any], body: dict[str, Any] | None) -> None:
+        """A set's state from the controller (its master, epochs and SyncStateSet)."""
+        async with self._lock:
+            epoch = header.get("masterEpoch")
+            if epoch is None or int(epoch) < self.master_epoch:
+                return
+            epoch = int(epoch)
+            master_id = header.get("masterBrokerId")
+            master_id = int(master_id) if master_id is not None else None
+            master_addr = header.get("masterAddress")
+            role = self.owner.role
+            my_id = self.broker_id
+            if master_id is not None and master_id == my_id:
+                if not role.writable or role.master_epoch != epoch:
+                    await self.change_to_master(epoch)
+            elif master_id is None:
+                if role.writable or self.master_id is not None:
+                    await self.change_to_slave(None, None, epoch)
+            elif role.writable or (master_id, master_addr, epoch) != (self.master_id, self.master_addr,
+                                                                      self.master_epoch):
+                await self.change_to_slave(master_id, master_addr, epoch)
+            self.master_id, self.master_addr, self.master_epoch = master_id, master_addr, epoch
+            if body is not None and "syncStateSet" in body:
+                self.sync_state_set = set(body["syncStateSet"])
+                self.sync_state_set_epoch = int(body.get("syncStateSetEpoch", header.get("syncStateSetEpoch", -1)))
+            elif header.get("syncStateSetEpoch") is not None:
+                self.sync_state_set_epoch = max(self.sync_state_set_epoch, int(header["syncStateSetEpoch"]))
+            self.role_decided.set()
+
+    async def change_to_master(self, epoch: int) -> None:
+        owner, my_id = self.owner, self.broker_id
+        assert my_id is not None
+        await self._stop_replicating()
+        await asyncio.to_thread(owner.store.flush)
+        end = owner.store.size_bytes()
+        cache = self.epoch_cache
+
+        def record_term() -> None:
+            cache.truncate_suffix_by_offset(end + 1)  # the old master's terms this log never reached
+            cache.append_entry(epoch, end)
+
+        await asyncio.to_thread(record_term)
+        owner.role.change_role(self.master_role, epoch, broker_id=my_id)
+        self.sync_state_set = {my_id}
+        owner.start_master_services()
+        log.warning("%s: master of %s at epoch %d from offset %d", self.addr, self.broker_name, epoch, end)
+        await owner.reregister(MASTER_ID, epoch)
+
+    async def change_to_slave(self, master_id: int | None, master_addr: str | None, epoch: int) -> None:
+        owner, my_id = self.owner, self.broker_id
+        assert my_id is not None
+        was_master = owner.role.writable
+        owner.role.change_role(BrokerRole.SLAVE, epoch)  # the fence: refuse sends before anything else
+        await owner.stop_master_services()
+        deadline = time.monotonic() + SENDS_DRAIN_S
+        while owner.processor.context.sends_waiting > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)  # stored-but-unanswered sends finish (answered as not acknowledged)
+        await self._stop_replicating()
+        log.warning("%s: slave of %s at epoch %d (master %s)%s", self.addr, self.broker_name, epoch, master_addr,
+                    ", deposed" if was_master else "")
+        await owner.reregister(my_id, epoch)
+        if master_id is None or master_addr is None:
+            return
+        self._ha_task = owner.loop.spawn("ha-follow", self._follow(my_id, master_addr, epoch))
+
+    async def _follow(self, my_id: int, master_addr: str, epoch: int) -> None:
+        """Find the master's actor, reconcile with it (retried until it has recorded its term), then
+        replicate from it until cancelled (the next role change)."""
+        owner = self.owner
+        while True:
+            actor = await self.actor_of(master_addr)
+            if actor is not None:
+                reconciled = await self._reconcile(actor, epoch)
+                if reconciled is None:
+                    return  # diverged: reported, nothing copied
+                if reconciled:
+                    break
+            else:
+                log.warning("%s: no actor serves master address %s yet", self.addr, master_addr)
+            await asyncio.sleep(RETRY_S)
+        client = HAClient(my_id, actor, self.namespace, owner.store, owner.topics, owner.offsets,
+                          owner.processor.hold, owner.config, owner.clock)
+        owner.ha_client = client
+        owner.role.master_reachable = client.reachable
+        await client.run()
+
+    async def _reconcile(self, master_actor: str, epoch: int) -> bool | None:
+        """Truncate what this log holds after the consistent point with the master's; adopt its
+        epoch entries. False: the master has not recorded its term yet (ask again); None: the logs
+        cannot be reconciled (reported in `diverged`, nothing is copied)."""
+        owner = self.owner
+        deadline = time.monotonic() + MASTER_EPOCH_WAIT_S
+        while True:
+            try:
+                handle = await self._handles.aget(master_actor)
+                theirs = await asyncio.wait_for(handle.ha_epoch_entries.remote(), CALL_TIMEOUT_S)
+            except (RayError, TimeoutError, ValueError) as e:
+                self._handles.forget(master_actor)
+                theirs = {"error": f"{type(e).__name__}"}
+            if "entries" in theirs and theirs["last_epoch"] >= epoch:
+                break
+            if time.monotonic() > deadline:
+                log.warning("%s: master %s has no entry for epoch %d yet (%s); retrying later", self.addr,
+                            master_actor, epoch, theirs)
+                return False
+            await asyncio.sleep(0.05)
+        master_entries = [EpochEntry(e, s, end) for e, s, end in theirs["entries"]]
+        local_end = owner.store.size_bytes()
+        point = find_consistent_point(self.epoch_cache.entries(local_end), master_entries)
+        if point is None:
+            self.diverged = f"no common epoch with master {master_actor}; its log no longer starts where ours does"
+            log.error("%s: %s", self.addr, self.diverged)
+            return None
+        if point < local_end:
+            cut = await asyncio.to_thread(owner.store.truncate_to, point)
+            self.truncations.append({"atMs": int(time.time() * 1000), "epoch": epoch, "toOffset": point,
+                                     "fromOffset": local_end, "bytes": cut})
+            log.warning("%s: truncated %d bytes after offset %d (consistent point with %s)", self.addr, cut, point,
+                        master_actor)
+        pairs = [(e.epoch, e.start_offset) for e in master_entries]
+        await asyncio.to_thread(self.epoch_cache.reset, pairs)
+        return True
+
+    async def _stop_replicating(self) -> None:
+        task, self._ha_task = self._ha_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self.owner.ha_client = None
+        self.owner.role.master_reachable = lambda: False
+
+    async def actor_of(self, addr: str) -> str | None:
+        """The actor name of the broker at `addr`: the address itself without TCP; else found among
+        this set's named actors (`<brokerName>-<n>`) by asking each for its address."""
+        if not is_tcp_address(addr):
+            return addr
+        if addr in self._actors:
+            return self._actors[addr]
+        named = await asyncio.to_thread(ray.util.list_named_actors, True)
+        prefix = f"{self.broker_name}-"
+        for entry in named:
+            name = entry["name"]
+            if entry["namespace"] != self.namespace or not name.startswith(prefix) \
+                    or not name[len(prefix):].isdigit():
+                continue
+            try:
+                handle = await self._handles.aget(name)
+                found = await asyncio.wait_for(handle.ping.remote(), CALL_TIMEOUT_S)
+            except (RayError, TimeoutError, ValueError):
+                continue
+            self._actors[found] = name
+            if found == addr:
+                return name
+        return None
+
+    # ------------------------------------------------------------------ inspection
+    def epoch_entries(self) -> dict[str, Any]:
+        """What a returning replica compares with (RocketMQ's GET_BROKER_EPOCH_CACHE, 1007)."""
+        end = self.owner.store.size_bytes()
+        return {"entries": [(e.epoch, e.start_offset, e.end_offset) for e in self.epoch_cache.entries(end)],
+                "last_epoch": self.epoch_cache.last_epoch(), "max_offset": end}
+
+    def status(self) -> dict[str, Any]:
+        return {"controller_broker_id": self.broker_id, "registered": self.registered,
+                "master_broker_id": self.master_id, "master_address": self.master_addr,
+                "sync_state_set": sorted(self.sync_state_set), "sync_state_set_epoch": self.sync_state_set_epoch,
+                "epoch_entries": self.epoch_entries()["entries"], "truncations": list(self.truncations),
+                "controller_errors": self.controller_errors, "last_controller_error": self.last_controller_error,
+                "diverged": self.diverged}
