@@ -13,8 +13,8 @@ object the processor calls from three places: before a send, after a send is sto
   whichBrokerWhenConsumeSlowly (RocketMQ's suggestPullingFromSlave).
 
 In controller mode (actors.broker_replicas) the role changes at runtime through `change_role`, and
-every change is kept in `role_log` ({atMs, role, epoch}, wall-clock ms): the chaos invariant "at most
-one writable master per broker set at any instant" is read from it. A master that is deposed fences
+every change is kept in `role_log` ({atMs, role, epoch}; the broker's clock, wall-clock ms): the
+chaos invariant "at most one writable master per broker set at any instant" is read from it. A master that is deposed fences
 at once: the next send is refused, and a send stored but not yet answered when the role changed is
 answered SERVICE_NOT_AVAILABLE, never SUCCESS (its record is cut by the truncation that follows).
 Controlled (`controlled`), the SyncStateSet shrinks only once the controller agreed
@@ -30,7 +30,7 @@ from namesrv.broker.config import BrokerConfig
 from namesrv.broker.ha_sync import SyncStateSet
 from namesrv.broker.processor_types import BrokerError
 from namesrv.broker.store_types import BrokerRole
-from namesrv.clock import Clock, system_clock
+from namesrv.clock import Clock
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MASTER_ID
 
@@ -55,9 +55,8 @@ class RoleGuard:
         self.controlled = False
         """Controller mode: `shrink` leaves the set alone (the controller must agree first)."""
         self.master_epoch = 0
-        self.wall_clock: Clock = system_clock
-        self.role_log: list[dict[str, object]] = [{"atMs": self.wall_clock(), "role": str(config.broker_role),
-                                                   "epoch": 0}]
+        self.clock = clock
+        self.role_log: list[dict[str, object]] = [{"atMs": clock(), "role": str(config.broker_role), "epoch": 0}]
 
     def change_role(self, role: BrokerRole, epoch: int, broker_id: int | None = None) -> None:
         """The controller's decision, applied at once. Becoming a master starts a fresh SyncStateSet
@@ -73,7 +72,7 @@ class RoleGuard:
                     future.set_result(None)
         else:
             self.sync = SyncStateSet(self.broker_id, self.sync.clock, self.config.ha_max_time_slave_not_catchup_ms)
-        self.role_log.append({"atMs": self.wall_clock(), "role": str(role), "epoch": epoch})
+        self.role_log.append({"atMs": self.clock(), "role": str(role), "epoch": epoch})
         del self.role_log[:-ROLE_LOG_KEPT]
 
     @property
