@@ -12,13 +12,14 @@ object the processor calls from three places: before a send, after a send is sto
 - A master with slaveReadEnable points a consumer lagging by more than the in-memory window to
   whichBrokerWhenConsumeSlowly (RocketMQ's suggestPullingFromSlave).
 
-In controller mode (actors.broker_replicas) the role changes at runtime through `change_role`, and
-every change is kept in `role_log` ({atMs, role, epoch}; the broker's clock, wall-clock ms): the
-chaos invariant "at most one writable master per broker set at any instant" is read from it. A master that is deposed fences
-at once: the next send is refused, and a send stored but not yet answered when the role changed is
-answered SERVICE_NOT_AVAILABLE, never SUCCESS (its record is cut by the truncation that follows).
-Controlled (`controlled`), the SyncStateSet shrinks only once the controller agreed
-(`remove_members`); it still grows at once locally (a stricter acknowledgement), then at the controller.
+In controller mode (actors.broker_replicas) the role changes at runtime through `change_role`,
+and every change is kept in `role_log` ({atMs, role, epoch}; the broker's clock, wall-clock ms):
+the chaos invariant "at most one writable master per broker set at any instant" is read from it.
+A deposed master fences at once: the next send is refused, and a send stored but not yet answered
+when the role changed is answered SERVICE_NOT_AVAILABLE, never SUCCESS (its record is cut by the
+truncation that follows). Controlled (`controlled`), the SyncStateSet shrinks only once the
+controller agreed (`remove_members`); it grows at once locally (a stricter acknowledgement), then
+at the controller.
 """
 
 from __future__ import annotations
