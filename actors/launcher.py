@@ -28,6 +28,8 @@ from actors.cluster_spec import REGISTRY_SETTINGS
 from actors.cluster_spec import BrokerSpec as BrokerSpec
 from actors.cluster_spec import ClusterSpec as ClusterSpec
 from actors.controller import controller_config, start_controller
+from actors.controller_actor import CONTROLLER_NAME, kv_prefix
+from actors.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.namesrv_actor import NameServerActor
 from actors.profiles import get_profile
 from actors.ray_runtime import head_node_id as head_node_id  # part of the launcher's API
@@ -330,6 +332,18 @@ class Deployment:
         if self.controller is not None:
             ray.kill(self.controller, no_restart=True)
             self.controller = None
+            forget_controller_state(self.spec.namespace)
+
+
+def forget_controller_state(namespace: str) -> int:
+    """Delete the namespace's controller state from the GCS KV (a torn-down deployment's broker
+    ids and epochs must not outlive it: a new one would find a set whose master can never return).
+    Returns the keys deleted."""
+    kv = GcsKV(KV_NAMESPACE)
+    keys = kv.keys(kv_prefix(namespace, CONTROLLER_NAME) + "/")
+    for key in keys:
+        kv.delete(key)
+    return len(keys)
 
 
 def deploy(spec: ClusterSpec) -> Deployment:
@@ -360,8 +374,11 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
         known = BrokerSpec(**b)
         dep.broker_specs[known.addr] = known
     spec.brokers = list(dep.broker_specs.values())
+    if CONTROLLER_NAME in names:
+        dep.controller = _named_actor(CONTROLLER_NAME, namespace)
+        spec.controller = True
     for name in names:
-        if name in dep.namesrvs or name == REGISTRY_NAME:
+        if name in dep.namesrvs or name in (REGISTRY_NAME, CONTROLLER_NAME):
             continue
         handle = _named_actor(name, namespace)
         if handle is None:

@@ -12,6 +12,7 @@ exit (see `clients.cli`).
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 from typing import Any
 
@@ -88,6 +89,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     spec = ClusterSpec(
         namesrv_count=args.namesrvs, brokers=brokers, profile=args.profile, namespace=args.namespace,
         data_dir=args.data_dir, detached=True, namesrv_port=args.namesrv_port, listen_host=args.listen_host,
+        controller=args.slaves > 0 and not args.no_controller,
     )
     spec.broker_overrides.update(replication_overrides(args.slaves, args.broker_role))
     if args.acl is not None:
@@ -114,6 +116,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     status = _admin(args).status()
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True, default=str))
+        return 0
     ns_rows: list[tuple[object, ...]] = []
     for name, s in sorted(status["namesrvs"].items()):
         if "error" in s:
@@ -137,12 +142,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     brows = []
     for addr, info in sorted(status["brokers"].items()):
         if "error" in info:
-            brows.append((addr, "UNREACHABLE " + info["error"], "", "", "", "", ""))
+            brows.append((addr, "UNREACHABLE " + info["error"], "", "", "", "", "", ""))
         else:
+            replica = info.get("replica") or {}
             brows.append((addr, f"pid {info['pid']}", info["topics"], sum(info["queues"].values()),
-                          info["data_version"]["counter"], info.get("broker_role", "-"), _replication(info)))
+                          info["data_version"]["counter"], info.get("broker_role", "-"),
+                          replica.get("masterEpoch", "-") if replica.get("controller_mode") else "-",
+                          _replication(info)))
     print()
-    print(table(("broker", "process", "topics", "messages", "data version", "role", "replication"), brows))
+    print(table(("broker", "process", "topics", "messages", "data version", "role", "epoch", "replication"), brows))
     return 0
 
 
@@ -269,6 +277,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--brokerRole", "--broker-role", dest="broker_role", choices=("SYNC_MASTER", "ASYNC_MASTER"),
                    default=None, help="masters' role: SYNC_MASTER acknowledges a send once its in-sync slaves "
                                       "hold it (default with --slaves), ASYNC_MASTER at once (default without)")
+    p.add_argument("--no-controller", action="store_true",
+                   help="with --slaves: no controller; roles stay as deployed (brokerId 0 master) and a dead "
+                        "master is not replaced (RocketMQ 4's master/slave). By default --slaves starts the "
+                        "controller and brokers run in controller mode: a slave takes over a dead master")
     p.add_argument("--cluster", type=cluster_arg, default="DefaultCluster")
     p.add_argument("--profile", default="default", choices=("default", "fast"))
     p.add_argument("--acl", metavar="FILE", default=None,
@@ -293,6 +305,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = sub.add_parser("status", help="NameServers, brokers, liveness and topics")
     _common(p)
+    p.add_argument("--json", action="store_true",
+                   help="print the whole status as JSON (each broker's role, masterEpoch, replication lag)")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("route", help="alias of topicRoute: a topic's route on every NameServer (exit 1 when none "

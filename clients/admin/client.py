@@ -366,6 +366,8 @@ class AdminClient(DefaultMQAdminExt):
         for addr, handle in self.dep.brokers.items():
             try:
                 brokers[addr] = ray.get(handle.get_runtime_info.remote(), timeout=self.timeout_s)
+                # role, masterEpoch, role_log, replication lag (and the controller's view in controller mode)
+                brokers[addr]["replica"] = ray.get(handle.status.remote(), timeout=self.timeout_s)
             except Exception as e:
                 brokers[addr] = {"broker_addr": addr, "error": type(e).__name__}
         return {"namesrvs": namesrvs, "brokers": brokers}

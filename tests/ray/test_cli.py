@@ -8,6 +8,7 @@ nothing but what runs there. The demo needs no isolation: it always runs on a pr
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import signal
@@ -133,7 +134,9 @@ def test_demo_killed_from_outside_says_so_cleans_up_and_exits_143(short_tmp: Pat
 
 def test_cli_up_with_slaves_deploys_replicating_slaves(isolated_host: IsolatedHost, tmp_path: Path) -> None:
     """`namesrv up --slaves 1`: each broker set gets a slave that replicates (it joins its SYNC_MASTER's
-    SyncStateSet, which only a slave asking for the master's log does), shown by `namesrv status`."""
+    SyncStateSet, which only a slave asking for the master's log does), shown by `namesrv status`;
+    the controller runs and the brokers are in controller mode (controller brokerIds 1 and 2, epoch 1),
+    and `namesrv status --json` gives each broker's role, masterEpoch and replication lag."""
     host = isolated_host
     out = succeeds(host.run([NAMESRV, "up", "--profile", "fast", "--namesrvs", "1", "--brokers", "broker-a",
                              "--slaves", "1", "--data-dir", str(tmp_path / "data")], timeout=300))
@@ -142,10 +145,14 @@ def test_cli_up_with_slaves_deploys_replicating_slaves(isolated_host: IsolatedHo
 
     def in_sync() -> str | None:
         text = succeeds(host.run([NAMESRV, "status"]))
-        return text if "in sync [0, 1]" in text else None
+        return text if "in sync [1, 2]" in text else None
 
     text = wait_until(in_sync, 60, "the slave in the SyncStateSet")
-    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSYNC_MASTER\s+in sync \[0, 1\], lag 1: 0 B$", text, re.M), text
-    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSLAVE\s+lag 0 B$", text, re.M), text
+    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSYNC_MASTER\s+1\s+in sync \[1, 2\], lag [12]: 0 B$", text, re.M), text
+    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSLAVE\s+1\s+lag 0 B$", text, re.M), text
+    brokers = json.loads(succeeds(host.run([NAMESRV, "status", "--json"])))["brokers"]
+    replicas = sorted((b["replica"]["role"], b["replica"]["masterEpoch"], b["replica"]["replication_lag_bytes"])
+                      for b in brokers.values())
+    assert replicas == [("SLAVE", 1, 0), ("SYNC_MASTER", 1, 0)], replicas
     down = succeeds(host.run([NAMESRV, "down", "--stop-ray"], timeout=300))
     assert "stopped 2 brokers and 1 NameServers" in down
