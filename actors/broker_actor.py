@@ -248,9 +248,11 @@ class BrokerActor:
         }
 
     # ------------------------------------------------------------------ replication (actors.broker_ha)
-    async def ha_transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int) -> dict[str, Any]:
-        """A slave asks for the records after `from_offset` (and acknowledges everything before)."""
-        return await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms)
+    async def ha_transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int,
+                          channel: BrokerChannel | None = None) -> dict[str, Any]:
+        """A slave asks for the records after `from_offset` (and acknowledges everything before);
+        `channel`: its actor, watched so its death takes it out of the SyncStateSet at once."""
+        return await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms, channel)
 
     async def ha_metadata(self) -> dict[str, Any]:
         return self.controller.ha_master.metadata()

@@ -27,7 +27,7 @@ from actors.broker_registration import NamesrvRegistrar
 from actors.broker_replicas import ReplicasManager
 from actors.broker_to_client import Broker2Client
 from actors.control_loop import ControlLoop
-from actors.housekeeping import BrokerChannel
+from actors.housekeeping import BrokerChannel, BrokerHousekeepingService
 from actors.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
 from namesrv.acl.plain_acl import SUB, AclManager
 from namesrv.acl.rpc_hook import AclHook, check_broker
@@ -124,6 +124,10 @@ class BrokerController:
         self.role.controlled = controller_mode
         if self.ha_client is not None:
             self.role.master_reachable = self.ha_client.reachable
+            self.ha_client.channel = channel_of(self.token)
+        self._slave_channels: dict[str, int] = {}
+        self.slave_watch = BrokerHousekeepingService(self.loop, self._slave_channel_closed)
+        self.ha_master.on_slave_channel = self._watch_slave
         ident = {"clusterName": identity.cluster_name, "brokerAddr": identity.broker_addr,
                  "brokerName": identity.broker_name, "brokerId": identity.broker_id}
         self.registrar = NamesrvRegistrar(ident, ha_addr, namesrv_names, namespace, config, channel_of(self.token),
@@ -205,6 +209,17 @@ class BrokerController:
         await self.durable()
         await asyncio.to_thread(self.store.close)
         return outcomes
+
+    def _watch_slave(self, slave_id: int, channel: BrokerChannel) -> None:
+        if channel.token not in self._slave_channels:
+            self._slave_channels[channel.token] = slave_id
+            self.slave_watch.watch(channel)
+
+    def _slave_channel_closed(self, token: str, how: str) -> None:
+        slave_id = self._slave_channels.pop(token, None)
+        if slave_id is not None:
+            log.warning("slave %d %s: out of the SyncStateSet", slave_id, how)
+            self.role.slave_gone(slave_id)
 
     # ------------------------------------------------------------------ roles (controller mode)
     def start_master_services(self) -> None:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ray.exceptions import RayError
 
 from actors.handles import ActorHandles
+from actors.housekeeping import BrokerChannel
 from namesrv.broker.commit_log import CommitLog, FlushDiskType
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
@@ -46,14 +48,20 @@ class HAMasterService:
         self._new_data = asyncio.Event()
         store.listeners.append(self._wake)
         self.bytes_sent = 0
+        self.on_slave_channel: Callable[[int, BrokerChannel], None] = lambda slave_id, channel: None
+        """Told each slave's actor channel: its death takes it out of the SyncStateSet at once,
+        instead of after haMaxTimeSlaveNotCatchup (RocketMQ sees its HA connection close)."""
 
     def _wake(self) -> None:
         self._new_data.set()
         self._new_data = asyncio.Event()
 
-    async def transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int) -> dict[str, Any]:
+    async def transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int,
+                       channel: BrokerChannel | None = None) -> dict[str, Any]:
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (slave_id, from_offset, max_bytes, wait_ms)):
             return {"error": "ReplicationError", "remark": "slave id, offset, size and wait must be integers"}
+        if isinstance(channel, BrokerChannel):
+            self.on_slave_channel(slave_id, channel)
         end = self.store.size_bytes()
         self.role.on_slave_request(slave_id, from_offset, end)
         if from_offset == end and wait_ms > 0:
@@ -104,6 +112,10 @@ class HAClient:
         """When this slave first held its master's whole log (a catch-up's end)."""
         self._flusher: asyncio.Task[None] | None = None
         self._flush_wanted = False
+        self.channel: BrokerChannel | None = None
+        """This slave's actor channel, handed to the master with every request."""
+        self.stopped = False
+        """Set when this broker stops following the master (a role change): `run` ends."""
 
     def reachable(self) -> bool:
         """The master answered within the last two poll waits plus a second."""
@@ -119,8 +131,8 @@ class HAClient:
             raise
 
     async def run(self) -> None:
-        """Replicate until cancelled (the broker's shutdown)."""
-        while True:
+        """Replicate until cancelled (the broker's shutdown) or `stopped`."""
+        while not self.stopped:
             try:
                 await self.replicate_once()
             except (RayError, TimeoutError, ValueError, ReplicationError, OSError) as e:
@@ -133,7 +145,7 @@ class HAClient:
         if self.first_request_ms is None:
             self.first_request_ms = self.clock()
         reply = await self._call("ha_transfer", self.slave_id, self.store.size_bytes(), cfg.ha_transfer_batch_bytes,
-                                 cfg.ha_poll_wait_ms)
+                                 cfg.ha_poll_wait_ms, self.channel)
         if "error" in reply:
             raise ReplicationError(f"master {self.master_name}: {reply['error']}: {reply['remark']}")
         data: bytes = reply["data"]

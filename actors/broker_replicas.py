@@ -191,6 +191,7 @@ class ReplicasManager:
                           applied.remark)
         my_id = self.metadata.broker_id
         self.owner.role.broker_id = my_id
+        await self.heartbeat()  # alive before anything is decided: an election must count this replica
         reg = await self._call("register_broker", self.cluster_name, self.broker_name, my_id, self.addr)
         if reg is None or not reg.ok:
             return False
@@ -331,6 +332,7 @@ class ReplicasManager:
             await asyncio.sleep(RETRY_S)
         client = HAClient(my_id, actor, self.namespace, owner.store, owner.topics, owner.offsets,
                           owner.processor.hold, owner.config, owner.clock)
+        client.channel = self.channel
         owner.ha_client = client
         owner.role.master_reachable = client.reachable
         await client.run()
@@ -373,10 +375,14 @@ class ReplicasManager:
         return True
 
     async def _stop_replicating(self) -> None:
+        """Stop following the master; returns once no batch of it can be appended any more (one
+        being appended in a thread finishes first: the caller's flush waits for it)."""
         task, self._ha_task = self._ha_task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if self.owner.ha_client is not None:
+            self.owner.ha_client.stopped = True
+        while task is not None and not task.done():
+            task.cancel()  # again if need be: wait_for may swallow a cancel racing its result (bpo-42130)
+            await asyncio.wait([task], timeout=0.1)
         self.owner.ha_client = None
         self.owner.role.master_reachable = lambda: False
 

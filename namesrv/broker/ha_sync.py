@@ -51,11 +51,17 @@ class SyncStateSet:
         self.epoch += 1
         return True
 
+    def forget(self, slave_id: int) -> None:
+        """The slave is definitely gone (its actor died): stale at once, rejoins once caught up."""
+        self.caught_up_ms.pop(slave_id, None)
+        self._last_request.pop(slave_id, None)
+        self.acks.pop(slave_id, None)
+
     def stale(self) -> set[int]:
         """The members not caught up for longer than the limit."""
         now = self.clock()
         return {s for s in self.members if s != self.master_id
-                and now - self.caught_up_ms.get(s, 0) > self.max_not_catchup_ms}
+                and (s not in self.caught_up_ms or now - self.caught_up_ms[s] > self.max_not_catchup_ms)}
 
     def shrink(self) -> set[int]:
         """Remove (and return) the members not caught up for longer than the limit."""

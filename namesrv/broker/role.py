@@ -130,6 +130,12 @@ class RoleGuard:
         self.sync.on_request(slave_id, ack_offset, master_end)
         self._wake()
 
+    def slave_gone(self, slave_id: int) -> None:
+        """A slave's actor died: it leaves the SyncStateSet now (controlled: once the controller
+        agreed, on the replicas manager's next step)."""
+        self.sync.forget(slave_id)
+        self.shrink()
+
     def shrink(self) -> set[int]:
         if self.controlled:
             return set()
