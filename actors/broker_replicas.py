@@ -45,7 +45,7 @@ from ray.exceptions import RayError
 from actors.broker_ha import HAClient
 from actors.control_loop import ControlLoop
 from actors.controller_actor import CONTROLLER_NAME
-from actors.handles import ActorHandles
+from actors.handles import ActorHandles, is_tcp_address
 from actors.housekeeping import BrokerChannel
 from namesrv.broker.broker_metadata import BrokerMetadata, load_metadata, save_metadata
 from namesrv.broker.commit_log import CommitLog
@@ -92,11 +92,6 @@ class ReplicaOwner(Protocol):
     async def stop_master_services(self) -> None: ...
 
     async def reregister(self, broker_id: int, epoch: int) -> dict[str, str]: ...
-
-
-def is_tcp_address(addr: str) -> bool:
-    _, sep, port = addr.rpartition(":")
-    return bool(sep) and port.isdigit()
 
 
 class ReplicasManager:

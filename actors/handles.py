@@ -9,6 +9,14 @@ from typing import Any
 
 import ray
 
+ACTOR_PING_TIMEOUT_S = 5.0
+
+
+def is_tcp_address(addr: str) -> bool:
+    """`host:port` (a broker serving TCP); otherwise a Ray-only broker's address is its actor name."""
+    _, sep, port = addr.rpartition(":")
+    return bool(sep) and port.isdigit()
+
 
 class ActorHandles:
     """Thread-safe: producers call from many threads, actors from their event loop (`aget`)."""
@@ -16,6 +24,7 @@ class ActorHandles:
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
         self._handles: dict[str, Any] = {}
+        self._addr_to_actor: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def get(self, name: str) -> Any:
@@ -40,3 +49,33 @@ class ActorHandles:
         """The actor behind `name` died: the next `get` looks it up again."""
         with self._lock:
             self._handles.pop(name, None)
+            for addr in [a for a, n in self._addr_to_actor.items() if n == name]:
+                del self._addr_to_actor[addr]
+
+    def broker_actor(self, broker_name: str, addr: str) -> str:
+        """The actor name of the broker of set `broker_name` at route address `addr`: the address
+        itself for a Ray-only broker; for a TCP one, found among the set's actors
+        (`<brokerName>-<n>`) by asking each its address, then cached. After a failover the master
+        (brokerId 0 in routes) is whichever replica the controller chose, so the name cannot be
+        derived from the id. Blocking; raises ValueError when no live actor has that address."""
+        if not is_tcp_address(addr):
+            return addr
+        with self._lock:
+            known = self._addr_to_actor.get(addr)
+        if known is not None:
+            return known
+        prefix = f"{broker_name}-"
+        for entry in ray.util.list_named_actors(all_namespaces=True):
+            name = entry["name"]
+            if entry["namespace"] != self.namespace or not name.startswith(prefix) or not name[len(prefix):].isdigit():
+                continue
+            try:
+                found = ray.get(self.get(name).ping.remote(), timeout=ACTOR_PING_TIMEOUT_S)
+            except Exception:  # dead, restarting or not a broker: not this address
+                self.forget(name)
+                continue
+            with self._lock:
+                self._addr_to_actor[found] = name
+            if found == addr:
+                return name
+        raise ValueError(f"no live broker actor of {broker_name} serves {addr}")

@@ -42,8 +42,10 @@ ROUTE_LOG_KEPT = 10_000
 
 
 class RayBrokerTransport:
-    """Sends to broker actors over Ray; a route's broker is found by its actor name (the master of
-    broker group X is `broker_actor_name(X, 0)`), whatever address it advertises to TCP clients."""
+    """Sends to broker actors over Ray; a route's broker is found by its address: a Ray-only
+    broker's address is its actor name; a TCP broker's actor is looked up once by its address
+    (`ActorHandles.broker_actor`), since after a failover brokerId 0 of set X is whichever replica
+    the controller chose, not `broker_actor_name(X, 0)`."""
 
     def __init__(self, namespace: str, credentials: SessionCredentials | None = None) -> None:
         self.namespace = namespace
@@ -64,6 +66,14 @@ class RayBrokerTransport:
         except ValueError as e:
             raise RemotingError(f"broker {actor_name} not found") from e
 
+    def actor_of(self, broker_name: str, broker_addr: str) -> str:
+        """The actor behind a route's `broker_addr` (falls back to `broker_actor_name(X, 0)` when no
+        live actor serves that TCP address: the send then fails as unavailable and is retried)."""
+        try:
+            return self._handles.broker_actor(broker_name, broker_addr)
+        except (ValueError, RayError):
+            return broker_actor_name(broker_name, MASTER_ID)
+
     def forget(self, actor_name: str) -> None:
         self._handles.forget(actor_name)
 
@@ -75,7 +85,7 @@ class RayBrokerTransport:
                                   "auth": self._auth(mq, msg, msg_id, default_topic)}
         if default_topic is not None:
             kwargs["default_topic"] = default_topic
-        name = broker_actor_name(mq.broker_name, MASTER_ID)
+        name = self.actor_of(mq.broker_name, broker_addr)
         try:
             ref = self.handle(name).send_message.remote(mq.topic, mq.queue_id, bytes(msg.body), **kwargs)
         except RayError as e:  # refused at submission (e.g. too many pending calls)
@@ -100,7 +110,7 @@ class RayBrokerTransport:
                           f["queueId"]), f["queueOffset"])
 
     def send_oneway(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str) -> None:
-        self.handle(broker_actor_name(mq.broker_name, MASTER_ID)).send_message.remote(
+        self.handle(self.actor_of(mq.broker_name, broker_addr)).send_message.remote(
             mq.topic, mq.queue_id, bytes(msg.body), properties=msg.wire_properties(), msg_id=msg_id,
             auth=self._auth(mq, msg, msg_id, None),
         )

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import ray
 
-from actors.broker_actor import broker_actor_name
+from actors.handles import ActorHandles
 from clients.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.client.message import MessageQueue
@@ -88,17 +88,18 @@ class PullConsumer:
         self.timeout_s = timeout_s
         self.consumer_group = consumer_group
         self.credentials = credentials
+        self._handles = ActorHandles(namespace)
 
     def fetch_subscribe_message_queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
         """Readable queues with the broker actor to read each from (the master, else the lowest slave)."""
         route, _ = self.namesrv.get_topic_route(topic)
-        readers = {bd.broker_name: bd.select_broker_id() for bd in route.broker_datas}
+        readers = {bd.broker_name: bd.select_broker_addr() for bd in route.broker_datas}
         out: list[tuple[MessageQueue, str]] = []
         for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-            broker_id = readers.get(qd.broker_name)
-            if not is_readable(qd.perm) or broker_id is None:
+            addr = readers.get(qd.broker_name)
+            if not is_readable(qd.perm) or addr is None:
                 continue
-            actor = broker_actor_name(qd.broker_name, broker_id)
+            actor = self._handles.broker_actor(qd.broker_name, addr)  # the replica at that address
             out.extend((MessageQueue(topic, qd.broker_name, i), actor) for i in range(qd.read_queue_nums))
         return out
 

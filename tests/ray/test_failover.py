@@ -18,6 +18,8 @@ from ray.exceptions import RayActorError
 
 from actors.controller import controller_config, start_controller
 from actors.launcher import BrokerSpec, Deployment
+from clients.consumer import PullConsumer
+from clients.producer import Message, MQClientError, Producer
 from namesrv.protocol.codes import ResponseCode
 from tests.ray.helpers import DeploymentFactory, stopped, wait_for_route_everywhere, wait_until
 
@@ -28,7 +30,7 @@ HA = {"slave_sync_interval_ms": 200, "slave_read_enable": True, "ha_poll_wait_ms
 
 
 def status(dep: Deployment, broker: str) -> dict[str, Any]:
-    return ray.get(dep.brokers[broker].status.remote(), timeout=30)
+    return ray.get(dep.brokers[dep.addr_of(broker)].status.remote(), timeout=30)
 
 
 def deploy(deployments: DeploymentFactory, **overrides: Any) -> Deployment:
@@ -162,3 +164,49 @@ def test_controller_killed_during_failover_election_waits_for_its_restart(deploy
     promoted = [e for e in status(dep, A1)["role_log"] if e["role"] == "SYNC_MASTER"]
     assert promoted[0]["atMs"] > killed_ms
     assert all(r.ok for r in send(dep, A1, 4, start=50))
+
+
+@pytest.mark.timeout(240)
+def test_ray_producer_and_consumer_follow_the_new_master_over_tcp_addresses(deployments: DeploymentFactory) -> None:
+    """TCP brokers (routes carry host:port): the Ray-native producer keeps sending to brokerName
+    broker-a through a master kill, and a consumer then reads every acknowledged message from the
+    new master at the offsets the producer was told."""
+    dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=2,
+                             controller=True, broker_overrides=HA, broker_port=0)
+    wait_until(lambda: status(dep, A0)["role"] == "SYNC_MASTER" and
+               len(status(dep, A0)["controller"]["sync_state_set"]) == 2, 30, "a master with its slave in sync")
+    assert ray.get(dep.brokers[dep.addr_of(A0)].create_topic.remote(TOPIC, 4, 4), timeout=30).ok
+    wait_for_route_everywhere(dep, TOPIC, routes_master_to(dep.addr_of(A0)), 15, "broker-a-0 as brokerId 0")
+    producer = Producer("fo-producer", namesrv=list(dep.namesrvs), namespace=dep.spec.namespace,
+                        instance_name="fo-producer")
+    producer.start()
+    acked: dict[tuple[int, int], bytes] = {}
+    failures = 0
+
+    def send_some(n: int, start: int) -> None:
+        nonlocal failures
+        for i in range(start, start + n):
+            body = f"p{i}".encode()
+            try:
+                r = producer.send(Message(TOPIC, body))
+            except MQClientError:
+                failures += 1
+                continue
+            if r.send_status == "SEND_OK":
+                acked[(r.message_queue.queue_id, r.queue_offset)] = body
+
+    try:
+        send_some(30, 0)
+        dep.kill_broker(A0)
+        deadline = time.monotonic() + 30
+        after_kill = len(acked)
+        i = 1000
+        while len(acked) < after_kill + 20 and time.monotonic() < deadline:
+            send_some(1, i)
+            i += 1
+        assert len(acked) >= after_kill + 20, f"sends did not resume: {failures} failures"
+    finally:
+        producer.shutdown()
+    held = {(m.queue_id, m.queue_offset): m.body
+            for m in PullConsumer(dep.spec.namespace, list(dep.namesrvs)).consume_all(TOPIC)}
+    assert {k: held.get(k) for k in acked} == acked
