@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-import ray
 from ray.exceptions import RayError
 
 from actors.broker_ha import HAClient
@@ -124,7 +123,6 @@ class ReplicasManager:
         self.diverged: str | None = None
         self._lock = asyncio.Lock()
         self._ha_task: asyncio.Task[None] | None = None
-        self._actors: dict[str, str] = {}
 
     @property
     def broker_id(self) -> int | None:
@@ -382,28 +380,13 @@ class ReplicasManager:
         self.owner.role.master_reachable = lambda: False
 
     async def actor_of(self, addr: str) -> str | None:
-        """The actor name of the broker at `addr`: the address itself without TCP; else found among
-        this set's named actors (`<brokerName>-<n>`) by asking each for its address."""
+        """The actor name of this set's broker at `addr` (ActorHandles.broker_actor), None if none."""
         if not is_tcp_address(addr):
             return addr
-        if addr in self._actors:
-            return self._actors[addr]
-        named = await asyncio.to_thread(ray.util.list_named_actors, True)
-        prefix = f"{self.broker_name}-"
-        for entry in named:
-            name = entry["name"]
-            if entry["namespace"] != self.namespace or not name.startswith(prefix) \
-                    or not name[len(prefix):].isdigit():
-                continue
-            try:
-                handle = await self._handles.aget(name)
-                found = await asyncio.wait_for(handle.ping.remote(), CALL_TIMEOUT_S)
-            except (RayError, TimeoutError, ValueError):
-                continue
-            self._actors[found] = name
-            if found == addr:
-                return name
-        return None
+        try:
+            return await asyncio.to_thread(self._handles.broker_actor, self.broker_name, addr)
+        except (ValueError, RayError):
+            return None
 
     # ------------------------------------------------------------------ inspection
     def epoch_entries(self) -> dict[str, Any]:

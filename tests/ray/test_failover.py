@@ -155,6 +155,10 @@ def test_controller_killed_during_failover_election_waits_for_its_restart(deploy
     dep = deploy(deployments)
     assert all(r.ok for r in send(dep, A0, 12))
     ray.kill(dep.controller, no_restart=True)
+    time.sleep(1.5)  # heartbeats and the long poll fail meanwhile: roles, sends and routes stay
+    assert all(r.ok for r in send(dep, A0, 6, start=20))
+    assert status(dep, A0)["role"] == "SYNC_MASTER" and status(dep, A1)["role"] == "SLAVE"
+    wait_for_route_everywhere(dep, TOPIC, routes_master_to(A0), 5, "broker-a-0 still brokerId 0")
     killed_ms = int(time.time() * 1000)
     dep.kill_broker(A0)
     time.sleep(2.0)
