@@ -462,7 +462,8 @@ def test_config_defaults_blacklist_and_strictness() -> None:
 
 def test_unknown_fields_are_ignored_as_fastjson_ignores_them() -> None:
     """A RocketMQ 5.x broker's body carries fields this NameServer has no use for (topic attributes,
-    DataVersion.stateVersion, static-topic queue mappings): accepted and ignored, as fastjson does."""
+    static-topic queue mappings): accepted and ignored, as fastjson does. DataVersion.stateVersion
+    (a controller-mode master's epoch) is kept."""
     wrapper = TopicConfigSerializeWrapper.model_validate({
         "topicConfigTable": {"T": {"topicName": "T", "attributes": {}, "readQueueNums": 4, "writeQueueNums": 4,
                                    "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
@@ -472,4 +473,5 @@ def test_unknown_fields_are_ignored_as_fastjson_ignores_them() -> None:
     })
     assert wrapper.data_version == DataVersion(7, 2)
     assert wrapper.topic_config_table["T"].read_queue_nums == 4
-    assert parse_data_version({"timestamp": 1, "counter": 2, "stateVersion": 3}) == DataVersion(1, 2)
+    # stateVersion is RocketMQ 5's (a controller-mode master's epoch): kept, not ignored
+    assert parse_data_version({"timestamp": 1, "counter": 2, "stateVersion": 3}) == DataVersion(1, 2, 3)
