@@ -214,3 +214,23 @@ def test_ray_producer_and_consumer_follow_the_new_master_over_tcp_addresses(depl
     held = {(m.queue_id, m.queue_offset): m.body
             for m in PullConsumer(dep.spec.namespace, list(dep.namesrvs)).consume_all(TOPIC)}
     assert {k: held.get(k) for k in acked} == acked
+
+
+@pytest.mark.timeout(240)
+def test_a_paused_master_is_deposed_and_fences_when_it_wakes(deployments: DeploymentFactory) -> None:
+    """SIGSTOP of the master past the heartbeat timeout: the controller elects the slave; the old
+    master, resumed, learns it was deposed, answers nothing it stored meanwhile as acknowledged,
+    becomes a slave of the new master and ends with its log."""
+    dep = deploy(deployments)
+    assert all(r.ok for r in send(dep, A0, 12))
+    pid = dep.broker_pid(A0)
+    with stopped(pid):
+        late = dep.brokers[A0].send_message.remote(TOPIC, 1, b"sent-to-a-paused-master")
+        wait_until(lambda: status(dep, A1)["role"] == "SYNC_MASTER", 20, "the slave elected while the master sleeps")
+        assert all(r.ok for r in send(dep, A1, 6, start=200))
+    assert not ray.get(late, timeout=30).ok  # never acknowledged by a deposed master
+    wait_until(lambda: status(dep, A0)["role"] == "SLAVE", 15, "the woken master fenced")
+    wait_until(lambda: status(dep, A0)["max_offset"] == status(dep, A1)["max_offset"], 30, "the old master caught up")
+    assert log_bytes(dep, A0) == log_bytes(dep, A1)
+    epochs = [e["epoch"] for e in status(dep, A0)["role_log"]]
+    assert epochs == sorted(epochs) and status(dep, A0)["masterEpoch"] == status(dep, A1)["masterEpoch"]
