@@ -36,27 +36,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Coroutine
+from typing import Any
 
 from ray.exceptions import RayError
 
 from actors.broker_ha import HAClient
-from actors.control_loop import ControlLoop
 from actors.controller_actor import CONTROLLER_NAME
 from actors.handles import ActorHandles, is_tcp_address
 from actors.housekeeping import BrokerChannel
+from actors.replica_owner import ReplicaOwner
 from namesrv.broker.broker_metadata import BrokerMetadata, load_metadata, save_metadata
-from namesrv.broker.commit_log import CommitLog
-from namesrv.broker.config import BrokerConfig
-from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.epoch_cache import EpochEntry, EpochFileCache, find_consistent_point
-from namesrv.broker.processor import BrokerProcessor
-from namesrv.broker.processor_types import BrokerIdentity
-from namesrv.broker.role import RoleGuard
+from namesrv.broker.ha import ReplicationError
 from namesrv.broker.store_types import BrokerRole
-from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.clock import Clock
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.protocol.constants import MASTER_ID
 
@@ -69,28 +62,6 @@ RETRY_S = 0.3
 SYNC_STATE_INTERVAL_S = 0.2
 SENDS_DRAIN_S = 5.0
 MASTER_EPOCH_WAIT_S = 5.0
-
-
-class ReplicaOwner(Protocol):
-    """What the replicas manager needs of its broker (actors.broker_controller.BrokerController)."""
-
-    identity: BrokerIdentity
-    store_dir: Path
-    store: CommitLog
-    role: RoleGuard
-    config: BrokerConfig
-    processor: BrokerProcessor
-    topics: TopicConfigManager
-    offsets: ConsumerOffsetManager
-    clock: Clock
-    loop: ControlLoop
-    ha_client: HAClient | None
-
-    def start_master_services(self) -> None: ...
-
-    async def stop_master_services(self) -> None: ...
-
-    async def reregister(self, broker_id: int, epoch: int) -> dict[str, str]: ...
 
 
 class ReplicasManager:
@@ -146,7 +117,7 @@ class ReplicasManager:
     # ------------------------------------------------------------------ joining
     async def run(self) -> None:
         """Join the controller, then follow its role changes until cancelled (shutdown)."""
-        while not await self._join():
+        while not await self._guarded(self._join()):
             await asyncio.sleep(RETRY_S)
         self.registered = True
         while True:
@@ -158,7 +129,17 @@ class ReplicasManager:
                 continue
             for result in changes.values():
                 if result.ok:
-                    await self.apply(result.header, result.body)
+                    await self._guarded(self.apply(result.header, result.body))
+
+    async def _guarded(self, step: Coroutine[Any, Any, bool | None]) -> bool:
+        """A step whose failure (a store or epoch file that could not be written) is logged and
+        retried by the next change or heartbeat, instead of ending the follow loop."""
+        try:
+            return bool(await step)
+        except (OSError, ValueError, ReplicationError) as e:  # EpochCacheError, BrokerMetadataError: ValueErrors
+            log.exception("%s: controller-mode step failed: %s", self.addr, e)
+            await asyncio.sleep(RETRY_S)
+            return False
 
     async def _join(self) -> bool:
         if self.metadata is None:
@@ -281,6 +262,8 @@ class ReplicasManager:
         cache = self.epoch_cache
 
         def record_term() -> None:
+            if cache.last_epoch() == epoch:
+                return  # this term is recorded already (the master restarted within its own term)
             cache.truncate_suffix_by_offset(end + 1)  # the old master's terms this log never reached
             cache.append_entry(epoch, end)
 
@@ -315,7 +298,11 @@ class ReplicasManager:
         while True:
             actor = await self.actor_of(master_addr)
             if actor is not None:
-                reconciled = await self._reconcile(actor, epoch)
+                try:
+                    reconciled = await self._reconcile(actor, epoch)
+                except (OSError, ValueError, ReplicationError) as e:  # retried: nothing copied before it
+                    log.exception("%s: reconciling with %s failed: %s", self.addr, actor, e)
+                    reconciled = False
                 if reconciled is None:
                     return  # diverged: reported, nothing copied
                 if reconciled:
