@@ -796,6 +796,20 @@ def test_pickup_returns_copies_that_cannot_change_the_tables(rim: RouteInfoManag
     assert rim.dump_tables() == before
 
 
+def test_routes_share_one_copy_per_group_version_and_a_change_makes_a_new_one(rim: RouteInfoManager) -> None:
+    register(rim, "TopicA", "TopicB")
+    a, b = rim.pickup_topic_route_data("TopicA"), rim.pickup_topic_route_data("TopicB")
+    assert a is not None and b is not None
+    assert a.broker_datas[0] is b.broker_datas[0]  # one copy per group, not one per route
+    assert a.broker_datas[0] is not rim.broker_addr_table[BROKER_A]
+
+    register_slave_a(rim, "TopicA", "TopicB")
+    a2 = rim.pickup_topic_route_data("TopicA")
+    assert a2 is not None and a2.broker_datas[0] is not a.broker_datas[0]
+    assert a2.broker_datas[0].broker_addrs == {0: MASTER_A, 1: SLAVE_A}
+    assert a.broker_datas[0].broker_addrs == {0: MASTER_A}  # a route handed out earlier never changes
+
+
 def test_pickup_unknown_topic_is_none(rim: RouteInfoManager) -> None:
     assert rim.pickup_topic_route_data("Nothing") is None
     register(rim, "TopicA")
