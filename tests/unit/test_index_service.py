@@ -1,0 +1,146 @@
+"""The message index (namesrv.broker.index_service): keys and unique keys to commit-log offsets,
+files of bounded size, time ranges, and what a crash leaves: a file rolled back to its checkpoint,
+a file made after it deleted, a torn one rebuilt, and the commit log re-feeding the index from the
+index's own end offset."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from namesrv.broker.commit_log import CommitLog, MessageInner
+from namesrv.broker.index_file import ENTRY, HEADER, SLOT, IndexFile, key_hash
+from namesrv.broker.index_service import CHECKPOINT, IndexService, message_keys
+from namesrv.clock import ManualClock
+
+
+def rec(topic: str, ts: int, uniq: str = "", keys: str | None = None, sys_flag: int = 0) -> list[Any]:
+    props = {"KEYS": keys} if keys is not None else {}
+    return [topic, 0, 0, ts, uniq, props, b"", 0, sys_flag, 0, "", 0]
+
+
+def feed(index: IndexService, records: list[list[Any]], start: int = 0, size: int = 100) -> int:
+    pos = start
+    for fields in records:
+        index.dispatch(fields, pos, size)
+        pos += size
+    return pos
+
+
+def test_message_keys_uniq_then_keys_once_and_rollback_skipped() -> None:
+    assert message_keys(rec("T", 1, "U1", "a b  a")) == ["U1", "a", "b"]
+    assert message_keys(rec("T", 1, "", "")) == []
+    assert message_keys(rec("T", 1, "U1", "a", sys_flag=0xC)) == []  # TRANSACTION_ROLLBACK_TYPE
+    assert message_keys(rec("T", 1, "U1", "a", sys_flag=0x4)) == ["U1", "a"]  # prepared: indexed
+
+
+def test_query_by_key_topic_time_range_and_limit(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=16, entries=1000)
+    feed(index, [rec("T", 10 + i, f"U{i}", f"k{i % 3} all") for i in range(30)] + [rec("Other", 50, "X", "k0")])
+    assert index.query("T", "U7", 10) == [700]
+    assert index.query("T", "k1", 100) == [100 * i for i in range(28, -1, -3)]  # newest first
+    assert index.query("T", "all", 5) == [2900, 2800, 2700, 2600, 2500]
+    assert index.query("T", "all", 100, begin=15, end=17) == [700, 600, 500]
+    assert index.query("Other", "k0", 10) == [3000]
+    assert index.query("T", "missing", 10) == []
+    assert index.max_phy_offset == 3100
+    assert index.last_update() == (50, 3100)
+
+
+def test_files_roll_when_full_and_queries_span_them(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=4, entries=5)
+    feed(index, [rec("T", i, "", "same") for i in range(12)])
+    assert index.file_count() == 3
+    assert index.query("T", "same", 100) == [100 * i for i in range(11, -1, -1)]
+    assert sorted(p.name for p in tmp_path.glob("*.idx")) == [f"{0:020d}.idx", f"{500:020d}.idx", f"{1000:020d}.idx"]
+
+
+def test_flush_close_reopen_resumes_from_its_end(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=8, entries=50)
+    end = feed(index, [rec("T", i, f"U{i}", "k") for i in range(10)])
+    index.close()
+    again = IndexService(tmp_path, slots=8, entries=50)
+    assert again.recovery.resume_offset == end and not again.recovery.rolled_back
+    assert again.query("T", "U3", 5) == [300]
+    feed(again, [rec("T", 0, "U0", "k")], start=0)  # already indexed: skipped
+    assert again.query("T", "k", 100) == [100 * i for i in range(9, -1, -1)]
+
+
+def test_kill_after_checkpoint_rolls_back_then_refeeds(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=8, entries=50)
+    mid = feed(index, [rec("T", i, f"U{i}", "k") for i in range(5)])
+    index.flush()
+    end = feed(index, [rec("T", i, f"V{i}", "k") for i in range(5)], start=mid)
+    # a kill -9: nothing more reaches the checkpoint, the mapped pages are all there
+    again = IndexService(tmp_path, slots=8, entries=50)
+    assert again.recovery.rolled_back == [f"{0:020d}.idx"] and again.recovery.resume_offset == mid
+    assert again.query("T", "V1", 5) == [] and again.query("T", "k", 100) == [400, 300, 200, 100, 0]
+    assert feed(again, [rec("T", i, f"V{i}", "k") for i in range(5)], start=mid) == end
+    assert again.query("T", "V1", 5) == [mid + 100]
+    assert again.query("T", "k", 100) == [100 * i for i in range(9, -1, -1)]
+
+
+def test_file_made_after_the_checkpoint_is_deleted(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=4, entries=3)
+    mid = feed(index, [rec("T", i, "", "k") for i in range(3)])
+    index.flush()
+    feed(index, [rec("T", i, "", "k") for i in range(3)], start=mid)  # a second file, never checkpointed
+    again = IndexService(tmp_path, slots=4, entries=3)
+    assert again.recovery.deleted == [f"{mid:020d}.idx"] and again.recovery.resume_offset == mid
+    assert again.query("T", "k", 10) == [200, 100, 0]
+
+
+def test_torn_entry_past_the_checkpoint_rebuilds_the_file(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=4, entries=20)
+    mid = feed(index, [rec("T", i, "", "k") for i in range(3)])
+    index.flush()
+    feed(index, [rec("T", 9, "", "k")], start=mid)
+    path = tmp_path / f"{0:020d}.idx"
+    # a machine crash: the slot's page reached the disk, the new entry's did not
+    with open(path, "r+b") as f:
+        f.seek(HEADER.size + SLOT.size * 4 + ENTRY.size * 4)
+        f.write(b"\x00" * ENTRY.size)
+    again = IndexService(tmp_path, slots=4, entries=20)
+    assert again.recovery.deleted == [path.name] and again.recovery.resume_offset == 0
+    assert again.query("T", "k", 10) == []
+
+
+def test_truncate_forgets_what_was_cut(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=4, entries=3)
+    feed(index, [rec("T", i, f"U{i}", "") for i in range(7)])
+    assert index.file_count() == 3
+    index.truncate_to(350)
+    assert index.max_phy_offset == 350 and index.file_count() == 2
+    feed(index, [rec("T", 1, "W", "")], start=350)
+    again_end = index.max_phy_offset
+    index.close()
+    again = IndexService(tmp_path, slots=4, entries=3)
+    assert again.recovery.resume_offset == again_end and again.query("T", "W", 3) == [350]
+
+
+def test_index_file_rejects_a_bad_header(tmp_path: Path) -> None:
+    path = tmp_path / f"{0:020d}.idx"
+    IndexFile(path, 4, 4, begin_phy_offset=0).close()
+    with open(path, "r+b") as f:
+        f.write(b"XXXX")
+    (tmp_path / CHECKPOINT).write_text(json.dumps({"files": {path.name: [0, 0, 0, 0, 0]}}))
+    again = IndexService(tmp_path, slots=4, entries=4)
+    assert again.recovery.deleted == [path.name]
+
+
+def test_commit_log_indexes_appends_and_rebuilds_after_a_kill(tmp_path: Path) -> None:
+    clock = ManualClock(1000)
+    log = CommitLog(tmp_path, clock=clock)
+    results = [log.append(MessageInner("T", i % 2, b"x", {"KEYS": f"order-{i % 5}"}, f"ID{i}")) for i in range(20)]
+    assert log.index.query("T", "ID7", 1) == [results[7].commit_log_offset]
+    log.index.flush()
+    more = [log.append(MessageInner("T", 0, b"y", {"KEYS": "late"}, f"L{i}")) for i in range(3)]
+    os.close(log._fd)  # a kill -9: no close, no checkpoint of the last three
+    again = CommitLog(tmp_path, clock=clock)
+    assert again.index.recovery.rolled_back
+    assert again.index.query("T", "late", 10) == [r.commit_log_offset for r in reversed(more)]
+    assert again.index.query("T", "order-2", 10) == [results[i].commit_log_offset for i in (17, 12, 7, 2)]
+    assert key_hash("T", "late") != key_hash("U", "late")
+    again.close()
