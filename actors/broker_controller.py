@@ -3,8 +3,7 @@
 It owns the topic config, the commit log, consumer offsets, the request processor, the remoting
 server clients dial, the registration with every NameServer, and one control loop of periodic
 steps: registration, flushing an ASYNC_FLUSH log, syncing the message index, persisting consumer
-offsets (off the loop),
-sampling the runtime stats once a second, and expiring silent clients.
+offsets (off the loop), sampling the runtime stats once a second, and expiring silent clients.
 """
 
 from __future__ import annotations

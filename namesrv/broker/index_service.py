@@ -44,6 +44,7 @@ DEFAULT_ENTRIES = 4_000_000
 of entries, sparse until written."""
 KEY_SEPARATOR = " "
 KEYS = "KEYS"
+UNIQ_KEY = "UNIQ_KEY"
 TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
 TRANSACTION_TYPE_MASK = 0x3 << 2
 CHECKPOINT = "checkpoint"
@@ -66,10 +67,10 @@ def message_keys(fields: list[Any]) -> list[str]:
     if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
         return []
     keys: list[str] = []
-    uniq = fields[4]
+    props = fields[5]
+    uniq = fields[4] or (props.get(UNIQ_KEY) if isinstance(props, Mapping) else None)
     if isinstance(uniq, str) and uniq:
         keys.append(uniq)
-    props = fields[5]
     if isinstance(props, Mapping):
         raw = props.get(KEYS)
         if isinstance(raw, str):
