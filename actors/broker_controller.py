@@ -152,6 +152,7 @@ class BrokerController:
                         self.registrar.register_broker_all, initial_delay_s=cfg.register_initial_delay_ms / 1000)
         if cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
+        self.loop.every("sample-stats-items", SAMPLE_INTERVAL_S, self.processor.context.stats_items.sample)
         self.loop.every("flush-index", INDEX_FLUSH_INTERVAL_S, self._flush_index)
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
         self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,

@@ -1,7 +1,8 @@
 """RocketMQ's mqadmin verbs as `namesrv` subcommands, under mqadmin's names and option letters: the
-argument types and the parsers; the verbs live by family in `mqadmin_cluster`, `mqadmin_topic` and
-`mqadmin_namesrv`, all on the one admin client (`clients.admin.client.DefaultMQAdminExt`). The
-older `namesrv route` / `namesrv topic` (clients.admin.cli) are aliases on that same client.
+argument types and the parsers; the verbs live by family in `mqadmin_cluster`, `mqadmin_topic`,
+`mqadmin_stats`, `mqadmin_message` and `mqadmin_namesrv`, all on the one admin client
+(`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` / `namesrv topic`
+(clients.admin.cli) are aliases on that same client.
 
 Each reaches the cluster one of two ways: `-n "127.0.0.1:9876;127.0.0.1:9877"` speaks RocketMQ's
 remoting protocol to those NameServers (and, for updateTopic/deleteTopic, to the brokers' TCP
@@ -18,6 +19,7 @@ import argparse
 from collections.abc import Callable
 
 from clients.admin.mqadmin_cluster import cmd_broker_status, cmd_cluster_list
+from clients.admin.mqadmin_message import add_message_verbs
 from clients.admin.mqadmin_namesrv import (
     cmd_delete_kv_config,
     cmd_get_namesrv_config,
@@ -29,6 +31,7 @@ from clients.admin.mqadmin_stats import (
     cmd_consumer_connection,
     cmd_consumer_progress,
     cmd_get_broker_config,
+    cmd_stats_all,
     cmd_topic_cluster_list,
     cmd_topic_status,
 )
@@ -139,6 +142,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker (host:port)")
     which.add_argument("-c", "--clusterName", dest="cluster", type=cluster_arg, help="every master of this cluster")
+
+    p = verb("statsAll", "per topic and consumer group: backlog, in/out TPS over the last minute and 24-hour "
+             "counts (VIEW_BROKER_STATS_DATA, GET_CONSUME_STATS)", cmd_stats_all)
+    p.add_argument("-a", "--activeTopic", dest="active", action="store_true", help="only topics with traffic")
+    p.add_argument("-t", "--topic", type=topic_arg, default=None, help="only this topic")
+
+    add_message_verbs(verb, topic_arg)
 
     p = verb("topicList", "list every topic the NameServer knows", cmd_topic_list)
     p.add_argument("-c", "--clusterModel", dest="cluster_model", action="store_true",

@@ -125,6 +125,13 @@ class ViewMessageRequestHeader(Header):
     offset: int = Field(ge=0)
 
 
+class ViewBrokerStatsDataRequestHeader(Header):
+    """VIEW_BROKER_STATS_DATA (315): a stats set (TOPIC_PUT_NUMS, GROUP_GET_NUMS) and a key in it."""
+
+    stats_name: str = Field(min_length=1, max_length=64)
+    stats_key: str = Field(min_length=1, max_length=1024)
+
+
 class GetConsumeStatsRequestHeader(Header):
     consumer_group: GroupName
     topic: TopicName | None = None

@@ -79,6 +79,8 @@ class BrokerRequestCode(IntEnum):
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     """mqadmin / dashboard: the consumer groups of a topic (a GroupList)."""
     SEND_MESSAGE_V2 = 310
+    VIEW_BROKER_STATS_DATA = 315
+    """mqadmin statsAll: one topic's puts or one group's gets over a minute, an hour, a day."""
     SEND_BATCH_MESSAGE = 320
 
 
