@@ -136,7 +136,8 @@ class BrokerController:
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
-                                    lambda: self.processor.consumers, str(store_dir))
+                                    lambda: self.processor.consumers, str(store_dir),
+                                    lambda request, ctx, topic: self.processor.may_read(request, ctx, topic))
         self.pipeline.register(self.queries.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()

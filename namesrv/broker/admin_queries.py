@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from namesrv.broker.broker_context import MayRead, anyone_may_read
 from namesrv.broker.commit_log import CommitLog
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ConsumerManager, SubscriptionData
@@ -88,8 +89,11 @@ def _language(code: int) -> str:
 
 class AdminQueries:
     def __init__(self, identity: BrokerIdentity, config: BrokerConfig, topics: TopicConfigManager, store: CommitLog,
-                 offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager], store_dir: str) -> None:
-        """`consumers()` is the broker processor's live consumer table."""
+                 offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager], store_dir: str,
+                 may_read: MayRead = anyone_may_read) -> None:
+        """`consumers()` is the broker processor's live consumer table; `may_read` the ACL's check
+        of a topic the request does not name (the topic of the message VIEW_MESSAGE_BY_ID finds)."""
+        self.may_read = may_read
         self.identity = identity
         self.config = config
         self.topics = topics
@@ -186,12 +190,16 @@ class AdminQueries:
     def view_message_by_id(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         """VIEW_MESSAGE_BY_ID: the one message at a commit-log offset (the client decoded it from
         the offset message id), or SYSTEM_ERROR when no message starts there."""
-        return self._view_message(ViewMessageRequestHeader.from_ext(request.ext_fields, wire=True).offset)
+        offset = ViewMessageRequestHeader.from_ext(request.ext_fields, wire=True).offset
+        return self._view_message(request, ctx, offset)
 
-    async def _view_message(self, offset: int) -> RemotingResponse:
+    async def _view_message(self, request: RemotingRequest, ctx: RequestContext, offset: int) -> RemotingResponse:
         found = await asyncio.to_thread(self.store.get_by_commit_offset, offset)
         if found is None:
             return error(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        denied = self.may_read(request, ctx, found.topic)
+        if denied is not None:
+            return error(ResponseCode.NO_PERMISSION, denied)
         return RemotingResponse(body=encode_message_ext(found, self.identity.broker_addr))
 
     # ------------------------------------------------------------------ clients and groups
