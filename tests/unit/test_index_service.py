@@ -12,7 +12,7 @@ from typing import Any
 
 from namesrv.broker.commit_log import CommitLog, MessageInner
 from namesrv.broker.index_file import ENTRY, HEADER, SLOT, IndexFile, key_hash
-from namesrv.broker.index_service import CHECKPOINT, IndexService, message_keys
+from namesrv.broker.index_service import CHECKPOINT, IndexRecovery, IndexService, message_keys
 from namesrv.clock import ManualClock
 
 
@@ -144,3 +144,44 @@ def test_commit_log_indexes_appends_and_rebuilds_after_a_kill(tmp_path: Path) ->
     assert again.index.query("T", "order-2", 10) == [results[i].commit_log_offset for i in (17, 12, 7, 2)]
     assert key_hash("T", "late") != key_hash("U", "late")
     again.close()
+
+
+WRITER = """
+import sys
+from namesrv.broker.commit_log import CommitLog, MessageInner
+log = CommitLog(sys.argv[1])
+start = int(sys.argv[2])
+for i in range(start, start + 100_000):
+    log.append(MessageInner("T", i % 4, b"body", {"KEYS": f"k{i} shared"}, f"U{i}"))
+    print(i, flush=True)  # acknowledged: on disk (SYNC_FLUSH)
+    if i % 37 == 0:
+        log.index.flush()
+"""
+
+
+def test_sigkill_mid_write_loses_no_acknowledged_key(tmp_path: Path) -> None:
+    """A real kill -9 of a process appending and checkpointing the index, three times at different
+    points: every acknowledged message is found again by its key and by its unique key."""
+    import signal
+    import subprocess
+    import sys
+
+    acked: list[int] = []
+    recoveries: list[IndexRecovery] = []
+    for round_, kill_after in enumerate((150, 333, 71)):
+        start = acked[-1] + 1 if acked else 0
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(start)], stdout=subprocess.PIPE,
+                                text=True, cwd=Path(__file__).parents[2])
+        assert proc.stdout is not None
+        for _ in range(kill_after):
+            acked.append(int(proc.stdout.readline()))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        again = CommitLog(tmp_path)
+        recoveries.append(again.index.recovery)
+        missing = [i for i in acked if not again.query_message("T", f"k{i}", 1, 0, 2**63 - 1)
+                   or not again.query_message("T", f"U{i}", 1, 0, 2**63 - 1)]
+        assert not missing, (round_, missing[:5], again.index.recovery)
+        assert len(again.query_message("T", "shared", 64, 0, 2**63 - 1)) == 64
+        again.close()
+    assert any(r.rolled_back for r in recoveries), recoveries  # a kill between checkpoints was rolled back
