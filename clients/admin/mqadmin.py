@@ -1,6 +1,6 @@
 """RocketMQ's mqadmin verbs as `namesrv` subcommands, under mqadmin's names and option letters: the
 argument types and the parsers; the verbs live by family in `mqadmin_cluster`, `mqadmin_topic`,
-`mqadmin_stats`, `mqadmin_message` and `mqadmin_namesrv`, all on the one admin client
+`mqadmin_stats`, `mqadmin_stats_all`, `mqadmin_message` and `mqadmin_namesrv`, all on the one admin client
 (`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` / `namesrv topic`
 (clients.admin.cli) are aliases on that same client.
 
@@ -31,10 +31,10 @@ from clients.admin.mqadmin_stats import (
     cmd_consumer_connection,
     cmd_consumer_progress,
     cmd_get_broker_config,
-    cmd_stats_all,
     cmd_topic_cluster_list,
     cmd_topic_status,
 )
+from clients.admin.mqadmin_stats_all import cmd_stats_all
 from clients.admin.mqadmin_topic import cmd_delete_topic, cmd_topic_list, cmd_topic_route, cmd_update_topic
 from clients.cli_support import cluster_arg, positive_float, queue_count_arg, topic_arg
 from namesrv.protocol.constants import SYSTEM_TOPICS
@@ -130,8 +130,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = verb("consumerProgress", "a consumer group's offsets against each queue's, and its backlog "
              "(GET_CONSUME_STATS)", cmd_consumer_progress)
-    p.add_argument("-g", "--groupName", dest="group", required=True, type=group_arg)
-    p.add_argument("-t", "--topicName", dest="topic", type=topic_arg, default=None, help="only this topic")
+    p.add_argument("-g", "--groupName", dest="group", type=group_arg, default=None,
+                   help="this group's queues (default: one line per group)")
+    p.add_argument("-t", "--topicName", dest="topic", type=topic_arg, default=None, help="with -g: only this topic")
 
     p = verb("consumerConnection", "a consumer group's clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)",
              cmd_consumer_connection)

@@ -475,8 +475,16 @@ def test_the_query_verbs_over_tcp_and_ray(dep: Deployment, addr: str, capsys: py
             assert set(conn["subscriptionTable"]) == {"StatsTopic"}
             config = ask("getBrokerConfig", "-b", a)[a]
             assert config["brokerName"] == "broker-a" and config["flushDiskType"] == "SYNC_FLUSH"
+            every = ask("getBrokerConfig", "-c", "DefaultCluster")
+            assert set(every) == set(dep.brokers) and every[a]["brokerName"] == "broker-a"
+            overview = {r["group"]: r for r in ask("consumerProgress")}
+            assert (overview["StatsGroup"]["count"], overview["StatsGroup"]["diffTotal"]) == (1, 3)
+            assert overview["StatsGroup"]["type"] in ("PUSH", "PULL") and overview["StatsGroup"]["version"] != "OFFLINE"
         text = ok(tcp(addr, "consumerProgress", "-g", "StatsGroup"))
         assert "Diff Total: 3" in text and "#Consumer Offset" in text
+        text = ok(tcp(addr, "consumerProgress"))
+        assert text.split()[:7] == ["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff"]
+        assert "StatsGroup" in text
     fails(tcp(addr, "consumerConnection", "-g", "NoSuchGroup"), 1, "NoSuchGroup")
     fails(tcp(addr, "topicStatus", "-t", "NoSuchTopic"), 1, "NoSuchTopic")
 

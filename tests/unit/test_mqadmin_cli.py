@@ -159,6 +159,13 @@ def test_cluster_list_columns_are_derived_as_rocketmqs() -> None:
     assert runtime_columns({"earliestMessageTimeStamp": "-1"}, now)[5] == "0.00"
 
 
+def test_version_desc_is_mqversions() -> None:
+    from clients.admin.mqadmin_stats import version_desc
+
+    assert [version_desc(o) for o in (212, 213, 401, 412, 479, 611, 700)] == [
+        "V4_0_0_SNAPSHOT", "V4_0_0", "V4_9_4", "V5_0_0_SNAPSHOT", "V5_3_3", "V5_9_9", "HIGHER_VERSION"]
+
+
 def test_message_verbs_print_mqadmins_fields_and_refuse_bad_input() -> None:
     from clients.admin.mqadmin_message import human_time, java_map, message_json, message_text
     from clients.cli import build_parser
