@@ -17,6 +17,10 @@ off; a corrupt record in the middle is skipped by re-synchronising on the next r
 length and CRC check out, so later acknowledged records stay readable, and the damaged range is
 reported. The per-queue indexes (RocketMQ's consume queues: commit-log position, record size and store
 time per queue offset) are rebuilt from the scan, holding 20 bytes per message.
+
+Every record published (a batch once durable, a replica's append, each record recovery finds) goes
+through `_index_record`: its queue index entry, then the message index by key (`index`,
+namesrv.broker.index_service), which skips what it already holds and so resumes from its own end.
 """
 
 from __future__ import annotations
