@@ -45,6 +45,7 @@ from namesrv.protocol.broker_headers import (
     ViewMessageRequestHeader,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.codec import LanguageCode, ext_value
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -62,6 +63,9 @@ UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 DEFAULT_QUERY_MAX_NUM = 32
 MAX_MSGS_NUM_BATCH = 64
 """RocketMQ's MessageStoreConfig.defaultQueryMaxNum and maxMsgsNumBatch."""
+QUERY_BODY_MAX = MAX_FRAME_SIZE - 64 * 1024
+"""A QUERY_MESSAGE answer stops short of a frame's limit (RocketMQ would send a frame its own
+clients refuse: 64 messages of 4 MB); the newest messages are the ones kept."""
 NOT_SHOWN = frozenset({"credentials"})
 """Never answered: the broker's own account carries its secret key."""
 
@@ -184,8 +188,15 @@ class AdminQueries:
         if not found:
             return RemotingResponse(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
                                     ext_fields=ext)
-        return RemotingResponse(ext_fields=ext,
-                                body=b"".join(encode_message_ext(m, self.identity.broker_addr) for m in found))
+        parts: list[bytes] = []
+        total = 0
+        for m in found:  # newest first, as many as one frame holds (at least one: a message always fits)
+            part = encode_message_ext(m, self.identity.broker_addr)
+            if parts and total + len(part) > QUERY_BODY_MAX:
+                break
+            parts.append(part)
+            total += len(part)
+        return RemotingResponse(ext_fields=ext, body=b"".join(parts))
 
     def view_message_by_id(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         """VIEW_MESSAGE_BY_ID: the one message at a commit-log offset (the client decoded it from

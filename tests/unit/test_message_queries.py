@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.broker import admin_queries
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.message_codec import decode_offset_msg_id, offset_msg_id
 from namesrv.broker.message_decoder import decode_messages
@@ -53,6 +54,18 @@ def test_query_by_key_and_unique_key(setup: tuple[Broker, Admin]) -> None:
     uniq = admin.call(Code.QUERY_MESSAGE, topic="T", key="UID5", maxNum="1", beginTimestamp="0", endTimestamp=FOREVER,
                       _UNIQUE_KEY_QUERY="true")
     assert [m.body for m in decode_messages(uniq.body or b"")] == [b"m5"]
+
+
+def test_query_answer_stays_within_one_frame(setup: tuple[Broker, Admin], monkeypatch: pytest.MonkeyPatch) -> None:
+    broker, admin = setup
+    for i in range(5):
+        send(broker, bytes([65 + i]) * 1000, f"B{i}", "big")
+    monkeypatch.setattr(admin_queries, "QUERY_BODY_MAX", 2500)
+    answer = admin.call(Code.QUERY_MESSAGE, topic="T", key="big", maxNum="5", beginTimestamp="0", endTimestamp=FOREVER)
+    assert [m.body[:1] for m in decode_messages(answer.body or b"")] == [b"E", b"D"]  # the newest that fit
+    monkeypatch.setattr(admin_queries, "QUERY_BODY_MAX", 10)
+    answer = admin.call(Code.QUERY_MESSAGE, topic="T", key="big", maxNum="5", beginTimestamp="0", endTimestamp=FOREVER)
+    assert [m.body[:1] for m in decode_messages(answer.body or b"")] == [b"E"]  # one always
 
 
 def test_query_time_range_topic_and_not_found(setup: tuple[Broker, Admin]) -> None:
