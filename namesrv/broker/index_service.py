@@ -11,15 +11,18 @@ last offset forward.
 
 Durability (write, fsync, rename as the rest of the store): `flush` msyncs every file, then
 atomically writes `checkpoint` with each file's header (count, time range, end offset). On open,
-a file the checkpoint does not list was made after it and is deleted; a file whose header moved
+a file the checkpoint does not list is deleted (made after it, or an expired file whose deletion a
+crash interrupted: `delete_expired` forgets files before it deletes them); a file whose header moved
 past its checkpointed state is rolled back to it (IndexFile.rollback); a file that cannot be (a
 torn page after a machine crash) is deleted with every later one. What was dropped is rebuilt by
-the records the log dispatches after the index's end. A kill -9 or a crash loses no index entry
-of a record the log kept.
+the records the log dispatches after the index's end (the log's recovery here replays every
+record; a log whose recovery starts from its own checkpoint must replay from `max_phy_offset` when
+the index is behind it). A kill -9 or a crash loses no index entry of a record the log kept.
+`delete_expired` drops the files below the log's minimum offset once retention removed them.
 
+As RocketMQ, a rolled-back transaction message (TRANSACTION_ROLLBACK_TYPE) is not indexed.
 Differences from RocketMQ 5.3: files are named by the first commit-log offset they index, not by
-time; rollback to the checkpoint replaces RocketMQ's "delete files newer than the checkpoint"; a
-rolled-back transaction message (TRANSACTION_ROLLBACK_TYPE) is not indexed, as RocketMQ's.
+time; rollback to the checkpoint replaces RocketMQ's "delete files newer than the checkpoint".
 """
 
 from __future__ import annotations
@@ -116,9 +119,13 @@ class IndexService:
         paths = sorted(self.dir.glob(f"*{SUFFIX}"))
         for i, path in enumerate(paths):
             state = saved.get(path.name)
+            if state is None:  # made after the last checkpoint, or expired and not yet deleted
+                log.warning("index: %s is not in the checkpoint: deleted (rebuilt from the log if needed)", path.name)
+                path.unlink(missing_ok=True)
+                report.deleted.append(path.name)
+                fsync_dir(self.dir)
+                continue
             try:
-                if state is None:
-                    raise IndexCorrupt(f"index file {path.name} was made after the last checkpoint")
                 f = IndexFile(path, self.slots, self.entries)
                 try:
                     if f.state.to_list() != state:
@@ -252,6 +259,25 @@ class IndexService:
                 f.sync()
             self._write_checkpoint(states)
             self._saved = states
+
+    def delete_expired(self, min_phy_offset: int) -> list[str]:
+        """RocketMQ's IndexService.deleteExpiredFile: drop the files whose every entry points below
+        the log's minimum offset (retention removed those messages); the last file always stays.
+        Returns the names deleted. Blocking: off the loop."""
+        with self._flush_lock:
+            with self._lock:
+                expired = [f for f in self._files[:-1] if f.state.end_phy_offset <= min_phy_offset]
+                self._files = [f for f in self._files if f not in expired]
+                states = {f.path.name: f.state.to_list() for f in self._files}
+            if not expired:
+                return []
+            self._write_checkpoint(states)  # first forget them, then delete: a crash between leaves strays
+            self._saved = states
+            for f in expired:
+                f.close()
+                f.path.unlink(missing_ok=True)
+            fsync_dir(self.dir)
+        return [f.path.name for f in expired]
 
     def close(self) -> None:
         self.flush()

@@ -185,3 +185,28 @@ def test_sigkill_mid_write_loses_no_acknowledged_key(tmp_path: Path) -> None:
         assert len(again.query_message("T", "shared", 64, 0, 2**63 - 1)) == 64
         again.close()
     assert any(r.rolled_back for r in recoveries), recoveries  # a kill between checkpoints was rolled back
+
+
+def test_delete_expired_drops_files_below_the_log_minimum(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=4, entries=3)
+    feed(index, [rec("T", i, "", "k") for i in range(8)])  # files from 0, 300, 600
+    assert index.delete_expired(299) == []
+    assert index.delete_expired(650) == [f"{0:020d}.idx", f"{300:020d}.idx"]
+    assert index.query("T", "k", 10) == [700, 600] and index.file_count() == 1
+    assert index.delete_expired(10**9) == []  # the last file always stays
+    index.close()
+    again = IndexService(tmp_path, slots=4, entries=3)
+    assert again.file_count() == 1 and not again.recovery.deleted and again.recovery.resume_offset == 800
+
+
+def test_an_expired_file_left_by_a_crash_is_deleted_alone(tmp_path: Path) -> None:
+    index = IndexService(tmp_path, slots=4, entries=3)
+    feed(index, [rec("T", i, "", "k") for i in range(8)])
+    index.flush()
+    stray = (tmp_path / f"{0:020d}.idx").read_bytes()
+    index.delete_expired(650)
+    index.close()
+    (tmp_path / f"{0:020d}.idx").write_bytes(stray)  # the deletion a crash interrupted
+    again = IndexService(tmp_path, slots=4, entries=3)
+    assert again.recovery.deleted == [f"{0:020d}.idx"] and again.recovery.resume_offset == 800
+    assert again.query("T", "k", 10) == [700, 600]
