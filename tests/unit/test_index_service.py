@@ -210,3 +210,22 @@ def test_an_expired_file_left_by_a_crash_is_deleted_alone(tmp_path: Path) -> Non
     again = IndexService(tmp_path, slots=4, entries=3)
     assert again.recovery.deleted == [f"{0:020d}.idx"] and again.recovery.resume_offset == 800
     assert again.query("T", "k", 10) == [700, 600]
+
+
+def test_a_log_cut_back_forgets_the_cut_messages_keys(tmp_path: Path) -> None:
+    """A returning old master cuts its unreplicated tail (CommitLog.truncate_to): the keys of the cut
+    messages find nothing, and a message later written at the same offset is found once."""
+    log = CommitLog(tmp_path, clock=ManualClock())
+    kept = log.append(MessageInner("T", 0, b"kept", {"KEYS": "k"}, "U0"))
+    cut = log.append(MessageInner("T", 0, b"cut", {"KEYS": "k gone"}, "U1"))
+    log.truncate_to(cut.commit_log_offset)
+    assert log.query_message("T", "gone", 10, 0, 2**63 - 1) == []
+    assert [m.body for m in log.query_message("T", "k", 10, 0, 2**63 - 1)] == [b"kept"]
+    again = log.append(MessageInner("T", 0, b"new", {"KEYS": "k"}, "U2"))
+    assert again.commit_log_offset == cut.commit_log_offset
+    assert [m.body for m in log.query_message("T", "k", 10, 0, 2**63 - 1)] == [b"new", b"kept"]
+    assert kept.commit_log_offset < again.commit_log_offset
+    log.close()
+    reopened = CommitLog(tmp_path, clock=ManualClock())
+    assert [m.body for m in reopened.query_message("T", "k", 10, 0, 2**63 - 1)] == [b"new", b"kept"]
+    reopened.close()
