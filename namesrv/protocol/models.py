@@ -125,8 +125,8 @@ class QueueData:
 
 @dataclass(slots=True)
 class BrokerData:
-    """A broker group: one name, a master (id 0) and slaves, each at an address. A route carries
-    its own copy (`copy`), never the table's."""
+    """A broker group: one name, a master (id 0) and slaves, each at an address. Routes carry
+    a copy (`copy`; one per group version, shared by the routes built at it), never the table's."""
 
     cluster: str
     broker_name: str
