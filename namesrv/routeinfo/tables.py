@@ -23,7 +23,7 @@ import logging
 from typing import Any
 
 from namesrv.protocol.constants import MASTER_ID
-from namesrv.protocol.models import BrokerData, BrokerLiveInfo, QueueData, TopicRouteData
+from namesrv.protocol.models import BrokerData, BrokerLiveInfo, QueueData
 from namesrv.routeinfo.changes import RemovalCause, RouteChanges
 
 # The route tables' log lines keep the name they had before the tables left the manager's module.
