@@ -72,19 +72,27 @@ class IndexFile:
     """Not thread-safe: `IndexService` holds its lock around every call."""
 
     def __init__(self, path: Path, slots: int, entries: int, begin_phy_offset: int | None = None) -> None:
-        """Open `path`; with `begin_phy_offset` create it (sparse: pages are allocated as written)."""
+        """Open `path`; with `begin_phy_offset` create it, its blocks reserved (OSError when the disk
+        has no room: nothing is left behind)."""
         self.path = path
         create = begin_phy_offset is not None
         fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
         try:
             if create:
-                os.ftruncate(fd, file_size(slots, entries))
+                try:  # blocks reserved now: a mapped page written later never meets a full disk
+                    os.posix_fallocate(fd, 0, file_size(slots, entries))
+                except OSError:
+                    os.close(fd)
+                    fd = -1
+                    path.unlink(missing_ok=True)
+                    raise
             size = os.fstat(fd).st_size
             if size < HEADER.size:
                 raise IndexCorrupt(f"index file {path} is {size} bytes")
             self.mm = mmap.mmap(fd, size)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         if create:
             assert begin_phy_offset is not None
             self.slots, self.entries = slots, entries

@@ -22,7 +22,10 @@ the index is behind it). A kill -9 or a crash loses no index entry of a record t
 
 As RocketMQ, a rolled-back transaction message (TRANSACTION_ROLLBACK_TYPE) is not indexed.
 Differences from RocketMQ 5.3: files are named by the first commit-log offset they index, not by
-time; rollback to the checkpoint replaces RocketMQ's "delete files newer than the checkpoint".
+time; their size grows from `MIN_ENTRIES` to `entries` (RocketMQ's are all maxIndexNum); rollback
+to the checkpoint replaces RocketMQ's "delete files newer than the checkpoint". A file's blocks
+are reserved when it is made (posix_fallocate), so writing its mapped pages never meets a full disk
+(a SIGBUS); when a new file cannot be made, records are left unindexed (logged) until one can.
 """
 
 from __future__ import annotations
@@ -43,8 +46,11 @@ log = logging.getLogger(__name__)
 DEFAULT_SLOTS = 1_000_000
 """Hash slots per file (RocketMQ's maxHashSlotNum is 5,000,000)."""
 DEFAULT_ENTRIES = 4_000_000
-"""Entries per file (RocketMQ's maxIndexNum is 20,000,000): a file is 4 MB of slots and 96 MB
-of entries, sparse until written."""
+"""Entries per file at most (RocketMQ's maxIndexNum is 20,000,000): such a file is 4 MB of slots
+and 96 MB of entries."""
+MIN_ENTRIES = 65_536
+"""The first file's entries (1.6 MB with its slots); each new file holds twice the last one's, up
+to `entries`, so a broker with few messages reserves little disk and a busy one soon gets big files."""
 KEY_SEPARATOR = " "
 KEYS = "KEYS"
 UNIQ_KEY = "UNIQ_KEY"
@@ -97,6 +103,8 @@ class IndexService:
         self._saved: dict[str, list[int]] = {}
         self._last_timestamp = 0
         self._closed = False
+        self._failing = False
+        """The last new file could not be made (logged once until one can)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.recovery = self._load()
         self._end = self.recovery.resume_offset
@@ -171,7 +179,15 @@ class IndexService:
                 log.warning("index: record at %d has %d keys, more than a file holds; the first %d filed",
                             physical_offset, len(hashes), self.entries)
                 hashes = hashes[: self.entries]
-            f = self._writable(len(hashes), physical_offset)
+            try:
+                f = self._writable(len(hashes), physical_offset)
+            except OSError as e:  # no room for a new file (a full disk): this record goes unindexed
+                if not self._failing:
+                    log.error("index: cannot make a new index file at %d (%s); records go unindexed until "
+                              "one can be made", physical_offset, e)
+                self._failing = True
+                return
+            self._failing = False
             if f is not None:
                 for h in hashes:
                     f.put(h, physical_offset, store_timestamp)
@@ -188,7 +204,9 @@ class IndexService:
         if needed == 0 and last is None:
             return None
         path = self.dir / f"{physical_offset:020d}{SUFFIX}"
-        f = IndexFile(path, self.slots, self.entries, begin_phy_offset=physical_offset)
+        capacity = min(self.entries, max(needed, MIN_ENTRIES, 2 * last.entries if last is not None else 0))
+        slots = max(1, self.slots * capacity // self.entries)
+        f = IndexFile(path, slots, capacity, begin_phy_offset=physical_offset)
         self._files.append(f)
         return f
 

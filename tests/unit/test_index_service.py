@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from namesrv.broker import index_service
 from namesrv.broker.commit_log import CommitLog, MessageInner
 from namesrv.broker.index_file import ENTRY, HEADER, SLOT, IndexFile, key_hash
 from namesrv.broker.index_service import CHECKPOINT, IndexRecovery, IndexService, message_keys
@@ -229,3 +232,35 @@ def test_a_log_cut_back_forgets_the_cut_messages_keys(tmp_path: Path) -> None:
     reopened = CommitLog(tmp_path, clock=ManualClock())
     assert [m.body for m in reopened.query_message("T", "k", 10, 0, 2**63 - 1)] == [b"new", b"kept"]
     reopened.close()
+
+
+def test_files_grow_from_small_to_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_service, "MIN_ENTRIES", 2)
+    index = IndexService(tmp_path, slots=8, entries=16)
+    feed(index, [rec("T", i, "", "k") for i in range(40)])
+    sizes = [f.entries for f in index._files]
+    assert sizes == [2, 4, 8, 16, 16] and [f.slots for f in index._files] == [1, 2, 4, 8, 8]
+    assert index.query("T", "k", 100) == [100 * i for i in range(39, -1, -1)]
+    index.close()
+    again = IndexService(tmp_path, slots=8, entries=16)
+    assert [f.entries for f in again._files] == sizes and again.query("T", "k", 3) == [3900, 3800, 3700]
+
+
+def test_a_full_disk_leaves_records_unindexed_never_fails_a_write(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import namesrv.broker.index_file as index_file
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    log = CommitLog(tmp_path, clock=ManualClock())
+    monkeypatch.setattr(index_file.os, "posix_fallocate", full)
+    unindexed = log.append(MessageInner("T", 0, b"x", {"KEYS": "k"}, "U0"))  # acknowledged: in the log
+    assert log.get_by_commit_offset(unindexed.commit_log_offset) is not None
+    assert log.query_message("T", "k", 5, 0, 2**63 - 1) == [] and list((tmp_path / "index").glob("*.idx")) == []
+    monkeypatch.undo()
+    log.append(MessageInner("T", 0, b"y", {"KEYS": "k"}, "U1"))
+    assert [m.body for m in log.query_message("T", "k", 5, 0, 2**63 - 1)] == [b"y"]
+    log.close()
