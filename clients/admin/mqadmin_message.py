@@ -4,8 +4,8 @@ route), in mqadmin's shapes.
 
 Where they differ from RocketMQ 5.3's tools: the body is printed (`Message Body:`, UTF-8 with bad
 bytes replaced) instead of being written to a file under /tmp/rocketmq/msgbodys; there is no message
-track (which consumer groups consumed it) nor resend to a client (-g/-d/-s); queryMsgById takes
-offset message ids only (a client id goes to queryMsgByUniqueKey).
+track (which consumer groups consumed it) nor resend to a client (-g/-d/-s). queryMsgById takes
+offset message ids, and with -t a client message id too (as RocketMQ 5's viewMessage).
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ import argparse
 import datetime
 from typing import Any
 
+from clients.admin.client import DefaultMQAdminExt
 from clients.admin.client_messages import FOREVER
 from clients.admin.mqadmin_common import admin_of, emit_json
 from clients.cli_support import CLIError
+from namesrv.broker.message_codec import decode_offset_msg_id
 from namesrv.broker.message_decoder import MessageExt
+from namesrv.protocol.types import InvalidInput
 
 FIELD = "{:<20} {}"
 
@@ -52,11 +55,29 @@ def message_text(m: MessageExt, first: tuple[str, str]) -> str:
     return "\n".join(FIELD.format(label, value) for label, value in rows)
 
 
+def _by_id(admin: DefaultMQAdminExt, msg_id: str, topic: str | None) -> MessageExt:
+    """An offset message id, or with a topic a client message id (as RocketMQ 5's viewMessage:
+    a string that is not an offset id is looked up as a unique key)."""
+    try:
+        decode_offset_msg_id(msg_id)
+    except InvalidInput:
+        if topic is None:
+            raise CLIError(f"{msg_id!r} is not an offset message id (32 hex digits); "
+                           "give -t TOPIC to look it up as a client message id") from None
+        found = sorted(admin.query_message(topic, msg_id, 32, 0, FOREVER, unique_key=True).message_list,
+                       key=lambda m: m.store_timestamp)
+        if not found:
+            raise CLIError(f"no message of topic {topic!r} has the message id {msg_id!r}") from None
+        return found[0]
+    return admin.view_message(msg_id)
+
+
 def cmd_query_msg_by_id(args: argparse.Namespace) -> int:
-    with admin_of(args) as admin:
-        found = [admin.view_message(msg_id) for msg_id in args.msg_id.split(",") if msg_id.strip()]
-    if not found:
+    ids = [msg_id.strip() for msg_id in args.msg_id.split(",") if msg_id.strip()]
+    if not ids:
         raise CLIError("no message id given")
+    with admin_of(args) as admin:
+        found = [_by_id(admin, msg_id, args.topic) for msg_id in ids]
     if args.json:
         emit_json([message_json(m) for m in found])
     else:
@@ -97,6 +118,8 @@ def add_message_verbs(verb: Any, topic_arg: Any) -> None:
     """The three verbs' parsers (`verb(name, help, func)` makes one with the common options)."""
     p = verb("queryMsgById", "a message by its offset message id (VIEW_MESSAGE_BY_ID)", cmd_query_msg_by_id)
     p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="offset message id(s), comma-separated")
+    p.add_argument("-t", "--topic", type=topic_arg, default=None,
+                   help="look an id that is not an offset message id up as a client message id in this topic")
 
     p = verb("queryMsgByKey", "a topic's messages by key (QUERY_MESSAGE)", cmd_query_msg_by_key)
     p.add_argument("-t", "--topic", required=True, type=topic_arg)

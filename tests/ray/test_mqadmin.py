@@ -513,6 +513,8 @@ def test_message_and_stats_verbs_over_tcp_and_ray(dep: Deployment, addr: str,
         assert ask("queryMsgByKey", "-t", "MsgTopic", "-k", "nothing")["messages"] == []
         [by_id] = ask("queryMsgById", "-i", offset_ids[2])
         assert (by_id["body"], by_id["uniqueKey"], by_id["storeHost"], by_id["queueId"]) == ("a2", "UA2", a, 0)
+        [by_client_id] = ask("queryMsgById", "-i", "UA1", "-t", "MsgTopic")
+        assert (by_client_id["body"], by_client_id["offsetMsgId"]) == ("a1", offset_ids[1])
         [by_uniq] = ask("queryMsgByUniqueKey", "-t", "MsgTopic", "-i", "UB0")
         assert (by_uniq["body"], by_uniq["offsetMsgId"]) == ("b0", offset_ids[4])
         [row] = ask("statsAll", "-t", "MsgTopic")
@@ -525,5 +527,6 @@ def test_message_and_stats_verbs_over_tcp_and_ray(dep: Deployment, addr: str,
     assert f"{'OffsetID:':<20} {offset_ids[0]}" in shown and "Message Body:        a0" in shown
     assert "MsgTopic" in ok(tcp(addr, "statsAll"))
     fails(tcp(addr, "queryMsgById", "-i", "not-an-id"), 1, "32 hex")
+    fails(tcp(addr, "queryMsgById", "-i", "not-an-id", "-t", "MsgTopic"), 1, "not-an-id")
     fails(tcp(addr, "queryMsgById", "-i", offset_msg_id(a, 10**9)), 1, "can not find message by the offset")
     fails(tcp(addr, "queryMsgByUniqueKey", "-t", "MsgTopic", "-i", "NoSuchId"), 1, "NoSuchId")
