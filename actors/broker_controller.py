@@ -2,8 +2,8 @@
 
 It owns the topic config, the commit log, consumer offsets, the request processor, the remoting
 server clients dial, the registration with every NameServer, and one control loop of periodic
-steps: registration, flushing an ASYNC_FLUSH log, persisting consumer offsets (off the loop),
-sampling the runtime stats once a second, and expiring silent clients.
+steps: registration, flushing an ASYNC_FLUSH log, syncing the message index, persisting consumer
+offsets (off the loop), sampling the runtime stats once a second, and expiring silent clients.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 OFFSET_PERSIST_INTERVAL_S = 5.0
 """RocketMQ's flushConsumerOffsetInterval."""
+INDEX_FLUSH_INTERVAL_S = 1.0
+"""How often the message index is synced and checkpointed (RocketMQ flushes it with its checkpoint)."""
 CLIENT_SCAN_INTERVAL_S = 10.0
 
 
@@ -134,7 +136,8 @@ class BrokerController:
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
-                                    lambda: self.processor.consumers, str(store_dir))
+                                    lambda: self.processor.consumers, str(store_dir),
+                                    lambda request, ctx, topic: self.processor.may_read(request, ctx, topic))
         self.pipeline.register(self.queries.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -150,6 +153,8 @@ class BrokerController:
                         self.registrar.register_broker_all, initial_delay_s=cfg.register_initial_delay_ms / 1000)
         if cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
+        self.loop.every("sample-stats-items", SAMPLE_INTERVAL_S, self.processor.context.stats_items.sample)
+        self.loop.every("flush-index", INDEX_FLUSH_INTERVAL_S, self._flush_index)
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
         self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
@@ -190,6 +195,9 @@ class BrokerController:
     # ------------------------------------------------------------------ steps
     async def _flush(self) -> None:
         await asyncio.to_thread(self.store.flush)
+
+    async def _flush_index(self) -> None:
+        await asyncio.to_thread(self.store.index.flush)
 
     async def persist_offsets(self) -> None:
         data = self.offsets.snapshot()

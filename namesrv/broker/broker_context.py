@@ -21,6 +21,7 @@ from namesrv.broker.processor_types import BrokerError, BrokerIdentity
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule import MESSAGE_DELAY_LEVEL, parse_delay_levels
+from namesrv.broker.stats_items import BrokerStatsManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.transaction import TransactionService
 from namesrv.clock import Clock
@@ -73,6 +74,8 @@ class BrokerContext:
     sends_waiting: int = field(init=False, default=0)
     """Messages whose send waits for the store (its flush, under SYNC_FLUSH)."""
     broker_stats: BrokerStats = field(init=False)
+    stats_items: BrokerStatsManager = field(init=False)
+    """Per-topic puts and per-group gets (VIEW_BROKER_STATS_DATA, mqadmin statsAll)."""
     closed: bool = field(init=False, default=False)
     """Set when the broker shuts down: sends are refused, held pulls answered."""
 
@@ -87,6 +90,7 @@ class BrokerContext:
                                                cfg.transaction_check_max, cfg.transaction_check_interval_ms)
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],
                                                              self.stats[("pulled_messages", "")]))
+        self.stats_items = BrokerStatsManager(self.clock)
 
     @property
     def guard(self) -> RoleGuard:
