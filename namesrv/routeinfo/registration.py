@@ -12,6 +12,8 @@ every route query for tens of milliseconds. Here a registration is a :class:`Bro
 3. `apply` writes the topics, a slice at a time, between which the host answers other requests. A
    route query in between sees each topic either with this broker's queues or as before, never a
    half-written queue entry.
+   A registration may also be refused here (:class:`Refused`, nothing written) when another live
+   address holds its brokerName/brokerId with a higher DataVersion.stateVersion (the master epoch).
 4. `finish` records the broker's DataVersion (so until then the registration counts as "changed"),
    drops topics the broker no longer reports when `delete_topic_with_broker_registration` is on,
    and answers as RocketMQ does (a slave learns its master's address).
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from namesrv.protocol.constants import MASTER_ID
@@ -52,6 +55,21 @@ def covers(validated: TopicsWanted, wanted: TopicsWanted) -> bool:
 
 
 Outcome = Literal["applied", "superseded", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A registration refused because another live address holds its brokerName/brokerId with a
+    higher DataVersion.stateVersion (RocketMQ 5's rule, `RouteInfoManager.begin_registration`)."""
+
+    holder_addr: str
+    holder_state_version: int
+    state_version: int
+
+    @property
+    def remark(self) -> str:
+        return (f"refused: {self.holder_addr} holds this brokerId with stateVersion {self.holder_state_version}"
+                f" > {self.state_version}")
 
 
 class BrokerRegistration:

@@ -77,7 +77,8 @@ def test_file_format_is_camel_case_json_with_the_version(path: Path, clock: Manu
     m = manager(path, clock)
     m.update_topic_config(tc("TopicA", queues=2, perm=R))
     data = json.loads(path.read_text())
-    assert data["dataVersion"] == {"timestamp": m.data_version.timestamp, "counter": m.data_version.counter}
+    assert data["dataVersion"] == {"timestamp": m.data_version.timestamp, "counter": m.data_version.counter,
+                                   "stateVersion": 0}
     assert data["topicConfigTable"]["TopicA"] == {
         "topicName": "TopicA",
         "readQueueNums": 2,
