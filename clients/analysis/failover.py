@@ -4,7 +4,7 @@ was acknowledged; p50/p99 of each across the run.
 
 Inputs (all recorded by `namesrv chaos`):
 - `faults`: the fault timeline (`clients.chaos.schema.FAULT_TIMELINE_COLUMNS`);
-- `roles`: the brokers' role spans (`ROLE_COLUMNS`, from the brokers' own role logs:
+- `roles`: the brokers' role spans (`clients.chaos.schema.ROLE_COLUMNS`, roles.parquet, from the brokers' own role logs:
   `clients.chaos.roles.role_spans`), which say who was master when, at which epoch;
 - `snapshots`: every NameServer's route snapshots (`namesrv.routeinfo.snapshot.SNAPSHOT_COLUMNS`);
 - `sends`: the producers' send records (`clients.chaos.schema.SEND_SCHEMA`).
@@ -26,27 +26,25 @@ Built-in Spark SQL only (no Python UDFs), as the other analyses.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from clients.analysis.errors import AnalysisInputError
-from clients.chaos.schema import KILL_BROKER, KILL_MASTER, SIGKILL_BROKER, SIGKILL_MASTER
+from clients.chaos.schema import (
+    KILL_BROKER,
+    KILL_MASTER,
+    ROLE_COLUMNS,
+    ROLES_FILE,
+    SENDS_FILE,
+    SIGKILL_BROKER,
+    SIGKILL_MASTER,
+)
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-ROLE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("broker_set", "string"),
-    ("broker", "string"),
-    ("incarnation", "string"),
-    ("role", "string"),
-    ("epoch", "int64"),
-    ("start_ms", "int64"),
-    ("end_ms", "int64"),
-)
-"""One row per role a broker incarnation held, [start_ms, end_ms) (the chaos run's roles.parquet)."""
+    from pyspark.sql import DataFrame, SparkSession
 
 DEATH_KINDS = (KILL_BROKER, SIGKILL_BROKER, KILL_MASTER, SIGKILL_MASTER)
 MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
@@ -154,3 +152,33 @@ def failover_percentiles(view: DataFrame) -> DataFrame:
         out = (out.withColumn(f"{step}_p50_ms", F.col(f"_{step}")[0])
                .withColumn(f"{step}_p99_ms", F.col(f"_{step}")[1]).drop(f"_{step}"))
     return out
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+def report_failovers(spark: SparkSession, root: Path, snapshots: DataFrame, faults: DataFrame | None,
+                     out: str | Path) -> str | None:
+    """With a chaos run's roles.parquet and sends.parquet under `root`: the failover view written to
+    OUT/failovers.parquet and one line of p50/p99 returned; None when the run recorded neither."""
+    roles_path, sends_path = root / ROLES_FILE, root / SENDS_FILE
+    if faults is None or not roles_path.is_file() or not sends_path.is_file():
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    roles = spark.read.parquet(str(roles_path.resolve()))
+    sends = spark.read.parquet(str(sends_path.resolve()))
+    view = failover_view(faults, roles, snapshots, sends).cache()
+    rows = [r.asDict() for r in view.collect()]
+    Path(out).mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows) if rows else pa.table({c: [] for c in FAILOVER_COLUMNS}),
+                   Path(out) / "failovers.parquet")
+    if not rows:
+        return "failovers: none (no master died while a master, by the brokers' role logs)"
+    p = failover_percentiles(view).collect()[0].asDict()
+    return (f"failovers: {p['failovers']}; death -> election p50 {_ms(p['election_p50_ms'])} p99 "
+            f"{_ms(p['election_p99_ms'])} ({p['election_n']}); -> every NameServer routing the new master p50 "
+            f"{_ms(p['routed_p50_ms'])} p99 {_ms(p['routed_p99_ms'])} ({p['routed_n']}); -> first acknowledged "
+            f"send p50 {_ms(p['first_ack_p50_ms'])} p99 {_ms(p['first_ack_p99_ms'])} ({p['first_ack_n']})")

@@ -16,7 +16,7 @@ import string
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,13 @@ from clients.chaos.invariants import (
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
 from clients.chaos.plan import ChaosConfig, Timing, plan_faults, plan_signature, timeline_signature
 from clients.chaos.report import EXISTING, PRIVATE, ChaosReport, summarize
-from clients.chaos.roles import RoleLogCollector, check_loss_for_role, check_one_master, check_paused_slave_sends
+from clients.chaos.roles import (
+    RoleLogCollector,
+    check_loss_for_role,
+    check_one_master,
+    check_paused_slave_sends,
+    role_spans,
+)
 from clients.chaos.schema import (
     BROKER_FAULTS,
     BROKER_REVIVALS,
@@ -299,10 +305,11 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
     figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
     figures["spurious_removals"] = spurious
     figures["replication"] = role_figures
+    spans = role_spans(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms)
     report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),
                          route_logs, history, invariants, figures, started_ms, target=target.kind,
                          broker_names=names, snapshot_rows=collector.total_rows if collector else 0,
-                         ended_ms=ended_ms)
+                         ended_ms=ended_ms, roles=[asdict(s) for s in spans])
     if out is not None:
         report.write_parquet(out)
     return report

@@ -54,11 +54,24 @@ REVIVAL_OF: dict[str, str] = {
     KILL_MASTER: RESTART_BROKER, SIGKILL_MASTER: RESTART_BROKER, PAUSE_SLAVE: SIGCONT_BROKER,
 }
 
+ROLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("broker_set", "string"),
+    ("broker", "string"),
+    ("incarnation", "string"),
+    ("role", "string"),
+    ("epoch", "int64"),
+    ("start_ms", "int64"),
+    ("end_ms", "int64"),
+)
+"""roles.parquet: one row per role a broker incarnation held, [start_ms, end_ms), from the brokers'
+own role logs (`clients.chaos.roles.role_spans`); the failover analysis reads it."""
+
 # The output directory of a run (`namesrv chaos --out DIR`); `namesrv analyze DIR` reads it as it is.
 FAULTS_FILE = "faults.parquet"
 SENDS_FILE = "sends.parquet"
 DETECTIONS_FILE = "detections.parquet"
 SUMMARY_FILE = "summary.json"
+ROLES_FILE = "roles.parquet"
 SNAPSHOTS_DIR = "snapshots"
 """Every NameServer's route snapshots of the run: the dataset `namesrv snapshot` writes."""
 
@@ -68,6 +81,7 @@ def _schema(columns: Iterable[tuple[str, str]]) -> pa.Schema:
 
 
 TIMELINE_SCHEMA = _schema(FAULT_TIMELINE_COLUMNS)
+ROLE_SCHEMA = _schema(ROLE_COLUMNS)
 SEND_SCHEMA = _schema((
     ("producer", "string"), ("t_ms", "int64"), ("topic", "string"), ("ok", "bool"), ("broker_name", "string"),
     ("queue_id", "int64"), ("queue_offset", "int64"), ("msg_id", "string"), ("latency_ms", "double"),

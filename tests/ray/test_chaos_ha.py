@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from clients.chaos.plan import ChaosConfig, plan_faults, plan_signature, timeline_signature
@@ -44,6 +45,8 @@ def test_paused_slaves_under_sync_master_lose_nothing_and_sends_go_on(private_ra
     paused = [r for r in report.timeline if r.kind == PAUSE_SLAVE]
     assert paused and all(r.ok and r.target.endswith("-1") and r.planned in SETS for r in paused), paused
     assert {r.target for r in report.timeline if r.kind == SIGCONT_BROKER} == {r.target for r in paused}
+    roles = pq.read_table(report.files["roles"]).to_pylist()  # for the failover analysis
+    assert {r["broker"] for r in roles} == {a for members in SETS.values() for a in members}
     names = [i.name for i in report.invariants]
     assert "5 at most one writable master per broker set" in names and "6 sends continue past a paused slave" in names
     for r in paused:  # the set acknowledged sends while its slave was still stopped, after the set shrank

@@ -18,19 +18,22 @@ Snapshots: ns-a at every whole second, ns-b at every half past.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 pytest.importorskip("pyspark")
 pytest.importorskip("raydp")
 
-from clients.analysis.failover import FAILOVER_COLUMNS, failover_percentiles, failover_view
+from clients.analysis.failover import FAILOVER_COLUMNS, failover_percentiles, failover_view, report_failovers
 from clients.analysis.faults import read_faults_spark, write_faults
 from clients.chaos.plan import FaultRecord
 from clients.chaos.roles import Incarnation, role_spans
+from clients.chaos.schema import FAULTS_FILE, ROLE_SCHEMA, ROLES_FILE, SEND_SCHEMA, SENDS_FILE, SNAPSHOTS_DIR
 from clients.snapshots.dataset import append_snapshots, read_snapshots_spark
 from namesrv.clock import ManualClock
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
@@ -123,21 +126,28 @@ SENDS = [  # (seconds, ok, set, latency ms)
 
 
 @pytest.fixture(scope="module")
-def view(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A chaos output directory as `namesrv chaos --out` writes it (the parts the view reads)."""
     root = tmp_path_factory.mktemp("failover")
-    record_snapshots(root / "snapshots")
+    record_snapshots(root / SNAPSHOTS_DIR)
     faults = pa.table({"fault_id": [r.fault_id for r in TIMELINE], "t_ms": [r.t_ms for r in TIMELINE],
                        "kind": [r.kind for r in TIMELINE], "target": [r.target for r in TIMELINE],
                        "broker_addr": [r.broker_addr for r in TIMELINE], "detail": ["" for _ in TIMELINE]})
-    write_faults(root / "faults.parquet", faults)
+    write_faults(root / FAULTS_FILE, faults)
     spans = role_spans(INCARNATIONS, TIMELINE, END, run_start_ms=T0)
-    roles = spark.createDataFrame(
-        [(s.broker_set, s.broker, s.incarnation, s.role, s.epoch, s.start_ms, s.end_ms) for s in spans],
-        "broker_set string, broker string, incarnation string, role string, epoch long, start_ms long, end_ms long")
-    sends = spark.createDataFrame([(ms(t), ok, name, float(lat)) for t, ok, name, lat in SENDS],
-                                  "t_ms long, ok boolean, broker_name string, latency_ms double")
-    return failover_view(read_faults_spark(spark, root / "faults.parquet"), roles,
-                         read_snapshots_spark(spark, root / "snapshots"), sends).cache()
+    pq.write_table(pa.Table.from_pylist([asdict(s) for s in spans], schema=ROLE_SCHEMA), root / ROLES_FILE)
+    sends = [{"t_ms": ms(t), "ok": ok, "broker_name": name, "latency_ms": float(lat)} for t, ok, name, lat in SENDS]
+    pq.write_table(pa.Table.from_pylist([{k: r.get(k) for k in SEND_SCHEMA.names} for r in sends],
+                                        schema=SEND_SCHEMA), root / SENDS_FILE)
+    return root
+
+
+@pytest.fixture(scope="module")
+def view(spark: Any, run_dir: Path) -> Any:
+    roles = spark.read.parquet(str(run_dir / ROLES_FILE))
+    sends = spark.read.parquet(str(run_dir / SENDS_FILE))
+    return failover_view(read_faults_spark(spark, run_dir / FAULTS_FILE), roles,
+                         read_snapshots_spark(spark, run_dir / SNAPSHOTS_DIR), sends).cache()
 
 
 def test_each_failover_from_death_to_election_routes_and_first_ack(view: Any) -> None:
@@ -150,6 +160,14 @@ def test_each_failover_from_death_to_election_routes_and_first_ack(view: Any) ->
         (2, "broker-a", A0, 3, False, 1_500, 2, 2, 2_500, 2_020),  # both registered at 21.7: ns-b at 22.5
         (6, "broker-b", B0, 0, True, 2_000, 2, 2, 3_000, 3_010),   # restarted from its store; ns-a at 33.0
     ], "the slave killed at 27 s is no failover; the refused old master at 25 s never routed"
+
+
+def test_namesrv_analyze_reports_the_failovers_of_a_chaos_dir(spark: Any, run_dir: Path, tmp_path: Path) -> None:
+    line = report_failovers(spark, run_dir, read_snapshots_spark(spark, run_dir / SNAPSHOTS_DIR),
+                            read_faults_spark(spark, run_dir / FAULTS_FILE), tmp_path)
+    assert line is not None and line.startswith("failovers: 3; death -> election p50 2,000 ms p99 2,000 ms (3)")
+    assert pq.read_table(tmp_path / "failovers.parquet").column("fault_id").to_pylist() == [0, 2, 6]
+    assert report_failovers(spark, tmp_path, None, None, tmp_path) is None  # not a chaos run with roles
 
 
 def test_p50_and_p99_across_the_run(view: Any) -> None:
