@@ -219,7 +219,7 @@ class RoleLogCollector:
     brokers: Callable[[], dict[str, Any]]
     broker_sets: dict[str, str]
     clock: Callable[[], int]
-    interval_s: float = 0.25
+    interval_s: float = 0.5
     seen: dict[tuple[str, str], Incarnation] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None

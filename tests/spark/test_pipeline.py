@@ -50,6 +50,11 @@ def test_chaos_then_spark_sees_every_fault(spark: Any, tmp_path: Path, capsys: p
     printed = capsys.readouterr().out
     print(f"pipeline: chaos {chaos_s:.1f} s, analyze {analyze_s:.1f} s")
     analysis = out / "analysis"  # the default beside the run's files
+    # the failover view: every master kill of this run is a failover (each master restarted from its store)
+    assert "failovers: " in printed
+    deaths = [r.fault_id for r in report.timeline if r.kind in ("kill_broker", "sigkill_broker")]
+    failovers = pq.read_table(analysis / "failovers.parquet").to_pylist()
+    assert [r["fault_id"] for r in failovers] == deaths and all(r["same_broker"] for r in failovers)
 
     # Spark's detection delay per (fault, NameServer) against the harness' own, from its records
     interval = cfg.snapshot_interval_ms
