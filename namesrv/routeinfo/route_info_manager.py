@@ -43,7 +43,7 @@ from namesrv.routeinfo import removal
 from namesrv.routeinfo.changes import RemovalCause, RouteChanges
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.inspection import dump_tables
-from namesrv.routeinfo.registration import ALL, NONE, BrokerRegistration, Refused, TopicsWanted
+from namesrv.routeinfo.registration import ALL, NONE, BrokerRegistration, Refused, TopicsWanted, refusal
 from namesrv.routeinfo.routes import RouteAssembler
 from namesrv.routeinfo.tables import RouteTables
 
@@ -136,7 +136,7 @@ class RouteInfoManager:
         """Write the broker's identity, cluster, liveness and filter servers; its topics follow
         through the returned registration. None when a later registration of this address has
         already begun (this one is stale and changes nothing); :class:`Refused` when another live
-        address holds this brokerName/brokerId with a higher stateVersion (see `_refuses`)."""
+        address holds this brokerName/brokerId with a higher stateVersion (see `registration.refusal`)."""
         tables = self.tables
         seq = self.next_registration_seq() if seq is None else seq
         prev = tables.broker_live_table.get(broker_addr)
@@ -144,7 +144,7 @@ class RouteInfoManager:
         if (prev is not None and prev.registration_seq > seq) or (in_flight is not None and in_flight.seq > seq):
             log.info("ignore registration %d of %s: a later one has begun", seq, broker_addr)
             return None
-        refused = self._refuses(broker_addr, broker_name, broker_id, data_version)
+        refused = refusal(tables, broker_addr, broker_name, broker_id, data_version)
         if refused is not None:
             return refused
         tables.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
@@ -184,38 +184,6 @@ class RouteInfoManager:
         )
         self.registering[broker_addr] = registration
         return registration
-
-    def _refuses(self, broker_addr: str, broker_name: str, broker_id: int, data_version: DataVersion
-                 ) -> Refused | None:
-        """RocketMQ 5's higher-epoch rule (registerBroker): when another address holds this
-        brokerName/brokerId and is live here with a higher DataVersion.stateVersion (in controller
-        mode the master epoch), the registration is refused: an old master that returns still
-        believing it is brokerId 0 cannot take the route back from the one elected after it. An
-        equal or higher stateVersion replaces the holder at once (the new address takes the id; the
-        old one stays live until it expires or its channel closes, but no route names it).
-
-        RocketMQ answers such a registration SUCCESS with no masterAddr/haServerAddr and a null
-        remark, and drops the registering address from its live table (after having removed it
-        from its other ids in the group). Here the answer is the same SUCCESS with a remark saying
-        why; the tables are left as they were, except that the registering address loses its
-        liveness when no group lists it (so its lite heartbeats answer `known: false` and it
-        registers again in full, as RocketMQ's broker would re-register): an address still listed
-        at another id (say, as a slave) keeps that entry, where RocketMQ would have removed it."""
-        broker_data = self.tables.broker_addr_table.get(broker_name)
-        holder = broker_data.broker_addrs.get(broker_id) if broker_data is not None else None
-        if holder is None or holder == broker_addr:
-            return None
-        holder_live = self.tables.broker_live_table.get(holder)
-        if holder_live is None or holder_live.data_version.state_version <= data_version.state_version:
-            return None
-        refused = Refused(holder, holder_live.data_version.state_version, data_version.state_version)
-        log.warning("registering broker conflicts with the existing one, ignored: %s[%d] held by %s (stateVersion"
-                    " %d), %s offers stateVersion %d", broker_name, broker_id, holder,
-                    refused.holder_state_version, broker_addr, refused.state_version)
-        if not any(broker_addr in bd.broker_addrs.values() for bd in self.tables.broker_addr_table.values()):
-            if self.tables.drop_live(broker_addr, "refused"):
-                self.tables.filter_server_table.pop(broker_addr, None)
-        return refused
 
     def register_broker(
         self,
