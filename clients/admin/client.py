@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from clients.admin.client_messages import MessageQueries
 from clients.admin.transport import AdminTransport, RayTransport, ServerUnreachable, describe, unreachable
 from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.controller.codes import ControllerRequestCode
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, Perm
@@ -285,6 +286,11 @@ class DefaultMQAdminExt(MessageQueries):
         resp = self.transport_call(broker_addr, BrokerRequestCode.VIEW_BROKER_STATS_DATA,
                                    {"statsName": stats_name, "statsKey": stats_key})
         return resp.payload if resp.ok and isinstance(resp.payload, dict) else None
+    def get_broker_epoch_cache(self, broker_addr: str) -> dict[str, Any]:
+        """GET_BROKER_EPOCH_CACHE (1007) of one broker: its EpochEntryCache (clusterName, brokerName,
+        brokerId, epochList with the last entry ending at maxOffset, maxOffset)."""
+        return self._broker_model(broker_addr, ControllerRequestCode.GET_BROKER_EPOCH_CACHE, None, "epoch cache",
+                                  dict)
 
     def delete_topic_in_broker(self, broker_addrs: list[str], topic: str) -> None:
         for addr in broker_addrs:

@@ -9,7 +9,8 @@ changes nothing. What the registration did travels as the answer's payload (for 
 wire answer is the code and remark, as RocketMQ's.
 
 `AdminRuntimeProcessor`: the codes on the broker's runtime state only (the orderly consumers'
-queue locks, LOCK_BATCH_MQ/UNLOCK_BATCH_MQ, GET_BROKER_RUNTIME_INFO and VIEW_BROKER_STATS_DATA), served through
+queue locks, LOCK_BATCH_MQ/UNLOCK_BATCH_MQ, GET_BROKER_RUNTIME_INFO, VIEW_BROKER_STATS_DATA, and
+GET_BROKER_EPOCH_CACHE for mqadmin getBrokerEpoch), served through
 `namesrv.broker.processor.BrokerProcessor` with the other broker processors.
 
 Adding an admin request code means writing its handler in one of the two and adding one line to
@@ -26,6 +27,7 @@ from pydantic import ValidationError
 from namesrv.broker.broker_context import BrokerContext, json_body
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.controller.codes import ControllerRequestCode
 from namesrv.persist import BackgroundWriter
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import parse_properties
@@ -147,6 +149,7 @@ class AdminRuntimeProcessor:
             BrokerRequestCode.UNLOCK_BATCH_MQ: self._unlock_batch_mq,
             BrokerRequestCode.GET_BROKER_RUNTIME_INFO: self._get_broker_runtime_info,
             BrokerRequestCode.VIEW_BROKER_STATS_DATA: self._view_broker_stats_data,
+            ControllerRequestCode.GET_BROKER_EPOCH_CACHE: self._get_broker_epoch_cache,
         }
 
     def runtime_info(self) -> dict[str, str]:
@@ -168,6 +171,16 @@ class AdminRuntimeProcessor:
         if data is None:
             return error(ResponseCode.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
         return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps(data))
+    def _get_broker_epoch_cache(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
+        """GET_BROKER_EPOCH_CACHE (1007): the epoch entries (the last one ending at the commit log's
+        max offset) as RocketMQ's EpochEntryCache; outside controller mode (no epoch file) RocketMQ's
+        SYSTEM_ERROR."""
+        ctx = self.ctx
+        if ctx.epochs is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "this request only for controllerMode ")
+        ident = ctx.identity
+        body = ctx.epochs.to_wire(ident.cluster_name, ident.broker_name, ident.broker_id, ctx.store.size_bytes())
+        return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps(body))
 
     def _lock_batch_mq(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         data = json_body(cmd.body, "lock request")

@@ -17,6 +17,7 @@ from namesrv.broker.commit_log import CommitLog
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ConsumerManager
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.epoch_cache import EpochFileCache
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.role import RoleGuard
@@ -65,6 +66,10 @@ class BrokerContext:
     delay_levels_ms: list[int] = field(default_factory=lambda: parse_delay_levels(MESSAGE_DELAY_LEVEL))
     role: RoleGuard | None = None
     """The broker role's checks on sends and pulls (namesrv.broker.role); built from the config when None."""
+    epochs: EpochFileCache | None = None
+    """The broker's epoch file in controller mode (set by whoever wires the broker to the
+    controller); None otherwise, and GET_BROKER_EPOCH_CACHE then answers as RocketMQ does outside
+    controller mode."""
     consumers: ConsumerManager = field(init=False)
     producers: dict[str, dict[str, int]] = field(init=False, default_factory=dict)
     """producer group -> {channel: last heartbeat}."""
