@@ -273,6 +273,7 @@ class BrokerActor:
         ha = c.ha_client.info() if c.ha_client is not None else c.ha_master.info()
         lag = ha.get("lag_bytes") if c.ha_client is not None else max(ha["slave_lag_bytes"].values(), default=0)
         return {"broker_name": c.identity.broker_name, "broker_addr": self.broker_addr,
+                "broker_role": str(c.config.broker_role), "incarnation": c.incarnation,
                 "actor_name": self.actor_name, "broker_id": c.identity.broker_id,
                 "role": str(c.config.broker_role), "masterEpoch": c.role.master_epoch,
                 "role_log": list(c.role.role_log), "controller_mode": c.replicas is not None,

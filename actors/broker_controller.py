@@ -2,8 +2,8 @@
 
 It owns the topic config, the commit log, consumer offsets, the request processor, the remoting
 server clients dial, the registration with every NameServer, and one control loop of periodic
-steps: registration, flushing an ASYNC_FLUSH log, persisting consumer offsets (off the loop),
-sampling the runtime stats once a second, and expiring silent clients.
+steps: registration, flushing an ASYNC_FLUSH log, syncing the message index, persisting consumer
+offsets (off the loop), sampling the runtime stats once a second, and expiring silent clients.
 
 In controller mode (`controller_mode`) the role is the controller's (actors.broker_replicas): the
 broker starts fenced as a slave, registers with the NameServers only once the controller decided
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import logging
 import time
 import uuid
@@ -48,7 +47,7 @@ from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
 from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, ResponseCode
 from namesrv.protocol.constants import MASTER_ID
-from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.limits import server_limits
@@ -59,6 +58,8 @@ log = logging.getLogger(__name__)
 
 OFFSET_PERSIST_INTERVAL_S = 5.0
 """RocketMQ's flushConsumerOffsetInterval."""
+INDEX_FLUSH_INTERVAL_S = 1.0
+"""How often the message index is synced and checkpointed (RocketMQ flushes it with its checkpoint)."""
 CLIENT_SCAN_INTERVAL_S = 10.0
 
 
@@ -131,7 +132,8 @@ class BrokerController:
         ident = {"clusterName": identity.cluster_name, "brokerAddr": identity.broker_addr,
                  "brokerName": identity.broker_name, "brokerId": identity.broker_id}
         self.registrar = NamesrvRegistrar(ident, ha_addr, namesrv_names, namespace, config, channel_of(self.token),
-                                          self._registered_wrapper, self._registered_version)
+                                          lambda: self.topics.build_serialize_wrapper(self.config.broker_permission),
+                                          lambda: self.topics.data_version)
         self.metrics = metrics if metrics is not None else NO_METRICS
         self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic, self._register_all,
                                           self.config)
@@ -147,7 +149,8 @@ class BrokerController:
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
-                                    lambda: self.processor.consumers, str(store_dir))
+                                    lambda: self.processor.consumers, str(store_dir),
+                                    lambda request, ctx, topic: self.processor.may_read(request, ctx, topic))
         self.pipeline.register(self.queries.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -155,6 +158,8 @@ class BrokerController:
         self._schedule_task: asyncio.Task[None] | None = None
         self.replicas = ReplicasManager(self, namespace, broker_id, master_role, channel_of(self.token)) \
             if controller_mode else None
+        if self.replicas is not None:
+            self.processor.context.epochs = self.replicas.epoch_cache  # GET_BROKER_EPOCH_CACHE (1007)
 
     def start(self) -> None:
         cfg = self.config
@@ -171,6 +176,8 @@ class BrokerController:
             self.loop.every("controller-sync-state-set", 0.2, self.replicas.maintain_sync_state_set)
         if cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
+        self.loop.every("sample-stats-items", SAMPLE_INTERVAL_S, self.processor.context.stats_items.sample)
+        self.loop.every("flush-index", INDEX_FLUSH_INTERVAL_S, self._flush_index)
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
         self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
@@ -253,27 +260,20 @@ class BrokerController:
 
     async def reregister(self, broker_id: int, epoch: int) -> dict[str, str]:
         """Register with every NameServer under `broker_id` (0 as master, the controller id as a
-        slave) at once, in full; the DataVersion carries `epoch` as stateVersion."""
+        slave) at once, in full. A new master first stamps its topic table's DataVersion with its
+        epoch (stateVersion, RocketMQ's nextVersion(newMasterEpoch)): NameServers keep the higher."""
+        if broker_id == MASTER_ID:
+            self.topics.next_version(epoch)
         self.identity.broker_id = broker_id
         self.registrar.set_broker_id(broker_id)
         return await self.registrar.register_broker_all(force_full=True)
 
-    def _registered_version(self) -> DataVersion:
-        """The topic table's DataVersion; in controller mode with the master epoch as stateVersion."""
-        version = self.topics.data_version
-        if self.replicas is None:
-            return version
-        return dataclasses.replace(version, state_version=max(0, self.role.master_epoch))
-
-    def _registered_wrapper(self) -> TopicConfigSerializeWrapper:
-        wrapper = self.topics.build_serialize_wrapper(self.config.broker_permission)
-        if self.replicas is None:
-            return wrapper
-        return wrapper.model_copy(update={"data_version": self._registered_version()})
-
     # ------------------------------------------------------------------ steps
     async def _flush(self) -> None:
         await asyncio.to_thread(self.store.flush)
+
+    async def _flush_index(self) -> None:
+        await asyncio.to_thread(self.store.index.flush)
 
     async def persist_offsets(self) -> None:
         data = self.offsets.snapshot()

@@ -17,6 +17,10 @@ off; a corrupt record in the middle is skipped by re-synchronising on the next r
 length and CRC check out, so later acknowledged records stay readable, and the damaged range is
 reported. The per-queue indexes (RocketMQ's consume queues: commit-log position, record size and store
 time per queue offset) are rebuilt from the scan, holding 20 bytes per message.
+
+Every record published (a batch once durable, a replica's append, each record recovery finds) goes
+through `_index_record`: its queue index entry, then the message index by key (`index`,
+namesrv.broker.index_service), which skips what it already holds and so resumes from its own end.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import msgpack
 
 from namesrv.broker.commit_log_reads import CommitLogReads
 from namesrv.broker.commit_log_replica import CommitLogReplica
+from namesrv.broker.index_service import IndexService
 from namesrv.broker.message_properties import MessageIllegal, check_message
 from namesrv.broker.store_records import (
     HEADER,
@@ -94,7 +99,10 @@ class CommitLog(CommitLogReads, CommitLogReplica):
         self._write_lock = threading.Lock()
         """One writer at a time (a batch's write and fsync, a flush, the close); readers never take it."""
         self._index: dict[tuple[str, int], QueueIndex] = {}
+        self.index = IndexService(self.dir / "index")
+        """Messages by key and unique key (QUERY_MESSAGE); fed by `_index_record`."""
         self.recovery = self._recover()
+        self.index.truncate_to(self.recovery.valid_bytes)  # an index ahead of a torn tail forgets it
         new_file = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         if new_file:
@@ -153,6 +161,7 @@ class CommitLog(CommitLogReads, CommitLogReplica):
         if idx is None:
             idx = self._index[(topic, queue_id)] = QueueIndex()
         idx.put(queue_offset, pos, size, store_time)
+        self.index.dispatch(fields, pos, size)
 
     # ------------------------------------------------------------------ write
     @staticmethod
@@ -168,19 +177,17 @@ class CommitLog(CommitLogReads, CommitLogReplica):
                       {"queueId": (msg.queue_id, False), "flag": (msg.flag, False), "sysFlag": (msg.sys_flag, False),
                        "bornTimestamp": (msg.born_timestamp, True), "reconsumeTimes": (msg.reconsume_times, False)})
 
-    def _encode(self, msg: MessageInner, queue_offset: int, now: int) -> bytes:
-        """The record of one `check`ed message; MessageIllegal when it would not fit a record."""
+    def _encode(self, msg: MessageInner, queue_offset: int, now: int) -> tuple[list[Any], bytes]:
+        """The fields and record of one `check`ed message; MessageIllegal when it would not fit a record."""
+        fields = [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
+                  msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times]
         try:
-            payload: bytes = msgpack.packb(
-                [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
-                 msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times],
-                use_bin_type=True,
-            )
+            payload: bytes = msgpack.packb(fields, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as e:
             raise MessageIllegal(f"message cannot be stored: {e}") from None
         if len(payload) > MAX_RECORD:
             raise MessageIllegal(f"message record of {len(payload)} bytes exceeds the store's {MAX_RECORD}")
-        return HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+        return fields, HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
     def _write_batch(self, batch: list[MessageInner]) -> list[AppendResult | Exception]:
         """Write a batch (one write() call), fsync per the flush policy, index it. Runs in a thread."""
@@ -189,6 +196,7 @@ class CommitLog(CommitLogReads, CommitLogReplica):
             if self._fd < 0:  # closed under a batch already queued: nothing of it is written
                 return [OSError(f"commit log {self.path} is closed") for _ in batch]
             records: list[bytes] = []
+            written_fields: list[list[Any]] = []
             now = self.clock()
             start = self._write_pos
             pos = start
@@ -199,12 +207,13 @@ class CommitLog(CommitLogReads, CommitLogReplica):
                     key = (msg.topic, msg.queue_id)
                     idx = self._index.get(key)
                     offset = planned.get(key, len(idx.positions) if idx is not None else 0)
-                    record = self._encode(msg, offset, now)
+                    fields, record = self._encode(msg, offset, now)
                 except MessageIllegal as e:  # refused alone: the others of the batch are written
                     out.append(e)
                     continue
                 planned[key] = offset + 1
                 records.append(record)
+                written_fields.append(fields)
                 out.append(AppendResult(msg.topic, msg.queue_id, offset, pos, now, msg.msg_id, len(record)))
                 pos += len(record)
             if not records:
@@ -231,12 +240,9 @@ class CommitLog(CommitLogReads, CommitLogReplica):
             self.batches += 1
             with self._lock:  # published once durable (per the policy): a reader waits only for this
                 self._write_pos = pos
-                for r in out:
-                    if isinstance(r, AppendResult):
-                        idx = self._index.get((r.topic, r.queue_id))
-                        if idx is None:
-                            idx = self._index[(r.topic, r.queue_id)] = QueueIndex()
-                        idx.put(r.queue_offset, r.commit_log_offset, r.store_size, r.store_timestamp)
+                appended = (r for r in out if isinstance(r, AppendResult))
+                for r, fields in zip(appended, written_fields, strict=True):
+                    self._index_record(fields, r.commit_log_offset, r.store_size)
         return out
 
     def append(self, msg: MessageInner) -> AppendResult:
@@ -310,6 +316,7 @@ class CommitLog(CommitLogReads, CommitLogReplica):
                 with self._lock:
                     fd, self._fd = self._fd, -1
                 os.close(fd)
+        self.index.close()
         loop, queue = self._writer_loop, self._queue
         if loop is not None and queue is not None and not loop.is_closed():
             try:

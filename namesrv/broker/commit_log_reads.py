@@ -13,9 +13,13 @@ from typing import Any
 
 import msgpack
 
+from namesrv.broker.index_service import IndexService, message_keys
 from namesrv.broker.store_records import HEADER, MAGIC, QueueIndex
 from namesrv.broker.store_types import ReadResult, StoredMessage
 from namesrv.broker.transfer_caps import DEFAULT_CAPS, MAX_SCAN_ENTRIES, TransferCaps
+
+MAX_QUERY_CANDIDATES = 4096
+"""Index entries a key query reads at most (matches and hash collisions together)."""
 
 
 class CommitLogReads:
@@ -23,6 +27,7 @@ class CommitLogReads:
     _index: dict[tuple[str, int], QueueIndex]
     _fd: int
     _write_pos: int
+    index: IndexService
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         with self._lock:
@@ -104,6 +109,25 @@ class CommitLogReads:
             fd = self._fd
         return self._read_at(fd, pos)
 
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[StoredMessage]:
+        """DefaultMessageStore.queryMessage: up to `max_num` messages of `topic` whose unique key or
+        one of whose KEYS is `key`, stored within [begin, end], newest first. Each message the index
+        points at is read and checked (RocketMQ leaves hash collisions to the client); when
+        collisions crowd out the matches the index is asked again for more. Blocking: off the loop."""
+        limit = max(1, max_num)
+        while True:
+            offsets = self.index.query(topic, key, limit, begin, end)
+            found: list[StoredMessage] = []
+            for pos in offsets:
+                m = self.get_by_commit_offset(pos)
+                if m is not None and m.topic == topic and begin <= m.store_timestamp <= end and key in stored_keys(m):
+                    found.append(m)
+                    if len(found) >= max_num:
+                        return found
+            if len(offsets) < limit or limit >= MAX_QUERY_CANDIDATES:
+                return found
+            limit = min(limit * 4, MAX_QUERY_CANDIDATES)
+
     def _read_at(self, fd: int, pos: int) -> StoredMessage | None:
         header = os.pread(fd, HEADER.size, pos)
         if len(header) < HEADER.size:
@@ -118,6 +142,12 @@ class CommitLogReads:
         extra = f[7:12] + [0, 0, 0, "", 0][len(f[7:12]) :]
         return StoredMessage(f[0], f[1], f[2], f[3], f[4], f[5], f[6], pos, extra[0], extra[1], extra[2], extra[3],
                              extra[4], HEADER.size + length)
+
+
+def stored_keys(m: StoredMessage) -> list[str]:
+    """What a stored message is filed under in the index (see index_service.message_keys)."""
+    return message_keys([m.topic, m.queue_id, m.queue_offset, m.store_timestamp, m.msg_id, m.properties, m.body,
+                         m.flag, m.sys_flag])
 
 
 def _lost_as_zero(store_time: int) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from namesrv.broker.ha import ReplicationError, Transfer, new_bytes, transfer_slice
+from namesrv.broker.index_service import IndexService
 from namesrv.broker.store_records import QueueIndex, parse_records, whole_records_prefix
 from namesrv.broker.store_types import FlushDiskType
 
@@ -25,6 +26,7 @@ class CommitLogReplica:
     _fd: int
     _write_pos: int
     _dirty: bool
+    index: IndexService
 
     def _index_record(self, fields: list[Any], pos: int, size: int) -> None:
         raise NotImplementedError
@@ -94,6 +96,7 @@ class CommitLogReplica:
             os.ftruncate(fd, offset)
             os.fsync(fd)
             self.fsyncs += 1
+            self.index.truncate_to(offset)
             with self._lock:
                 self._write_pos = offset
                 for key in list(self._index):

@@ -141,6 +141,7 @@ class SendMessageProcessor:
             ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
             raise BrokerError(code, DEPOSED_REMARK)
         ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
+        ctx.stats_items.inc_topic_put_nums(first.topic, len(messages))
         return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results],
                            code)
 

@@ -1,6 +1,6 @@
 """Controller mode's pure parts: a RoleGuard whose role changes at runtime (role log, the fence on
 a deposed master's waiting sends, a fresh SyncStateSet per term, a shrink that waits for the
-controller), the broker metadata file, and the DataVersion's stateVersion on the wire."""
+controller) and the broker metadata file."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from namesrv.broker.role import RoleGuard
 from namesrv.broker.store_types import BrokerRole
 from namesrv.clock import ManualClock
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.models import DataVersion, parse_data_version
-from namesrv.protocol.types import InvalidInput
 
 
 def guard(clock: ManualClock, role: BrokerRole = BrokerRole.SLAVE) -> RoleGuard:
@@ -95,13 +93,3 @@ def test_broker_metadata_is_kept_durably_and_refused_for_another_set(tmp_path: P
     path.write_text("{not json")
     with pytest.raises(BrokerMetadataError, match="unreadable"):
         load_metadata(path, "C", "broker-a")
-
-
-def test_state_version_on_the_wire_only_when_set() -> None:
-    assert DataVersion(5, 7).to_wire() == {"timestamp": 5, "counter": 7}
-    v = DataVersion(5, 7, state_version=3)
-    assert v.to_wire() == {"timestamp": 5, "counter": 7, "stateVersion": 3}
-    assert parse_data_version(v.to_wire()) == v == DataVersion.from_wire(v.to_wire())
-    assert v.next_version(9).state_version == 3
-    with pytest.raises(InvalidInput):
-        parse_data_version({"timestamp": 5, "counter": 7, "stateVersion": -1})
