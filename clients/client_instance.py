@@ -195,6 +195,16 @@ class MQClientInstance:
             self.route_log.append((topic, time.time_ns() // 1_000_000, source,
                                    tuple(info.broker_names()) if info is not None else ()))
 
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        """The master address (brokerId 0) of `broker_name` in any cached route (RocketMQ's
+        findBrokerAddressInPublish); None when no cached route names it."""
+        with self._lock:
+            for info in self._publish_info.values():
+                for bd in info.route.broker_datas if info.route is not None else []:
+                    if bd.broker_name == broker_name and MASTER_ID in bd.broker_addrs:
+                        return bd.broker_addrs[MASTER_ID]
+        return None
+
     def update_topic_route_info_from_name_server(self, topic: str) -> bool:
         route, version = self.get_topic_route(topic)
         with self._lock:

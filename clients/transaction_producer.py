@@ -102,7 +102,13 @@ class TransactionMQProducer(Producer):
         return signature(ext, None, self.config.credentials)
 
     def _broker(self, broker_name: str) -> Any:
-        return ray.get_actor(broker_actor_name(broker_name, MASTER_ID), namespace=self.namespace)
+        """The master of `broker_name` as the cached route names it (after a failover, whichever
+        replica is brokerId 0), else `broker_actor_name(X, 0)`."""
+        instance = self._ready()[0]
+        addr = instance.find_broker_address_in_publish(broker_name)
+        name = instance.transport.actor_of(broker_name, addr) if addr is not None \
+            else broker_actor_name(broker_name, MASTER_ID)
+        return ray.get_actor(name, namespace=self.namespace)
 
     # ------------------------------------------------------------------ sending
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
