@@ -93,3 +93,21 @@ def test_broker_metadata_is_kept_durably_and_refused_for_another_set(tmp_path: P
     path.write_text("{not json")
     with pytest.raises(BrokerMetadataError, match="unreadable"):
         load_metadata(path, "C", "broker-a")
+
+
+def test_a_dead_slave_leaves_at_once_and_rejoins_once_caught_up() -> None:
+    clock = ManualClock()
+    uncontrolled = RoleGuard(BrokerConfig(broker_role=BrokerRole.SYNC_MASTER, ha_max_time_slave_not_catchup_ms=60_000),
+                             0, clock)
+    uncontrolled.on_slave_request(1, 0, 0)
+    assert uncontrolled.sync.members == {0, 1} and not uncontrolled.sync.acked(10)
+    uncontrolled.slave_gone(1)  # its actor died: no waiting out the minute
+    assert uncontrolled.sync.members == {0} and uncontrolled.sync.acked(10)
+    uncontrolled.on_slave_request(1, 10, 10)  # restarted and caught up: back in
+    assert uncontrolled.sync.members == {0, 1}
+
+    controlled = guard(clock, BrokerRole.SYNC_MASTER)
+    controlled.change_role(BrokerRole.SYNC_MASTER, 1, broker_id=2)
+    controlled.on_slave_request(3, 0, 0)
+    controlled.slave_gone(3)
+    assert controlled.sync.members == {2, 3} and controlled.sync.stale() == {3}  # until the controller agrees
