@@ -8,6 +8,7 @@ delays the election but never lets two masters write."""
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from ray.exceptions import RayActorError
 
 from actors.controller import controller_config, start_controller
 from actors.launcher import BrokerSpec, Deployment
+from clients.cli import main as namesrv_main
 from clients.consumer import PullConsumer
 from clients.producer import Message, MQClientError, Producer
 from namesrv.protocol.codes import ResponseCode
@@ -84,7 +86,8 @@ def log_bytes(dep: Deployment, broker: str) -> bytes:
 
 
 @pytest.mark.timeout(240)
-def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployments: DeploymentFactory) -> None:
+def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployments: DeploymentFactory,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     dep = deploy(deployments)
     acked = send(dep, A0, 40)
     assert all(r.ok for r in acked), acked
@@ -133,6 +136,12 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     assert log_bytes(dep, A0) == log_bytes(dep, A1)
     refused = ray.get(dep.brokers[A0].send_message.remote(TOPIC, 0, b"no"), timeout=30)
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+    capsys.readouterr()
+    assert namesrv_main(["getBrokerEpoch", "-b", "broker-a", "--json", "--namespace", dep.spec.namespace]) == 0
+    caches = json.loads(capsys.readouterr().out)
+    assert sorted(caches) == [A0, A1]
+    assert all([e["epoch"] for e in c["epochList"]] == [1, 2] for c in caches.values()), caches
 
 
 @pytest.mark.timeout(180)
