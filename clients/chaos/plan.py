@@ -146,6 +146,9 @@ class ChaosConfig(BaseModel):
     """The masters' role in a private deployment; default SYNC_MASTER with slaves (as `namesrv up`)."""
     broker_overrides: dict[str, Any] = Field(default_factory=dict)
     """Other broker settings of a private deployment (e.g. ha_max_time_slave_not_catchup_ms)."""
+    controller: bool = False
+    """A private deployment with the controller: brokers in controller mode, a killed master
+    replaced by its slave (actors.broker_replicas); off, roles stay as deployed."""
     namespace: str | None = None
     existing: bool = False
     """Fault the deployment already running in `namespace` (which must be given) instead of a private one."""

@@ -118,7 +118,7 @@ def private_target(cfg: ChaosConfig, namespace: str) -> Target:
     spec = ClusterSpec(namesrv_count=cfg.namesrvs, brokers=broker_specs(cfg.brokers, cfg.slaves), profile=cfg.profile,
                        namespace=namespace, data_dir=data_dir, namesrv_port=0, broker_port=None,
                        namesrv_overrides={"snapshot_interval_ms": cfg.snapshot_interval_ms},
-                       broker_overrides=overrides)
+                       broker_overrides=overrides, controller=cfg.controller)
     masters = [b.addr for b in spec.brokers if b.broker_id == 0]
     return Target(Deployment(spec), PRIVATE, cfg.timing(), masters, data_dir, own_dir,
                   broker_config=get_profile(cfg.profile).broker_config(**overrides), slaves=cfg.slaves)
