@@ -91,8 +91,8 @@ class BrokerActor:
         check_name(cluster_name, "clusterName")
         check_name(broker_name, "brokerName")
         self.actor_name = broker_actor_name(broker_name, broker_id)
-        log_file = store_path(store_root, self.actor_name) / "store" / "commitlog.dat"
-        if require_store and not log_file.exists():
+        log_file = store_path(store_root, self.actor_name) / "store" / "commitlog"
+        if require_store and not log_file.is_dir():
             raise StoreMissingError(
                 f"broker {self.actor_name}: no store at {log_file} on node {ray.get_runtime_context().get_node_id()} "
                 f"({ray.util.get_node_ip_address()}); refusing to start it empty (restart it with start_empty "

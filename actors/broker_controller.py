@@ -100,7 +100,9 @@ class BrokerController:
         """Topic-config writes, off the event loop; answers that changed topics wait for `durable()`."""
         self.topics = TopicConfigManager(store_dir / "config" / "topics.json", clock, config.auto_create_topic_enable,
                                          config.default_topic_queue_nums, writer=self.writer.write)
-        self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit)
+        self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit,
+                               segment_size=config.mapped_file_size_commit_log,
+                               consume_queue_file_size=config.mapped_file_size_consume_queue)
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
         self.recovery_ms = (time.perf_counter() - started) * 1000
         self.loop = ControlLoop(identity.broker_addr)
@@ -150,6 +152,8 @@ class BrokerController:
                         self.registrar.register_broker_all, initial_delay_s=cfg.register_initial_delay_ms / 1000)
         if cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
+        self.loop.every("checkpoint-store", cfg.flush_interval_consume_queue_ms / 1000, self._checkpoint,
+                        initial_delay_s=cfg.flush_interval_consume_queue_ms / 1000)
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
         self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
@@ -190,6 +194,10 @@ class BrokerController:
     # ------------------------------------------------------------------ steps
     async def _flush(self) -> None:
         await asyncio.to_thread(self.store.flush)
+
+    async def _checkpoint(self) -> None:
+        """RocketMQ's FlushConsumeQueueService: consume queues fsynced, then the checkpoint written."""
+        await asyncio.to_thread(self.store.checkpoint)
 
     async def persist_offsets(self) -> None:
         data = self.offsets.snapshot()

@@ -2,8 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
+
+MAPPED_FILE_SIZE_COMMIT_LOG = 1 << 30
+"""RocketMQ's mappedFileSizeCommitLog default: 1 GiB segments."""
+MAPPED_FILE_SIZE_CONSUME_QUEUE = 300_000 * 20
+"""RocketMQ's mappedFileSizeConsumeQueue default: 300,000 entries of 20 bytes per file."""
+MIN_SEGMENT_SIZE = 4096
+"""The smallest commit-log segment accepted (tests use small ones; a record must fit in one)."""
+
+DispatchFn = Callable[[list[Any], int, int], None]
+"""dispatch(record fields, commit-log offset, record size): see CommitLog.add_dispatcher."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatcher:
+    """RocketMQ's CommitLogDispatcher: what the store calls for every record, and how it makes
+    its output durable (`flush`, before a checkpoint) and forgets records cut from the log
+    (`truncate(offset)`)."""
+
+    dispatch: DispatchFn
+    flush: Callable[[], None] | None = None
+    truncate: Callable[[int], object] | None = None
 
 
 class FlushDiskType(StrEnum):
@@ -66,6 +89,10 @@ class RecoveryReport:
     corrupt_ranges: list[tuple[int, int, str]] = field(default_factory=list)
     """(start, end, reason) of every damaged stretch skipped in the middle of the log."""
     queues: dict[tuple[str, int], int] = field(default_factory=dict)
+    scanned_from: int = 0
+    """The commit-log offset the scan started at (the checkpoint's; 0: the whole log was read)."""
+    consume_queue_entries_dropped: int = 0
+    """Consume-queue entries cut because their records were not (whole) in the recovered log."""
 
 
 @dataclass(slots=True)
@@ -88,3 +115,7 @@ class BrokerRole(StrEnum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
+
+
+class StoreFormatError(OSError):
+    """The store directory holds a layout this version does not read."""
