@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from namesrv.broker.commit_log import HEADER, CommitLog, FlushDiskType, MessageInner
-from namesrv.broker.consume_queue import CQ_UNIT, tag_hash, topic_dir_name
+from namesrv.broker.consume_queue import CQ_UNIT, topic_dir_name
 from namesrv.broker.ha import ReplicationError
 from namesrv.broker.mapped_file_queue import segment_name, segment_paths
 from namesrv.broker.message_properties import MessageIllegal
