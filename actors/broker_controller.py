@@ -34,6 +34,7 @@ from namesrv.broker.processor import BrokerProcessor
 from namesrv.broker.processor_types import BrokerIdentity
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule_service import ScheduleService
+from namesrv.broker.store_cleanup import CleanCommitLogService, RetentionPolicy
 from namesrv.broker.store_types import BrokerRole
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
@@ -103,6 +104,10 @@ class BrokerController:
         self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit,
                                segment_size=config.mapped_file_size_commit_log,
                                consume_queue_file_size=config.mapped_file_size_consume_queue)
+        self.cleaner = CleanCommitLogService(self.store, RetentionPolicy(
+            config.file_reserved_time, config.delete_when, config.disk_max_used_space_ratio,
+            config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio,
+            config.delete_commit_log_files_interval_ms))
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
         self.recovery_ms = (time.perf_counter() - started) * 1000
         self.loop = ControlLoop(identity.broker_addr)
@@ -154,6 +159,7 @@ class BrokerController:
             self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
         self.loop.every("checkpoint-store", cfg.flush_interval_consume_queue_ms / 1000, self._checkpoint,
                         initial_delay_s=cfg.flush_interval_consume_queue_ms / 1000)
+        self.loop.every("clean-store", cfg.clean_resource_interval_ms / 1000, self._clean, initial_delay_s=0)
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
         self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
@@ -194,6 +200,10 @@ class BrokerController:
     # ------------------------------------------------------------------ steps
     async def _flush(self) -> None:
         await asyncio.to_thread(self.store.flush)
+
+    async def _clean(self) -> None:
+        """Retention (namesrv.broker.store_cleanup), in a worker thread: the loop never waits for it."""
+        await asyncio.to_thread(self.cleaner.run)
 
     async def _checkpoint(self) -> None:
         """RocketMQ's FlushConsumeQueueService: consume queues fsynced, then the checkpoint written."""

@@ -38,21 +38,21 @@ from typing import Any
 
 import msgpack
 
+from namesrv.broker.commit_log_dispatch import CommitLogDispatch
 from namesrv.broker.commit_log_reads import CommitLogReads
 from namesrv.broker.commit_log_replica import CommitLogReplica
 from namesrv.broker.consume_queue import ConsumeQueueStore
 from namesrv.broker.mapped_file_queue import MappedFileQueue, Segment
 from namesrv.broker.message_properties import MessageIllegal, check_message
-from namesrv.broker.store_checkpoint import Checkpoint, StoreCheckpoint
+from namesrv.broker.store_checkpoint import StoreCheckpoint
 from namesrv.broker.store_records import HEADER, MAGIC, MAX_RECORD, blank_record
-from namesrv.broker.store_recovery import recover_log
 from namesrv.broker.store_types import (
     MAPPED_FILE_SIZE_COMMIT_LOG,
     MAPPED_FILE_SIZE_CONSUME_QUEUE,
     MIN_SEGMENT_SIZE,
     AppendResult,
+    DiskFullError,
     Dispatcher,
-    DispatchFn,
     FlushDiskType,
     MessageInner,
     ReadResult,
@@ -77,7 +77,7 @@ _Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
 """A message waiting for the group-commit writer, and its sender's future."""
 
 
-class CommitLog(CommitLogReads, CommitLogReplica):
+class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
     """Thread-safe for readers, who never wait for the disk; writes go through `put` (async,
     batched) or `append` (sync). A batch's records are written, fsynced and dispatched under the
     write lock only; the short lock publishes the write position once that is done."""
@@ -125,6 +125,11 @@ class CommitLog(CommitLogReads, CommitLogReplica):
         self._fd = 0  # >= 0 while open (the segments hold the real descriptors); -1 once closed
         self.recovery = self._recover()
         self._write_pos = self.files.file_end()
+        self.consume_queues.correct_min_offsets(self.files.min_offset())
+        self.disk_full = False
+        """Set by retention (store_cleanup) while the disk is fuller than diskSpaceWarningLevelRatio."""
+        self.disk_ratio = 0.0
+        """The store disk's used ratio (0..1) retention last saw."""
         self._dirty: dict[int, Segment] = {}
         """Segments written but not fsynced yet (ASYNC_FLUSH, or a replica's unsynced append)."""
         self._queue: asyncio.Queue[_Pending | None] | None = None
@@ -135,61 +140,6 @@ class CommitLog(CommitLogReads, CommitLogReplica):
         self.batches = 0
         self.listeners: list[Callable[[], None]] = []
         """Called on the writer's event loop after every batch `put` wrote (replication waits on it)."""
-
-    # ------------------------------------------------------------------ dispatch and recovery
-    def add_dispatcher(self, dispatch: DispatchFn, flush: Callable[[], None] | None = None,
-                       truncate: Callable[[int], object] | None = None) -> None:
-        """Register a CommitLogDispatcher, called after the consume queues for every record written
-        from now on: `dispatch(fields, commit_log_offset, record_size)` with the record's fields
-        (store_records' layout: topic, queue id, queue offset, store time, msg id, properties, body,
-        flag, sysFlag, born time, born host, reconsume times). It runs in the store's writer thread
-        under the write lock, after the record is durable per the flush policy and before readers
-        see it; it must not call the store's write methods. `flush()` makes what it built durable
-        (called before every checkpoint); `truncate(offset)` forgets what it built for records at
-        or after `offset` (a replica cutting its log, recovery cutting a torn tail). To see the
-        records recovery re-reads, pass it to the constructor's `dispatchers` instead."""
-        with self._write_lock:
-            self._dispatchers.append(Dispatcher(dispatch, flush, truncate))
-
-    def _dispatch(self, fields: list[Any], pos: int, size: int) -> None:
-        for d in self._dispatchers:
-            try:
-                d.dispatch(fields, pos, size)
-            except Exception:  # one dispatcher's fault must not stop the others nor the write
-                if d.dispatch == self.consume_queues.dispatch:
-                    raise
-                log.exception("commit log %s: dispatcher %r failed at offset %d", self.dir, d.dispatch, pos)
-
-    def _recover(self) -> RecoveryReport:
-        report = RecoveryReport()
-        end = recover_log(self.files, self._checkpoint.current.physic_offset, self._dispatch, report)
-        for d in self._dispatchers:
-            if d.truncate is not None:
-                dropped = d.truncate(end)
-                if d.truncate == self.consume_queues.truncate and isinstance(dropped, int):
-                    report.consume_queue_entries_dropped = dropped
-        if report.consume_queue_entries_dropped:
-            log.warning("commit log %s: dropped %d consume-queue entries past the recovered end %d",
-                        self.dir, report.consume_queue_entries_dropped, end)
-        report.queues = {k: cq.max_offset for k, cq in self.consume_queues.queues.items()}
-        return report
-
-    def checkpoint(self) -> int:
-        """Make the log and every dispatcher's output durable up to the current end, then record
-        that end in the checkpoint file (write, fsync, rename); returns it. Blocking: run it off
-        the event loop (the broker does so every flushIntervalConsumeQueue)."""
-        with self._write_lock:
-            if self._fd < 0:
-                return self._checkpoint.current.physic_offset
-            end = self._write_pos
-            self._flush_locked()
-            for d in self._dispatchers:
-                if d.flush is not None:
-                    d.flush()
-            last = self._checkpoint.current
-            if end != last.physic_offset or last.min_physic_offset != self.files.min_offset():
-                self._checkpoint.write(Checkpoint(end, self.clock(), self.files.min_offset()))
-        return end
 
     # ------------------------------------------------------------------ write
     @staticmethod
@@ -286,9 +236,12 @@ class CommitLog(CommitLogReads, CommitLogReplica):
             os.fsync(touched[-1].fd)
             self.fsyncs += 1
 
-    def refuse_writes(self) -> OSError | None:
-        """Why the store takes no write now, or None (retention's disk-full guard overrides it)."""
-        return None
+    def refuse_writes(self) -> DiskFullError | None:
+        """Why the store takes no write now (its disk is marked full by retention), or None."""
+        if not self.disk_full:
+            return None
+        return DiskFullError(f"commit log {self.dir}: the disk is nearly full, writes are refused until retention "
+                             f"frees space")
 
     def append(self, msg: MessageInner) -> AppendResult:
         """Store one message now, in the calling thread (acknowledged after its own fsync with SYNC)."""

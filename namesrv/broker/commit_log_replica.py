@@ -43,9 +43,8 @@ class CommitLogReplica:
             end = self._write_pos
         if self._fd < 0:
             raise OSError(f"commit log {self.dir} is closed")
-        if from_offset < self.files.min_offset() and from_offset < end:
-            raise ReplicationError(f"offset {from_offset} was deleted by retention (the log starts at "
-                                   f"{self.files.min_offset()})")
+        if from_offset < self.files.min_offset() < end:  # deleted by retention: a new slave starts where the log
+            from_offset = self.files.min_offset()    # starts (RocketMQ's starts at its last segment's start)
         return Transfer(from_offset, transfer_slice(self.files.pread, from_offset, end, max_bytes), end)
 
     def append_raw(self, offset: int, data: bytes, fsync: bool = True) -> set[tuple[str, int]]:
@@ -57,7 +56,10 @@ class CommitLogReplica:
         with self._write_lock:
             if self._fd < 0:
                 raise OSError(f"commit log {self.dir} is closed")
-            start, fresh = new_bytes(offset, data, self._write_pos, self.files.pread)
+            local_end = self._write_pos
+            if not self.files.segments and local_end == 0 and offset > 0 and offset % self.files.segment_size == 0:
+                local_end = offset  # an empty replica of a log whose older segments retention deleted starts here
+            start, fresh = new_bytes(offset, data, local_end, self.files.pread)
             if not fresh:
                 return set()
             try:

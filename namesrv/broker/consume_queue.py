@@ -201,6 +201,18 @@ class ConsumeQueueStore:
                 del self.queues[key]
         return dropped
 
+    def correct_min_offsets(self, log_min: int) -> int:
+        """At start-up: correct the queues whose first entry points below the log's first kept
+        offset (retention was killed between deleting a segment and correcting the queues); one
+        pread per queue otherwise. Returns the queues corrected."""
+        corrected = 0
+        for cq in self.queues.values():
+            first = cq.entry(cq.min_offset)
+            if first is not None and first[0] < log_min:
+                cq.correct_min_offset(log_min)
+                corrected += 1
+        return corrected
+
     def close(self) -> None:
         for cq in self.queues.values():
             cq.close()

@@ -207,14 +207,21 @@ class MappedFileQueue:
                 os.fsync(last.fd)
         return removed
 
-    def delete_first(self) -> Segment | None:
-        """Delete the oldest segment (retention); its file closes once no reader holds it."""
+    def forget_first(self) -> Segment | None:
+        """Take the oldest segment out of the table (retention), without touching its file: the
+        caller unlinks it (outside its locks); it closes once no reader holds it."""
         if not self.segments:
             return None
         seg = self.segments[0]
         self.segments, self._bases = self.segments[1:], self._bases[1:]
-        seg.path.unlink(missing_ok=True)
-        fsync_dir(self.dir)
+        return seg
+
+    def delete_first(self) -> Segment | None:
+        """Take the oldest segment out of the table and unlink it."""
+        seg = self.forget_first()
+        if seg is not None:
+            seg.path.unlink(missing_ok=True)
+            fsync_dir(self.dir)
         return seg
 
     def close(self) -> None:

@@ -119,3 +119,13 @@ class BrokerRole(StrEnum):
 
 class StoreFormatError(OSError):
     """The store directory holds a layout this version does not read."""
+
+
+DISK_FULL_REMARK = ("service not available now. It may be caused by one of the following reasons: the broker's disk "
+                    "is full [{ratio}], messages are put to the slave, message store has been shut down, etc.")
+"""RocketMQ's SendMessageProcessor remark for a store that is not writable (SERVICE_NOT_AVAILABLE)."""
+
+
+class DiskFullError(OSError):
+    """The store refuses writes: its disk is fuller than diskSpaceWarningLevelRatio (RocketMQ's
+    runningFlags DISK_FULL); nothing of the refused write is stored."""

@@ -1,0 +1,90 @@
+"""The store's dispatch, recovery and checkpoint, a mixin of `CommitLog` (RocketMQ's
+CommitLogDispatcher list, recover*, and FlushConsumeQueueService's checkpoint)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from namesrv.broker.consume_queue import ConsumeQueueStore
+from namesrv.broker.mapped_file_queue import MappedFileQueue
+from namesrv.broker.store_checkpoint import Checkpoint, StoreCheckpoint
+from namesrv.broker.store_recovery import recover_log
+from namesrv.broker.store_types import Dispatcher, DispatchFn, RecoveryReport
+from namesrv.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class CommitLogDispatch:
+    dir: Path
+    clock: Clock
+    files: MappedFileQueue
+    consume_queues: ConsumeQueueStore
+    _dispatchers: list[Dispatcher]
+    _checkpoint: StoreCheckpoint
+    _write_lock: threading.Lock
+    _fd: int
+    _write_pos: int
+
+    def _flush_locked(self) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ dispatch and recovery
+    def add_dispatcher(self, dispatch: DispatchFn, flush: Callable[[], None] | None = None,
+                       truncate: Callable[[int], object] | None = None) -> None:
+        """Register a CommitLogDispatcher, called after the consume queues for every record written
+        from now on: `dispatch(fields, commit_log_offset, record_size)` with the record's fields
+        (store_records' layout: topic, queue id, queue offset, store time, msg id, properties, body,
+        flag, sysFlag, born time, born host, reconsume times). It runs in the store's writer thread
+        under the write lock, after the record is durable per the flush policy and before readers
+        see it; it must not call the store's write methods. `flush()` makes what it built durable
+        (called before every checkpoint); `truncate(offset)` forgets what it built for records at
+        or after `offset` (a replica cutting its log, recovery cutting a torn tail). To see the
+        records recovery re-reads, pass it to the constructor's `dispatchers` instead."""
+        with self._write_lock:
+            self._dispatchers.append(Dispatcher(dispatch, flush, truncate))
+
+    def _dispatch(self, fields: list[Any], pos: int, size: int) -> None:
+        for d in self._dispatchers:
+            try:
+                d.dispatch(fields, pos, size)
+            except Exception:  # one dispatcher's fault must not stop the others nor the write
+                if d.dispatch == self.consume_queues.dispatch:
+                    raise
+                log.exception("commit log %s: dispatcher %r failed at offset %d", self.dir, d.dispatch, pos)
+
+    def _recover(self) -> RecoveryReport:
+        report = RecoveryReport()
+        end = recover_log(self.files, self._checkpoint.current.physic_offset, self._dispatch, report)
+        for d in self._dispatchers:
+            if d.truncate is not None:
+                dropped = d.truncate(end)
+                if d.truncate == self.consume_queues.truncate and isinstance(dropped, int):
+                    report.consume_queue_entries_dropped = dropped
+        if report.consume_queue_entries_dropped:
+            log.warning("commit log %s: dropped %d consume-queue entries past the recovered end %d",
+                        self.dir, report.consume_queue_entries_dropped, end)
+        report.queues = {k: cq.max_offset for k, cq in self.consume_queues.queues.items()}
+        return report
+
+    def checkpoint(self) -> int:
+        """Make the log and every dispatcher's output durable up to the current end, then record
+        that end in the checkpoint file (write, fsync, rename); returns it. Blocking: run it off
+        the event loop (the broker does so every flushIntervalConsumeQueue)."""
+        with self._write_lock:
+            if self._fd < 0:
+                return self._checkpoint.current.physic_offset
+            end = self._write_pos
+            self._flush_locked()
+            for d in self._dispatchers:
+                if d.flush is not None:
+                    d.flush()
+            last = self._checkpoint.current
+            if end != last.physic_offset or last.min_physic_offset != self.files.min_offset():
+                self._checkpoint.write(Checkpoint(end, self.clock(), self.files.min_offset()))
+        return end
+
