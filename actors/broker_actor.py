@@ -108,9 +108,13 @@ class BrokerActor:
         )
         self.controller.start()
         rec = self.controller.store.recovery
-        log.info("broker %s[%d] %s up (incarnation %s), recovered %d messages in %.1f ms%s%s",
-                 broker_name, broker_id, self.broker_addr, self.controller.incarnation, rec.records,
+        log.info("broker %s[%d] %s up (incarnation %s), %d messages in store, %d re-read past the checkpoint "
+                 "(from offset %d) in %.1f ms%s%s%s",
+                 broker_name, broker_id, self.broker_addr, self.controller.incarnation,
+                 sum(self.controller.store.queues().values()), rec.records, rec.scanned_from,
                  self.controller.recovery_ms,
+                 f", dropped {rec.consume_queue_entries_dropped} consume-queue entries past the log's end"
+                 if rec.consume_queue_entries_dropped else "",
                  f", truncated {rec.truncated_bytes} torn bytes" if rec.truncated_bytes else "",
                  f", skipped corrupt ranges {rec.corrupt_ranges}" if rec.corrupt_ranges else "")
 
@@ -317,8 +321,12 @@ class BrokerActor:
             "topics": len(c.topics.topic_config_table),
             "master_addr": c.registrar.master_addr,
             "permission": c.config.broker_permission,
-            "recovered_messages": rec.records,
+            "recovered_messages": sum(c.store.queues().values()),
+            "recovery_scanned_records": rec.records,
+            "recovery_scanned_from": rec.scanned_from,
             "truncated_bytes": rec.truncated_bytes,
+            "consume_queue_entries_dropped": rec.consume_queue_entries_dropped,
+            "min_physical_offset": c.store.min_physical_offset(),
             "corrupt_ranges": rec.corrupt_ranges,
             "recovery_ms": c.recovery_ms,
             "store_fsyncs": c.store.fsyncs,

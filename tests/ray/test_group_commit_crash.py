@@ -1,7 +1,8 @@
 """SIGKILL of a SYNC_FLUSH broker in the middle of group-commit batches: many senders in flight, the
 broker's process killed once the first acknowledgements came back (so batches are being written
 and fsynced at that moment). After a restart from the same store, every message that was
-acknowledged is readable at the queue offset its sender was given.
+acknowledged is readable at the queue offset its sender was given. The store's segments are small
+and its checkpoint frequent, so the kill lands among segment rolls and consume-queue checkpoints.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def deployments(ray_session: str, tmp_path: Path) -> Iterator[DeploymentFactory]
 @pytest.mark.timeout(300)
 def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployments: DeploymentFactory) -> None:
     dep = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1,
-                             broker_overrides={"flush_disk_type": "SYNC_FLUSH", "group_commit": True})
+                             broker_overrides={"flush_disk_type": "SYNC_FLUSH", "group_commit": True,
+                                               "mapped_file_size_commit_log": 4096,
+                                               "flush_interval_consume_queue_ms": 50})
     wait_registered_everywhere(dep)
     broker = dep.brokers["broker-a-0"]
     assert ray.get(broker.create_topic.remote(TOPIC, QUEUES, QUEUES)).ok
@@ -68,6 +71,9 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
     restarted = dep.restart_broker("broker-a-0")
     info = broker_info(restarted)
     assert info["recovered_messages"] >= len(acked), info
+    assert info["recovery_scanned_from"] > 0, "recovery started from a checkpoint"
+    segments = list((Path(info["store_dir"]) / "store" / "commitlog").iterdir())
+    assert len(segments) >= 2, "the run crossed segment rolls"
     stored: dict[tuple[int, int], bytes] = {}
     for q in range(QUEUES):
         page = pull_all(restarted, TOPIC, q)
