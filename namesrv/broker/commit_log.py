@@ -114,8 +114,11 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
         """Guards the write position and the segment and queue tables' publication: held for memory
         work only, never disk I/O, so a reader on an event loop never waits for the disk."""
         self._write_lock = threading.Lock()
-        """One writer at a time (a batch's write, fsync and dispatch, a flush, a checkpoint, a
-        clean-up step, the close); readers never take it."""
+        """One writer at a time (a batch's write, fsync and dispatch, a flush, a clean-up step, the
+        close); readers never take it."""
+        self._checkpoint_lock = threading.Lock()
+        """Held across a checkpoint (its fsyncs run outside the write lock) and a truncate_to;
+        taken before the write lock."""
         self.files = MappedFileQueue(self.dir / "commitlog", segment_size)
         self.consume_queues = ConsumeQueueStore(self.dir / "consumequeue", consume_queue_file_size)
         self._dispatchers: list[Dispatcher] = [

@@ -4,13 +4,14 @@ CommitLogDispatcher list, recover*, and FlushConsumeQueueService's checkpoint)."
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from namesrv.broker.consume_queue import ConsumeQueueStore
-from namesrv.broker.mapped_file_queue import MappedFileQueue
+from namesrv.broker.mapped_file_queue import MappedFileQueue, Segment
 from namesrv.broker.store_checkpoint import Checkpoint, StoreCheckpoint
 from namesrv.broker.store_recovery import recover_log
 from namesrv.broker.store_types import Dispatcher, DispatchFn, RecoveryReport
@@ -27,11 +28,10 @@ class CommitLogDispatch:
     _dispatchers: list[Dispatcher]
     _checkpoint: StoreCheckpoint
     _write_lock: threading.Lock
+    _checkpoint_lock: threading.Lock
+    _dirty: dict[int, Segment]
     _fd: int
     _write_pos: int
-
-    def _flush_locked(self) -> None:
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ dispatch and recovery
     def add_dispatcher(self, dispatch: DispatchFn, flush: Callable[[], None] | None = None,
@@ -42,9 +42,10 @@ class CommitLogDispatch:
         flag, sysFlag, born time, born host, reconsume times). It runs in the store's writer thread
         under the write lock, after the record is durable per the flush policy and before readers
         see it; it must not call the store's write methods. `flush()` makes what it built durable
-        (called before every checkpoint); `truncate(offset)` forgets what it built for records at
-        or after `offset` (a replica cutting its log, recovery cutting a torn tail). To see the
-        records recovery re-reads, pass it to the constructor's `dispatchers` instead."""
+        (called under the write lock before every checkpoint: keep it to an fsync or two);
+        `truncate(offset)` forgets what it built for records at or after `offset` (a replica
+        cutting its log, recovery cutting a torn tail). To see the records recovery re-reads, pass
+        it to the constructor's `dispatchers` instead."""
         with self._write_lock:
             self._dispatchers.append(Dispatcher(dispatch, flush, truncate))
 
@@ -75,16 +76,21 @@ class CommitLogDispatch:
         """Make the log and every dispatcher's output durable up to the current end, then record
         that end in the checkpoint file (write, fsync, rename); returns it. Blocking: run it off
         the event loop (the broker does so every flushIntervalConsumeQueue)."""
-        with self._write_lock:
-            if self._fd < 0:
-                return self._checkpoint.current.physic_offset
-            end = self._write_pos
-            self._flush_locked()
-            for d in self._dispatchers:
-                if d.flush is not None:
-                    d.flush()
+        with self._checkpoint_lock:  # one at a time, and never across a replica's truncate_to
+            with self._write_lock:  # memory work, and the dispatchers added (their flush is theirs to keep short)
+                if self._fd < 0:
+                    return self._checkpoint.current.physic_offset
+                end, first = self._write_pos, self.files.min_offset()
+                dirty, self._dirty = self._dirty, {}
+                for d in self._dispatchers[1:]:
+                    if d.flush is not None:
+                        d.flush()
+            for seg in dirty.values():  # outside the write lock: sends go on while these fsyncs run
+                if seg.fd >= 0:
+                    os.fsync(seg.fd)
+            self.consume_queues.flush()  # every entry of a record before `end` was written before `end` was read
             last = self._checkpoint.current
-            if end != last.physic_offset or last.min_physic_offset != self.files.min_offset():
-                self._checkpoint.write(Checkpoint(end, self.clock(), self.files.min_offset()))
+            if end != last.physic_offset or last.min_physic_offset != first:
+                self._checkpoint.write(Checkpoint(end, self.clock(), first))
         return end
 

@@ -24,6 +24,7 @@ class CommitLogReplica:
     files: MappedFileQueue
     _lock: threading.Lock
     _write_lock: threading.Lock
+    _checkpoint_lock: threading.Lock
     _dispatchers: list[Dispatcher]
     _checkpoint: StoreCheckpoint
     _fd: int
@@ -87,7 +88,7 @@ class CommitLogReplica:
         master's consistent point): later segments are deleted, the one holding `offset` is cut, and
         every dispatcher forgets what was cut; returns the bytes cut. The checkpoint is lowered to
         `offset` first, so a crash part-way recovers from there. Blocking: run it off the event loop."""
-        with self._write_lock:
+        with self._checkpoint_lock, self._write_lock:
             if self._fd < 0:
                 raise OSError(f"commit log {self.dir} is closed")
             end = self._write_pos
