@@ -224,7 +224,7 @@ class BrokerController:
                 else:
                     self.metrics.inc(kind, delta, result=result)
         self._flushed_stats = collections.Counter(stats)
-        self.metrics.set("store_size_bytes", self.store.size_bytes())
+        self.metrics.set("store_size_bytes", self.store.size_bytes() - self.store.min_physical_offset())
         self.metrics.set("messages", sum(self.store.queues().values()))
         self.metrics.flush()
 

@@ -132,7 +132,7 @@ def broker_metrics(owner: str) -> Metrics:
     m.counter("sends", "Messages offered to the broker, by answer code", ("result",))
     m.counter("pulls", "PULL_MESSAGE answers, by answer code", ("result",))
     m.counter("pulled_messages", "Messages handed out by pulls")
-    m.gauge("store_size_bytes", "Commit log size")
+    m.gauge("store_size_bytes", "Commit log bytes kept (max offset minus min: what retention deleted left out)")
     m.gauge("messages", "Messages in the store")
     m.counter("acl_rejections", "Requests refused by the ACL, by reason", ("reason",))
     return m
