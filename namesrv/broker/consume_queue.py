@@ -206,6 +206,8 @@ class ConsumeQueueStore:
         offset (retention was killed between deleting a segment and correcting the queues); one
         pread per queue otherwise. Returns the queues corrected."""
         corrected = 0
+        if log_min <= 0:  # nothing was ever deleted: nothing to read
+            return 0
         for cq in self.queues.values():
             first = cq.entry(cq.min_offset)
             if first is not None and first[0] < log_min:

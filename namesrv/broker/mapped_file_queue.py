@@ -72,6 +72,8 @@ class MappedFileQueue:
         self.durable_names = durable_names
         self.unsynced_dirs: set[Path] = set()
         if directory.is_dir():
+            for left in directory.glob("*.deleting"):  # retention was stopped part-way through deleting it
+                left.unlink(missing_ok=True)
             names = sorted(p for p in directory.iterdir() if p.name.isdigit() and len(p.name) == NAME_DIGITS)
             self.segments = [Segment(int(p.name), p) for p in names]
             self._bases = [s.base for s in self.segments]

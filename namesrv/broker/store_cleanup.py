@@ -17,8 +17,10 @@ and a run stops at the first segment that may not go (no hole in the middle of t
 to take a segment out of the table and to correct one queue at a time, never across an unlink, so
 sends and reads wait for memory work only.
 
-Crash safety: a segment is taken out of the table, then unlinked (its directory fsynced), then the
-consume queues are corrected. A kill -9 in between leaves either the segment (deleted by the next
+Crash safety: a segment is taken out of the table, renamed `<name>.deleting` (its directory
+fsynced: from then on a restart no longer sees it), cut from its end 16 MiB at a time (the kernel
+frees its page cache in small steps instead of one unlink stalling the broker's CPU), unlinked, then
+the consume queues are corrected. A kill -9 in between leaves either the segment (deleted by the next
 run) or consume-queue entries pointing below the log's start, which the next start corrects
 (`ConsumeQueueStore.correct_min_offsets`); nothing still inside retention is touched.
 
@@ -47,6 +49,9 @@ log = logging.getLogger(__name__)
 
 DELETE_FILE_BATCH_MAX = 10
 """RocketMQ's deleteFileBatchMax."""
+DELETING_SUFFIX = ".deleting"
+SHRINK_STEP = 16 << 20
+SHRINK_PAUSE_S = 0.001
 
 
 def disk_used_ratio(path: Path) -> float:
@@ -140,12 +145,26 @@ class CleanCommitLogService:
             if not clean_at_once and last_modified > expired_before_ms:
                 return None
             store.files.forget_first()
-        seg.path.unlink(missing_ok=True)  # readers holding it keep reading until they let go
+        doomed = seg.path.with_name(seg.path.name + DELETING_SUFFIX)
+        os.rename(seg.path, doomed)  # out of the log for a restart too (a leftover is removed at start)
         fsync_dir(store.files.dir)
+        self._shrink(seg.fd)
+        doomed.unlink(missing_ok=True)
         log.info("store %s: deleted commit-log segment %d (last written %d ms ago)%s", store.dir, seg.base,
                  store.clock() - last_modified, " at once (disk nearly full)" if clean_at_once else "")
         self.clean_consume_queues(store.files.min_offset())
         return seg.base
+
+    def _shrink(self, fd: int) -> None:
+        """Cut the file from its end in SHRINK_STEP steps, pausing between, so the kernel frees its
+        page cache a little at a time rather than in one unlink that takes the CPU from the broker
+        (a reader still holding it reads nothing: it is below the log's min offset)."""
+        size = os.fstat(fd).st_size
+        while size > 0:
+            size = max(0, size - SHRINK_STEP)
+            os.ftruncate(fd, size)
+            if size:
+                self.sleep(SHRINK_PAUSE_S)
 
     def clean_consume_queues(self, log_min: int) -> None:
         """RocketMQ's CleanConsumeQueueService: each queue's files that point only below `log_min`

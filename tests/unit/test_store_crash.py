@@ -60,7 +60,12 @@ CHILD = textwrap.dedent('''
 
     clock = ManualClock(1_700_000_000_000)
     store = CommitLog(store_dir, FlushDiskType.SYNC_FLUSH, clock, segment_size=seg, consume_queue_file_size=200)
-    if mode == "cleanup":  # a segment unlinked, the second queue's correction never happens
+    if mode == "cleanup-shrink":  # the segment renamed and half cut, never unlinked
+        def shrink(self, fd):
+            os.ftruncate(fd, os.fstat(fd).st_size // 2)
+            die()
+        store_cleanup.CleanCommitLogService._shrink = shrink
+    if mode.startswith("cleanup"):  # a segment unlinked, the second queue's correction never happens
         real_correct = consume_queue.ConsumeQueue.correct_min_offset
         seen = {"n": 0}
         def correct(self, log_min):
@@ -136,12 +141,15 @@ def test_sigkill_while_writing_loses_no_acknowledged_message(tmp_path: Path, mod
     again.close()
 
 
-def test_sigkill_in_the_middle_of_a_clean_up_keeps_what_retention_keeps(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["cleanup", "cleanup-shrink"])
+def test_sigkill_in_the_middle_of_a_clean_up_keeps_what_retention_keeps(tmp_path: Path, mode: str) -> None:
     acked = fill_and_close(tmp_path, 150)
     before = len(segment_paths(tmp_path / "commitlog"))
-    run_child(tmp_path, "cleanup")
+    run_child(tmp_path, mode)
     assert len(segment_paths(tmp_path / "commitlog")) == before - 1, "the first expired segment went, then the kill"
+    assert any(p.name.endswith(".deleting") for p in (tmp_path / "commitlog").iterdir()) == (mode == "cleanup-shrink")
     store = reopen(tmp_path)
+    assert not any(p.name.endswith(".deleting") for p in (tmp_path / "commitlog").iterdir()), "the leftover goes"
     low = store.min_physical_offset()
     assert low == SEG
     kept = []
