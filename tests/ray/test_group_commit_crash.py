@@ -16,7 +16,16 @@ import ray
 from ray.exceptions import RayActorError
 
 from actors.launcher import BrokerSpec
-from tests.ray.helpers import DeploymentFactory, broker_info, local_ray, pull_all, wait_registered_everywhere
+from namesrv.broker.store_cleanup import disk_used_ratio
+from namesrv.protocol.codes import ResponseCode
+from tests.ray.helpers import (
+    DeploymentFactory,
+    broker_info,
+    local_ray,
+    pull_all,
+    wait_registered_everywhere,
+    wait_until,
+)
 
 TOPIC = "TopicGroupCommitCrash"
 QUEUES = 4
@@ -80,3 +89,50 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
         stored.update({(q, m["queue_offset"]): m["body"] for m in page["messages"]})
     missing = {k for k in acked if stored.get(k) != acked[k]}
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages lost or changed: {sorted(missing)[:5]}"
+
+
+@pytest.mark.timeout(300)
+def test_sigkill_after_segment_rolls_and_retention_runs_keeps_what_retention_keeps(
+        deployments: DeploymentFactory) -> None:
+    """A broker on 4 KiB segments whose retention runs every 200 ms, forced by the real disk's use
+    (diskSpaceCleanForciblyRatio at its lowest, 30 %), under a send load, then SIGKILLed: after the
+    restart every acknowledged message of the segments kept is there, min offsets are where the
+    deleted segments left them and a pull below them is moved up."""
+    used = disk_used_ratio(deployments.data_dir)  # as retention reads it
+    if not 0.35 < used < 0.95:
+        pytest.skip(f"the disk is {used:.0%} used: retention would not be forced, or writes refused")
+    dep = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1,
+                             broker_overrides={"flush_disk_type": "SYNC_FLUSH", "mapped_file_size_commit_log": 4096,
+                                               "disk_space_clean_forcibly_ratio": 30,
+                                               "disk_space_warning_level_ratio": 99,
+                                               "clean_resource_interval_ms": 200,
+                                               "delete_commit_log_files_interval_ms": 0,
+                                               "flush_interval_consume_queue_ms": 100})
+    wait_registered_everywhere(dep)
+    broker = dep.brokers["broker-a-0"]
+    assert ray.get(broker.create_topic.remote(TOPIC, QUEUES, QUEUES)).ok
+    acked: dict[tuple[int, int], bytes] = {}
+    for round_ in range(6):
+        bodies = {i: f"r{round_}-{i}-".encode() * 10 for i in range(200)}
+        replies = ray.get([broker.send_message.remote(TOPIC, i % QUEUES, b) for i, b in bodies.items()], timeout=120)
+        for r, body in zip(replies, bodies.values(), strict=True):
+            assert r.ok, r
+            acked[(int(r.ext_fields["queueId"]), int(r.ext_fields["queueOffset"]))] = body
+    wait_until(lambda: broker_info(broker)["min_physical_offset"] > 0, 30, "a retention run")
+    pid = dep.broker_pid("broker-a-0")
+    dep.signal_broker("broker-a-0", signal.SIGKILL, pid)
+
+    restarted = dep.restart_broker("broker-a-0")
+    info = broker_info(restarted)
+    low = info["min_physical_offset"]
+    assert low > 0 and info["truncated_bytes"] == 0, info
+    for q in range(QUEUES):
+        first = ray.get(restarted.pull_message.remote(TOPIC, q, 0, 1), timeout=30)
+        page = pull_all(restarted, TOPIC, q)
+        stored = {m["queue_offset"]: m["body"] for m in page["messages"]}
+        assert stored, f"queue {q} kept nothing"
+        kept_from = min(stored)
+        if kept_from > 0:
+            assert first["code"] == ResponseCode.PULL_OFFSET_MOVED and first["next_begin_offset"] == kept_from
+        ours = {o: b for (qq, o), b in acked.items() if qq == q and o >= kept_from}
+        assert {o: stored.get(o) for o in ours} == ours, f"queue {q}: acknowledged messages past the minimum lost"
