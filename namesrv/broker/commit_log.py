@@ -131,6 +131,8 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
         self.consume_queues.correct_min_offsets(self.files.min_offset())
         self.disk_full = False
         """Set by retention (store_cleanup) while the disk is fuller than diskSpaceWarningLevelRatio."""
+        self.dispatch_failed: OSError | None = None
+        """Set when writing a consume queue failed: writes and checkpoints stop (see _dispatch_all)."""
         self.disk_ratio = 0.0
         """The store disk's used ratio (0..1) retention last saw."""
         self._dirty: dict[int, Segment] = {}
@@ -221,11 +223,9 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
                 return [e if isinstance(r, AppendResult) else r for r in out]
             self.batches += 1
             results = [r for r in out if isinstance(r, AppendResult)]
-            for fields, r in zip(fields_of, results, strict=True):
-                self._dispatch(fields, r.commit_log_offset, r.store_size)
-            with self._lock:  # published once durable (per the policy): a reader waits only for this
-                self._write_pos = pos
-        return out
+            failed = self._dispatch_all([(f, r.commit_log_offset, r.store_size)
+                                         for f, r in zip(fields_of, results, strict=True)], pos)
+        return out if failed is None else [failed if isinstance(r, AppendResult) else r for r in out]
 
     def _sync(self, touched: list[Segment], records: int) -> None:
         """fsync what a batch wrote per the flush policy (the write lock held)."""
@@ -239,8 +239,12 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
             os.fsync(touched[-1].fd)
             self.fsyncs += 1
 
-    def refuse_writes(self) -> DiskFullError | None:
-        """Why the store takes no write now (its disk is marked full by retention), or None."""
+    def refuse_writes(self) -> OSError | None:
+        """Why the store takes no write now (its disk is marked full by retention, or a consume
+        queue could not be written: a restart rebuilds it), or None."""
+        if self.dispatch_failed is not None:
+            return OSError(f"commit log {self.dir}: refusing writes until a restart rebuilds the consume queues "
+                           f"({self.dispatch_failed})")
         if not self.disk_full:
             return None
         return DiskFullError(f"commit log {self.dir}: the disk is nearly full, writes are refused until retention "

@@ -28,6 +28,8 @@ class CommitLogDispatch:
     _dispatchers: list[Dispatcher]
     _checkpoint: StoreCheckpoint
     _write_lock: threading.Lock
+    _lock: threading.Lock
+    dispatch_failed: OSError | None
     _checkpoint_lock: threading.Lock
     _dirty: dict[int, Segment]
     _fd: int
@@ -58,6 +60,23 @@ class CommitLogDispatch:
                     raise
                 log.exception("commit log %s: dispatcher %r failed at offset %d", self.dir, d.dispatch, pos)
 
+    def _dispatch_all(self, records: list[tuple[list[Any], int, int]], end: int) -> OSError | None:
+        """Dispatch records just written (write lock held), then publish the log's new `end`. When
+        a consume queue cannot be written (a full disk), the records are in the log all the same:
+        `end` is published (so nothing is written over them), writes and checkpoints stop (the
+        store is `dispatch_failed`), and the error is returned for their senders; a restart
+        re-dispatches from the last checkpoint, which never moved past them."""
+        failed: OSError | None = None
+        try:
+            for fields, pos, size in records:
+                self._dispatch(fields, pos, size)
+        except OSError as e:
+            failed = self.dispatch_failed = e
+            log.error("commit log %s: consume queue write failed (%s); refusing writes until a restart", self.dir, e)
+        with self._lock:  # published once durable (per the policy): a reader waits only for this
+            self._write_pos = end
+        return failed
+
     def _recover(self) -> RecoveryReport:
         report = RecoveryReport()
         end = recover_log(self.files, self._checkpoint.current.physic_offset, self._dispatch, report)
@@ -78,7 +97,7 @@ class CommitLogDispatch:
         the event loop (the broker does so every flushIntervalConsumeQueue)."""
         with self._checkpoint_lock:  # one at a time, and never across a replica's truncate_to
             with self._write_lock:  # memory work, and the dispatchers added (their flush is theirs to keep short)
-                if self._fd < 0:
+                if self._fd < 0 or self.dispatch_failed is not None:
                     return self._checkpoint.current.physic_offset
                 end, first = self._write_pos, self.files.min_offset()
                 dirty, self._dirty = self._dirty, {}

@@ -31,7 +31,7 @@ class CommitLogReplica:
     _write_pos: int
     _dirty: dict[int, Segment]
 
-    def _dispatch(self, fields: list[Any], pos: int, size: int) -> None:
+    def _dispatch_all(self, records: list[tuple[list[Any], int, int]], end: int) -> OSError | None:
         raise NotImplementedError
 
     def _sync(self, touched: list[Segment], records: int) -> None:
@@ -77,10 +77,9 @@ class CommitLogReplica:
                 self.files.truncate(start)
                 raise
             self.batches += 1
-            for fields, pos, size in records:
-                self._dispatch(fields, pos, size)
-            with self._lock:
-                self._write_pos = start + len(fresh)
+            failed = self._dispatch_all(records, start + len(fresh))
+            if failed is not None:
+                raise failed
         return {(fields[0], fields[1]) for fields, _, _ in records}
 
     def truncate_to(self, offset: int) -> int:

@@ -79,7 +79,9 @@ class ConsumeQueue:
         entry = CQ_UNIT.pack(pos, size, tags_code)
         if offset < self.max_offset:  # recovery dispatching again what is already here
             return self.files.overwrite(at, entry)
-        if offset > self.max_offset:  # entries lost with a corrupt stretch of the log
+        if offset > self.max_offset and not self.files.segments:  # a replica whose master deleted the start
+            self.min_offset = offset
+        elif offset > self.max_offset:  # entries lost with a corrupt stretch of the log
             entry = LOST * (offset - self.max_offset) + entry
             at = self.max_offset * CQ_UNIT.size
         touched = self.files.write(at, entry)

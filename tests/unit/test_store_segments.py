@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from namesrv.broker import consume_queue
 from namesrv.broker.commit_log import HEADER, CommitLog, FlushDiskType, MessageInner
 from namesrv.broker.consume_queue import CQ_UNIT, topic_dir_name
 from namesrv.broker.ha import ReplicationError
@@ -192,3 +193,51 @@ def test_a_single_file_log_of_the_old_layout_is_refused_clearly(tmp_path: Path) 
     (tmp_path / "commitlog.dat").write_bytes(b"")
     with pytest.raises(StoreFormatError, match="single-file"):
         open_log(tmp_path)
+
+
+def test_a_consume_queue_write_failure_stops_writes_and_a_restart_rebuilds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = open_log(tmp_path)
+    fill(log, 5, queues=1)
+    log.checkpoint()
+    real = consume_queue.ConsumeQueue.put
+
+    def full_disk(self: consume_queue.ConsumeQueue, *a: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(consume_queue.ConsumeQueue, "put", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        log.append(MessageInner("T", 0, b"in the log, not in its queue"))
+    monkeypatch.setattr(consume_queue.ConsumeQueue, "put", real)
+    end = log.size_bytes()
+    with pytest.raises(OSError, match="restart"):
+        log.append(MessageInner("T", 0, b"refused"))
+    assert log.size_bytes() == end and log.checkpoint() < end, "nothing written over it, the checkpoint stays"
+    again = open_log(tmp_path)  # as after the restart: the record is dispatched again
+    assert again.recovery.records == 1 and again.max_offset("T", 0) == 6
+    assert again.get_message("T", 0, 5)[0].body == b"in the log, not in its queue"
+    again.close()
+
+
+def test_an_empty_slave_starts_at_its_masters_first_kept_segment(tmp_path: Path) -> None:
+    master = open_log(tmp_path / "m")
+    fill(master, 40)
+    gone = master.files.forget_first()  # as retention does (the file itself stays for this test)
+    assert gone is not None and master.min_physical_offset() == SEG
+    slave = open_log(tmp_path / "s")
+    t = master.read_raw(0, 1 << 20)
+    assert t.offset == SEG, "asked from 0, answered from the log's first kept offset"
+    slave.append_raw(t.offset, t.data)
+    while slave.size_bytes() < master.size_bytes():
+        t = master.read_raw(slave.size_bytes(), 1 << 20)
+        slave.append_raw(t.offset, t.data)
+    assert slave.min_physical_offset() == SEG and slave.size_bytes() == master.size_bytes()
+    kept = [m.properties["i"] for m in master.get_message("T", 1, 0, 100) if m.commit_log_offset >= SEG]
+    assert [m.properties["i"] for m in slave.get_message("T", 1, 0, 100)] == kept
+    first_kept = next(m.queue_offset for m in master.get_message("T", 1, 0, 100) if m.commit_log_offset >= SEG)
+    assert slave.min_offset("T", 1) == first_kept and slave.max_offset("T", 1) == master.max_offset("T", 1)
+    slave.close()
+    slave = open_log(tmp_path / "s")
+    assert slave.min_offset("T", 1) == first_kept and slave.max_offset("T", 1) == master.max_offset("T", 1)
+    slave.close()
+    master.close()
