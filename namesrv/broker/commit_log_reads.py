@@ -123,7 +123,10 @@ class CommitLogReads:
         seg = self.files.find(pos)
         if seg is None:
             return None
-        data = os.pread(seg.fd, size if size >= HEADER.size else HEADER.size, pos - seg.base)
+        try:
+            data = os.pread(seg.fd, size if size >= HEADER.size else HEADER.size, pos - seg.base)
+        except FileNotFoundError:  # deleted by retention before this reader first opened it
+            return None
         if len(data) < HEADER.size:
             return None
         magic, length, crc = HEADER.unpack_from(data)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import threading
 from pathlib import Path
 
 from namesrv.persist import fsync_dir
@@ -34,28 +35,45 @@ def segment_name(base: int) -> str:
     return f"{base:0{NAME_DIGITS}d}"
 
 
-class Segment:
-    """One segment file: its start offset, path and open descriptor (closed when the last
-    reference goes, or by `close`)."""
+_OPENING = threading.Lock()
+_CLOSED = -2
 
-    __slots__ = ("base", "fd", "path")
+
+class Segment:
+    """One segment file: its start offset, path and descriptor. The descriptor is opened on first
+    use (a store with thousands of queues does not hold a descriptor for every old consume-queue
+    file) and closed when the last reference goes, or by `close` (then `fd` is negative)."""
+
+    __slots__ = ("_fd", "base", "path")
 
     def __init__(self, base: int, path: Path, create: bool = False) -> None:
         self.base = base
         self.path = path
-        self.fd = -1
-        self.fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
+        self._fd = -1
+        if create:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+
+    @property
+    def fd(self) -> int:
+        if self._fd == -1:
+            with _OPENING:
+                if self._fd == -1:
+                    self._fd = os.open(self.path, os.O_RDWR)
+        return self._fd
 
     def size(self) -> int:
-        return os.fstat(self.fd).st_size
+        return os.fstat(self._fd).st_size if self._fd >= 0 else os.stat(self.path).st_size
 
     def close(self) -> None:
-        fd, self.fd = self.fd, -1
+        with _OPENING:
+            fd, self._fd = self._fd, _CLOSED
         if fd >= 0:
             os.close(fd)
 
     def __del__(self) -> None:
-        self.close()
+        fd, self._fd = self._fd, _CLOSED
+        if fd >= 0:
+            os.close(fd)
 
 
 class MappedFileQueue:
@@ -115,7 +133,10 @@ class MappedFileQueue:
             seg = self.find(pos)
             if seg is None:
                 break
-            chunk = os.pread(seg.fd, min(n, seg.base + self.segment_size - pos), pos - seg.base)
+            try:
+                chunk = os.pread(seg.fd, min(n, seg.base + self.segment_size - pos), pos - seg.base)
+            except FileNotFoundError:  # deleted (retention) before it was first opened
+                break
             if not chunk:
                 break
             parts.append(chunk)

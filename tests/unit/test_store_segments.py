@@ -241,3 +241,16 @@ def test_an_empty_slave_starts_at_its_masters_first_kept_segment(tmp_path: Path)
     assert slave.min_offset("T", 1) == first_kept and slave.max_offset("T", 1) == master.max_offset("T", 1)
     slave.close()
     master.close()
+
+
+def test_opening_a_store_opens_no_descriptor_per_old_file(tmp_path: Path) -> None:
+    log = open_log(tmp_path, consume_queue_file_size=2 * CQ_UNIT.size)
+    fill(log, 200, queues=20)  # 20 queues of 10 entries in 5 files each, 20+ commit-log segments
+    log.close()
+    before = len(os.listdir("/proc/self/fd"))
+    again = open_log(tmp_path, consume_queue_file_size=2 * CQ_UNIT.size)
+    opened = len(os.listdir("/proc/self/fd")) - before
+    # Recovery reads each queue's last entry (checked against the log's end): its last file only.
+    assert opened <= 20 + 2, f"{opened} descriptors: old segments and consume-queue files open on first use"
+    assert [m.properties["i"] for m in again.get_message("T", 7, 3, 2)] == ["67", "87"]
+    again.close()
