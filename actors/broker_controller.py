@@ -2,8 +2,9 @@
 
 It owns the topic config, the commit log, consumer offsets, the request processor, the remoting
 server clients dial, the registration with every NameServer, and one control loop of periodic
-steps: registration, flushing an ASYNC_FLUSH log, persisting consumer offsets (off the loop),
-sampling the runtime stats once a second, and expiring silent clients.
+steps: registration, flushing an ASYNC_FLUSH log, the store's checkpoint (consume queues and message
+index synced), retention, persisting consumer offsets (off the loop), sampling the runtime stats
+once a second, and expiring silent clients.
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ class BrokerController:
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
-                                    lambda: self.processor.consumers, str(store_dir))
+                                    lambda: self.processor.consumers, str(store_dir),
+                                    lambda request, ctx, topic: self.processor.may_read(request, ctx, topic))
         self.pipeline.register(self.queries.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -157,6 +159,7 @@ class BrokerController:
                         self.registrar.register_broker_all, initial_delay_s=cfg.register_initial_delay_ms / 1000)
         if cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
+        self.loop.every("sample-stats-items", SAMPLE_INTERVAL_S, self.processor.context.stats_items.sample)
         self.loop.every("checkpoint-store", cfg.flush_interval_consume_queue_ms / 1000, self._checkpoint,
                         initial_delay_s=cfg.flush_interval_consume_queue_ms / 1000)
         self.loop.every("clean-store", cfg.clean_resource_interval_ms / 1000, self._clean, initial_delay_s=0)
@@ -206,7 +209,8 @@ class BrokerController:
         await asyncio.to_thread(self.cleaner.run)
 
     async def _checkpoint(self) -> None:
-        """RocketMQ's FlushConsumeQueueService: consume queues fsynced, then the checkpoint written."""
+        """RocketMQ's FlushConsumeQueueService with the index's flush: the consume queues and the
+        message index synced, then the store's checkpoint written."""
         await asyncio.to_thread(self.store.checkpoint)
 
     async def persist_offsets(self) -> None:

@@ -117,7 +117,8 @@ def namesrv_metrics(owner: str) -> Metrics:
     m.histogram("request_latency_ms", "NameServer request handling time (sampled)", LATENCY_BOUNDARIES_MS, ("code",))
     m.gauge("live_brokers", "Broker addresses in the live table")
     m.gauge("topics", "Topics with a route")
-    m.counter("broker_removals", "Broker addresses removed, by cause (channel, expired, unregister)", ("cause",))
+    m.counter("broker_removals", "Broker addresses removed, by cause (channel, expired, unregister, refused)",
+              ("cause",))
     m.histogram("broker_removal_delay_ms", "Time from a removed broker's last heartbeat to its removal",
                 DELAY_BOUNDARIES_MS, ("cause",))
     m.gauge("long_poll_waiters", "Route long-polls waiting")

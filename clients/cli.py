@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES = (
     "clients.scenario",
     "clients.admin.cli",
     "clients.admin.mqadmin",
+    "clients.admin.mqadmin_controller",
     "clients.admin.top",
     "clients.snapshots.collect",
     "clients.chaos.cli",

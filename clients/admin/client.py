@@ -18,8 +18,10 @@ import logging
 from types import TracebackType
 from typing import Any, TypeVar
 
+from clients.admin.client_messages import MessageQueries
 from clients.admin.transport import AdminTransport, RayTransport, ServerUnreachable, describe, unreachable
 from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.controller.codes import ControllerRequestCode
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, Perm
@@ -63,7 +65,11 @@ def topic_config_ext(tc: TopicConfig) -> dict[str, str]:
             "order": "true" if tc.order else "false"}
 
 
-class DefaultMQAdminExt:
+class DefaultMQAdminExt(MessageQueries):
+    """view_message / query_message: see clients.admin.client_messages."""
+
+    error = MQAdminError
+
     def __init__(self, transport: AdminTransport) -> None:
         self.transport = transport
 
@@ -274,6 +280,17 @@ class DefaultMQAdminExt:
         config = self._broker_model(broker_addr, BrokerRequestCode.GET_BROKER_CONFIG, None, "broker config",
                                     ConfigProperties)
         return dict(config.properties)
+
+    def view_broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str) -> dict[str, Any] | None:
+        """VIEW_BROKER_STATS_DATA: {statsMinute, statsHour, statsDay} of one key, None when never counted."""
+        resp = self.transport_call(broker_addr, BrokerRequestCode.VIEW_BROKER_STATS_DATA,
+                                   {"statsName": stats_name, "statsKey": stats_key})
+        return resp.payload if resp.ok and isinstance(resp.payload, dict) else None
+    def get_broker_epoch_cache(self, broker_addr: str) -> dict[str, Any]:
+        """GET_BROKER_EPOCH_CACHE (1007) of one broker: its EpochEntryCache (clusterName, brokerName,
+        brokerId, epochList with the last entry ending at maxOffset, maxOffset)."""
+        return self._broker_model(broker_addr, ControllerRequestCode.GET_BROKER_EPOCH_CACHE, None, "epoch cache",
+                                  dict)
 
     def delete_topic_in_broker(self, broker_addrs: list[str], topic: str) -> None:
         for addr in broker_addrs:

@@ -1,7 +1,8 @@
 """RocketMQ's mqadmin verbs as `namesrv` subcommands, under mqadmin's names and option letters: the
-argument types and the parsers; the verbs live by family in `mqadmin_cluster`, `mqadmin_topic` and
-`mqadmin_namesrv`, all on the one admin client (`clients.admin.client.DefaultMQAdminExt`). The
-older `namesrv route` / `namesrv topic` (clients.admin.cli) are aliases on that same client.
+argument types and the parsers; the verbs live by family in `mqadmin_cluster`, `mqadmin_topic`,
+`mqadmin_stats`, `mqadmin_stats_all`, `mqadmin_message` and `mqadmin_namesrv`, all on the one admin client
+(`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` / `namesrv topic`
+(clients.admin.cli) are aliases on that same client.
 
 Each reaches the cluster one of two ways: `-n "127.0.0.1:9876;127.0.0.1:9877"` speaks RocketMQ's
 remoting protocol to those NameServers (and, for updateTopic/deleteTopic, to the brokers' TCP
@@ -18,6 +19,7 @@ import argparse
 from collections.abc import Callable
 
 from clients.admin.mqadmin_cluster import cmd_broker_status, cmd_cluster_list
+from clients.admin.mqadmin_message import add_message_verbs
 from clients.admin.mqadmin_namesrv import (
     cmd_delete_kv_config,
     cmd_get_namesrv_config,
@@ -32,6 +34,7 @@ from clients.admin.mqadmin_stats import (
     cmd_topic_cluster_list,
     cmd_topic_status,
 )
+from clients.admin.mqadmin_stats_all import cmd_stats_all
 from clients.admin.mqadmin_topic import cmd_delete_topic, cmd_topic_list, cmd_topic_route, cmd_update_topic
 from clients.cli_support import cluster_arg, positive_float, queue_count_arg, topic_arg
 from namesrv.protocol.constants import SYSTEM_TOPICS
@@ -127,8 +130,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = verb("consumerProgress", "a consumer group's offsets against each queue's, and its backlog "
              "(GET_CONSUME_STATS)", cmd_consumer_progress)
-    p.add_argument("-g", "--groupName", dest="group", required=True, type=group_arg)
-    p.add_argument("-t", "--topicName", dest="topic", type=topic_arg, default=None, help="only this topic")
+    p.add_argument("-g", "--groupName", dest="group", type=group_arg, default=None,
+                   help="this group's queues (default: one line per group)")
+    p.add_argument("-t", "--topicName", dest="topic", type=topic_arg, default=None, help="with -g: only this topic")
 
     p = verb("consumerConnection", "a consumer group's clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)",
              cmd_consumer_connection)
@@ -139,6 +143,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker (host:port)")
     which.add_argument("-c", "--clusterName", dest="cluster", type=cluster_arg, help="every master of this cluster")
+
+    p = verb("statsAll", "per topic and consumer group: backlog, in/out TPS over the last minute and 24-hour "
+             "counts (VIEW_BROKER_STATS_DATA, GET_CONSUME_STATS)", cmd_stats_all)
+    p.add_argument("-a", "--activeTopic", dest="active", action="store_true", help="only topics with traffic")
+    p.add_argument("-t", "--topic", type=topic_arg, default=None, help="only this topic")
+
+    add_message_verbs(verb, topic_arg)
 
     p = verb("topicList", "list every topic the NameServer knows", cmd_topic_list)
     p.add_argument("-c", "--clusterModel", dest="cluster_model", action="store_true",

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from namesrv.broker.message_decoder import decode_messages
+from namesrv.controller.codes import ControllerRequestCode
 from namesrv.protocol import fastjson
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
 from namesrv.protocol.bodies import parse_properties
@@ -66,6 +68,10 @@ BODY_MODELS: dict[int, Callable[[bytes], Any]] = {
     BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST: lambda b: ConsumerConnection.from_wire(loads_keyed(b)),
     BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: lambda b: GroupList.from_wire(loads_keyed(b)),
     BrokerRequestCode.GET_BROKER_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
+    BrokerRequestCode.VIEW_BROKER_STATS_DATA: fastjson.loads,
+    BrokerRequestCode.QUERY_MESSAGE: decode_messages,
+    BrokerRequestCode.VIEW_MESSAGE_BY_ID: decode_messages,
+    ControllerRequestCode.GET_BROKER_EPOCH_CACHE: lambda b: dict(fastjson.loads(b)),
 }
 """How a request code's answer body (bytes) becomes its typed model."""
 

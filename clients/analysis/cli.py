@@ -145,6 +145,12 @@ def run(args: argparse.Namespace) -> int:
             print_tables=not args.quiet,
             run=run_info,
         )
+        if run_info is not None:
+            from clients.analysis.failover import report_failovers
+
+            line = report_failovers(spark, run_info.root, snapshots, faults, out)
+            if line is not None:
+                print(line)
     except INPUT_ERRORS as exc:
         _error(str(exc))
         return EXIT_BAD_INPUT

@@ -46,7 +46,7 @@ def _int(v: Any) -> int | None:
 
 def fault_table(results: dict[str, pd.DataFrame], faults: pd.DataFrame, run: ChaosRun | None,
                 broker_names: dict[str, str]) -> pd.DataFrame:
-    """One row per fault (kinds of FAULT_KINDS), columns `COLUMNS` (raw numbers, epoch ms)."""
+    """One row per fault (kinds of MIX_KINDS), columns `COLUMNS` (raw numbers, epoch ms)."""
     timeline: list[dict[str, Any]] = [
         {k: (None if v is None or (not isinstance(v, str) and pd.isna(v)) else v) for k, v in r.items()}
         for r in faults.to_dict("records")

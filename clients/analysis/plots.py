@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from clients.chaos.schema import FAULT_KINDS, KILL_NAMESRV, TIMELINE_KINDS
+from clients.chaos.schema import KILL_NAMESRV, MIX_KINDS, TIMELINE_KINDS
 from clients.chaos.summary import revival_of
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def _fault_lines(ax: Any, faults: pd.DataFrame | None, t0_ms: int) -> None:
     """A faint dashed line at each fault (the timeline plot names them)."""
     if faults is None or faults.empty:
         return
-    for t in faults.loc[faults["kind"].isin(FAULT_KINDS), "t_ms"]:
+    for t in faults.loc[faults["kind"].isin(MIX_KINDS), "t_ms"]:
         ax.axvline(_seconds(t, t0_ms), color=FAULT_COLOR, linestyle="--", linewidth=0.8, alpha=0.5)
 
 
@@ -175,7 +175,7 @@ def _fault_spans(faults: pd.DataFrame | None, end_ms: int) -> list[dict[str, Any
     rows = [r for r in faults.to_dict("records") if r["kind"] in TIMELINE_KINDS]
     revived = revival_of(rows)
     return [{**r, "until_ms": revived[r["fault_id"]]["t_ms"] if r["fault_id"] in revived else end_ms}
-            for r in rows if r["kind"] in FAULT_KINDS]
+            for r in rows if r["kind"] in MIX_KINDS]
 
 
 def plot_timeline(liveness: pd.DataFrame, faults: pd.DataFrame | None, t0_ms: int, *,

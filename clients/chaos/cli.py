@@ -35,6 +35,7 @@ def build_config(args: argparse.Namespace, namespace: str) -> ChaosConfig:
         producers=args.producers, rate=args.rate, topics=args.topics, down_time_s=args.down_time,
         snapshot_interval_ms=round(args.snapshot_interval * 1000), namespace=namespace,
         existing=getattr(args, "namespace", None) is not None, data_dir=args.data_dir, keep_data=args.keep_data,
+        slaves=args.slaves, broker_role=args.broker_role,
     )
 
 
@@ -119,9 +120,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--seed", type=int, default=1, help="same seed, same faults on the same targets (default 1)")
     p.add_argument("--fault-interval", type=float, default=4.0, help="seconds between faults (default 4)")
     p.add_argument("--faults", default=DEFAULT_FAULTS,
-                   help=f"fault mix, kind[:weight] comma separated (default {DEFAULT_FAULTS})")
+                   help=f"fault mix, kind[:weight] comma separated (default {DEFAULT_FAULTS}; also kill_master, "
+                        "sigkill_master, pause_slave)")
     p.add_argument("--down-time", type=float, default=2.0, help="seconds a killed broker stays down (default 2)")
     p.add_argument("--brokers", type=int, default=3, help="brokers of the private deployment (default 3)")
+    p.add_argument("--slaves", type=int, default=0,
+                   help="slaves per broker set of the private deployment (default 0); the HA kinds kill_master, "
+                        "sigkill_master and pause_slave (--faults) act on whichever broker holds the role")
+    p.add_argument("--brokerRole", dest="broker_role", choices=("SYNC_MASTER", "ASYNC_MASTER"), default=None,
+                   help="the masters' role with --slaves (default SYNC_MASTER)")
     p.add_argument("--namesrvs", type=int, default=2, help="NameServers of the private deployment (default 2)")
     p.add_argument("--producers", type=int, default=2)
     p.add_argument("--rate", type=float, default=50.0, help="messages per second per producer (default 50)")

@@ -18,15 +18,21 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.launcher import Deployment
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector
 from clients.chaos.plan import ChaosConfig, FaultRecord, PlannedFault, Timing
+from clients.chaos.roles import MASTER_ROLES, broker_status, current_role
 from clients.chaos.schema import (
     BROKER_FAULTS,
     BROKER_REVIVALS,
     KILL_BROKER,
+    KILL_MASTER,
     KILL_NAMESRV,
+    MASTER_FAULTS,
+    PAUSE_SLAVE,
     RESTART_BROKER,
     RESTART_NAMESRV,
+    SET_FAULTS,
     SIGCONT_BROKER,
     SIGKILL_BROKER,
+    SIGKILL_MASTER,
     SIGSTOP_BROKER,
     TIMELINE_KINDS,
 )
@@ -84,6 +90,8 @@ class ChaosDriver:
         self._stopped: dict[str, tuple[int, str | None]] = {}
         self._open: dict[str, int] = {}
         self._faulted_at: dict[str, float] = {}
+        self._set_faulted: dict[str, str] = {}
+        """Broker set name -> the broker a set fault hit (its revival revives that one)."""
         self._halt = threading.Event()
         self._lock = threading.Lock()
 
@@ -126,15 +134,30 @@ class ChaosDriver:
             KILL_BROKER: self._kill_broker, SIGKILL_BROKER: self._sigkill_broker,
             SIGSTOP_BROKER: self._sigstop_broker, SIGCONT_BROKER: self._sigcont_broker,
             RESTART_BROKER: self._restart_broker, KILL_NAMESRV: self._kill_namesrv,
+            KILL_MASTER: self._kill_broker, SIGKILL_MASTER: self._sigkill_broker, PAUSE_SLAVE: self._sigstop_broker,
         }[kind]
-        if kind in BROKER_FAULTS:
+        planned, found = None, ""
+        if kind in SET_FAULTS:
+            planned = target
+            for addr in self._members(planned):
+                self._settle(addr)
+            try:
+                target, found = self._holder(kind, planned)
+            except Exception as e:  # recorded as a failed fault on the set, not raised
+                found = f"no broker of {planned} found in the role: {type(e).__name__}: {e}"
+        elif kind in BROKER_REVIVALS and target in self._set_faulted:
+            planned, target = target, self._set_faulted.pop(target)
+        elif kind in BROKER_FAULTS:
             self._settle(target)
         revives = self._open.pop(target, None) if kind in BROKER_REVIVALS else None
         broker_addr = None if kind == KILL_NAMESRV else target
-        rec = FaultRecord(len(self.timeline), now_ms(), kind, target, broker_addr, revives=revives)
+        rec = FaultRecord(len(self.timeline), now_ms(), kind, target, broker_addr, revives=revives, planned=planned)
         self.timeline.append(rec)
         try:
+            if planned is not None and target == planned:
+                raise LookupError(found)
             detail = handler(target, rec)
+            detail = f"{found}; {detail}" if found else detail
             rec.detail = detail if rec.revives is None else f"revives fault {rec.revives}; {detail}"
         except Exception as e:
             rec.ok = False
@@ -142,7 +165,9 @@ class ChaosDriver:
             log.exception("chaos event %s on %s failed", kind, target)
         if kind in BROKER_FAULTS and rec.ok:
             self._open[target] = rec.fault_id
-            self._faulted_at[target] = time.monotonic() - (now_ms() - rec.t_ms) / 1000
+            self._faulted_at[planned or target] = time.monotonic() - (now_ms() - rec.t_ms) / 1000
+            if planned is not None:
+                self._set_faulted[planned] = target
         log.info("fault %d %s %s: %s", rec.fault_id, kind, target, rec.detail)
         return rec
 
@@ -166,6 +191,29 @@ class ChaosDriver:
         bound = self.timing.back_bound_ms(RESTART_BROKER) / 1000
         if not observer.wait_for(lambda: observer.advertised_everywhere(addr), bound):
             log.warning("%s not back in every route after %.1f s; faulting it anyway", addr, bound)
+
+    def _members(self, broker_set: str) -> list[str]:
+        return sorted(a for a, s in self.dep.broker_specs.items() if s.broker_name == broker_set)
+
+    def _holder(self, kind: str, broker_set: str) -> tuple[str, str]:
+        """The member of `broker_set` holding the role the fault is after, by the brokers' own
+        account (their role log's last entry, else their configured role): its master for a master
+        kill, its first slave (by address) for pause_slave. A member that does not answer is
+        passed over."""
+        roles: dict[str, str] = {}
+        for addr in self._members(broker_set):
+            handle = self.dep.brokers.get(addr)
+            if handle is None:
+                continue
+            try:
+                roles[addr] = current_role(broker_status(handle, timeout_s=10))
+            except Exception as e:
+                log.info("%s did not say its role: %s", addr, type(e).__name__)
+        want_master = kind in MASTER_FAULTS
+        found = [a for a, role in sorted(roles.items()) if (role in MASTER_ROLES) == want_master]
+        if not found:
+            raise LookupError(f"no {'master' if want_master else 'slave'} among {roles or 'no answering broker'}")
+        return found[0], f"{broker_set}'s {'master' if want_master else 'slave'} is {found[0]} ({roles[found[0]]})"
 
     def _runtime(self, addr: str) -> dict[str, Any]:
         return ray.get(self.dep.brokers[addr].get_runtime_info.remote(), timeout=30)

@@ -21,7 +21,14 @@ import ray
 
 from clients.chaos.observe import RemovalLog, RouteLog, RouteObservation
 from clients.chaos.plan import FaultRecord, Timing
-from clients.chaos.schema import BROKER_FAULTS, BROKER_REVIVALS, KILL_NAMESRV, RESTART_BROKER, RESTART_NAMESRV
+from clients.chaos.schema import (
+    BROKER_FAULTS,
+    BROKER_REVIVALS,
+    KILL_NAMESRV,
+    PAUSE_SLAVE,
+    RESTART_BROKER,
+    RESTART_NAMESRV,
+)
 from namesrv.waiting import WaitTimeout, wait_until
 
 
@@ -147,12 +154,14 @@ def measure_producer_routes(
     """For each broker fault / revival and producer: when its route cache dropped / regained the
     broker for every topic (from the producer's own route log). A producer whose NameServer was
     killed meanwhile follows only once it fails over; if the broker was revived before that, there
-    was nothing left to drop and the row says so."""
+    was nothing left to drop and the row says so. A paused slave is not measured: its set's master
+    lives on, so a producer's route rightly keeps the set."""
     outages = namesrv_outages(timeline)
     revived = _revival_times(timeline)
+    paused = {f.fault_id for f in timeline if f.kind == PAUSE_SLAVE}
     out = []
     for f in timeline:
-        if not f.ok or f.kind not in BROKER_FAULTS | BROKER_REVIVALS:
+        if not f.ok or f.kind not in BROKER_FAULTS | BROKER_REVIVALS or f.fault_id in paused or f.revives in paused:
             continue
         name = broker_names[f.target]
         want_present = f.kind in BROKER_REVIVALS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,11 +18,14 @@ from actors.profiles import get_profile
 from clients.chaos.schema import (
     BROKER_FAULTS,
     FAULT_KINDS,
+    HANG_FAULTS,
     KILL_NAMESRV,
+    MIX_KINDS,
+    PAUSE_SLAVE,
     RESTART_BROKER,
     RESTART_NAMESRV,
     REVIVAL_OF,
-    SIGSTOP_BROKER,
+    SET_FAULTS,
 )
 from namesrv.broker.config import BrokerConfig
 from namesrv.routeinfo.config import NamesrvConfig
@@ -36,8 +39,8 @@ def parse_fault_mix(text: str | Iterable[str]) -> dict[str, int]:
         if not part:
             continue
         kind, _, weight = part.partition(":")
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}; choose from {', '.join(FAULT_KINDS)}")
+        if kind not in MIX_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; choose from {', '.join(MIX_KINDS)}")
         try:
             w = int(weight) if weight else 1
         except ValueError:
@@ -84,7 +87,7 @@ class Timing:
         return self.expiry_ms + self.scan_ms + self.margin_ms
 
     def detect_bound_ms(self, kind: str) -> int:
-        return self.hang_bound_ms if kind == SIGSTOP_BROKER else self.channel_bound_ms
+        return self.hang_bound_ms if kind in HANG_FAULTS else self.channel_bound_ms
 
     def producer_bound_ms(self, kind: str) -> int:
         """The producer follows a NameServer by push, or at worst by its next route poll."""
@@ -137,6 +140,12 @@ class ChaosConfig(BaseModel):
     snapshot_interval_ms: int = Field(default=1_000, gt=0)
     """A private deployment's NameServers snapshot their routes this often (and on every change);
     with an output directory the run collects every NameServer's snapshots this often."""
+    slaves: int = Field(default=0, ge=0, le=2)
+    """Slaves per broker set of a private deployment (issue 21's replication)."""
+    broker_role: Literal["SYNC_MASTER", "ASYNC_MASTER"] | None = None
+    """The masters' role in a private deployment; default SYNC_MASTER with slaves (as `namesrv up`)."""
+    broker_overrides: dict[str, Any] = Field(default_factory=dict)
+    """Other broker settings of a private deployment (e.g. ha_max_time_slave_not_catchup_ms)."""
     namespace: str | None = None
     existing: bool = False
     """Fault the deployment already running in `namespace` (which must be given) instead of a private one."""
@@ -147,12 +156,14 @@ class ChaosConfig(BaseModel):
     def _check(self) -> Self:
         get_profile(self.profile)  # a clear error for an unknown profile
         for kind, weight in self.faults:
-            if kind not in FAULT_KINDS or weight < 1:
+            if kind not in MIX_KINDS or weight < 1:
                 raise ValueError(f"bad fault mix entry {(kind, weight)!r}")
         if not self.faults:
             raise ValueError("the fault mix is empty")
         if not self.existing and self.brokers < 2 and any(k in BROKER_FAULTS for k, _ in self.faults):
             raise ValueError("broker faults need at least 2 brokers: the last healthy one is never faulted")
+        if any(k == PAUSE_SLAVE for k, _ in self.faults) and not self.existing and self.slaves < 1:
+            raise ValueError("pause_slave needs slaves: --slaves 1")
         if self.existing and not self.namespace:
             raise ValueError("faulting an existing deployment needs its namespace")
         if self.existing and self.data_dir is not None:
@@ -190,8 +201,17 @@ class PlannedFault:
     a broker's down time: a SIGSTOP shorter than the expiry would go unnoticed)."""
 
 
+_MASTER_RULE = "master"
+"""Which sets a set fault may hit: any settled one while another is up (a master kill), or"""
+
+
+def _set_rule(kind: str) -> str:
+    """... a settled one with a slave (pause_slave)."""
+    return PAUSE_SLAVE if kind == PAUSE_SLAVE else _MASTER_RULE
+
+
 def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
-                timing: Timing | None = None) -> list[PlannedFault]:
+                timing: Timing | None = None, sets: dict[str, list[str]] | None = None) -> list[PlannedFault]:
     """The whole fault timeline, decided up front from the seed alone.
 
     One fault every `fault_interval_s` from `warmup_s`, kinds drawn from a shuffled bag of the mix
@@ -200,22 +220,36 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
     is up, so one stays writable. Each broker fault brings its revival (restart after `down_time_s`,
     SIGCONT after the stop time); the last fault leaves room for its revival before sending stops.
     A NameServer kill needs no planned revival: Ray restarts it and the driver waits for it.
+
+    `sets`: broker set name -> its members' addresses (master and slaves), for the set faults
+    (kill_master, sigkill_master, pause_slave), whose target is the set's name (the driver finds
+    the broker holding the role when it makes the fault); a master kill needs another set up,
+    pause_slave a set with a slave. One fault per set at a time: a fault on a broker (`brokers`
+    are the masters' addresses) holds its whole set. Without `sets`, each broker is a set of one.
     """
     rng = random.Random(cfg.seed)
     brokers, namesrvs = sorted(brokers), sorted(namesrvs)
+    set_of = {a: name for name, members in (sets or {}).items() for a in members}
+    key = {b: set_of.get(b, b) for b in brokers}
+    set_names = sorted(sets or {})
+    with_slaves = {n for n in set_names if len((sets or {})[n]) > 1}
     mix = cfg.fault_mix
     stop_s = cfg.stop_time(timing)
-    longest = max((stop_s if k == SIGSTOP_BROKER else cfg.down_time_s) for k in mix if k in BROKER_FAULTS) if any(
+    longest = max((stop_s if k in HANG_FAULTS else cfg.down_time_s) for k in mix if k in BROKER_FAULTS) if any(
         k in BROKER_FAULTS for k in mix) else 0.0
     last_at = cfg.duration_s - longest - 1.0
-    back_at: dict[str, float] = {b: float("-inf") for b in brokers}
+    back_at: dict[str, float] = {k: float("-inf") for k in (*key.values(), *set_names)}
     events: list[tuple[float, int, PlannedFault]] = []
     bag: list[str] = []
     t = cfg.warmup_s
     while t <= last_at + 1e-9:
-        up = [b for b in brokers if back_at[b] <= t]
-        ready = [b for b in up if t - back_at[b] >= cfg.settle_s] if len(up) >= 2 else []
-        feasible = {k for k in mix if (k in BROKER_FAULTS and ready) or (k == KILL_NAMESRV and namesrvs)}
+        up = sorted({k for k in back_at if back_at[k] <= t})
+        settled = [k for k in up if t - back_at[k] >= cfg.settle_s]
+        ready = [b for b in brokers if key[b] in settled] if len(up) >= 2 else []
+        ready_sets = {_MASTER_RULE: [n for n in set_names if n in settled] if len(up) >= 2 else [],
+                      PAUSE_SLAVE: [n for n in set_names if n in settled and n in with_slaves]}
+        feasible = {k for k in mix if (k in SET_FAULTS and ready_sets[_set_rule(k)])
+                    or (k in BROKER_FAULTS and k not in SET_FAULTS and ready) or (k == KILL_NAMESRV and namesrvs)}
         if feasible:
             if not feasible.intersection(bag):  # a new round; kinds not feasible now stay queued
                 round_ = [k for k, w in mix.items() for _ in range(w)]
@@ -224,9 +258,9 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
             kind = next(k for k in bag if k in feasible)
             bag.remove(kind)
             if kind in BROKER_FAULTS:
-                target = rng.choice(ready)
-                down = stop_s if kind == SIGSTOP_BROKER else cfg.down_time_s
-                back_at[target] = t + down
+                target = rng.choice(ready_sets[_set_rule(kind)]) if kind in SET_FAULTS else rng.choice(ready)
+                down = stop_s if kind in HANG_FAULTS else cfg.down_time_s
+                back_at[key.get(target, target)] = t + down
                 events.append((t + down, 0, PlannedFault(round(t + down, 3), REVIVAL_OF[kind], target, down)))
             else:
                 target = rng.choice(namesrvs)
@@ -249,6 +283,9 @@ class FaultRecord:
     revives: int | None = None
     """For a revival: the fault_id it ends (not part of the Parquet contract; also in `detail`)."""
     ok: bool = True
+    planned: str | None = None
+    """The plan's target when it named a broker set (set faults and their revivals); `target` is
+    then the broker the driver found in the role (not part of the Parquet contract)."""
 
 
 def plan_signature(plan: Iterable[PlannedFault]) -> list[tuple[str, str]]:
@@ -258,4 +295,4 @@ def plan_signature(plan: Iterable[PlannedFault]) -> list[tuple[str, str]]:
 
 def timeline_signature(timeline: Iterable[FaultRecord]) -> list[tuple[str, str]]:
     """The executed timeline in the plan's terms (restart_namesrv rows are observations, not planned)."""
-    return [(r.kind, r.target) for r in timeline if r.kind != RESTART_NAMESRV]
+    return [(r.kind, r.planned or r.target) for r in timeline if r.kind != RESTART_NAMESRV]

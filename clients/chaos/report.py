@@ -28,6 +28,7 @@ from clients.chaos.schema import (
     PRODUCER_ROUTE_SCHEMA,
     REMOVAL_SCHEMA,
     RESTART_NAMESRV,
+    ROLE_SCHEMA,
     SEND_SCHEMA,
     SNAPSHOTS_DIR,
     SUMMARY_FILE,
@@ -65,6 +66,8 @@ class ChaosReport:
     """Route snapshot rows collected into OUT/snapshots (0 without an output directory)."""
     ended_ms: int = 0
     files: dict[str, str] = field(default_factory=dict)
+    roles: list[dict[str, Any]] = field(default_factory=list)
+    """The brokers' role spans (ROLE_SCHEMA rows), from their own role logs."""
 
     @property
     def ok(self) -> bool:
@@ -100,6 +103,7 @@ class ChaosReport:
                 [{"t_ms": o.t_ms, "namesrv": o.namesrv, "topic": o.topic,
                   "addrs": None if o.addrs is None else ",".join(o.addrs)} for o in self.route_history],
                 schema=NAMESRV_ROUTE_SCHEMA),
+            "roles": pa.Table.from_pylist(self.roles, schema=ROLE_SCHEMA),
         }
         files = {}
         for name, tbl in tables.items():

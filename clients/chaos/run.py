@@ -16,7 +16,7 @@ import string
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import ray
 from pydantic.alias_generators import to_snake
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment, connect
+from actors.profiles import get_profile, replication_overrides
 from clients.admin import AdminClient
 from clients.chaos.driver import ChaosDriver
 from clients.chaos.invariants import (
@@ -46,11 +47,18 @@ from clients.chaos.invariants import (
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
 from clients.chaos.plan import ChaosConfig, Timing, plan_faults, plan_signature, timeline_signature
 from clients.chaos.report import EXISTING, PRIVATE, ChaosReport, summarize
+from clients.chaos.roles import (
+    RoleLogCollector,
+    check_loss_for_role,
+    check_one_master,
+    check_paused_slave_sends,
+    role_spans,
+)
 from clients.chaos.schema import (
     BROKER_FAULTS,
     BROKER_REVIVALS,
-    FAULT_KINDS,
     FAULTS_FILE,
+    MIX_KINDS,
     RESTART_BROKER,
     SNAPSHOTS_DIR,
 )
@@ -83,21 +91,37 @@ class Target:
     """A temp dir of the run's own, removed afterwards unless kept."""
     keep: set[str] = field(default_factory=set)
     """Actor names in the namespace that are not the run's (an existing deployment's)."""
+    broker_config: BrokerConfig = field(default_factory=BrokerConfig)
+    """The brokers' config in force (a master's: its role, its HA timing)."""
+    slaves: int = 0
+    """Slaves per broker set."""
+
+    @property
+    def sets(self) -> dict[str, list[str]]:
+        """Broker set name -> its members' addresses."""
+        out: dict[str, list[str]] = {}
+        for addr, spec in sorted(self.dep.broker_specs.items()):
+            out.setdefault(spec.broker_name, []).append(addr)
+        return out
 
 
-def broker_specs(n: int) -> list[BrokerSpec]:
+def broker_specs(n: int, slaves: int = 0) -> list[BrokerSpec]:
     names = [f"broker-{string.ascii_lowercase[i]}" if i < 26 else f"broker-{i}" for i in range(n)]
-    return [BrokerSpec(name) for name in names]
+    return [BrokerSpec(name, i) for name in names for i in range(slaves + 1)]
 
 
 def private_target(cfg: ChaosConfig, namespace: str) -> Target:
     """A fresh deployment of the config's shape and profile (not started yet)."""
     own_dir = cfg.data_dir is None
     data_dir = cfg.data_dir or tempfile.mkdtemp(prefix="namesrv-chaos-")
-    spec = ClusterSpec(namesrv_count=cfg.namesrvs, brokers=broker_specs(cfg.brokers), profile=cfg.profile,
+    overrides = replication_overrides(cfg.slaves, cfg.broker_role) | cfg.broker_overrides
+    spec = ClusterSpec(namesrv_count=cfg.namesrvs, brokers=broker_specs(cfg.brokers, cfg.slaves), profile=cfg.profile,
                        namespace=namespace, data_dir=data_dir, namesrv_port=0, broker_port=None,
-                       namesrv_overrides={"snapshot_interval_ms": cfg.snapshot_interval_ms})
-    return Target(Deployment(spec), PRIVATE, cfg.timing(), [b.addr for b in spec.brokers], data_dir, own_dir)
+                       namesrv_overrides={"snapshot_interval_ms": cfg.snapshot_interval_ms},
+                       broker_overrides=overrides)
+    masters = [b.addr for b in spec.brokers if b.broker_id == 0]
+    return Target(Deployment(spec), PRIVATE, cfg.timing(), masters, data_dir, own_dir,
+                  broker_config=get_profile(cfg.profile).broker_config(**overrides), slaves=cfg.slaves)
 
 
 def adopt_existing(cfg: ChaosConfig) -> Target:
@@ -119,7 +143,8 @@ def adopt_existing(cfg: ChaosConfig) -> Target:
         raise ChaosSetupError(f"the brokers of {namespace!r} keep their stores under different roots {roots}")
     props = ray.get(next(iter(dep.namesrvs.values())).get_namesrv_config.remote(), timeout=30).payload.properties
     namesrv_config = NamesrvConfig.model_validate({to_snake(k): v for k, v in props.items()})
-    broker_config = _broker_config(next(iter(infos.values()))) if infos else BrokerConfig()
+    master_info = next((i for i in infos.values() if i["broker_id"] == 0), next(iter(infos.values()), None))
+    broker_config = _broker_config(master_info) if master_info is not None else BrokerConfig()
     dep.spec.data_dir = roots.pop() if roots else dep.spec.data_dir
     dep.spec.detached = True
     dep.spec.broker_overrides = broker_config.model_dump()
@@ -127,8 +152,10 @@ def adopt_existing(cfg: ChaosConfig) -> Target:
         spec = BrokerSpec(info["broker_name"], info["broker_id"], info["cluster"], node_id=info["node_id"])
         dep.broker_specs[addr] = spec
         dep.spec.brokers.append(spec)
+    slaves = max((sum(1 for i in infos.values() if i["broker_name"] == n and i["broker_id"] > 0)
+                  for n in {i["broker_name"] for i in infos.values()}), default=0)
     return Target(dep, EXISTING, cfg.timing_for(namesrv_config, broker_config), masters, dep.spec.data_dir,
-                  keep=keep)
+                  keep=keep, broker_config=broker_config, slaves=slaves)
 
 
 def _broker_config(info: dict[str, Any]) -> BrokerConfig:
@@ -176,8 +203,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
     suffix = f"-{run_id}" if cfg.existing else ""  # never mix with an earlier rehearsal's topics
     topics = [f"ChaosTopic{i}{suffix}" for i in range(cfg.topics)]
     names = {addr: s.broker_name for addr, s in dep.broker_specs.items()}
-    plan = plan_faults(cfg, target.fault_brokers, sorted(dep.spec.namesrv_names), timing)
-    if not any(e.kind in FAULT_KINDS for e in plan):
+    plan = plan_faults(cfg, target.fault_brokers, sorted(dep.spec.namesrv_names), timing, target.sets)
+    if not any(e.kind in MIX_KINDS for e in plan):
         if target.own_dir:
             shutil.rmtree(target.data_dir, ignore_errors=True)
         raise ChaosSetupError(
@@ -190,6 +217,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
     observer: RouteObserver | None = None
     collector: SnapshotCollector | None = None
     driver: ChaosDriver | None = None
+    roles: RoleLogCollector | None = None
     started_ms = now_ms()
     log.info("chaos run on %s deployment in namespace %s, data in %s, seed %d",
              target.kind, namespace, target.data_dir, cfg.seed)
@@ -213,6 +241,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
                 f"chaos_producer_{i}", namespace, sorted(dep.namesrvs),
                 poll_name_server_interval_ms=timing.route_poll_ms)
         ray.get([p.summary.remote() for p in producers.values()], timeout=120)
+        roles = RoleLogCollector(lambda: dict(dep.brokers), names, now_ms).start()
         driver = ChaosDriver(dep, cfg, observer, removals, timing=timing, snapshots=collector)
         start = time.monotonic()
         started_ms = now_ms()
@@ -238,6 +267,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
             ray.kill(p, no_restart=True)
         threads_stopped = observer.stop() if observer is not None else True
         threads_stopped = (collector.stop() if collector is not None else True) and threads_stopped
+        threads_stopped = (roles.stop() if roles is not None else True) and threads_stopped
         _clean_up(target, cfg, topics, job_id, job_actors_before)
     ended_ms = now_ms()
 
@@ -245,6 +275,10 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
     for r in sends:
         r["explained"] = None if r["ok"] else explain_failure(r, windows)
     loss, loss_counts = check_no_loss([r for r in sends if r["ok"]], consumed)
+    role = str(target.broker_config.broker_role) if target.slaves else None
+    loss, role_figures = check_loss_for_role(loss, loss_counts, role, target.slaves, timeline)
+    bc = target.broker_config
+    shrink_ms = bc.ha_max_time_slave_not_catchup_ms + bc.slave_timeout_ms + bc.ha_poll_wait_ms + timing.margin_ms
     send_inv, send_counts = check_sends(sends)
     namesrv_names = sorted(removals.namesrvs)
     ns_detect = measure_namesrv_detection(timeline, removals, namesrv_names, timing)
@@ -262,16 +296,20 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
         check_detections("3c revived broker back everywhere in bound",
                          ns_back + [d for d in prod if d.kind in BROKER_REVIVALS], "returns in bound"),
         check_no_live_removal(spurious),
+        check_one_master(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms),
+        check_paused_slave_sends(sends, timeline, names, shrink_ms, role == "SYNC_MASTER"),
         check_leaks(namespace, job_id, alive_before, loops, kept_dir, threads_stopped,
                     keep=target.keep | job_actors_before, own_store=target.kind == PRIVATE),
     ]
     figures = summarize(timeline, detections, driver.recovery_ms if driver else {}, send_counts, loss_counts, timing)
     figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
     figures["spurious_removals"] = spurious
+    figures["replication"] = role_figures
+    spans = role_spans(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms)
     report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),
                          route_logs, history, invariants, figures, started_ms, target=target.kind,
                          broker_names=names, snapshot_rows=collector.total_rows if collector else 0,
-                         ended_ms=ended_ms)
+                         ended_ms=ended_ms, roles=[asdict(s) for s in spans])
     if out is not None:
         report.write_parquet(out)
     return report

@@ -27,22 +27,51 @@ SIGCONT_BROKER = "sigcont_broker"
 RESTART_BROKER = "restart_broker"
 KILL_NAMESRV = "kill_namesrv"
 RESTART_NAMESRV = "restart_namesrv"
+KILL_MASTER = "kill_master"
+"""ray.kill of the broker that is its set's master when the fault is made (issue 21)."""
+SIGKILL_MASTER = "sigkill_master"
+"""SIGKILL of the worker process of its set's master."""
+PAUSE_SLAVE = "pause_slave"
+"""SIGSTOP of a slave's worker process (SIGCONT later): its master's SyncStateSet must shrink."""
 
 FAULT_KINDS: tuple[str, ...] = (KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER, KILL_NAMESRV)
-"""What a fault mix may name; the other kinds are the recoveries that follow them."""
-TIMELINE_KINDS: tuple[str, ...] = (*FAULT_KINDS, SIGCONT_BROKER, RESTART_BROKER, RESTART_NAMESRV)
-BROKER_FAULTS: frozenset[str] = frozenset({KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER})
+"""What a fault mix names by default; the HA kinds (SET_FAULTS) are asked for by name, and the
+other kinds are the recoveries that follow them."""
+SET_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE})
+"""Faults planned on a broker set (its name is the plan's target) and made on the broker that holds
+the role when they happen (the timeline's target is that broker's address)."""
+MIX_KINDS: tuple[str, ...] = (*FAULT_KINDS, KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE)
+"""Every kind a fault mix may name."""
+TIMELINE_KINDS: tuple[str, ...] = (*MIX_KINDS, SIGCONT_BROKER, RESTART_BROKER, RESTART_NAMESRV)
+MASTER_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER})
+HANG_FAULTS: frozenset[str] = frozenset({SIGSTOP_BROKER, PAUSE_SLAVE})
+"""Faults only heartbeats tell (the process lives on, stopped)."""
+BROKER_FAULTS: frozenset[str] = frozenset({KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER, *SET_FAULTS})
 BROKER_REVIVALS: frozenset[str] = frozenset({RESTART_BROKER, SIGCONT_BROKER})
 NAMESRV_KINDS: frozenset[str] = frozenset({KILL_NAMESRV, RESTART_NAMESRV})
 REVIVAL_OF: dict[str, str] = {
     KILL_BROKER: RESTART_BROKER, SIGKILL_BROKER: RESTART_BROKER, SIGSTOP_BROKER: SIGCONT_BROKER,
+    KILL_MASTER: RESTART_BROKER, SIGKILL_MASTER: RESTART_BROKER, PAUSE_SLAVE: SIGCONT_BROKER,
 }
+
+ROLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("broker_set", "string"),
+    ("broker", "string"),
+    ("incarnation", "string"),
+    ("role", "string"),
+    ("epoch", "int64"),
+    ("start_ms", "int64"),
+    ("end_ms", "int64"),
+)
+"""roles.parquet: one row per role a broker incarnation held, [start_ms, end_ms), from the brokers'
+own role logs (`clients.chaos.roles.role_spans`); the failover analysis reads it."""
 
 # The output directory of a run (`namesrv chaos --out DIR`); `namesrv analyze DIR` reads it as it is.
 FAULTS_FILE = "faults.parquet"
 SENDS_FILE = "sends.parquet"
 DETECTIONS_FILE = "detections.parquet"
 SUMMARY_FILE = "summary.json"
+ROLES_FILE = "roles.parquet"
 SNAPSHOTS_DIR = "snapshots"
 """Every NameServer's route snapshots of the run: the dataset `namesrv snapshot` writes."""
 
@@ -52,6 +81,7 @@ def _schema(columns: Iterable[tuple[str, str]]) -> pa.Schema:
 
 
 TIMELINE_SCHEMA = _schema(FAULT_TIMELINE_COLUMNS)
+ROLE_SCHEMA = _schema(ROLE_COLUMNS)
 SEND_SCHEMA = _schema((
     ("producer", "string"), ("t_ms", "int64"), ("topic", "string"), ("ok", "bool"), ("broker_name", "string"),
     ("queue_id", "int64"), ("queue_offset", "int64"), ("msg_id", "string"), ("latency_ms", "double"),

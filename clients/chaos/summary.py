@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from clients.chaos.schema import BROKER_FAULTS, BROKER_REVIVALS, FAULT_KINDS, KILL_NAMESRV, RESTART_NAMESRV
+from clients.chaos.schema import BROKER_FAULTS, BROKER_REVIVALS, KILL_NAMESRV, MIX_KINDS, RESTART_NAMESRV
 from clients.render import duration
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -36,7 +36,7 @@ def revival_of(timeline: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """fault_id of each fault -> the timeline row that revived it (broker and NameServer faults)."""
     out: dict[int, dict[str, Any]] = {}
     for f in timeline:
-        if f["kind"] not in FAULT_KINDS:
+        if f["kind"] not in MIX_KINDS:
             continue
         kinds = BROKER_REVIVALS if f["kind"] in BROKER_FAULTS else {RESTART_NAMESRV}
         later = [r for r in timeline if r["kind"] in kinds and r["target"] == f["target"] and r["t_ms"] > f["t_ms"]]
@@ -58,7 +58,7 @@ def fault_summary(
     broker_names: dict[str, str] | None = None,
     end_ms: int | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per fault (kinds of FAULT_KINDS) in time order, columns `SUMMARY_COLUMNS`.
+    """One row per fault (kinds of MIX_KINDS) in time order, columns `SUMMARY_COLUMNS`.
 
     `detections` are the harness' own rows (`Detection` as dicts); `sends` the per-send records with
     `lost` filled in (None: message columns stay None); `broker_names` maps broker address to broker
@@ -69,7 +69,7 @@ def fault_summary(
     revived = revival_of(timeline)
     horizon = end_ms if end_ms is not None else max((r["t_ms"] for r in timeline), default=0) + 10**9
     out = []
-    for f in sorted((r for r in timeline if r["kind"] in FAULT_KINDS), key=lambda r: (r["t_ms"], r["fault_id"])):
+    for f in sorted((r for r in timeline if r["kind"] in MIX_KINDS), key=lambda r: (r["t_ms"], r["fault_id"])):
         fid, rev = f["fault_id"], revived.get(f["fault_id"])
         broker = None if f["kind"] == KILL_NAMESRV else names.get(f["target"], f["target"].rsplit("-", 1)[0])
         ns = [d for d in dets if d["fault_id"] == fid and d["observer_kind"] == "namesrv"]

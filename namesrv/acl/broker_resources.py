@@ -5,7 +5,9 @@ A topic maps to the permission the request needs on it; a group is its retry top
 (`%RETRY%group`), as RocketMQ keys group permissions. A send to a retry topic needs SUB on that
 group (a consumer re-sending to its own group), any other send PUB on its topic; a pull, an offset
 query or commit SUB on the topic and the group; a heartbeat SUB on every group and topic it
-subscribes to.
+subscribes to; a query by key SUB on its topic; a view by offset SUB on the topic it names, and
+the processor checks the topic of the message it finds (RocketMQ's PlainAccessValidator checks
+only the topic the request names).
 
 Only called once the request's signature is checked: parsing happens after authentication.
 """
@@ -22,11 +24,13 @@ from namesrv.protocol.broker_headers import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
     PullMessageRequestHeader,
+    QueryMessageRequestHeader,
     Request,
     SendMessageRequestHeader,
     TopicQueueHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
     request_header,
 )
 from namesrv.protocol.codes import SEND_CODES, BrokerRequestCode
@@ -44,6 +48,8 @@ WIRE_HEADERS: dict[int, type[Header]] = {
     BrokerRequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
     BrokerRequestCode.QUERY_CONSUMER_OFFSET: ConsumerQueueHeader,
     BrokerRequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
+    BrokerRequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
+    BrokerRequestCode.VIEW_MESSAGE_BY_ID: ViewMessageRequestHeader,
 }
 """The header model the broker's processor reads for each code the ACL looks into."""
 
@@ -60,6 +66,10 @@ def header_resources(code: int, header: Header | None) -> dict[str, int]:
         return {header.topic: SUB, retry + header.consumer_group: SUB}
     if isinstance(header, ConsumerSendMsgBackRequestHeader):
         return {retry + header.group: SUB}
+    if isinstance(header, QueryMessageRequestHeader):
+        return {header.topic: SUB}
+    if isinstance(header, ViewMessageRequestHeader):  # the message's own topic is checked once it is read
+        return {header.topic: SUB} if header.topic else {}
     if isinstance(header, (UnregisterClientRequestHeader, GetConsumerListByGroupRequestHeader)):
         return {retry + header.consumer_group: SUB} if header.consumer_group else {}
     return {}

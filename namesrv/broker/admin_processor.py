@@ -9,7 +9,8 @@ changes nothing. What the registration did travels as the answer's payload (for 
 wire answer is the code and remark, as RocketMQ's.
 
 `AdminRuntimeProcessor`: the codes on the broker's runtime state only (the orderly consumers'
-queue locks, LOCK_BATCH_MQ/UNLOCK_BATCH_MQ, and GET_BROKER_RUNTIME_INFO), served through
+queue locks, LOCK_BATCH_MQ/UNLOCK_BATCH_MQ, GET_BROKER_RUNTIME_INFO, VIEW_BROKER_STATS_DATA, and
+GET_BROKER_EPOCH_CACHE for mqadmin getBrokerEpoch), served through
 `namesrv.broker.processor.BrokerProcessor` with the other broker processors.
 
 Adding an admin request code means writing its handler in one of the two and adding one line to
@@ -26,10 +27,15 @@ from pydantic import ValidationError
 from namesrv.broker.broker_context import BrokerContext, json_body
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.controller.codes import ControllerRequestCode
 from namesrv.persist import BackgroundWriter
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import parse_properties
-from namesrv.protocol.broker_headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from namesrv.protocol.broker_headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
+)
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import MASTER_ID, SYSTEM_TOPICS
 from namesrv.protocol.models import TopicConfig
@@ -142,6 +148,8 @@ class AdminRuntimeProcessor:
             BrokerRequestCode.LOCK_BATCH_MQ: self._lock_batch_mq,
             BrokerRequestCode.UNLOCK_BATCH_MQ: self._unlock_batch_mq,
             BrokerRequestCode.GET_BROKER_RUNTIME_INFO: self._get_broker_runtime_info,
+            BrokerRequestCode.VIEW_BROKER_STATS_DATA: self._view_broker_stats_data,
+            ControllerRequestCode.GET_BROKER_EPOCH_CACHE: self._get_broker_epoch_cache,
         }
 
     def runtime_info(self) -> dict[str, str]:
@@ -155,6 +163,25 @@ class AdminRuntimeProcessor:
 
     def _get_broker_runtime_info(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"table": self.runtime_info()}))
+
+    def _view_broker_stats_data(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
+        """VIEW_BROKER_STATS_DATA: one stats item's minute, hour and day figures (BrokerStatsData),
+        or SYSTEM_ERROR when the broker never counted that key (as RocketMQ answers)."""
+        h = ViewBrokerStatsDataRequestHeader.from_ext(cmd.ext_fields or {}, wire=True)
+        data = self.ctx.stats_items.data(h.stats_name, h.stats_key)
+        if data is None:
+            return error(ResponseCode.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
+        return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps(data))
+    def _get_broker_epoch_cache(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
+        """GET_BROKER_EPOCH_CACHE (1007): the epoch entries (the last one ending at the commit log's
+        max offset) as RocketMQ's EpochEntryCache; outside controller mode (no epoch file) RocketMQ's
+        SYSTEM_ERROR."""
+        ctx = self.ctx
+        if ctx.epochs is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "this request only for controllerMode ")
+        ident = ctx.identity
+        body = ctx.epochs.to_wire(ident.cluster_name, ident.broker_name, ident.broker_id, ctx.store.size_bytes())
+        return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps(body))
 
     def _lock_batch_mq(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         data = json_body(cmd.body, "lock request")

@@ -2,7 +2,9 @@
 topicStatus, consumerProgress, consumerConnection and getBrokerConfig and the dashboard read:
 GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST (203),
 GET_ALL_TOPIC_CONFIG (21), QUERY_TOPIC_CONSUME_BY_WHO (300) and GET_BROKER_CONFIG (26), with
-RocketMQ's body shapes (maps keyed by MessageQueue objects written as fastjson writes them).
+RocketMQ's body shapes (maps keyed by MessageQueue objects written as fastjson writes them); and
+the message lookups of queryMsgByKey / queryMsgByUniqueKey / queryMsgById (RocketMQ's
+QueryMessageProcessor): QUERY_MESSAGE (12) through the store's index and VIEW_MESSAGE_BY_ID (33).
 
 Store reads (a queue's last store time) run off the event loop, in one go per request.
 GET_CONSUMER_RUNNING_INFO (307) is not served: RocketMQ answers it by asking the client itself over
@@ -16,10 +18,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from namesrv.broker.broker_context import MayRead, anyone_may_read
 from namesrv.broker.commit_log import CommitLog
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ConsumerManager, SubscriptionData
 from namesrv.broker.consumer_offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
+from namesrv.broker.message_codec import encode_message_ext
 from namesrv.broker.processor_types import BrokerIdentity
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.protocol import fastjson
@@ -36,9 +40,12 @@ from namesrv.protocol.bodies import format_properties
 from namesrv.protocol.broker_headers import (
     GetConsumerListByGroupRequestHeader,
     GetConsumeStatsRequestHeader,
+    QueryMessageRequestHeader,
     TopicHeader,
+    ViewMessageRequestHeader,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.codec import LanguageCode, ext_value
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -54,6 +61,14 @@ ROCKETMQ_CONFIG_NAMES = {
     "delete_commit_log_files_interval_ms": "deleteCommitLogFilesInterval",
 }
 """BrokerConfig fields whose RocketMQ name is not their camelCase; the rest are."""
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+"""MixAll.UNIQUE_MSG_QUERY_FLAG: QUERY_MESSAGE's key is a unique key (the client message id)."""
+DEFAULT_QUERY_MAX_NUM = 32
+MAX_MSGS_NUM_BATCH = 64
+"""RocketMQ's MessageStoreConfig.defaultQueryMaxNum and maxMsgsNumBatch."""
+QUERY_BODY_MAX = MAX_FRAME_SIZE - 64 * 1024
+"""A QUERY_MESSAGE answer stops short of a frame's limit (RocketMQ would send a frame its own
+clients refuse: 64 messages of 4 MB); the newest messages are the ones kept."""
 NOT_SHOWN = frozenset({"credentials"})
 """Never answered: the broker's own account carries its secret key."""
 
@@ -81,8 +96,11 @@ def _language(code: int) -> str:
 
 class AdminQueries:
     def __init__(self, identity: BrokerIdentity, config: BrokerConfig, topics: TopicConfigManager, store: CommitLog,
-                 offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager], store_dir: str) -> None:
-        """`consumers()` is the broker processor's live consumer table."""
+                 offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager], store_dir: str,
+                 may_read: MayRead = anyone_may_read) -> None:
+        """`consumers()` is the broker processor's live consumer table; `may_read` the ACL's check
+        of a topic the request does not name (the topic of the message VIEW_MESSAGE_BY_ID finds)."""
+        self.may_read = may_read
         self.identity = identity
         self.config = config
         self.topics = topics
@@ -97,6 +115,8 @@ class AdminQueries:
             BrokerRequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             BrokerRequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            BrokerRequestCode.QUERY_MESSAGE: self.query_message,
+            BrokerRequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
         }
 
     # ------------------------------------------------------------------ store figures
@@ -150,6 +170,51 @@ class AdminQueries:
                                                                            consumer_offset, stamp)
             return stats
         return RemotingResponse(body=fastjson.dumps((await asyncio.to_thread(collect)).to_wire()))
+
+    # ------------------------------------------------------------------ messages by key and by id
+    def query_message(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        """QUERY_MESSAGE: the messages of a topic filed under a key (or, with `_UNIQUE_KEY_QUERY`,
+        a unique key: maxNum becomes defaultQueryMaxNum as in RocketMQ), in RocketMQ's pull-body
+        layout, with the index's last update in the header; none is QUERY_NOT_FOUND. maxNum is
+        capped at maxMsgsNumBatch (64), as RocketMQ's store caps it."""
+        h = QueryMessageRequestHeader.from_ext(request.ext_fields, wire=True)
+        max_num = h.max_num
+        if str((request.ext_fields or {}).get(UNIQUE_MSG_QUERY_FLAG, "")).lower() == "true":
+            max_num = DEFAULT_QUERY_MAX_NUM
+        return self._query_message(h.topic, h.key, min(max_num, MAX_MSGS_NUM_BATCH), h.begin_timestamp,
+                                   h.end_timestamp)
+
+    async def _query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> RemotingResponse:
+        found = await asyncio.to_thread(self.store.query_message, topic, key, max_num, begin, end)
+        stamp, phy = self.store.index.last_update()
+        ext = {"indexLastUpdateTimestamp": str(stamp), "indexLastUpdatePhyoffset": str(phy)}
+        if not found:
+            return RemotingResponse(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
+                                    ext_fields=ext)
+        parts: list[bytes] = []
+        total = 0
+        for m in found:  # newest first, as many as one frame holds (at least one: a message always fits)
+            part = encode_message_ext(m, self.identity.broker_addr)
+            if parts and total + len(part) > QUERY_BODY_MAX:
+                break
+            parts.append(part)
+            total += len(part)
+        return RemotingResponse(ext_fields=ext, body=b"".join(parts))
+
+    def view_message_by_id(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        """VIEW_MESSAGE_BY_ID: the one message at a commit-log offset (the client decoded it from
+        the offset message id), or SYSTEM_ERROR when no message starts there."""
+        offset = ViewMessageRequestHeader.from_ext(request.ext_fields, wire=True).offset
+        return self._view_message(request, ctx, offset)
+
+    async def _view_message(self, request: RemotingRequest, ctx: RequestContext, offset: int) -> RemotingResponse:
+        found = await asyncio.to_thread(self.store.get_by_commit_offset, offset)
+        if found is None:
+            return error(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        denied = self.may_read(request, ctx, found.topic)
+        if denied is not None:
+            return error(ResponseCode.NO_PERMISSION, denied)
+        return RemotingResponse(body=encode_message_ext(found, self.identity.broker_addr))
 
     # ------------------------------------------------------------------ clients and groups
     def get_consumer_connection_list(self, request: RemotingRequest, ctx: RequestContext) -> Answer:

@@ -17,10 +17,12 @@ from namesrv.broker.commit_log import CommitLog
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_manager import ConsumerManager
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.epoch_cache import EpochFileCache
 from namesrv.broker.processor_types import BrokerError, BrokerIdentity
 from namesrv.broker.pull_hold import PullHoldService
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule import MESSAGE_DELAY_LEVEL, parse_delay_levels
+from namesrv.broker.stats_items import BrokerStatsManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.transaction import TransactionService
 from namesrv.clock import Clock
@@ -64,6 +66,10 @@ class BrokerContext:
     delay_levels_ms: list[int] = field(default_factory=lambda: parse_delay_levels(MESSAGE_DELAY_LEVEL))
     role: RoleGuard | None = None
     """The broker role's checks on sends and pulls (namesrv.broker.role); built from the config when None."""
+    epochs: EpochFileCache | None = None
+    """The broker's epoch file in controller mode (set by whoever wires the broker to the
+    controller); None otherwise, and GET_BROKER_EPOCH_CACHE then answers as RocketMQ does outside
+    controller mode."""
     consumers: ConsumerManager = field(init=False)
     producers: dict[str, dict[str, int]] = field(init=False, default_factory=dict)
     """producer group -> {channel: last heartbeat}."""
@@ -73,6 +79,8 @@ class BrokerContext:
     sends_waiting: int = field(init=False, default=0)
     """Messages whose send waits for the store (its flush, under SYNC_FLUSH)."""
     broker_stats: BrokerStats = field(init=False)
+    stats_items: BrokerStatsManager = field(init=False)
+    """Per-topic puts and per-group gets (VIEW_BROKER_STATS_DATA, mqadmin statsAll)."""
     closed: bool = field(init=False, default=False)
     """Set when the broker shuts down: sends are refused, held pulls answered."""
 
@@ -87,6 +95,7 @@ class BrokerContext:
                                                cfg.transaction_check_max, cfg.transaction_check_interval_ms)
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],
                                                              self.stats[("pulled_messages", "")]))
+        self.stats_items = BrokerStatsManager(self.clock)
 
     @property
     def guard(self) -> RoleGuard:

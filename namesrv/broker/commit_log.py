@@ -21,7 +21,8 @@ event loop.
 
 Dispatch (RocketMQ's CommitLogDispatcher): every record written (by `put`/`append`, by a replica's
 `append_raw`, and by recovery past the checkpoint) is handed, in commit-log order, to each
-dispatcher: the consume queues first, then those added with `add_dispatcher`. `checkpoint()` fsyncs
+dispatcher: the consume queues first, then the message index by key (`index`,
+namesrv.broker.index_service), then those added with `add_dispatcher`. `checkpoint()` fsyncs
 the log and every dispatcher's output, then writes the checkpoint; a restart re-reads only the log
 after it (store_recovery), so its time does not grow with the log.
 """
@@ -42,6 +43,7 @@ from namesrv.broker.commit_log_dispatch import CommitLogDispatch
 from namesrv.broker.commit_log_reads import CommitLogReads
 from namesrv.broker.commit_log_replica import CommitLogReplica
 from namesrv.broker.consume_queue import ConsumeQueueStore
+from namesrv.broker.index_service import IndexService
 from namesrv.broker.mapped_file_queue import MappedFileQueue, Segment
 from namesrv.broker.message_properties import MessageIllegal, check_message
 from namesrv.broker.store_checkpoint import StoreCheckpoint
@@ -121,8 +123,12 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
         taken before the write lock."""
         self.files = MappedFileQueue(self.dir / "commitlog", segment_size)
         self.consume_queues = ConsumeQueueStore(self.dir / "consumequeue", consume_queue_file_size)
+        self.index = IndexService(self.dir / "index")
+        """Messages by key and unique key (QUERY_MESSAGE): the second dispatcher."""
         self._dispatchers: list[Dispatcher] = [
             Dispatcher(self.consume_queues.dispatch, self.consume_queues.flush, self.consume_queues.truncate),
+            Dispatcher(self.index.dispatch, self.index.flush, self.index.truncate_to, self.index.delete_expired,
+                       lambda: self.index.recovery.resume_offset if self.index.recovery.deleted else None),
             *dispatchers]
         self._checkpoint = StoreCheckpoint(self.dir / "checkpoint")
         self._fd = 0  # >= 0 while open (the segments hold the real descriptors); -1 once closed
@@ -333,6 +339,7 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
                     self._fd = -1
                 self.files.close()
                 self.consume_queues.close()
+        self.index.close()
         loop, queue = self._writer_loop, self._queue
         if loop is not None and queue is not None and not loop.is_closed():
             try:

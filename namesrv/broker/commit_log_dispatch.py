@@ -44,7 +44,8 @@ class CommitLogDispatch:
         flag, sysFlag, born time, born host, reconsume times). It runs in the store's writer thread
         under the write lock, after the record is durable per the flush policy and before readers
         see it; it must not call the store's write methods. `flush()` makes what it built durable
-        (called under the write lock before every checkpoint: keep it to an fsync or two);
+        (called before every checkpoint from the checkpoint's thread, outside the write lock, so
+        concurrently with `dispatch`: it must cover what was dispatched before the call);
         `truncate(offset)` forgets what it built for records at or after `offset` (a replica
         cutting its log, recovery cutting a torn tail). To see the records recovery re-reads, pass
         it to the constructor's `dispatchers` instead."""
@@ -79,7 +80,14 @@ class CommitLogDispatch:
 
     def _recover(self) -> RecoveryReport:
         report = RecoveryReport()
-        end = recover_log(self.files, self._checkpoint.current.physic_offset, self._dispatch, report)
+        start = self._checkpoint.current.physic_offset
+        for d in self._dispatchers:  # one that lost what the checkpoint covers has it dispatched again
+            needed = d.replay_from() if d.replay_from is not None else None
+            if needed is not None and needed < start:
+                log.warning("commit log %s: a dispatcher lost records before the checkpoint: replaying from %d, "
+                            "not %d", self.dir, needed, start)
+                start = needed
+        end = recover_log(self.files, start, self._dispatch, report)
         for d in self._dispatchers:
             if d.truncate is not None:
                 dropped = d.truncate(end)
@@ -96,18 +104,17 @@ class CommitLogDispatch:
         that end in the checkpoint file (write, fsync, rename); returns it. Blocking: run it off
         the event loop (the broker does so every flushIntervalConsumeQueue)."""
         with self._checkpoint_lock:  # one at a time, and never across a replica's truncate_to
-            with self._write_lock:  # memory work, and the dispatchers added (their flush is theirs to keep short)
+            with self._write_lock:  # memory work only
                 if self._fd < 0 or self.dispatch_failed is not None:
                     return self._checkpoint.current.physic_offset
                 end, first = self._write_pos, self.files.min_offset()
                 dirty, self._dirty = self._dirty, {}
-                for d in self._dispatchers[1:]:
-                    if d.flush is not None:
-                        d.flush()
             for seg in dirty.values():  # outside the write lock: sends go on while these fsyncs run
                 if seg.fd >= 0:
                     os.fsync(seg.fd)
-            self.consume_queues.flush()  # every entry of a record before `end` was written before `end` was read
+            for d in self._dispatchers:  # all they built for records before `end` was built before it was read
+                if d.flush is not None:
+                    d.flush()
             last = self._checkpoint.current
             if end != last.physic_offset or last.min_physic_offset != first:
                 self._checkpoint.write(Checkpoint(end, self.clock(), first))

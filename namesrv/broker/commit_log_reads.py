@@ -13,10 +13,14 @@ from typing import Any
 import msgpack
 
 from namesrv.broker.consume_queue import ConsumeQueueStore
+from namesrv.broker.index_service import IndexService, message_keys
 from namesrv.broker.mapped_file_queue import MappedFileQueue
 from namesrv.broker.store_records import HEADER, MAGIC
 from namesrv.broker.store_types import ReadResult, StoredMessage
 from namesrv.broker.transfer_caps import DEFAULT_CAPS, MAX_SCAN_ENTRIES, TransferCaps
+
+MAX_QUERY_CANDIDATES = 4096
+"""Index entries a key query reads at most (matches and hash collisions together)."""
 
 
 class CommitLogReads:
@@ -24,6 +28,7 @@ class CommitLogReads:
     files: MappedFileQueue
     consume_queues: ConsumeQueueStore
     _write_pos: int
+    index: IndexService
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.get(topic, queue_id)
@@ -117,6 +122,25 @@ class CommitLogReads:
                 return None
         return self._read_at(pos)
 
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[StoredMessage]:
+        """DefaultMessageStore.queryMessage: up to `max_num` messages of `topic` whose unique key or
+        one of whose KEYS is `key`, stored within [begin, end], newest first. Each message the index
+        points at is read and checked (RocketMQ leaves hash collisions to the client); when
+        collisions crowd out the matches the index is asked again for more. Blocking: off the loop."""
+        limit = max(1, max_num)
+        while True:
+            offsets = self.index.query(topic, key, limit, begin, end)
+            found: list[StoredMessage] = []
+            for pos in offsets:
+                m = self.get_by_commit_offset(pos)
+                if m is not None and m.topic == topic and begin <= m.store_timestamp <= end and key in stored_keys(m):
+                    found.append(m)
+                    if len(found) >= max_num:
+                        return found
+            if len(offsets) < limit or limit >= MAX_QUERY_CANDIDATES:
+                return found
+            limit = min(limit * 4, MAX_QUERY_CANDIDATES)
+
     def _read_at(self, pos: int, size: int = 0) -> StoredMessage | None:
         """The record at commit-log offset `pos` (one pread when its `size` is known), or None when
         there is none (lost to corruption, padding, or deleted by retention)."""
@@ -141,3 +165,11 @@ class CommitLogReads:
         extra = f[7:12] + [0, 0, 0, "", 0][len(f[7:12]) :]
         return StoredMessage(f[0], f[1], f[2], f[3], f[4], f[5], f[6], pos, extra[0], extra[1], extra[2], extra[3],
                              extra[4], HEADER.size + length)
+
+
+
+def stored_keys(m: StoredMessage) -> list[str]:
+    """What a stored message is filed under in the index (see index_service.message_keys)."""
+    return message_keys([m.topic, m.queue_id, m.queue_offset, m.store_timestamp, m.msg_id, m.properties, m.body,
+                         m.flag, m.sys_flag])
+

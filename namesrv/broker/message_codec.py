@@ -67,15 +67,18 @@ def offset_msg_id(store_host: str, commit_log_offset: int) -> str:
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
-    """(store host 'ip:port', commit-log offset) of an offset message id."""
-    try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError:
-        raise InvalidInput(f"message id {msg_id!r} is not hex") from None
-    if len(raw) != 16:
-        raise InvalidInput(f"message id {msg_id!r} is not 16 bytes")
+    """(store host 'ip:port', commit-log offset) of an offset message id (MessageDecoder.decodeMessageId):
+    exactly 32 hex digits; a port outside 0..65535 or a negative offset is not one."""
+    if not isinstance(msg_id, str) or len(msg_id) != 32 or not all(c in _HEX for c in msg_id):
+        raise InvalidInput(f"message id {msg_id!r} is not 32 hex digits (an offset message id)")
+    raw = bytes.fromhex(msg_id)
     port, offset = struct.unpack(">iq", raw[4:])
+    if not 0 <= port <= 65535 or offset < 0:
+        raise InvalidInput(f"message id {msg_id!r} holds port {port} and offset {offset}: not an offset message id")
     return f"{socket.inet_ntoa(raw[:4])}:{port}", offset
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def encode_message_ext(msg: StoredMessage, store_host: str) -> bytes:

@@ -101,6 +101,7 @@ class PullMessageProcessor:
             code, suggest = self._advice(outcome)
         ctx.stats[("pulls", outcome.status)] += 1
         ctx.stats[("pulled_messages", "")] += len(outcome.messages)
+        ctx.stats_items.inc_group_get_nums(h.consumer_group, h.topic, len(outcome.messages))
         ext = {"nextBeginOffset": str(outcome.next_begin_offset), "minOffset": str(outcome.min_offset),
                "maxOffset": str(outcome.max_offset), "suggestWhichBrokerId": str(suggest)}
         # the messages travel as they are over Ray; namesrv.broker.wire encodes them for TCP

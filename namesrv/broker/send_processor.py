@@ -148,6 +148,7 @@ class SendMessageProcessor:
             ctx.hold.notify(first.topic, messages[0].queue_id)
         code = await guard.replicated(max(r.commit_log_offset + r.store_size for r in results))
         ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
+        ctx.stats_items.inc_topic_put_nums(first.topic, len(messages))
         return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results],
                            code)
 

@@ -25,8 +25,8 @@ run) or consume-queue entries pointing below the log's start, which the next sta
 (`ConsumeQueueStore.correct_min_offsets`); nothing still inside retention is touched.
 
 Where we differ from RocketMQ 5.3: one store path (no multi-path commit log), no manual
-`deleteExpiredFiles` admin trigger, no redelete of hanged files (we do not memory-map), the index
-files' clean-up is left to the dispatcher that owns them.
+`deleteExpiredFiles` admin trigger, no redelete of hanged files (we do not memory-map); the index
+files are the index dispatcher's to drop (`on_min_offset`: IndexService.delete_expired).
 """
 
 from __future__ import annotations
@@ -153,6 +153,9 @@ class CleanCommitLogService:
         log.info("store %s: deleted commit-log segment %d (last written %d ms ago)%s", store.dir, seg.base,
                  store.clock() - last_modified, " at once (disk nearly full)" if clean_at_once else "")
         self.clean_consume_queues(store.files.min_offset())
+        for d in store._dispatchers:  # the message index drops its files below the new minimum
+            if d.on_min_offset is not None:
+                d.on_min_offset(store.files.min_offset())
         return seg.base
 
     def _shrink(self, fd: int) -> None:

@@ -21,12 +21,17 @@ DispatchFn = Callable[[list[Any], int, int], None]
 @dataclass(frozen=True, slots=True)
 class Dispatcher:
     """RocketMQ's CommitLogDispatcher: what the store calls for every record, and how it makes
-    its output durable (`flush`, before a checkpoint) and forgets records cut from the log
-    (`truncate(offset)`)."""
+    its output durable (`flush`, before a checkpoint), forgets records cut from the log
+    (`truncate(offset)`) and those retention deleted (`on_min_offset(offset)`)."""
 
     dispatch: DispatchFn
     flush: Callable[[], None] | None = None
     truncate: Callable[[int], object] | None = None
+    on_min_offset: Callable[[int], object] | None = None
+    """Retention raised the commit log's min offset to this: drop what only points below it."""
+    replay_from: Callable[[], int | None] | None = None
+    """At start-up: the commit-log offset this dispatcher needs records again from when it lost
+    some that the store's checkpoint covers (a torn file deleted after a machine crash), else None."""
 
 
 class FlushDiskType(StrEnum):

@@ -72,9 +72,10 @@ class TopicConfigManager:
         self.data_version = parse_data_version(data["dataVersion"])
         log.info("loaded %d topics, %s from %s", len(self.topic_config_table), self.data_version, self.path)
 
-    def _bump_and_persist(self, undo: Undo | None) -> None:
-        """New version, new image on disk; should it not land, `undo` takes the change back."""
-        self.data_version = self.data_version.next_version(self.clock())
+    def _bump_and_persist(self, undo: Undo | None, state_version: int | None = None) -> None:
+        """New version (its state version given, else kept), new image on disk; should it not land,
+        `undo` takes the change back."""
+        self.data_version = self.data_version.next_version(self.clock(), state_version)
         if self.path is not None:
             body = {
                 "topicConfigTable": {n: tc.to_wire() for n, tc in sorted(self.topic_config_table.items())},
@@ -108,10 +109,14 @@ class TopicConfigManager:
         log.info("topic config updated: %s", tc)
         return True
 
-    def next_version(self) -> DataVersion:
+    def next_version(self, state_version: int | None = None) -> DataVersion:
         """Bump the version without a topic change (e.g. the broker's permission changed), so every
-        NameServer rewrites this broker's queue data on the next registration."""
-        self._bump_and_persist(self._restore(None, None))
+        NameServer rewrites this broker's queue data on the next registration. `state_version`:
+        a broker becoming master at epoch E passes E (RocketMQ's ReplicasManager:
+        `getDataVersion().nextVersion(newMasterEpoch)`), so its next registration carries
+        stateVersion E and NameServers prefer it to an older master (the higher-epoch rule); None
+        keeps the current one. Persisted with the table, so a restart keeps it."""
+        self._bump_and_persist(self._restore(None, None), state_version)
         return self.data_version
 
     def delete_topic_config(self, topic: str) -> bool:

@@ -83,37 +83,36 @@ class Not(Expr):
 
 
 @dataclass(frozen=True, slots=True)
-class And(Expr):
-    """a AND b AND ...: FALSE at the first FALSE (the rest unevaluated), else null if any is null."""
+class _Junction(Expr):
+    """SQL's three-valued AND / OR over n operands: the first operand equal to `decisive` decides
+    (the rest unevaluated), else null if any operand is null, else `not decisive`."""
 
     operands: tuple[Expr, ...]
     is_boolean = True
+    decisive = False
 
     def evaluate(self, props: Properties) -> Value:
         unknown = False
         for operand in self.operands:
             v = operand.evaluate(props)
-            if v is False:
-                return False
+            if v is self.decisive:
+                return self.decisive
             unknown = unknown or v is None
-        return None if unknown else True
+        return None if unknown else not self.decisive
 
 
-@dataclass(frozen=True, slots=True)
-class Or(Expr):
-    """a OR b OR ...: TRUE at the first TRUE (the rest unevaluated), else null if any is null."""
+class And(_Junction):
+    """a AND b AND ...: FALSE at the first FALSE, else null if any is null, else TRUE."""
 
-    operands: tuple[Expr, ...]
-    is_boolean = True
+    __slots__ = ()
+    decisive = False
 
-    def evaluate(self, props: Properties) -> Value:
-        unknown = False
-        for operand in self.operands:
-            v = operand.evaluate(props)
-            if v is True:
-                return True
-            unknown = unknown or v is None
-        return None if unknown else False
+
+class Or(_Junction):
+    """a OR b OR ...: TRUE at the first TRUE, else null if any is null, else FALSE."""
+
+    __slots__ = ()
+    decisive = True
 
 
 @dataclass(frozen=True, slots=True)

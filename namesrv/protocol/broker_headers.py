@@ -28,6 +28,8 @@ V2_KEYS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaul
 _V1_NAMES = frozenset(V2_KEYS.values())
 
 QueueId = int  # may be negative in a send: "any queue"
+MAX_KEY_CHARS = 32 * 1024
+"""A message key no longer than the properties that carry it (RocketMQ's 32 KB)."""
 
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
@@ -109,6 +111,30 @@ class TopicHeader(Header):
     """GET_TOPIC_STATS_INFO, QUERY_TOPIC_CONSUME_BY_WHO."""
 
     topic: TopicName
+
+
+class QueryMessageRequestHeader(Header):
+    """QUERY_MESSAGE (12); `_UNIQUE_KEY_QUERY: true` beside it makes `key` a unique key."""
+
+    topic: TopicName
+    key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
+    max_num: int = Field(gt=0)
+    begin_timestamp: int
+    end_timestamp: int
+
+
+class ViewMessageRequestHeader(Header):
+    """VIEW_MESSAGE_BY_ID (33): a commit-log offset (the topic, optional, is for the ACL only)."""
+
+    topic: str | None = None
+    offset: int = Field(ge=0)
+
+
+class ViewBrokerStatsDataRequestHeader(Header):
+    """VIEW_BROKER_STATS_DATA (315): a stats set (TOPIC_PUT_NUMS, GROUP_GET_NUMS) and a key in it."""
+
+    stats_name: str = Field(min_length=1, max_length=64)
+    stats_key: str = Field(min_length=1, max_length=1024)
 
 
 class GetConsumeStatsRequestHeader(Header):

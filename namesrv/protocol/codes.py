@@ -35,6 +35,8 @@ class BrokerRequestCode(IntEnum):
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
+    """mqadmin queryMsgByKey / queryMsgByUniqueKey: messages of a topic by key in a time range."""
     UPDATE_AND_CREATE_TOPIC = 17
     """mqadmin updateTopic: create or update one topic on this broker, then register it."""
     QUERY_CONSUMER_OFFSET = 14
@@ -51,6 +53,8 @@ class BrokerRequestCode(IntEnum):
     GET_MAX_OFFSET = 30
     GET_MIN_OFFSET = 31
     GET_EARLIEST_MSG_STORETIME = 32
+    VIEW_MESSAGE_BY_ID = 33
+    """mqadmin queryMsgById: one message by its commit-log offset (from the offset message id)."""
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     CONSUMER_SEND_MSG_BACK = 36
@@ -75,6 +79,8 @@ class BrokerRequestCode(IntEnum):
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     """mqadmin / dashboard: the consumer groups of a topic (a GroupList)."""
     SEND_MESSAGE_V2 = 310
+    VIEW_BROKER_STATS_DATA = 315
+    """mqadmin statsAll: one topic's puts or one group's gets over a minute, an hour, a day."""
     SEND_BATCH_MESSAGE = 320
 
 

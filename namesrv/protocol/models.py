@@ -21,20 +21,32 @@ from namesrv.protocol.types import InvalidInput, Name, PermValue, QueueNums, Top
 
 @dataclass(frozen=True, slots=True)
 class DataVersion:
-    """Version of a broker's topic table: (timestamp, counter); any difference means 'changed'."""
+    """Version of a broker's topic table: (timestamp, counter, state_version); any difference means
+    'changed'. `state_version` is RocketMQ 5's `stateVersion`: in controller mode the broker's master
+    epoch, so a NameServer that hears of two brokers at one brokerName/brokerId keeps the one with
+    the higher state version (see `RouteInfoManager.begin_registration`). Brokers of RocketMQ 4.x
+    do not send it: it is then 0."""
 
     timestamp: int = 0
     counter: int = 0
+    state_version: int = 0
 
-    def next_version(self, now_ms: int) -> DataVersion:
-        return DataVersion(timestamp=now_ms, counter=self.counter + 1)
+    def next_version(self, now_ms: int, state_version: int | None = None) -> DataVersion:
+        """The next version (RocketMQ's nextVersion): counter + 1, stamped `now_ms`, the state
+        version given or else kept. RocketMQ's no-argument nextVersion() resets stateVersion to 0;
+        its callers that matter pass the store's state machine version (the master epoch), which is
+        what keeping it does here."""
+        kept = self.state_version if state_version is None else state_version
+        return DataVersion(timestamp=now_ms, counter=self.counter + 1, state_version=kept)
 
     def to_wire(self) -> dict[str, int]:
-        return {"timestamp": self.timestamp, "counter": self.counter}
+        """RocketMQ 5's JSON form (fastjson's field order: counter, stateVersion, timestamp)."""
+        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> DataVersion:
-        return cls(timestamp=int(data["timestamp"]), counter=int(data["counter"]))
+        return cls(timestamp=int(data["timestamp"]), counter=int(data["counter"]),
+                   state_version=int(data.get("stateVersion", 0)))
 
 
 class _DataVersionWire(BaseModel):
@@ -42,16 +54,18 @@ class _DataVersionWire(BaseModel):
 
     timestamp: Version
     counter: Version
+    state_version: Version = Field(default=0, alias="stateVersion")
 
 
 def parse_data_version(v: object) -> DataVersion:
-    """A DataVersion from its wire dict, refusing anything but two non-negative integers."""
+    """A DataVersion from its wire dict: 'timestamp' and 'counter', non-negative integers, and
+    RocketMQ 5's 'stateVersion' (absent from a 4.x broker's body: 0); other keys are ignored."""
     if isinstance(v, DataVersion):
         return v
     if not isinstance(v, dict):
-        raise InvalidInput("dataVersion must be a map with exactly 'timestamp' and 'counter'")
+        raise InvalidInput("dataVersion must be a map with 'timestamp', 'counter' and optionally 'stateVersion'")
     wire = check(_DataVersionWire, v, "dataVersion")
-    return DataVersion(wire.timestamp, wire.counter)
+    return DataVersion(wire.timestamp, wire.counter, wire.state_version)
 
 
 class TopicConfig(BaseModel):
@@ -125,8 +139,8 @@ class QueueData:
 
 @dataclass(slots=True)
 class BrokerData:
-    """A broker group: one name, a master (id 0) and slaves, each at an address. A route carries
-    its own copy (`copy`), never the table's."""
+    """A broker group: one name, a master (id 0) and slaves, each at an address. Routes carry
+    a copy (`copy`; one per group version, shared by the routes built at it), never the table's."""
 
     cluster: str
     broker_name: str
@@ -224,6 +238,9 @@ class RegisterBrokerResult:
 
     ha_server_addr: str | None = None
     master_addr: str | None = None
+    refused: str | None = None
+    """Why the registration was refused (another address holds the id with a higher stateVersion);
+    None when it was applied."""
 
 
 @dataclass(slots=True)

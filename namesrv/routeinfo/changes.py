@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-RemovalCause = Literal["channel", "expired", "unregister"]
-"""Why a broker address left the live table: its channel closed, its heartbeats expired, or it
-unregistered."""
+RemovalCause = Literal["channel", "expired", "unregister", "refused"]
+"""Why a broker address left the live table: its channel closed, its heartbeats expired, it
+unregistered, or its registration was refused (another address holds its id with a higher
+stateVersion)."""
 
 
 @dataclass(slots=True)

@@ -50,7 +50,7 @@ from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kv_handlers import KVConfigHandlers
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.ready_gate import ReadyGate
-from namesrv.routeinfo.registration import ALL, NONE, TopicsWanted, covers
+from namesrv.routeinfo.registration import ALL, NONE, Refused, TopicsWanted, covers
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 from namesrv.slices import Steps, run_to_end
 
@@ -181,6 +181,10 @@ class DefaultRequestProcessor:
         )
         if registration is None:
             return RemotingResponse(remark="superseded by a later registration of this broker")
+        if isinstance(registration, Refused):  # RocketMQ: SUCCESS, no master/HA address, null remark
+            kv_refused = self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {}
+            return RemotingResponse(ext_fields={"haServerAddr": None, "masterAddr": None},
+                                    remark=registration.remark, payload=KVTable(kv_refused))
         if registration.wanted != ALL:  # only the topics deleted here, if the broker still has them
             configs = [tc for tc in configs if tc.topic_name in registration.wanted]
         reported = [tc.topic_name for tc in configs]

@@ -12,6 +12,8 @@ every route query for tens of milliseconds. Here a registration is a :class:`Bro
 3. `apply` writes the topics, a slice at a time, between which the host answers other requests. A
    route query in between sees each topic either with this broker's queues or as before, never a
    half-written queue entry.
+   A registration may also be refused here (:class:`Refused`, nothing written) when another live
+   address holds its brokerName/brokerId with a higher DataVersion.stateVersion (the master epoch).
 4. `finish` records the broker's DataVersion (so until then the registration counts as "changed"),
    drops topics the broker no longer reports when `delete_topic_with_broker_registration` is on,
    and answers as RocketMQ does (a slave learns its master's address).
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from namesrv.protocol.constants import MASTER_ID
@@ -52,6 +55,54 @@ def covers(validated: TopicsWanted, wanted: TopicsWanted) -> bool:
 
 
 Outcome = Literal["applied", "superseded", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A registration refused because another live address holds its brokerName/brokerId with a
+    higher DataVersion.stateVersion (RocketMQ 5's rule, `RouteInfoManager.begin_registration`)."""
+
+    holder_addr: str
+    holder_state_version: int
+    state_version: int
+
+    @property
+    def remark(self) -> str:
+        return (f"refused: {self.holder_addr} holds this brokerId with stateVersion {self.holder_state_version}"
+                f" > {self.state_version}")
+
+
+def refusal(tables: RouteTables, broker_addr: str, broker_name: str, broker_id: int,
+            data_version: DataVersion) -> Refused | None:
+    """RocketMQ 5's higher-epoch rule (registerBroker): when another address holds this
+    brokerName/brokerId and is live here with a higher DataVersion.stateVersion (in controller
+    mode the master epoch), the registration is refused: an old master that returns still
+    believing it is brokerId 0 cannot take the route back from the one elected after it. An
+    equal or higher stateVersion replaces the holder at once (the new address takes the id; the
+    old one stays live until it expires or its channel closes, but no route names it).
+
+    RocketMQ answers such a registration SUCCESS with no masterAddr/haServerAddr and a null
+    remark, and drops the registering address from its live table (after having removed it
+    from its other ids in the group). Here the answer is the same SUCCESS with a remark saying
+    why; the tables are left as they were, except that the registering address loses its
+    liveness when no group lists it (so its lite heartbeats answer `known: false` and it
+    registers again in full, as RocketMQ's broker would re-register): an address still listed
+    at another id (say, as a slave) keeps that entry, where RocketMQ would have removed it."""
+    broker_data = tables.broker_addr_table.get(broker_name)
+    holder = broker_data.broker_addrs.get(broker_id) if broker_data is not None else None
+    if holder is None or holder == broker_addr:
+        return None
+    holder_live = tables.broker_live_table.get(holder)
+    if holder_live is None or holder_live.data_version.state_version <= data_version.state_version:
+        return None
+    refused = Refused(holder, holder_live.data_version.state_version, data_version.state_version)
+    log.warning("registering broker conflicts with the existing one, ignored: %s[%d] held by %s (stateVersion"
+                " %d), %s offers stateVersion %d", broker_name, broker_id, holder,
+                refused.holder_state_version, broker_addr, refused.state_version)
+    if not any(broker_addr in bd.broker_addrs.values() for bd in tables.broker_addr_table.values()):
+        if tables.drop_live(broker_addr, "refused"):
+            tables.filter_server_table.pop(broker_addr, None)
+    return refused
 
 
 class BrokerRegistration:

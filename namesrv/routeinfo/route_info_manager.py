@@ -43,7 +43,7 @@ from namesrv.routeinfo import removal
 from namesrv.routeinfo.changes import RemovalCause, RouteChanges
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.inspection import dump_tables
-from namesrv.routeinfo.registration import ALL, NONE, BrokerRegistration, TopicsWanted
+from namesrv.routeinfo.registration import ALL, NONE, BrokerRegistration, Refused, TopicsWanted, refusal
 from namesrv.routeinfo.routes import RouteAssembler
 from namesrv.routeinfo.tables import RouteTables
 
@@ -132,10 +132,11 @@ class RouteInfoManager:
         channel: object = None,
         heartbeat_timeout_millis: int | None = None,
         seq: int | None = None,
-    ) -> BrokerRegistration | None:
+    ) -> BrokerRegistration | Refused | None:
         """Write the broker's identity, cluster, liveness and filter servers; its topics follow
         through the returned registration. None when a later registration of this address has
-        already begun (this one is stale and changes nothing)."""
+        already begun (this one is stale and changes nothing); :class:`Refused` when another live
+        address holds this brokerName/brokerId with a higher stateVersion (see `registration.refusal`)."""
         tables = self.tables
         seq = self.next_registration_seq() if seq is None else seq
         prev = tables.broker_live_table.get(broker_addr)
@@ -143,6 +144,9 @@ class RouteInfoManager:
         if (prev is not None and prev.registration_seq > seq) or (in_flight is not None and in_flight.seq > seq):
             log.info("ignore registration %d of %s: a later one has begun", seq, broker_addr)
             return None
+        refused = refusal(tables, broker_addr, broker_name, broker_id, data_version)
+        if refused is not None:
+            return refused
         tables.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
         broker_data = tables.broker_addr_table.get(broker_name)
         if broker_data is None:
@@ -203,6 +207,8 @@ class RouteInfoManager:
             filter_server_list, channel, heartbeat_timeout_millis,
         )
         assert registration is not None  # its own sequence number is the newest
+        if isinstance(registration, Refused):
+            return RegisterBrokerResult(refused=registration.remark)
         if registration.wanted == ALL:
             registration.apply(table.values())
         else:

@@ -20,9 +20,10 @@ Every write that a route query could observe goes through `put_queue_data`, `rem
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from namesrv.protocol.constants import MASTER_ID
-from namesrv.protocol.models import BrokerData, BrokerLiveInfo, QueueData, TopicRouteData
+from namesrv.protocol.models import BrokerData, BrokerLiveInfo, QueueData
 from namesrv.routeinfo.changes import RemovalCause, RouteChanges
 
 # The route tables' log lines keep the name they had before the tables left the manager's module.
@@ -45,8 +46,12 @@ class RouteTables:
         self.missing_topics: dict[str, set[str]] = {}
         self.queue_datas: dict[str, dict[QueueShape, QueueData]] = {}
         self.route_seq = 0
+        self.last_broker_touch = 0
+        """`route_seq` at the last `touch_broker` of any group: a route checked after it is still current
+        unless its own topic was touched since (see `routes`)."""
         self.changes = RouteChanges()
-        self.route_cache: dict[str, tuple[int, TopicRouteData]] = {}
+        self.route_cache: dict[str, list[Any]] = {}
+        """topic -> [its route version, its route, the route_seq it was last found current at]."""
 
     # ------------------------------------------------------------------ versions
     def touch_topic(self, topic: str) -> None:
@@ -57,6 +62,7 @@ class RouteTables:
     def touch_broker(self, broker_name: str) -> None:
         self.route_seq += 1
         self.broker_version[broker_name] = self.route_seq
+        self.last_broker_touch = self.route_seq
         self.changes.broker_names.add(broker_name)
 
     def route_version(self, topic: str) -> int:

@@ -10,6 +10,8 @@ request.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import format_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
@@ -32,8 +34,10 @@ WIRE_RESPONSE_FIELDS: dict[int, tuple[str, ...]] = {
 }
 """RocketMQ's response headers per code; codes not listed answer without extFields."""
 
-ROUTE_CACHE_MAX_TOPICS = 100_000
-"""Encoded routes kept (per topic the last version in each JSON flavour); beyond it the cache restarts."""
+ROUTE_CACHE_MAX_BYTES = 64 << 20
+"""Encoded routes kept (per topic the last version in each JSON flavour), oldest encoded first out
+beyond this many bytes: a route spanning 300 groups encodes to ~60 KB, and 10,000 of them cached
+without a bound would hold more than every route table together."""
 
 
 def wants_standard_json(cmd: RemotingCommand) -> bool:
@@ -45,7 +49,8 @@ class WireEncoder:
     """Encodes processor answers for the wire, caching each topic's route JSON per version."""
 
     def __init__(self) -> None:
-        self._routes: dict[tuple[str, bool], tuple[object, bytes]] = {}
+        self._routes: OrderedDict[tuple[str, bool], tuple[object, bytes]] = OrderedDict()
+        self._route_bytes = 0
         self.route_encodings = 0
         """How many route bodies were actually encoded (the rest came from the cache)."""
 
@@ -58,9 +63,13 @@ class WireEncoder:
             return cached[1]
         body = fastjson.dumps(route.to_wire(), standard=standard)
         self.route_encodings += 1
-        if len(self._routes) >= ROUTE_CACHE_MAX_TOPICS:
-            self._routes.clear()
+        if cached is not None:
+            self._route_bytes -= len(cached[1])
+            del self._routes[(topic, standard)]
         self._routes[(topic, standard)] = (key, body)
+        self._route_bytes += len(body)
+        while self._route_bytes > ROUTE_CACHE_MAX_BYTES and len(self._routes) > 1:
+            self._route_bytes -= len(self._routes.popitem(last=False)[1][1])
         return body
 
     def encode(self, cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand:

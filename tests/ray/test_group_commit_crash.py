@@ -1,8 +1,10 @@
 """SIGKILL of a SYNC_FLUSH broker in the middle of group-commit batches: many senders in flight, the
 broker's process killed once the first acknowledgements came back (so batches are being written
 and fsynced at that moment). After a restart from the same store, every message that was
-acknowledged is readable at the queue offset its sender was given. The store's segments are small
-and its checkpoint frequent, so the kill lands among segment rolls and consume-queue checkpoints.
+acknowledged is readable at the queue offset its sender was given, and found again by its key
+(QUERY_MESSAGE through the message index, which was being written and checkpointed too). The store's
+segments are small and its checkpoint frequent, so the kill lands among segment rolls and
+checkpoints.
 """
 
 from __future__ import annotations
@@ -59,12 +61,14 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
     pid = dep.broker_pid("broker-a-0")
 
     bodies = {i: f"gc-{i}-".encode() * (1 + i % 5) for i in range(IN_FLIGHT)}
-    refs = {broker.send_message.remote(TOPIC, i % QUEUES, body, {"i": str(i)}): i for i, body in bodies.items()}
+    refs = {broker.send_message.remote(TOPIC, i % QUEUES, body, {"i": str(i), "KEYS": f"gc-key-{i}"}): i
+            for i, body in bodies.items()}
     first, _ = ray.wait(list(refs), num_returns=50, timeout=120)
     assert len(first) == 50, "the broker acknowledged nothing"
     dep.signal_broker("broker-a-0", signal.SIGKILL, pid)
 
     acked: dict[tuple[int, int], bytes] = {}
+    acked_ids: list[int] = []
     lost = 0
     for ref, i in refs.items():
         try:
@@ -74,6 +78,7 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
             continue
         assert resp.ok, resp
         acked[(resp.ext_fields["queueId"], resp.ext_fields["queueOffset"])] = bodies[i]
+        acked_ids.append(i)
     assert lost > 0, "every send finished before the kill: nothing was in flight"
     assert len(acked) >= 50
 
@@ -90,6 +95,19 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
     missing = {k for k in acked if stored.get(k) != acked[k]}
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages lost or changed: {sorted(missing)[:5]}"
 
+    unfound = [i for i in acked_ids if not _found_by_key(restarted, f"gc-key-{i}", bodies[i])]
+    assert not unfound, f"{len(unfound)} of {len(acked_ids)} acknowledged messages not found by key: {unfound[:5]}"
+
+
+def _found_by_key(broker: object, key: str, body: bytes) -> bool:
+    from namesrv.broker.message_decoder import decode_messages
+    from namesrv.protocol.codes import BrokerRequestCode
+    from namesrv.remoting.command import RemotingRequest
+
+    ext = {"topic": TOPIC, "key": key, "maxNum": 4, "beginTimestamp": 0, "endTimestamp": 2**63 - 1}
+    resp = ray.get(broker.process.remote(RemotingRequest(BrokerRequestCode.QUERY_MESSAGE, ext)),  # type: ignore[attr-defined]
+                   timeout=30)
+    return resp.ok and [m.body for m in decode_messages(resp.body or b"")] == [body]
 
 @pytest.mark.timeout(300)
 def test_sigkill_after_segment_rolls_and_retention_runs_keeps_what_retention_keeps(

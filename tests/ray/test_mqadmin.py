@@ -475,7 +475,58 @@ def test_the_query_verbs_over_tcp_and_ray(dep: Deployment, addr: str, capsys: py
             assert set(conn["subscriptionTable"]) == {"StatsTopic"}
             config = ask("getBrokerConfig", "-b", a)[a]
             assert config["brokerName"] == "broker-a" and config["flushDiskType"] == "SYNC_FLUSH"
+            every = ask("getBrokerConfig", "-c", "DefaultCluster")
+            assert set(every) == set(dep.brokers) and every[a]["brokerName"] == "broker-a"
+            overview = {r["group"]: r for r in ask("consumerProgress")}
+            assert (overview["StatsGroup"]["count"], overview["StatsGroup"]["diffTotal"]) == (1, 3)
+            assert overview["StatsGroup"]["type"] in ("PUSH", "PULL") and overview["StatsGroup"]["version"] != "OFFLINE"
         text = ok(tcp(addr, "consumerProgress", "-g", "StatsGroup"))
         assert "Diff Total: 3" in text and "#Consumer Offset" in text
+        text = ok(tcp(addr, "consumerProgress"))
+        assert text.split()[:7] == ["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff"]
+        assert "StatsGroup" in text
     fails(tcp(addr, "consumerConnection", "-g", "NoSuchGroup"), 1, "NoSuchGroup")
     fails(tcp(addr, "topicStatus", "-t", "NoSuchTopic"), 1, "NoSuchTopic")
+
+
+def test_message_and_stats_verbs_over_tcp_and_ray(dep: Deployment, addr: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """queryMsgByKey, queryMsgById, queryMsgByUniqueKey and statsAll on both brokers, the same over
+    TCP and over Ray, checked against what the sends answered; bad ids are one line and exit 1."""
+    from clients.admin import AdminClient
+    from namesrv.broker.message_codec import offset_msg_id
+
+    AdminClient(dep).create_topic("MsgTopic", read_queue_nums=2, write_queue_nums=2)
+    wait_until(lambda: all(routes(dep, "MsgTopic").values()), 15, "the route of MsgTopic")
+    a, b = dep.addr_of("broker-a-0"), dep.addr_of("broker-b-0")
+    sent = ray.get([dep.brokers[a].send_message.remote("MsgTopic", 0, f"a{i}".encode(),
+                                                       {"KEYS": f"order-{i % 2} shared"}, f"UA{i}") for i in range(4)]
+                   + [dep.brokers[b].send_message.remote("MsgTopic", 1, b"b0", {"KEYS": "shared"}, "UB0")], timeout=60)
+    assert all(r.ok for r in sent)
+    offset_ids = [r.ext_fields["offsetMsgId"] for r in sent]
+    for ask in (lambda *argv: tcp_json(addr, *argv), lambda *argv: ray_json(dep, capsys, *argv)):
+        shared = ask("queryMsgByKey", "-t", "MsgTopic", "-k", "shared")["messages"]
+        assert sorted(m["body"] for m in shared) == ["a0", "a1", "a2", "a3", "b0"]
+        assert {m["offsetMsgId"] for m in shared} == set(offset_ids)
+        odd = ask("queryMsgByKey", "-t", "MsgTopic", "-k", "order-1", "-m", "1")["messages"]
+        assert [m["body"] for m in odd] == ["a3"]  # the newest first, maxNum per broker
+        assert ask("queryMsgByKey", "-t", "MsgTopic", "-k", "nothing")["messages"] == []
+        [by_id] = ask("queryMsgById", "-i", offset_ids[2])
+        assert (by_id["body"], by_id["uniqueKey"], by_id["storeHost"], by_id["queueId"]) == ("a2", "UA2", a, 0)
+        [by_client_id] = ask("queryMsgById", "-i", "UA1", "-t", "MsgTopic")
+        assert (by_client_id["body"], by_client_id["offsetMsgId"]) == ("a1", offset_ids[1])
+        [by_uniq] = ask("queryMsgByUniqueKey", "-t", "MsgTopic", "-i", "UB0")
+        assert (by_uniq["body"], by_uniq["offsetMsgId"]) == ("b0", offset_ids[4])
+        [row] = ask("statsAll", "-t", "MsgTopic")
+        assert (row["topic"], row["group"], row["inMsg24Hour"], row["outMsg24Hour"]) == ("MsgTopic", None, 5, None)
+        assert row["inTps"] > 0
+        assert ask("topicClusterList", "-t", "MsgTopic") == {"clusters": ["DefaultCluster"]}
+    text = ok(tcp(addr, "queryMsgByKey", "-t", "MsgTopic", "-k", "order-0"))
+    assert text.split()[:3] == ["#Message", "ID", "#QID"] and offset_ids[0] in text and offset_ids[2] in text
+    shown = ok(tcp(addr, "queryMsgById", "-i", offset_ids[0]))
+    assert f"{'OffsetID:':<20} {offset_ids[0]}" in shown and "Message Body:        a0" in shown
+    assert "MsgTopic" in ok(tcp(addr, "statsAll"))
+    fails(tcp(addr, "queryMsgById", "-i", "not-an-id"), 1, "32 hex")
+    fails(tcp(addr, "queryMsgById", "-i", "not-an-id", "-t", "MsgTopic"), 1, "not-an-id")
+    fails(tcp(addr, "queryMsgById", "-i", offset_msg_id(a, 10**9)), 1, "can not find message by the offset")
+    fails(tcp(addr, "queryMsgByUniqueKey", "-t", "MsgTopic", "-i", "NoSuchId"), 1, "NoSuchId")

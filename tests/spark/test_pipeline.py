@@ -24,7 +24,7 @@ pytest.importorskip("raydp")
 from clients.analysis import cli  # noqa: E402
 from clients.chaos.plan import ChaosConfig  # noqa: E402
 from clients.chaos.run import run_chaos  # noqa: E402
-from clients.chaos.schema import BROKER_FAULTS, FAULT_KINDS, TIMELINE_KINDS  # noqa: E402
+from clients.chaos.schema import BROKER_FAULTS, FAULT_KINDS, SET_FAULTS, TIMELINE_KINDS  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -40,7 +40,7 @@ def test_chaos_then_spark_sees_every_fault(spark: Any, tmp_path: Path, capsys: p
     report = run_chaos(cfg, out)
     chaos_s = time.perf_counter() - started
     assert report.ok, [i for i in report.invariants if not i.ok]
-    assert {r.kind for r in report.timeline} == set(TIMELINE_KINDS)
+    assert {r.kind for r in report.timeline} == set(TIMELINE_KINDS) - SET_FAULTS
 
     parser = argparse.ArgumentParser(prog="namesrv")
     cli.add_parser(parser.add_subparsers(dest="command"))
@@ -50,6 +50,11 @@ def test_chaos_then_spark_sees_every_fault(spark: Any, tmp_path: Path, capsys: p
     printed = capsys.readouterr().out
     print(f"pipeline: chaos {chaos_s:.1f} s, analyze {analyze_s:.1f} s")
     analysis = out / "analysis"  # the default beside the run's files
+    # the failover view: every master kill of this run is a failover (each master restarted from its store)
+    assert "failovers: " in printed
+    deaths = [r.fault_id for r in report.timeline if r.kind in ("kill_broker", "sigkill_broker")]
+    failovers = pq.read_table(analysis / "failovers.parquet").to_pylist()
+    assert [r["fault_id"] for r in failovers] == deaths and all(r["same_broker"] for r in failovers)
 
     # Spark's detection delay per (fault, NameServer) against the harness' own, from its records
     interval = cfg.snapshot_interval_ms

@@ -46,3 +46,30 @@ def test_an_offset_commit_cannot_name_its_group_in_python_spelling(tmp_path: Pat
             c.close()
 
     asyncio.run(scenario())
+
+
+def test_messages_by_key_and_by_id_need_sub_on_their_own_topic(tmp_path: Path) -> None:
+    """QUERY_MESSAGE needs SUB on the topic it names; VIEW_MESSAGE_BY_ID on the topic of the message
+    it finds, whatever topic the request names."""
+    from namesrv.broker.commit_log import MessageInner
+    from namesrv.broker.message_decoder import decode_messages
+
+    async def scenario() -> None:
+        async with broker_server(tmp_path) as bc:
+            c = await Client.connect(bc.remoting.port)
+            allowed = bc.store.append(MessageInner("Allowed", 0, b"a", {"KEYS": "k"}, "UA"))
+            denied = bc.store.append(MessageInner("Denied", 0, b"d", {"KEYS": "k"}, "UD"))
+            q = {"key": "k", "maxNum": "5", "beginTimestamp": "0", "endTimestamp": str(2**63 - 1)}
+            ok = await c.invoke(Code.QUERY_MESSAGE, q | {"topic": "Allowed"}, None, APP)
+            assert ok.code == ResponseCode.SUCCESS and [m.body for m in decode_messages(ok.body or b"")] == [b"a"]
+            refused = await c.invoke(Code.QUERY_MESSAGE, q | {"topic": "Denied"}, None, APP)
+            assert refused.code == ResponseCode.NO_PERMISSION and not refused.body
+            seen = await c.invoke(Code.VIEW_MESSAGE_BY_ID, {"offset": allowed.commit_log_offset}, None, APP)
+            assert [m.body for m in decode_messages(seen.body or b"")] == [b"a"]
+            for ext in ({"offset": denied.commit_log_offset},
+                        {"offset": denied.commit_log_offset, "topic": "Allowed"}):
+                hidden = await c.invoke(Code.VIEW_MESSAGE_BY_ID, ext, None, APP)
+                assert hidden.code == ResponseCode.NO_PERMISSION and not hidden.body, hidden.remark
+            c.close()
+
+    asyncio.run(scenario())

@@ -462,7 +462,8 @@ def test_config_defaults_blacklist_and_strictness() -> None:
 
 def test_unknown_fields_are_ignored_as_fastjson_ignores_them() -> None:
     """A RocketMQ 5.x broker's body carries fields this NameServer has no use for (topic attributes,
-    DataVersion.stateVersion, static-topic queue mappings): accepted and ignored, as fastjson does."""
+    static-topic queue mappings): accepted and ignored, as fastjson does; DataVersion.stateVersion
+    is read (the higher-epoch rule)."""
     wrapper = TopicConfigSerializeWrapper.model_validate({
         "topicConfigTable": {"T": {"topicName": "T", "attributes": {}, "readQueueNums": 4, "writeQueueNums": 4,
                                    "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
@@ -472,4 +473,24 @@ def test_unknown_fields_are_ignored_as_fastjson_ignores_them() -> None:
     })
     assert wrapper.data_version == DataVersion(7, 2)
     assert wrapper.topic_config_table["T"].read_queue_nums == 4
-    assert parse_data_version({"timestamp": 1, "counter": 2, "stateVersion": 3}) == DataVersion(1, 2)
+    assert parse_data_version({"timestamp": 1, "counter": 2, "stateVersion": 3}) == DataVersion(1, 2, 3)
+    assert parse_data_version({"timestamp": 1, "counter": 2, "stateVersion": 3, "x": "y"}) == DataVersion(1, 2, 3)
+
+
+@pytest.mark.parametrize("bad", [{"timestamp": 1, "counter": 2, "stateVersion": -1},
+                                 {"timestamp": 1, "counter": 2, "stateVersion": "3"},
+                                 {"timestamp": 1, "counter": 2, "stateVersion": 2**63}])
+def test_a_bad_state_version_is_refused(bad: dict) -> None:
+    with pytest.raises(InvalidInput, match="stateVersion"):
+        parse_data_version(bad)
+
+
+def test_data_version_wire_form_is_rocketmq_5s() -> None:
+    dv = DataVersion(7, 2, 5)
+    assert dv.to_wire() == {"counter": 2, "stateVersion": 5, "timestamp": 7}
+    assert list(dv.to_wire()) == ["counter", "stateVersion", "timestamp"]  # fastjson's order
+    assert DataVersion.from_wire(dv.to_wire()) == dv
+    assert DataVersion.from_wire({"timestamp": 7, "counter": 2}) == DataVersion(7, 2, 0)  # a 4.x broker
+    assert dv.next_version(9) == DataVersion(9, 3, 5)  # kept
+    assert dv.next_version(9, state_version=6) == DataVersion(9, 3, 6)
+    assert DataVersion(7, 2, 5) != DataVersion(7, 2, 6)  # any difference is a change, as RocketMQ's equals

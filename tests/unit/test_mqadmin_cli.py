@@ -157,3 +157,36 @@ def test_cluster_list_columns_are_derived_as_rocketmqs() -> None:
     assert runtime_columns({}, now) == ("", "0.00(,ms)", "0.00(,ms|N,Nms)", "0-0(0.0w, 0.0, 0.0)", "", "0.00",
                                         "0.0000", "false")
     assert runtime_columns({"earliestMessageTimeStamp": "-1"}, now)[5] == "0.00"
+
+
+def test_version_desc_is_mqversions() -> None:
+    from clients.admin.mqadmin_stats import version_desc
+
+    assert [version_desc(o) for o in (212, 213, 401, 412, 479, 611, 700)] == [
+        "V4_0_0_SNAPSHOT", "V4_0_0", "V4_9_4", "V5_0_0_SNAPSHOT", "V5_3_3", "V5_9_9", "HIGHER_VERSION"]
+
+
+def test_message_verbs_print_mqadmins_fields_and_refuse_bad_input() -> None:
+    from clients.admin.mqadmin_message import human_time, java_map, message_json, message_text
+    from clients.cli import build_parser
+    from namesrv.broker.message_codec import offset_msg_id
+    from namesrv.broker.message_decoder import MessageExt
+
+    m = MessageExt("T", 1, 7, 4096, 1_700_000_000_123, 1_700_000_000_000, "10.0.0.1:5000", "10.0.0.2:10911",
+                   b"hello", {"UNIQ_KEY": "C0A8", "KEYS": "k1 k2", "TAGS": "tagA"})
+    lines = message_text(m, ("OffsetID:", m.msg_id)).splitlines()
+    assert lines[0] == f"{'OffsetID:':<20} {offset_msg_id('10.0.0.2:10911', 4096)}"
+    assert [ln[:20].strip() for ln in lines] == [
+        "OffsetID:", "Topic:", "Tags:", "Keys:", "Queue ID:", "Queue Offset:", "CommitLog Offset:", "Reconsume Times:",
+        "Born Timestamp:", "Store Timestamp:", "Born Host:", "Store Host:", "System Flag:", "Properties:",
+        "Message Body:"]
+    assert lines[2].endswith("[tagA]") and lines[3].endswith("[k1 k2]") and lines[-1].endswith("hello")
+    assert human_time(1_700_000_000_123).endswith(",123") and java_map({"b": "2", "a": "1"}) == "{a=1, b=2}"
+    assert message_json(m)["uniqueKey"] == "C0A8" and message_json(m)["keys"] == ["k1", "k2"]
+    parser = build_parser()
+    args = parser.parse_args(["queryMsgByKey", "-t", "T", "-k", "k1", "-n", "127.0.0.1:9876"])
+    assert (args.max_num, args.begin, args.end) == (64, 0, 2**63 - 1)
+    for bad in (["queryMsgByKey", "-t", "T", "-k", "k", "-m", "0"], ["queryMsgByKey", "-t", "bad topic", "-k", "k"],
+                ["queryMsgById"], ["queryMsgByUniqueKey", "-t", "T"], ["statsAll", "-t", "bad topic"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(bad)

@@ -229,7 +229,7 @@ def test_query_data_version_unchanged_refreshes_liveness(
     clock.advance(100_000)
     response = ok(call(populated, RequestCode.QUERY_DATA_VERSION, ident(), {"timestamp": 1, "counter": 1}))
     assert response.ext_fields == {"changed": False}
-    assert response.wire_body() == {"timestamp": 1, "counter": 1}
+    assert response.wire_body() == {"timestamp": 1, "counter": 1, "stateVersion": 0}
     assert populated.rim.broker_live_table[MASTER_A].last_update_timestamp == clock()
     clock.advance(100_000)
     assert populated.rim.scan_not_active_broker() == 1  # only the slave, which never asked
@@ -240,7 +240,7 @@ def test_query_data_version_changed_returns_stored_version(populated: DefaultReq
     before = populated.rim.dump_tables()["topicQueueTable"]
     response = ok(call(populated, RequestCode.QUERY_DATA_VERSION, ident(), {"timestamp": 1, "counter": 2}))
     assert response.ext_fields == {"changed": True}
-    assert response.wire_body() == {"timestamp": 1, "counter": 1}
+    assert response.wire_body() == {"timestamp": 1, "counter": 1, "stateVersion": 0}
     assert DataVersion.from_wire(response.wire_body()) == DataVersion(1, 1)
     assert populated.rim.dump_tables()["topicQueueTable"] == before, "a query never writes routes"
 

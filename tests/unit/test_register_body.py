@@ -57,7 +57,8 @@ def count_yields(data: bytes, encoding: str) -> int:
 def test_reads_what_the_broker_wrote(encoding: str) -> None:
     raw = body(1500, counter=7, filters=["10.0.0.9:30000"])
     got = read_register_body(encode(raw, encoding), encoding, 479)  # type: ignore[arg-type]
-    assert got["topicConfigSerializeWrapper"]["dataVersion"] == {"counter": 7, "timestamp": 1700000000000}
+    assert got["topicConfigSerializeWrapper"]["dataVersion"] == {"counter": 7, "stateVersion": 0,
+                                                                  "timestamp": 1700000000000}
     assert got["filterServerList"] == ["10.0.0.9:30000"]
     assert got["topicConfigSerializeWrapper"]["topicConfigTable"] == raw["topicConfigSerializeWrapper"][
         "topicConfigTable"]
@@ -70,7 +71,7 @@ def test_json_and_msgpack_fields_may_come_in_any_order_and_either_case() -> None
            "unknown": [1, {"x": 2}], "filter_server_list": ["f:1"]}
     for data, encoding in ((json.dumps(raw).encode(), "json"), (msgpack.packb(raw), "msgpack")):
         got = read_register_body(data, encoding)  # type: ignore[arg-type]
-        assert got["topicConfigSerializeWrapper"] == {"dataVersion": {"timestamp": 5, "counter": 2},
+        assert got["topicConfigSerializeWrapper"] == {"dataVersion": {"timestamp": 5, "counter": 2, "stateVersion": 0},
                                                       "topicConfigTable": table}, encoding
         assert got["filterServerList"] == ["f:1"]
 

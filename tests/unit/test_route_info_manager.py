@@ -796,6 +796,40 @@ def test_pickup_returns_copies_that_cannot_change_the_tables(rim: RouteInfoManag
     assert rim.dump_tables() == before
 
 
+def test_routes_share_one_copy_per_group_version_and_a_change_makes_a_new_one(rim: RouteInfoManager) -> None:
+    register(rim, "TopicA", "TopicB")
+    a, b = rim.pickup_topic_route_data("TopicA"), rim.pickup_topic_route_data("TopicB")
+    assert a is not None and b is not None
+    assert a.broker_datas[0] is b.broker_datas[0]  # one copy per group, not one per route
+    assert a.broker_datas[0] is not rim.broker_addr_table[BROKER_A]
+
+    register_slave_a(rim, "TopicA", "TopicB")
+    a2 = rim.pickup_topic_route_data("TopicA")
+    assert a2 is not None and a2.broker_datas[0] is not a.broker_datas[0]
+    assert a2.broker_datas[0].broker_addrs == {0: MASTER_A, 1: SLAVE_A}
+    assert a.broker_datas[0].broker_addrs == {0: MASTER_A}  # a route handed out earlier never changes
+
+
+def test_cached_route_survives_changes_elsewhere_and_is_rebuilt_when_its_groups_change(rim: RouteInfoManager) -> None:
+    register(rim, "TopicA")
+    register(rim, "TopicB", name=BROKER_B, addr=MASTER_B)
+    route, version = rim.pickup_route_and_version("TopicA")
+    assert rim.pickup_route_and_version("TopicA") == (route, version)
+
+    register(rim, "TopicB", "TopicC", name=BROKER_B, addr=MASTER_B, version=(2, 2))  # another group, another topic
+    rim.unregister_broker(CLUSTER, MASTER_B, BROKER_B, 0)  # touches broker-b only
+    again, same = rim.pickup_route_and_version("TopicA")
+    assert again is route and same == version
+
+    register_slave_a(rim, "TopicA")  # the hosting group changes: a new route at a newer version
+    changed, newer = rim.pickup_route_and_version("TopicA")
+    assert newer > version and changed is not route and changed is not None
+    assert changed.broker_datas[0].broker_addrs == {0: MASTER_A, 1: SLAVE_A}
+    register(rim, "TopicA", queues=2, version=(3, 3))  # the topic's own queues change
+    latest, _ = rim.pickup_route_and_version("TopicA")
+    assert latest is not None and latest.queue_datas[0].write_queue_nums == 2
+
+
 def test_pickup_unknown_topic_is_none(rim: RouteInfoManager) -> None:
     assert rim.pickup_topic_route_data("Nothing") is None
     register(rim, "TopicA")

@@ -254,3 +254,21 @@ def test_opening_a_store_opens_no_descriptor_per_old_file(tmp_path: Path) -> Non
     assert opened <= 20 + 2, f"{opened} descriptors: old segments and consume-queue files open on first use"
     assert [m.properties["i"] for m in again.get_message("T", 7, 3, 2)] == ["67", "87"]
     again.close()
+
+
+def test_the_key_index_is_the_second_dispatcher_and_is_rebuilt_when_it_lost_files(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for i in range(30):
+        log.append(MessageInner("T", i % 2, b"k" * 200, {"KEYS": f"key-{i}"}, msg_id=f"U{i:04d}"))
+    assert [m.properties["KEYS"] for m in log.query_message("T", "key-7", 4, 0, 2**62)] == ["key-7"]
+    log.close()
+    again = open_log(tmp_path)
+    assert again.recovery.records == 0, "the checkpoint flushed the index too: nothing to re-read"
+    assert [m.msg_id for m in again.query_message("T", "U0012", 4, 0, 2**62)] == ["U0012"]
+    again.close()
+    (tmp_path / "index" / "checkpoint").unlink()  # its files are now unknown to it: deleted at open
+    rebuilt = open_log(tmp_path)
+    assert rebuilt.index.recovery.deleted and rebuilt.recovery.scanned_from == 0
+    assert rebuilt.recovery.records == 30 and rebuilt.recovery.truncated_bytes == 0
+    assert [m.properties["KEYS"] for m in rebuilt.query_message("T", "key-29", 4, 0, 2**62)] == ["key-29"]
+    rebuilt.close()

@@ -73,11 +73,24 @@ def test_enabling_auto_create_on_an_existing_broker_adds_tbw102_and_bumps(path: 
     assert manager(path, clock).data_version == m.data_version  # and persisted
 
 
+def test_a_new_master_epoch_is_the_state_version_and_survives_a_restart(path: Path, clock: ManualClock) -> None:
+    m = manager(path, clock)
+    before = m.data_version
+    clock.advance(10)
+    assert m.next_version(state_version=3) == DataVersion(clock.now_ms, before.counter + 1, 3)
+    m.update_topic_config(tc("TopicA"))  # later changes keep the epoch
+    assert m.data_version.state_version == 3
+    again = manager(path, clock)
+    assert again.data_version == m.data_version
+    assert json.loads(path.read_text())["dataVersion"]["stateVersion"] == 3
+
+
 def test_file_format_is_camel_case_json_with_the_version(path: Path, clock: ManualClock) -> None:
     m = manager(path, clock)
     m.update_topic_config(tc("TopicA", queues=2, perm=R))
     data = json.loads(path.read_text())
-    assert data["dataVersion"] == {"timestamp": m.data_version.timestamp, "counter": m.data_version.counter}
+    assert data["dataVersion"] == {"timestamp": m.data_version.timestamp, "counter": m.data_version.counter,
+                                   "stateVersion": 0}
     assert data["topicConfigTable"]["TopicA"] == {
         "topicName": "TopicA",
         "readQueueNums": 2,

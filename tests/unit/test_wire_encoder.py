@@ -120,7 +120,7 @@ def test_query_data_version_heartbeat_and_unregister(wire: Wire) -> None:
     same = fastjson.dumps({"counter": 1, "stateVersion": 0, "timestamp": 1_700_000_000_000})
     answer = wire.call(RequestCode.QUERY_DATA_VERSION, ident, same)
     assert answer.ext_fields == {"changed": "false"}
-    assert json.loads(answer.body or b"") == {"counter": 1, "timestamp": 1_700_000_000_000}
+    assert json.loads(answer.body or b"") == {"counter": 1, "stateVersion": 0, "timestamp": 1_700_000_000_000}
     newer = fastjson.dumps({"counter": 2, "timestamp": 1_700_000_000_001})
     assert wire.call(RequestCode.QUERY_DATA_VERSION, ident, newer).ext_fields == {"changed": "true"}
     wire.clock.advance(50_000)
@@ -155,6 +155,24 @@ def test_route_json_is_encoded_once_per_route_version(wire: Wire) -> None:
     answer = wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})
     assert wire.encoder.route_encodings == 2
     assert fastjson.loads(answer.body or b"")["queueDatas"][0]["writeQueueNums"] == 2
+
+
+def test_encoded_routes_are_bounded_in_bytes_oldest_out_first(wire: Wire, monkeypatch: pytest.MonkeyPatch) -> None:
+    from namesrv.routeinfo import wire_encoder
+
+    topics = {f"Topic{i}": 4 for i in range(6)}
+    body = json.dumps(broker_body(topics, counter=2)).encode()
+    wire.call(RequestCode.REGISTER_BROKER, register_ext(body), body, version=479)
+    one = len(wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Topic0"}).body or b"")
+    monkeypatch.setattr(wire_encoder, "ROUTE_CACHE_MAX_BYTES", 3 * one)
+    for i in range(1, 6):
+        wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": f"Topic{i}"})
+    assert wire.encoder.route_encodings == 6
+    assert wire.encoder._route_bytes <= 3 * one
+    wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Topic5"})  # the newest: still cached
+    assert wire.encoder.route_encodings == 6
+    answer = wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Topic0"})  # the oldest: encoded again
+    assert wire.encoder.route_encodings == 7 and len(answer.body or b"") == one
 
 
 def test_missing_topic_and_unknown_code_are_worded_as_rocketmq_words_them(wire: Wire) -> None:
