@@ -177,3 +177,4 @@ class CleanCommitLogService:
                 if self.store._fd < 0:  # closed meanwhile: the next start corrects the rest
                     return
                 cq.correct_min_offset(log_min)
+            self.sleep(0)  # let the broker's event loop take the GIL between two queues
