@@ -44,6 +44,17 @@ def tcp_address(addr: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
+class _Waiter:
+    """A thread waiting for the answer to one request."""
+
+    __slots__ = ("answer", "event")
+
+    def __init__(self) -> None:
+        self.answer: RemotingCommand | None = None
+        self.event = threading.Event()
+        """Set when its answer is in, the connection broke, or the read turn is free to take."""
+
+
 class BrokerConnection:
     """One TCP connection to one broker, shared by every thread sending to it."""
 
@@ -56,19 +67,20 @@ class BrokerConnection:
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._opaques = itertools.count(1)
         self._write_lock = threading.Lock()
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        """Guards the waiters, the read turn and `broken`."""
         self._reading = False
-        self._answers: dict[int, RemotingCommand] = {}
-        self._waiting: set[int] = set()
+        self._waiters: dict[int, _Waiter] = {}
         self._decoder = FrameDecoder()
         self.broken: str | None = None
         """Why the connection is unusable (None: it is fine); a broken one is replaced."""
 
     def close(self, reason: str = "closed") -> None:
-        with self._cond:
+        with self._lock:
             if self.broken is None:
                 self.broken = reason
-            self._cond.notify_all()
+            for waiter in self._waiters.values():
+                waiter.event.set()
         self._sock.close()
 
     def oneway(self, code: int, ext: dict[str, str], body: bytes) -> None:
@@ -81,15 +93,15 @@ class BrokerConnection:
         deadline = time.monotonic() + timeout_s
         opaque = next(self._opaques)
         frame = encode_command(RemotingCommand(code, opaque, 0, LanguageCode.PYTHON, CLIENT_VERSION, None, ext, body))
-        with self._cond:
-            self._waiting.add(opaque)
+        waiter = _Waiter()
+        with self._lock:
+            self._waiters[opaque] = waiter
         try:
             self._write(frame)
-            return self._await(opaque, deadline)
+            return self._await(waiter, deadline)
         finally:
-            with self._cond:
-                self._waiting.discard(opaque)
-                self._answers.pop(opaque, None)
+            with self._lock:
+                del self._waiters[opaque]  # an answer coming later finds no waiter: dropped
 
     def _write(self, frame: bytes) -> None:
         if self.broken is not None:
@@ -101,42 +113,45 @@ class BrokerConnection:
             self.close(f"write failed: {e}")
             raise RemotingError(f"lost connection to broker {self.address}: {e}") from None
 
-    def _await(self, opaque: int, deadline: float) -> RemotingCommand:
+    def _await(self, waiter: _Waiter, deadline: float) -> RemotingCommand:
         while True:
-            with self._cond:
-                while True:
-                    answer = self._answers.pop(opaque, None)
-                    if answer is not None:
-                        return answer
-                    if self.broken is not None:
-                        raise RemotingError(f"lost connection to broker {self.address}: {self.broken}")
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise RemotingError(f"broker {self.address} did not answer in time")
-                    if not self._reading:
-                        self._reading = True  # this thread reads for every waiter until its own answer
-                        break
-                    self._cond.wait(remaining)
+            with self._lock:
+                if waiter.answer is not None:
+                    return waiter.answer
+                if self.broken is not None:
+                    raise RemotingError(f"lost connection to broker {self.address}: {self.broken}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RemotingError(f"broker {self.address} did not answer in time")
+                read = not self._reading
+                if read:
+                    self._reading = True  # this thread reads for every waiter until its own answer is in
+                else:
+                    waiter.event.clear()
+            if not read:
+                waiter.event.wait(remaining)
+                continue
             try:
-                if self._read_until(opaque, deadline):
-                    with self._cond:
-                        return self._answers.pop(opaque)
+                self._read_until(waiter, deadline)
             finally:
-                with self._cond:
+                with self._lock:
                     self._reading = False
-                    self._cond.notify_all()
+                    for other in self._waiters.values():  # one other waiter takes the read turn over
+                        if other is not waiter and other.answer is None:
+                            other.event.set()
+                            break
 
-    def _read_until(self, opaque: int, deadline: float) -> bool:
-        """Read answers (handing each to its waiter) until `opaque`'s is in (True) or time is up."""
-        while True:
+    def _read_until(self, waiter: _Waiter, deadline: float) -> None:
+        """Read answers (handing each to its waiter) until `waiter`'s is in or time is up."""
+        while waiter.answer is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return False
+                return
             try:
                 self._sock.settimeout(remaining)
                 data = self._sock.recv(1 << 16)
             except TimeoutError:
-                return False
+                return
             except OSError as e:
                 self.close(f"read failed: {e}")
                 raise RemotingError(f"lost connection to broker {self.address}: {e}") from None
@@ -148,16 +163,12 @@ class BrokerConnection:
             except FrameError as e:
                 self.close(f"bad frame: {e}")
                 raise RemotingError(f"broker {self.address} sent a bad frame: {e}") from None
-            mine = False
-            with self._cond:
+            with self._lock:
                 for cmd in commands:
-                    if cmd.is_response and cmd.opaque in self._waiting:  # a late answer nobody awaits: dropped
-                        self._answers[cmd.opaque] = cmd
-                        mine = mine or cmd.opaque == opaque
-                if commands:
-                    self._cond.notify_all()
-            if mine:
-                return True
+                    other = self._waiters.get(cmd.opaque) if cmd.is_response else None
+                    if other is not None:  # else a late answer nobody awaits any more: dropped
+                        other.answer = cmd
+                        other.event.set()
 
 
 class DirectBrokerTransport:

@@ -5,6 +5,7 @@ on another, and broker_transport="ray" keeps one actor call per send. Real broke
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,15 @@ def tcp_brokers_with_topic(deployments: DeploymentFactory) -> tuple[Deployment, 
     AdminClient(dep).create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
     wait_for_route_everywhere(dep, topic, lambda r: broker_names(r) == set(BROKERS), 15, "on both brokers")
     return dep, topic
+
+
+def listening(addr: str) -> bool:
+    host, port = addr.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def producer(dep: Deployment, **kwargs: object) -> Producer:
@@ -98,7 +108,12 @@ def test_a_dead_broker_in_a_stale_route_is_retried_on_the_other_over_tcp(deploym
     with producer(dep, route_push=False, poll_name_server_interval_ms=600_000) as p:
         for _ in range(2 * QUEUES):  # a connection to each broker
             assert p.send(Message(topic, b"warm")).send_status == "SEND_OK"
-        dep.kill_broker("broker-a-0")
+        info = p.publish_info(topic)
+        assert info is not None and info.route is not None
+        addr = next(a for bd in info.route.broker_datas if bd.broker_name == "broker-a"
+                    for a in bd.broker_addrs.values())
+        dep.kill_broker("broker-a-0")  # ray.kill returns before the actor is gone: wait until its port is closed
+        wait_until(lambda: not listening(addr), 30, f"broker-a ({addr}) gone")
         info = p.publish_info(topic)
         assert info is not None and "broker-a" in info.broker_names(), "the cached route is stale"
         results = [p.send(Message(topic, f"after {i}".encode())) for i in range(2 * QUEUES)]
