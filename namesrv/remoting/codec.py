@@ -124,7 +124,7 @@ def _parse_json(data: bytes | bytearray) -> Any:
     try:
         text = data.decode("utf-8")
         obj, end = _SCAN_JSON(text, 0)
-        if end == len(text):
+        if end == len(text) or not text[end:].strip(" \t\n\r"):  # JSON's blanks: jsoncpp (C++ client) ends with \n
             return obj
     except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
         pass
