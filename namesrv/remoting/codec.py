@@ -108,16 +108,12 @@ def ext_value(value: Any) -> str:
 
 # ---------------------------------------------------------------------------- headers
 _JSON_INT_FIELDS = ("code", "version", "opaque", "flag")
-
-
 _LANGUAGE_BY_NAME: dict[str, int] = {m.name: int(m) for m in LanguageCode}
 _LANGUAGE_NAME: dict[int, str] = {int(m): m.name for m in LanguageCode}
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-
-
+# The C scanner under json.loads, called directly: a header is one JSON object, and json.loads'
+# Python wrappers (encoding detection, the trailing-blank check) cost as much as the parse.
 _SCAN_JSON: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-"""The C scanner under json.loads, called directly: a header is one JSON object, and json.loads'
-Python wrappers (encoding detection, trailing-space check) cost as much as the parse."""
 
 
 def _parse_json(data: bytes | bytearray) -> Any:
@@ -152,9 +148,8 @@ def decode_json_header(data: bytes | bytearray) -> RemotingCommand:
                 raise FrameError(f"JSON header field {name} is not a 32-bit integer: {value!r}")
         code, opaque, flag, version = (int(get(name, 0)) for name in ("code", "opaque", "flag", "version"))
     language = get("language", "JAVA")
-    lang = _LANGUAGE_BY_NAME.get(language) if type(language) is str else None
-    if lang is None:
-        lang = language if isinstance(language, int) and not isinstance(language, bool) else int(LanguageCode.OTHER)
+    lang = _LANGUAGE_BY_NAME.get(language) if type(language) is str else language if type(language) is int else None
+    lang = int(LanguageCode.OTHER) if lang is None else lang
     remark = get("remark")
     if remark is not None and type(remark) is not str:
         remark = ext_value(remark)
