@@ -102,8 +102,8 @@ class BrokerActor:
         check_name(cluster_name, "clusterName")
         check_name(broker_name, "brokerName")
         self.actor_name = broker_actor_name(broker_name, broker_id)
-        log_file = store_path(store_root, self.actor_name) / "store" / "commitlog.dat"
-        if require_store and not log_file.exists():
+        log_file = store_path(store_root, self.actor_name) / "store" / "commitlog"
+        if require_store and not log_file.is_dir():
             raise StoreMissingError(
                 f"broker {self.actor_name}: no store at {log_file} on node {ray.get_runtime_context().get_node_id()} "
                 f"({ray.util.get_node_ip_address()}); refusing to start it empty (restart it with start_empty "
@@ -122,9 +122,13 @@ class BrokerActor:
         )
         self.controller.start()
         rec = self.controller.store.recovery
-        log.info("broker %s[%d] %s up (incarnation %s), recovered %d messages in %.1f ms%s%s",
-                 broker_name, broker_id, self.broker_addr, self.controller.incarnation, rec.records,
+        log.info("broker %s[%d] %s up (incarnation %s), %d messages in store, %d re-read past the checkpoint "
+                 "(from offset %d) in %.1f ms%s%s%s",
+                 broker_name, broker_id, self.broker_addr, self.controller.incarnation,
+                 sum(self.controller.store.queues().values()), rec.records, rec.scanned_from,
                  self.controller.recovery_ms,
+                 f", dropped {rec.consume_queue_entries_dropped} consume-queue entries past the log's end"
+                 if rec.consume_queue_entries_dropped else "",
                  f", truncated {rec.truncated_bytes} torn bytes" if rec.truncated_bytes else "",
                  f", skipped corrupt ranges {rec.corrupt_ranges}" if rec.corrupt_ranges else "")
 
@@ -356,8 +360,12 @@ class BrokerActor:
             "topics": len(c.topics.topic_config_table),
             "master_addr": c.registrar.master_addr,
             "permission": c.config.broker_permission,
-            "recovered_messages": rec.records,
+            "recovered_messages": sum(c.store.queues().values()),
+            "recovery_scanned_records": rec.records,
+            "recovery_scanned_from": rec.scanned_from,
             "truncated_bytes": rec.truncated_bytes,
+            "consume_queue_entries_dropped": rec.consume_queue_entries_dropped,
+            "min_physical_offset": c.store.min_physical_offset(),
             "corrupt_ranges": rec.corrupt_ranges,
             "recovery_ms": c.recovery_ms,
             "store_fsyncs": c.store.fsyncs,

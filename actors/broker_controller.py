@@ -2,8 +2,9 @@
 
 It owns the topic config, the commit log, consumer offsets, the request processor, the remoting
 server clients dial, the registration with every NameServer, and one control loop of periodic
-steps: registration, flushing an ASYNC_FLUSH log, syncing the message index, persisting consumer
-offsets (off the loop), sampling the runtime stats once a second, and expiring silent clients.
+steps: registration, flushing an ASYNC_FLUSH log, the store's checkpoint (consume queues and message
+index synced), retention, persisting consumer offsets (off the loop), sampling the runtime stats
+once a second, and expiring silent clients.
 
 In controller mode (`controller_mode`) the role is the controller's (actors.broker_replicas): the
 broker starts fenced as a slave, registers with the NameServers only once the controller decided
@@ -40,6 +41,7 @@ from namesrv.broker.processor import BrokerProcessor
 from namesrv.broker.processor_types import BrokerIdentity
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule_service import ScheduleService
+from namesrv.broker.store_cleanup import CleanCommitLogService, RetentionPolicy
 from namesrv.broker.store_types import BrokerRole
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.wire import BrokerWireEncoder
@@ -58,8 +60,6 @@ log = logging.getLogger(__name__)
 
 OFFSET_PERSIST_INTERVAL_S = 5.0
 """RocketMQ's flushConsumerOffsetInterval."""
-INDEX_FLUSH_INTERVAL_S = 1.0
-"""How often the message index is synced and checkpointed (RocketMQ flushes it with its checkpoint)."""
 CLIENT_SCAN_INTERVAL_S = 10.0
 
 
@@ -110,7 +110,13 @@ class BrokerController:
         """Topic-config writes, off the event loop; answers that changed topics wait for `durable()`."""
         self.topics = TopicConfigManager(store_dir / "config" / "topics.json", clock, config.auto_create_topic_enable,
                                          config.default_topic_queue_nums, writer=self.writer.write)
-        self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit)
+        self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit,
+                               segment_size=config.mapped_file_size_commit_log,
+                               consume_queue_file_size=config.mapped_file_size_consume_queue)
+        self.cleaner = CleanCommitLogService(self.store, RetentionPolicy(
+            config.file_reserved_time, config.delete_when, config.disk_max_used_space_ratio,
+            config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio,
+            config.delete_commit_log_files_interval_ms))
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
         self.recovery_ms = (time.perf_counter() - started) * 1000
         self.loop = ControlLoop(identity.broker_addr)
@@ -177,7 +183,9 @@ class BrokerController:
         if cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
             self.loop.every("flush-commit-log", cfg.flush_interval_ms / 1000, self._flush)
         self.loop.every("sample-stats-items", SAMPLE_INTERVAL_S, self.processor.context.stats_items.sample)
-        self.loop.every("flush-index", INDEX_FLUSH_INTERVAL_S, self._flush_index)
+        self.loop.every("checkpoint-store", cfg.flush_interval_consume_queue_ms / 1000, self._checkpoint,
+                        initial_delay_s=cfg.flush_interval_consume_queue_ms / 1000)
+        self.loop.every("clean-store", cfg.clean_resource_interval_ms / 1000, self._clean, initial_delay_s=0)
         self.loop.every("flush-metrics", FLUSH_INTERVAL_S, self.flush_metrics, initial_delay_s=FLUSH_INTERVAL_S)
         self.loop.every("persist-consumer-offsets", OFFSET_PERSIST_INTERVAL_S, self.persist_offsets,
                         initial_delay_s=OFFSET_PERSIST_INTERVAL_S)
@@ -272,8 +280,14 @@ class BrokerController:
     async def _flush(self) -> None:
         await asyncio.to_thread(self.store.flush)
 
-    async def _flush_index(self) -> None:
-        await asyncio.to_thread(self.store.index.flush)
+    async def _clean(self) -> None:
+        """Retention (namesrv.broker.store_cleanup), in a worker thread: the loop never waits for it."""
+        await asyncio.to_thread(self.cleaner.run)
+
+    async def _checkpoint(self) -> None:
+        """RocketMQ's FlushConsumeQueueService with the index's flush: the consume queues and the
+        message index synced, then the store's checkpoint written."""
+        await asyncio.to_thread(self.store.checkpoint)
 
     async def persist_offsets(self) -> None:
         data = self.offsets.snapshot()
@@ -290,7 +304,7 @@ class BrokerController:
                 else:
                     self.metrics.inc(kind, delta, result=result)
         self._flushed_stats = collections.Counter(stats)
-        self.metrics.set("store_size_bytes", self.store.size_bytes())
+        self.metrics.set("store_size_bytes", self.store.size_bytes() - self.store.min_physical_offset())
         self.metrics.set("messages", sum(self.store.queues().values()))
         self.metrics.flush()
 

@@ -18,7 +18,10 @@ from ray.util.metrics import Counter, Gauge, Histogram
 
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
-from namesrv.remoting.pipeline import RequestContext, RPCHook
+from namesrv.remoting.pipeline import RAY_REMOTE, RequestContext, RPCHook
+
+MetricKey = tuple[str, tuple[tuple[str, str], ...]]
+"""A metric's name and its sorted (tag, value) pairs."""
 
 FLUSH_INTERVAL_S = 1.0
 SAMPLES_PER_FLUSH = 100
@@ -61,15 +64,30 @@ class Metrics:
 
     def observe(self, name: str, value: float, **tags: Any) -> None:
         """Reservoir sampling: every observation has the same chance to reach the histogram."""
-        key = (name, tuple(sorted((k, str(v)) for k, v in tags.items())))
-        self._seen[key] += 1
-        samples = self._samples.setdefault(key, [])
-        if len(samples) < SAMPLES_PER_FLUSH:
+        self.observe_key(self.key(name, **tags), value)
+
+    @staticmethod
+    def key(name: str, **tags: Any) -> MetricKey:
+        """A metric and its tags, as `inc_key` and `observe_key` take them: a hot path builds it once."""
+        return (name, tuple(sorted((k, str(v)) for k, v in tags.items())))
+
+    def inc_key(self, key: MetricKey, value: float = 1) -> None:
+        """`inc` of a prebuilt key."""
+        if value > 0:
+            self._counts[key] += value
+
+    def observe_key(self, key: MetricKey, value: float) -> None:
+        """`observe` of a prebuilt key."""
+        seen = self._seen[key] = self._seen[key] + 1
+        samples = self._samples.get(key)
+        if samples is None:
+            self._samples[key] = [value]
+        elif len(samples) < SAMPLES_PER_FLUSH:
             samples.append(value)
-        else:
-            j = self._rng.randrange(self._seen[key])
+        else:  # kept with chance SAMPLES_PER_FLUSH / seen, in a uniform slot (randrange(seen), cheaper)
+            j = self._rng.random() * seen
             if j < SAMPLES_PER_FLUSH:
-                samples[j] = value
+                samples[int(j)] = value
 
     def set(self, name: str, value: float, **tags: Any) -> None:
         self._values[(name, tuple(sorted((k, str(v)) for k, v in tags.items())))] = value
@@ -103,6 +121,12 @@ class _NoMetrics(Metrics):
     def set(self, name: str, value: float, **tags: Any) -> None:
         pass
 
+    def inc_key(self, key: MetricKey, value: float = 1) -> None:
+        pass
+
+    def observe_key(self, key: MetricKey, value: float) -> None:
+        pass
+
     def flush(self) -> None:
         pass
 
@@ -133,7 +157,7 @@ def broker_metrics(owner: str) -> Metrics:
     m.counter("sends", "Messages offered to the broker, by answer code", ("result",))
     m.counter("pulls", "PULL_MESSAGE answers, by answer code", ("result",))
     m.counter("pulled_messages", "Messages handed out by pulls")
-    m.gauge("store_size_bytes", "Commit log size")
+    m.gauge("store_size_bytes", "Commit log bytes kept (max offset minus min: what retention deleted left out)")
     m.gauge("messages", "Messages in the store")
     m.counter("acl_rejections", "Requests refused by the ACL, by reason", ("reason",))
     return m
@@ -158,12 +182,22 @@ def _result_name(code: int) -> str:
 
 
 class RequestMetricsHook(RPCHook):
-    """Counts every answered request by code, result and transport, and samples its latency."""
+    """Counts every answered request by code, result and transport, and samples its latency. The
+    tag keys are built once per (code, result, transport), not per request."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
+        self._keys: dict[tuple[int, int, bool], tuple[MetricKey, MetricKey]] = {}
 
     def after(self, request: RemotingRequest, ctx: RequestContext, response: RemotingResponse,
               elapsed_ms: float) -> None:
-        self.metrics.inc("requests", code=request.code, result=_result_name(response.code), transport=ctx.transport)
-        self.metrics.observe("request_latency_ms", elapsed_ms, code=request.code)
+        code = request.code
+        which = (code, response.code, ctx.remote == RAY_REMOTE)
+        keys = self._keys.get(which) if type(code) is int else None  # a malformed code may not hash
+        if keys is None:
+            keys = (Metrics.key("requests", code=code, result=_result_name(response.code), transport=ctx.transport),
+                    Metrics.key("request_latency_ms", code=code))
+            if type(code) is int and len(self._keys) < 10_000:  # bounded: a caller may make codes up
+                self._keys[which] = keys
+        self.metrics.inc_key(keys[0])
+        self.metrics.observe_key(keys[1], elapsed_ms)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from namesrv.acl.rpc_hook import AclHook, check_namesrv
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import BackgroundWriter
 from namesrv.protocol.codes import NAMESRV_LARGE_REQUEST_CODES
+from namesrv.remoting.codec import RemotingCommand
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.limits import server_limits
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
@@ -109,7 +111,7 @@ class NamesrvController:
                                         self.metrics, self.after_change)
         self.pipeline.register_default(self.requests.serve)
         self.remoting = RemotingServer(
-            name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
+            name, self._serve_tcp,
             self._on_connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
             lambda coro: self.loop.spawn("remoting-request", coro),
             server_limits(remoting, NAMESRV_LARGE_REQUEST_CODES),
@@ -146,6 +148,13 @@ class NamesrvController:
         self.long_poll.notify_all()
 
     # ------------------------------------------------------------------ requests and changes
+    def _serve_tcp(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """A TCP request into the pipeline, with its connection's context (built once per connection)."""
+        ctx = conn.context
+        if ctx is None:
+            ctx = conn.context = RequestContext(conn.token, conn.peer)
+        return self.pipeline.handle_command(cmd, ctx)
+
     def _count_acl_refusal(self, reason: str) -> None:
         self.metrics.inc("acl_rejections", reason=reason)
 
@@ -170,9 +179,9 @@ class NamesrvController:
         if not self._ready and self.routes_ready():
             self._ready = True
             self.long_poll.notify_all()  # every held route can be answered now
-        changes = self.rim.drain_changes()
-        if not changes:
+        if not self.rim.has_changes():  # most requests (route queries) change nothing
             return
+        changes = self.rim.drain_changes()
         if changes.added - self.known.addrs:  # a broker it does not know yet: remember it at once
             self.persist_known_brokers()
         now = self.clock()

@@ -19,7 +19,7 @@ from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.pipeline import Answer, RequestContext
 from namesrv.routeinfo.config_store import ConfigStore
 from namesrv.routeinfo.processor import DefaultRequestProcessor
-from namesrv.slices import drive_steps, run_to_end
+from namesrv.slices import drive_steps
 
 FREEZE_AFTER_BYTES = 256 * 1024
 """After a registration body this big, the tables it grew are moved out of the garbage collector's
@@ -35,6 +35,10 @@ SLICED_IN_FLIGHT = 1
 """Sliced requests processed at once; later ones wait their turn. One: a route query then waits for
 at most one slice, however many brokers register together (every slice of every registration in
 flight runs in one loop turn), and only one decoded topic table is held at a time."""
+
+
+_REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
+_UPDATE_CONFIG = int(RequestCode.UPDATE_NAMESRV_CONFIG)
 
 
 def _token(channel: object) -> object:
@@ -61,14 +65,16 @@ class NamesrvRequests:
         lock. An answer whose request changed a persisted table (KV, config, a new broker) waits
         until that is on disk."""
         body = request.body
-        if isinstance(body, (bytes, bytearray)) and len(body) >= SLICED_BODY_BYTES:
+        if body is not None and isinstance(body, (bytes, bytearray)) and len(body) >= SLICED_BODY_BYTES:
             return self._serve_sliced(request, ctx)
-        before = self.writer.submitted
-        if request.code == RequestCode.UPDATE_NAMESRV_CONFIG:  # what a failed write puts back
+        writer = self.writer
+        before = writer.submitted
+        if request.code == _UPDATE_CONFIG:  # what a failed write puts back
             self.config_store.before_update()
-        response: RemotingResponse = run_to_end(self.processor.process_steps(request, _token(ctx.channel)))
-        self.done(request, ctx.channel, response)
-        if self.writer.submitted != before:
+        channel = ctx.channel
+        response = self.processor.process_request(request, _token(channel))
+        self.done(request, channel, response)
+        if writer.submitted != before:
             return self._when_durable(response, before)
         return response
 
@@ -92,14 +98,15 @@ class NamesrvRequests:
         """Bookkeeping after a request; reads nothing of the request but its code and body size (the
         header was parsed, once, by the processor: a new broker shows in the drained changes)."""
         code = request.code
-        body = request.body
-        if code == RequestCode.REGISTER_BROKER and isinstance(body, (bytes, bytearray)) and body:
-            self.metrics.inc("registration_bytes", len(body))
-            if len(body) >= FREEZE_AFTER_BYTES:
-                gc.freeze()  # see FREEZE_AFTER_BYTES
-        if response.ok and code == RequestCode.REGISTER_BROKER and isinstance(channel, BrokerChannel):
-            self.housekeeping.watch(channel)
-        if response.ok and code == RequestCode.UPDATE_NAMESRV_CONFIG:
+        if code == _REGISTER_BROKER:
+            body = request.body
+            if isinstance(body, (bytes, bytearray)) and body:
+                self.metrics.inc("registration_bytes", len(body))
+                if len(body) >= FREEZE_AFTER_BYTES:
+                    gc.freeze()  # see FREEZE_AFTER_BYTES
+            if response.ok and isinstance(channel, BrokerChannel):
+                self.housekeeping.watch(channel)
+        elif code == _UPDATE_CONFIG and response.ok:
             self.config_store.persist()  # the answer waits for it (and is an error if it fails)
         self.after_change()
 

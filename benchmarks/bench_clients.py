@@ -7,9 +7,13 @@ brokers in the same run (a private local Ray: 1 NameServer, 2 brokers, fast prof
 1. Sync sends: one sender each, sequential sync sends back to back, the same body size and count.
    Real client: PyPI `rocketmq` 0.4.4 (rocketmq-client-cpp) in a process of its own
    (clients/real_client.py produce), over TCP to the NameServer and brokers. Ray-native:
-   clients.producer.Producer in this driver (route from the NameServer actor, sends as actor calls).
-   The first --warmup sends of each (route lookup, connections) are left out; sends/s is the
-   measured sends over the time they took, latency is each send_sync()/send() call.
+   clients.producer.Producer in this driver, route from the NameServer actor, sends over its own
+   TCP connection to each broker (the default, broker_transport="tcp"); then the same producer with
+   broker_transport="ray" (one actor call per send). The first --warmup sends of each (route
+   lookup, connections) are left out; sends/s is the measured sends over the time they took,
+   latency is each send_sync()/send() call.
+   Then async: one Ray-native producer keeping --inflight send_async() calls outstanding (2 x the
+   count), against its own sync rate.
 2. Consumption of everything both producers stored: the real client's PushConsumer
    (clients/real_client.py consume, messages/s from its first delivery to its last, its start-up and
    rebalance left out) and the Ray-native PullConsumer.consume_all in this driver.
@@ -21,6 +25,7 @@ import argparse
 import importlib.util
 import os
 import subprocess
+import threading
 import time
 import uuid
 from typing import Any
@@ -63,12 +68,13 @@ def bench_real_sends(addr: str, topic: str, count: int, warmup: int, body_size: 
     return send_figures([r["t"] for r in records], [r["latency_ms"] / 1000 for r in records], warmup)
 
 
-def bench_ray_sends(dep: Deployment, topic: str, count: int, warmup: int, body_size: int) -> dict[str, Any]:
+def bench_ray_sends(dep: Deployment, topic: str, count: int, warmup: int, body_size: int,
+                    transport: str = "tcp") -> dict[str, Any]:
     group = f"bench_{uuid.uuid4().hex[:6]}"
     t_end: list[float] = []
     lat: list[float] = []
     with Producer(group, namesrv=list(dep.namesrvs), namespace=dep.spec.namespace, instance_name=group,
-                  auto_create_topic=False) as producer:
+                  auto_create_topic=False, broker_transport=transport) as producer:
         for i in range(count + warmup):
             body = f"ray-{i}".encode()
             msg = Message(topic, body + b"x" * (body_size - len(body)))
@@ -78,6 +84,40 @@ def bench_ray_sends(dep: Deployment, topic: str, count: int, warmup: int, body_s
             t_end.append(t1)
             lat.append(t1 - t0)
     return send_figures(t_end, lat, warmup)
+
+
+def bench_ray_async_sends(dep: Deployment, topic: str, count: int, warmup: int, body_size: int,
+                          inflight: int) -> dict[str, Any]:
+    """One producer keeping `inflight` send_async() calls outstanding (its async_send_threads set to
+    that many): acknowledged sends/s over the measured ones, and each one's latency from its call to
+    its future's result."""
+    group = f"bench_{uuid.uuid4().hex[:6]}"
+    slots = threading.Semaphore(inflight)
+    lat: list[float] = []
+    failed: list[BaseException] = []
+    with Producer(group, namesrv=list(dep.namesrvs), namespace=dep.spec.namespace, instance_name=group,
+                  auto_create_topic=False, async_send_threads=inflight) as producer:
+        for i in range(warmup):
+            producer.send(Message(topic, f"ray-async-warm-{i}".encode()))
+        t0 = time.monotonic()
+        for i in range(count):
+            body = f"ray-async-{i}".encode()
+            slots.acquire()
+            started = time.monotonic()
+
+            def done(result: Any, err: BaseException | None, started: float = started) -> None:
+                lat.append(time.monotonic() - started)
+                if err is not None:
+                    failed.append(err)
+                slots.release()
+
+            producer.send_async(Message(topic, body + b"x" * (body_size - len(body))), done)
+        for _ in range(inflight):  # every callback has run
+            slots.acquire()
+        wall = time.monotonic() - t0
+    if failed:
+        raise RuntimeError(f"{len(failed)} async sends failed, e.g. {failed[0]!r}")
+    return {"per_s": count / wall, "p50_ms": pct_ms(lat, 0.5), "p99_ms": pct_ms(lat, 0.99), "lat": lat}
 
 
 def bench_real_consume(addr: str, topic: str, total: int) -> dict[str, Any]:
@@ -109,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, help="measured sync sends per client (default 2000, --quick 300)")
     ap.add_argument("--warmup", type=int, default=20, help="sends per client left out of the figures")
     ap.add_argument("--body-size", type=int, default=128)
+    ap.add_argument("--inflight", type=int, default=64, help="async sends outstanding at once")
     args = ap.parse_args(argv)
     count = args.count or (300 if args.quick else 2000)
     if importlib.util.find_spec("rocketmq") is None:
@@ -129,9 +170,16 @@ def main(argv: list[str] | None = None) -> int:
         real = bench_real_sends(addr, topic, count, args.warmup, args.body_size)
         print(f"  {BASE:<18} {real['per_s']:8.0f} sends/s  {latency_ms(real['lat'])}", flush=True)
         ray_ = bench_ray_sends(dep, topic, count, args.warmup, args.body_size)
-        print(f"  {MEASURED:<18} {ray_['per_s']:8.0f} sends/s  {latency_ms(ray_['lat'])}", flush=True)
+        print(f"  {MEASURED:<18} {ray_['per_s']:8.0f} sends/s  {latency_ms(ray_['lat'])}  (direct to the brokers "
+              "over TCP, route from the NameServer actor)", flush=True)
+        actor = bench_ray_sends(dep, topic, count, args.warmup, args.body_size, transport="ray")
+        print(f"  {'Ray actor calls':<18} {actor['per_s']:8.0f} sends/s  {latency_ms(actor['lat'])}  "
+              "(broker_transport='ray': one actor call per send)", flush=True)
+        async_ = bench_ray_async_sends(dep, topic, count * 2, args.warmup, args.body_size, args.inflight)
+        print(f"  {'Ray-native async':<18} {async_['per_s']:8.0f} sends/s  {latency_ms(async_['lat'])}  "
+              f"(1 producer, {args.inflight} in flight)", flush=True)
 
-        total = 2 * (count + args.warmup)
+        total = 5 * count + 4 * args.warmup  # real, Ray-native over TCP and over actor calls, async (2 x count)
         print(f"\n== consume all {total:,} messages of {topic}: the real client's PushConsumer "
               "(first to last delivery) and the Ray-native PullConsumer.consume_all", flush=True)
         real_c = bench_real_consume(addr, topic, total)
@@ -149,6 +197,16 @@ def main(argv: list[str] | None = None) -> int:
             ("send p99 ms", real["p99_ms"], ray_["p99_ms"]),
             ("consume msgs/s", real_c["per_s"], ray_c["per_s"]),
         ], BASE, MEASURED, digits=3))
+        print()
+        print(ratio_table([
+            ("sends/s", ray_["per_s"], async_["per_s"]),
+            ("p50 ms", ray_["p50_ms"], async_["p50_ms"]),
+        ], "Ray-native sync", f"async, {args.inflight} in flight", digits=3))
+        print()
+        print(ratio_table([
+            ("sync sends/s", actor["per_s"], ray_["per_s"]),
+            ("send p50 ms", actor["p50_ms"], ray_["p50_ms"]),
+        ], "actor call per send", "direct TCP", digits=3))
     return 0
 
 

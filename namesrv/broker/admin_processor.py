@@ -158,7 +158,8 @@ class AdminRuntimeProcessor:
         return ctx.broker_stats.runtime_info(
             broker_active=ctx.identity.broker_id == MASTER_ID, store_dir=ctx.store.dir,
             commit_log_max_offset=ctx.store.size_bytes(), earliest_message_ms=ctx.store.earliest_store_time(),
-            sends_waiting=ctx.sends_waiting, pulls_held=ctx.hold.held)
+            sends_waiting=ctx.sends_waiting, pulls_held=ctx.hold.held,
+            commit_log_min_offset=ctx.store.min_physical_offset())
 
     def _get_broker_runtime_info(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"table": self.runtime_info()}))

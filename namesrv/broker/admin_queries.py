@@ -56,6 +56,9 @@ ROCKETMQ_CONFIG_NAMES = {
     "register_broker_timeout_ms": "registerBrokerTimeoutMills",
     "heartbeat_timeout_ms": "brokerNotActiveTimeoutMillis",
     "flush_interval_ms": "flushIntervalCommitLog",
+    "flush_interval_consume_queue_ms": "flushIntervalConsumeQueue",
+    "clean_resource_interval_ms": "cleanResourceInterval",
+    "delete_commit_log_files_interval_ms": "deleteCommitLogFilesInterval",
 }
 """BrokerConfig fields whose RocketMQ name is not their camelCase; the rest are."""
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"

@@ -93,7 +93,8 @@ class BrokerStats:
         return " ".join(self._tps(w, column) for w in TPS_WINDOWS_S)
 
     def runtime_info(self, *, broker_active: bool, store_dir: Path, commit_log_max_offset: int,
-                     earliest_message_ms: int, sends_waiting: int, pulls_held: int) -> dict[str, str]:
+                     earliest_message_ms: int, sends_waiting: int, pulls_held: int,
+                     commit_log_min_offset: int = 0) -> dict[str, str]:
         """The KVTable of GET_BROKER_RUNTIME_INFO."""
         now = self.clock()
         put, get = self._totals()
@@ -114,7 +115,7 @@ class BrokerStats:
             "putTps": self.tps(1),
             "getTransferredTps": self.tps(2),
             "earliestMessageTimeStamp": str(earliest_message_ms),
-            "commitLogMinOffset": "0",
+            "commitLogMinOffset": str(commit_log_min_offset),
             "commitLogMaxOffset": str(commit_log_max_offset),
             "commitLogDiskRatio": repr((disk.total - disk.free) / disk.total if disk.total else 0.0),
             "commitLogDirCapacity": f"Total : {human_readable_bytes(disk.total)}, "

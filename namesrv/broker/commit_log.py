@@ -1,8 +1,15 @@
-"""A broker's message store: one append-only commit log on disk and per-queue offset indexes.
+"""A broker's message store (RocketMQ's DefaultMessageStore, the parts we model): the commit log in
+fixed-size segment files, per-queue consume queues and a checkpoint, under `store_dir`:
+
+    commitlog/00000000000000000000    segments named by their first commit-log offset
+    consumequeue/<topic>/<queueId>/…  20-byte entries per queue offset (namesrv.broker.consume_queue)
+    checkpoint                        how far the consume queues are durable (store_checkpoint)
 
 Record layout: magic (4 B) | payload length (4 B) | crc32 of payload (4 B) | payload (msgpack list:
 topic, queue id, queue offset, store time, msg id, properties, body, then flag, sysFlag, born time,
-born host, reconsume times).
+born host, reconsume times). A record never spans two segments: a segment's tail it does not fit in
+is a BLANK record (store_records). Commit-log offsets are global across segments, so replication
+(`read_raw`, `append_raw`, `truncate_to`) reads and writes the log as one byte stream.
 
 Writes (RocketMQ's CommitLog + GroupCommitService): `put` queues a message; one writer task takes
 every message queued so far as a batch, and a worker thread writes the batch and, with SYNC_FLUSH,
@@ -12,17 +19,13 @@ send is acknowledged after write() (it survives a process kill, the page cache o
 process, but not a machine crash) and a periodic `flush` fsyncs. Disk I/O never runs on the caller's
 event loop.
 
-Recovery streams the log (never holding it in memory): a torn tail from a kill -9 mid-write is cut
-off; a corrupt record in the middle is skipped by re-synchronising on the next record whose magic,
-length and CRC check out, so later acknowledged records stay readable, and the damaged range is
-reported. The per-queue indexes (RocketMQ's consume queues: commit-log position, record size and store
-time per queue offset) are rebuilt from the scan, holding 20 bytes per message.
-
-Every record published (a batch once durable, a replica's append, each record recovery finds) goes
-through `_index_record`: its queue index entry, then the message index by key (`index`,
-namesrv.broker.index_service), which skips what it already holds and so resumes from its own end.
+Dispatch (RocketMQ's CommitLogDispatcher): every record written (by `put`/`append`, by a replica's
+`append_raw`, and by recovery past the checkpoint) is handed, in commit-log order, to each
+dispatcher: the consume queues first, then the message index by key (`index`,
+namesrv.broker.index_service), then those added with `add_dispatcher`. `checkpoint()` fsyncs
+the log and every dispatcher's output, then writes the checkpoint; a restart re-reads only the log
+after it (store_recovery), so its time does not grow with the log.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -30,40 +33,42 @@ import logging
 import os
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgpack
 
+from namesrv.broker.commit_log_dispatch import CommitLogDispatch
 from namesrv.broker.commit_log_reads import CommitLogReads
 from namesrv.broker.commit_log_replica import CommitLogReplica
+from namesrv.broker.consume_queue import ConsumeQueueStore
 from namesrv.broker.index_service import IndexService
+from namesrv.broker.mapped_file_queue import MappedFileQueue, Segment
 from namesrv.broker.message_properties import MessageIllegal, check_message
-from namesrv.broker.store_records import (
-    HEADER,
-    MAGIC,
-    MAX_RECORD,
-    QueueIndex,
-    read_record,
-    resync,
-)
+from namesrv.broker.store_checkpoint import StoreCheckpoint
+from namesrv.broker.store_records import HEADER, MAGIC, MAX_RECORD, blank_record
 from namesrv.broker.store_types import (
+    MAPPED_FILE_SIZE_COMMIT_LOG,
+    MAPPED_FILE_SIZE_CONSUME_QUEUE,
+    MIN_SEGMENT_SIZE,
     AppendResult,
+    DiskFullError,
+    Dispatcher,
     FlushDiskType,
     MessageInner,
     ReadResult,
     RecoveryReport,
     StoredMessage,
+    StoreFormatError,
 )
 from namesrv.clock import Clock, system_clock
 from namesrv.persist import fsync_dir as _fsync_dir  # the one directory fsync (tests patch this name)
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 
-__all__ = ["HEADER", "MAGIC", "MAX_RECORD", "AppendResult", "CommitLog", "FlushDiskType", "MessageInner", "ReadResult",
-           "RecoveryReport", "StoredMessage"]
+__all__ = ["HEADER", "MAGIC", "MAX_RECORD", "AppendResult", "CommitLog", "Dispatcher", "FlushDiskType", "MessageInner",
+           "ReadResult", "RecoveryReport", "StoreFormatError", "StoredMessage"]
 """The store's types live in store_types / store_records; importing them from here keeps working."""
-
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024
@@ -74,10 +79,10 @@ _Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
 """A message waiting for the group-commit writer, and its sender's future."""
 
 
-class CommitLog(CommitLogReads, CommitLogReplica):
+class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
     """Thread-safe for readers, who never wait for the disk; writes go through `put` (async,
-    batched) or `append` (sync). A batch's records are written and fsynced under the write lock
-    only; the short index lock publishes them (index entries, write position) once durable."""
+    batched) or `append` (sync). A batch's records are written, fsynced and dispatched under the
+    write lock only; the short lock publishes the write position once that is done."""
 
     def __init__(
         self,
@@ -85,30 +90,59 @@ class CommitLog(CommitLogReads, CommitLogReplica):
         flush_disk_type: FlushDiskType = FlushDiskType.SYNC_FLUSH,
         clock: Clock = system_clock,
         group_commit: bool = True,
+        *,
+        segment_size: int = MAPPED_FILE_SIZE_COMMIT_LOG,
+        consume_queue_file_size: int = MAPPED_FILE_SIZE_CONSUME_QUEUE,
+        dispatchers: Sequence[Dispatcher] = (),
     ) -> None:
+        """`segment_size`: RocketMQ's mappedFileSizeCommitLog (a record must fit in one segment);
+        `dispatchers`: added after the consume queues, before recovery, so they see the records
+        recovery re-reads (`add_dispatcher` adds one later, for the records written from then on)."""
         self.dir = Path(store_dir)
         _make_dirs_durably(self.dir)
-        self.path = self.dir / "commitlog.dat"
+        if (self.dir / "commitlog.dat").exists():
+            raise StoreFormatError(f"{self.dir / 'commitlog.dat'} is a single-file commit log of an older version; "
+                                   f"this store keeps segments in {self.dir / 'commitlog'}/ (move it away to start)")
+        _make_dirs_durably(self.dir / "commitlog")
+        _make_dirs_durably(self.dir / "consumequeue")
+        if segment_size < MIN_SEGMENT_SIZE:
+            raise ValueError(f"mappedFileSizeCommitLog {segment_size} is below the minimum {MIN_SEGMENT_SIZE}")
+        self.segment_size = segment_size
         self.flush_disk_type = flush_disk_type
         self.clock = clock
         self.group_commit = group_commit
         """False: fsync once per message even in a batch (the baseline the benchmark compares)."""
         self._lock = threading.Lock()
-        """Guards the indexes and the write position: held for memory work only, never disk I/O,
-        so a reader on an event loop never waits for the disk."""
+        """Guards the write position and the segment and queue tables' publication: held for memory
+        work only, never disk I/O, so a reader on an event loop never waits for the disk."""
         self._write_lock = threading.Lock()
-        """One writer at a time (a batch's write and fsync, a flush, the close); readers never take it."""
-        self._index: dict[tuple[str, int], QueueIndex] = {}
+        """One writer at a time (a batch's write, fsync and dispatch, a flush, a clean-up step, the
+        close); readers never take it."""
+        self._checkpoint_lock = threading.Lock()
+        """Held across a checkpoint (its fsyncs run outside the write lock) and a truncate_to;
+        taken before the write lock."""
+        self.files = MappedFileQueue(self.dir / "commitlog", segment_size)
+        self.consume_queues = ConsumeQueueStore(self.dir / "consumequeue", consume_queue_file_size)
         self.index = IndexService(self.dir / "index")
-        """Messages by key and unique key (QUERY_MESSAGE); fed by `_index_record`."""
+        """Messages by key and unique key (QUERY_MESSAGE): the second dispatcher."""
+        self._dispatchers: list[Dispatcher] = [
+            Dispatcher(self.consume_queues.dispatch, self.consume_queues.flush, self.consume_queues.truncate),
+            Dispatcher(self.index.dispatch, self.index.flush, self.index.truncate_to, self.index.delete_expired,
+                       lambda: self.index.recovery.resume_offset if self.index.recovery.deleted else None),
+            *dispatchers]
+        self._checkpoint = StoreCheckpoint(self.dir / "checkpoint")
+        self._fd = 0  # >= 0 while open (the segments hold the real descriptors); -1 once closed
         self.recovery = self._recover()
-        self.index.truncate_to(self.recovery.valid_bytes)  # an index ahead of a torn tail forgets it
-        new_file = not self.path.exists()
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        if new_file:
-            _fsync_dir(self.dir)  # the file's name is durable, not only its contents
-        self._write_pos = os.fstat(self._fd).st_size
-        self._dirty = False
+        self._write_pos = self.files.file_end()
+        self.consume_queues.correct_min_offsets(self.files.min_offset())
+        self.disk_full = False
+        """Set by retention (store_cleanup) while the disk is fuller than diskSpaceWarningLevelRatio."""
+        self.dispatch_failed: OSError | None = None
+        """Set when writing a consume queue failed: writes and checkpoints stop (see _dispatch_all)."""
+        self.disk_ratio = 0.0
+        """The store disk's used ratio (0..1) retention last saw."""
+        self._dirty: dict[int, Segment] = {}
+        """Segments written but not fsynced yet (ASYNC_FLUSH, or a replica's unsynced append)."""
         self._queue: asyncio.Queue[_Pending | None] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._writer_loop: asyncio.AbstractEventLoop | None = None
@@ -117,51 +151,6 @@ class CommitLog(CommitLogReads, CommitLogReplica):
         self.batches = 0
         self.listeners: list[Callable[[], None]] = []
         """Called on the writer's event loop after every batch `put` wrote (replication waits on it)."""
-
-    # ------------------------------------------------------------------ recovery
-    def _recover(self) -> RecoveryReport:
-        report = RecoveryReport()
-        if not self.path.exists():
-            return report
-        size = self.path.stat().st_size
-        with open(self.path, "rb") as f:
-            pos = 0
-            last_good_end = 0
-            while pos < size:
-                record = read_record(f, pos, size)
-                if isinstance(record, str):
-                    nxt = resync(f, pos + 1, size)
-                    if nxt is None:  # nothing valid follows: a torn or garbage tail
-                        report.reason = record
-                        break
-                    report.corrupt_ranges.append((pos, nxt, record))
-                    log.error("commit log %s: skipping corrupt bytes [%d, %d) (%s); later records kept",
-                              self.path, pos, nxt, record)
-                    pos = nxt
-                    continue
-                fields, end = record
-                self._index_record(fields, pos, end - pos)
-                report.records += 1
-                pos = last_good_end = end
-        report.valid_bytes = last_good_end
-        report.truncated_bytes = size - last_good_end
-        if report.truncated_bytes:
-            log.warning("commit log %s: truncating %d torn bytes at %d (%s)",
-                        self.path, report.truncated_bytes, last_good_end, report.reason)
-            with open(self.path, "r+b") as f:
-                f.truncate(last_good_end)
-                f.flush()
-                os.fsync(f.fileno())
-        report.queues = {k: len(v.positions) for k, v in self._index.items()}
-        return report
-
-    def _index_record(self, fields: list[Any], pos: int, size: int) -> None:
-        topic, queue_id, queue_offset, store_time = fields[0], fields[1], fields[2], fields[3]
-        idx = self._index.get((topic, queue_id))
-        if idx is None:
-            idx = self._index[(topic, queue_id)] = QueueIndex()
-        idx.put(queue_offset, pos, size, store_time)
-        self.index.dispatch(fields, pos, size)
 
     # ------------------------------------------------------------------ write
     @staticmethod
@@ -178,7 +167,8 @@ class CommitLog(CommitLogReads, CommitLogReplica):
                        "bornTimestamp": (msg.born_timestamp, True), "reconsumeTimes": (msg.reconsume_times, False)})
 
     def _encode(self, msg: MessageInner, queue_offset: int, now: int) -> tuple[list[Any], bytes]:
-        """The fields and record of one `check`ed message; MessageIllegal when it would not fit a record."""
+        """The fields and record of one `check`ed message; MessageIllegal when it would not fit a
+        record or a segment."""
         fields = [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
                   msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times]
         try:
@@ -187,63 +177,84 @@ class CommitLog(CommitLogReads, CommitLogReplica):
             raise MessageIllegal(f"message cannot be stored: {e}") from None
         if len(payload) > MAX_RECORD:
             raise MessageIllegal(f"message record of {len(payload)} bytes exceeds the store's {MAX_RECORD}")
+        if len(payload) + 2 * HEADER.size > self.segment_size:
+            raise MessageIllegal(f"message record of {len(payload)} bytes does not fit a commit-log segment "
+                                 f"(mappedFileSizeCommitLog {self.segment_size})")
         return fields, HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
     def _write_batch(self, batch: list[MessageInner]) -> list[AppendResult | Exception]:
-        """Write a batch (one write() call), fsync per the flush policy, index it. Runs in a thread."""
+        """Write a batch (one write per segment it lands in), fsync per the flush policy, dispatch
+        it. Runs in a thread."""
         out: list[AppendResult | Exception] = []
         with self._write_lock:  # one writer at a time, across write and fsync; readers never take it
             if self._fd < 0:  # closed under a batch already queued: nothing of it is written
-                return [OSError(f"commit log {self.path} is closed") for _ in batch]
-            records: list[bytes] = []
-            written_fields: list[list[Any]] = []
+                return [OSError(f"commit log {self.dir} is closed") for _ in batch]
+            refusal = self.refuse_writes()
+            if refusal is not None:
+                return [refusal for _ in batch]
+            chunks: list[bytes] = []
+            fields_of: list[list[Any]] = []
             now = self.clock()
-            start = self._write_pos
-            pos = start
+            start = pos = self._write_pos
+            room = self.files.room_at(pos)
             planned: dict[tuple[str, int], int] = {}
             for msg in batch:
                 try:
                     self.check(msg)
                     key = (msg.topic, msg.queue_id)
-                    idx = self._index.get(key)
-                    offset = planned.get(key, len(idx.positions) if idx is not None else 0)
+                    cq = self.consume_queues.get(msg.topic, msg.queue_id)
+                    offset = planned.get(key, cq.max_offset if cq is not None else 0)
                     fields, record = self._encode(msg, offset, now)
                 except MessageIllegal as e:  # refused alone: the others of the batch are written
                     out.append(e)
                     continue
+                if len(record) + HEADER.size > room:  # the segment's end: pad it, the record opens the next
+                    chunks.append(blank_record(room))
+                    pos += room
+                    room = self.segment_size
                 planned[key] = offset + 1
-                records.append(record)
-                written_fields.append(fields)
+                chunks.append(record)
+                fields_of.append(fields)
                 out.append(AppendResult(msg.topic, msg.queue_id, offset, pos, now, msg.msg_id, len(record)))
                 pos += len(record)
-            if not records:
+                room -= len(record)
+            if not fields_of:
                 return out
-            data = b"".join(records)
+            data = b"".join(chunks)
             try:
-                written = os.write(self._fd, data)
-                if written != len(data):  # a short write (full disk): put the file back as it was
-                    os.ftruncate(self._fd, start)
-                    raise OSError(f"short write to commit log: {written} of {len(data)} bytes")
-                if self.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-                    if self.group_commit:
-                        os.fsync(self._fd)
-                        self.fsyncs += 1
-                    else:
-                        for _ in records:  # the one-fsync-per-message baseline
-                            os.fsync(self._fd)
-                            self.fsyncs += 1
-                else:
-                    self._dirty = True
+                touched = self.files.write(start, data)  # an error leaves nothing of it on disk
+                self._sync(touched, len(fields_of))
             except OSError as e:
-                os.ftruncate(self._fd, start)
+                self.files.truncate(start)
                 return [e if isinstance(r, AppendResult) else r for r in out]
             self.batches += 1
-            with self._lock:  # published once durable (per the policy): a reader waits only for this
-                self._write_pos = pos
-                appended = (r for r in out if isinstance(r, AppendResult))
-                for r, fields in zip(appended, written_fields, strict=True):
-                    self._index_record(fields, r.commit_log_offset, r.store_size)
-        return out
+            results = [r for r in out if isinstance(r, AppendResult)]
+            failed = self._dispatch_all([(f, r.commit_log_offset, r.store_size)
+                                         for f, r in zip(fields_of, results, strict=True)], pos)
+        return out if failed is None else [failed if isinstance(r, AppendResult) else r for r in out]
+
+    def _sync(self, touched: list[Segment], records: int) -> None:
+        """fsync what a batch wrote per the flush policy (the write lock held)."""
+        if self.flush_disk_type is not FlushDiskType.SYNC_FLUSH:
+            self._dirty.update((id(s), s) for s in touched)
+            return
+        for seg in touched[:-1]:
+            os.fsync(seg.fd)
+            self.fsyncs += 1
+        for _ in range(records if not self.group_commit else 1):  # per message: the benchmark's baseline
+            os.fsync(touched[-1].fd)
+            self.fsyncs += 1
+
+    def refuse_writes(self) -> OSError | None:
+        """Why the store takes no write now (its disk is marked full by retention, or a consume
+        queue could not be written: a restart rebuilds it), or None."""
+        if self.dispatch_failed is not None:
+            return OSError(f"commit log {self.dir}: refusing writes until a restart rebuilds the consume queues "
+                           f"({self.dispatch_failed})")
+        if not self.disk_full:
+            return None
+        return DiskFullError(f"commit log {self.dir}: the disk is nearly full, writes are refused until retention "
+                             f"frees space")
 
     def append(self, msg: MessageInner) -> AppendResult:
         """Store one message now, in the calling thread (acknowledged after its own fsync with SYNC)."""
@@ -256,7 +267,7 @@ class CommitLog(CommitLogReads, CommitLogReplica):
         """Store one message through the group-commit writer; returns once it is durable per the
         flush policy. Call from one event loop."""
         if self._closed:
-            raise OSError(f"commit log {self.path} is closed")
+            raise OSError(f"commit log {self.dir} is closed")
         loop = asyncio.get_running_loop()
         if self._queue is None or self._writer_loop is not loop:  # first put, or a new event loop
             self._queue = asyncio.Queue()
@@ -297,25 +308,37 @@ class CommitLog(CommitLogReads, CommitLogReplica):
         while not queue.empty():  # put() refuses once closed; this drains a put that raced it
             left = queue.get_nowait()
             if left is not None and not left[1].done():
-                left[1].set_exception(OSError(f"commit log {self.path} is closed"))
+                left[1].set_exception(OSError(f"commit log {self.dir} is closed"))
 
     def flush(self) -> None:
         with self._write_lock:
-            if self._dirty and self._fd >= 0:
-                os.fsync(self._fd)
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        dirty, self._dirty = self._dirty, {}
+        for seg in dirty.values():
+            if seg.fd >= 0:
+                os.fsync(seg.fd)
                 self.fsyncs += 1
-                self._dirty = False
 
     def close(self) -> None:
-        """Stop taking writes, fsync and close; callable from any thread. A batch being written
-        finishes (its senders are acknowledged); messages still queued fail with OSError."""
+        """Stop taking writes, checkpoint and close; callable from any thread. A batch being
+        written finishes (its senders are acknowledged); messages still queued fail with OSError."""
         self._closed = True
+        if self._fd >= 0:
+            try:
+                self.checkpoint()
+            except OSError as e:  # the log itself is durable per its policy; recovery scans more next time
+                log.error("commit log %s: checkpoint at close failed: %s", self.dir, e)
         with self._write_lock:
             if self._fd >= 0:
-                os.fsync(self._fd)
+                for seg in self.files.segments[-1:]:
+                    os.fsync(seg.fd)
+                    self.fsyncs += 1
                 with self._lock:
-                    fd, self._fd = self._fd, -1
-                os.close(fd)
+                    self._fd = -1
+                self.files.close()
+                self.consume_queues.close()
         self.index.close()
         loop, queue = self._writer_loop, self._queue
         if loop is not None and queue is not None and not loop.is_closed():

@@ -5,7 +5,13 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.broker.store_types import BrokerRole, FlushDiskType
+from namesrv.broker.store_types import (
+    MAPPED_FILE_SIZE_COMMIT_LOG,
+    MAPPED_FILE_SIZE_CONSUME_QUEUE,
+    MIN_SEGMENT_SIZE,
+    BrokerRole,
+    FlushDiskType,
+)
 from namesrv.broker.transfer_caps import TransferCaps
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE, Perm
 
@@ -34,6 +40,30 @@ class BrokerConfig(BaseModel):
     default_topic_queue_nums: int = Field(default=8, gt=0, le=1024)
     flush_disk_type: FlushDiskType = FlushDiskType.SYNC_FLUSH
     flush_interval_ms: int = Field(default=500, gt=0)
+    mapped_file_size_commit_log: int = Field(default=MAPPED_FILE_SIZE_COMMIT_LOG, ge=MIN_SEGMENT_SIZE)
+    """RocketMQ's mappedFileSizeCommitLog: the commit log's segment files (1 GiB); a message's record
+    must fit in one, so a small value also caps the message size."""
+    mapped_file_size_consume_queue: int = Field(default=MAPPED_FILE_SIZE_CONSUME_QUEUE, ge=20)
+    """RocketMQ's mappedFileSizeConsumeQueue: 300,000 entries of 20 bytes per consume-queue file."""
+    flush_interval_consume_queue_ms: int = Field(default=1_000, gt=0)
+    """RocketMQ's flushIntervalConsumeQueue: how often the consume queues are fsynced and the store's
+    checkpoint written (a restart re-reads at most the log written since)."""
+    file_reserved_time: int = Field(default=72, gt=0)
+    """RocketMQ's fileReservedTime, in hours: a commit-log segment last written longer ago is deleted
+    at `delete_when` (or at once while the disk is fuller than `disk_max_used_space_ratio`)."""
+    delete_when: str = Field(default="04", pattern=r"^\d{1,2}(;\d{1,2})*$")
+    """RocketMQ's deleteWhen: the hours of the day (local time, ';'-separated) expired segments go."""
+    disk_max_used_space_ratio: int = Field(default=75, ge=10, le=95)
+    """RocketMQ's diskMaxUsedSpaceRatio (%): above it expired segments go whatever the hour."""
+    disk_space_warning_level_ratio: int = Field(default=90, ge=35, le=99)
+    """RocketMQ's diskSpaceWarningLevelRatio (%): above it the store refuses writes (a send is
+    answered SERVICE_NOT_AVAILABLE, as RocketMQ's disk-full store) until clean-up frees space."""
+    disk_space_clean_forcibly_ratio: int = Field(default=85, ge=30, le=99)
+    """RocketMQ's diskSpaceCleanForciblyRatio (%): above it segments go even before they expire."""
+    clean_resource_interval_ms: int = Field(default=10_000, gt=0)
+    """RocketMQ's cleanResourceInterval: how often the retention check runs."""
+    delete_commit_log_files_interval_ms: int = Field(default=100, ge=0)
+    """RocketMQ's deleteCommitLogFilesInterval: the pause between two deleted segments."""
     group_commit: bool = True
     """SYNC_FLUSH: one fsync covers every message written together (RocketMQ's GroupCommitService);
     False fsyncs once per message, the baseline benchmarks/bench_producer.py compares against."""

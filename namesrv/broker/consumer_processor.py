@@ -15,8 +15,8 @@ from collections.abc import Awaitable
 from namesrv.broker.broker_context import BrokerContext
 from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import (
-    ConsumerQueueHeader,
     GetConsumerListByGroupRequestHeader,
+    QueryConsumerOffsetRequestHeader,
     SearchOffsetRequestHeader,
     TopicQueueHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -50,12 +50,24 @@ class ConsumerManageProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, None, fastjson.dumps({"consumerIdList": ids}))
 
     def _query_consumer_offset(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
-        h = request_header(cmd, ConsumerQueueHeader)
+        """RocketMQ's rule for a group without a stored offset: 0 while nothing of the queue was
+        deleted and its first message is in memory (checkInMemByConsumeOffset), else QUERY_NOT_FOUND,
+        on which a CONSUME_FROM_LAST_OFFSET client starts at the max offset. Where we differ from
+        RocketMQ 5.3: "in memory" is the transfer caps' window from the log's end (RocketMQ 4's
+        estimate), not the page cache's residency of that message."""
+        h = request_header(cmd, QueryConsumerOffsetRequestHeader)
         offset = self.ctx.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset >= 0:
             return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
-        if self.ctx.store.min_offset(h.topic, h.queue_id) <= 0:  # nothing ever dropped: start at the beginning
-            return cmd.response(ResponseCode.SUCCESS, None, {"offset": "0"})
+        if h.set_zero_if_not_found is False:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                "Not found, do not set to zero, maybe this group boot first")
+        store = self.ctx.store
+        if store.min_offset(h.topic, h.queue_id) <= 0:
+            first = store.get_message(h.topic, h.queue_id, 0, 1)
+            window = self.ctx.config.transfer_caps().in_memory_window()
+            if first and store.size_bytes() - first[0].commit_log_offset <= window:
+                return cmd.response(ResponseCode.SUCCESS, None, {"offset": "0"})
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, QUERY_OFFSET_NOT_FOUND)
 
     def _update_consumer_offset(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:

@@ -19,6 +19,7 @@ from namesrv.broker.message_properties import MessageIllegal
 from namesrv.broker.processor_types import BrokerError, SendOutcome
 from namesrv.broker.role import DEPOSED_REMARK, FLUSH_SLAVE_TIMEOUT_REMARK
 from namesrv.broker.schedule import TIMER_PROPERTIES
+from namesrv.broker.store_types import DISK_FULL_REMARK, DiskFullError
 from namesrv.protocol.broker_headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import (
@@ -102,6 +103,11 @@ class SendMessageProcessor:
         except MessageIllegal as e:
             raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
 
+    def _disk_full_remark(self) -> str:
+        """RocketMQ's answer when the store is not writable, with its disk use (a ratio, as diskUtil)."""
+        ratio = self.ctx.store.disk_ratio
+        return DISK_FULL_REMARK.format(ratio=f"CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: {ratio:5.2f}")
+
     # ------------------------------------------------------------------ send (both paths)
     async def send(self, messages: list[MessageInner], default_topic: str, default_queue_nums: int) -> SendOutcome:
         """Store messages of one topic and queue (a batch shares both); raises BrokerError."""
@@ -111,6 +117,8 @@ class SendMessageProcessor:
                               f"broker {ctx.identity.broker_addr} is shutting down")
         guard = ctx.guard
         guard.check_send()
+        if ctx.store.refuse_writes() is not None:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark())
         for m in messages:  # every one, before anything changes (a topic created, a record written)
             self._check_body(m.body)
             m.properties.setdefault("CLUSTER", ctx.identity.cluster_name)
@@ -130,6 +138,8 @@ class SendMessageProcessor:
         ctx.sends_waiting += len(messages)
         try:
             results = list(await asyncio.gather(*(ctx.store.put(m) for m in stored)))
+        except DiskFullError:  # marked full while the send waited for the writer: nothing of it stored
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark()) from None
         finally:
             ctx.sends_waiting -= len(messages)
         if any(s.topic != m.topic for s, m in zip(stored, messages, strict=True)):  # parked or half: not yet

@@ -4,13 +4,18 @@ replication (namesrv.broker.ha).
 Record layout: magic (4 B) | payload length (4 B) | crc32 of payload (4 B) | payload (msgpack list:
 topic, queue id, queue offset, store time, msg id, properties, body, then flag, sysFlag, born time,
 born host, reconsume times).
+
+A record never spans two commit-log segments: the end of a segment a record does not fit in is
+filled by one BLANK record (RocketMQ's BLANK_MAGIC_CODE end-of-file record): magic BLANK_MAGIC, the
+length of the zero bytes that follow, crc 0. RocketMQ writes only its 8-byte header into a file that
+is already zeros; ours is written in full (at most one record's size, so bounded), so a segment's
+bytes are the same on a master and its slaves.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from array import array
 from typing import Any
 
 import msgpack
@@ -18,42 +23,32 @@ import msgpack
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 
 MAGIC = 0x524D5131  # "RMQ1"
+BLANK_MAGIC = 0xCBD43194
+"""RocketMQ's BLANK_MAGIC_CODE (-875286124 as an unsigned int): the rest of this segment is padding."""
 HEADER = struct.Struct(">III")
 MAX_RECORD = MAX_MESSAGE_SIZE + 64 * 1024
 """A record longer than this cannot be ours (body limit plus properties and fields)."""
 SCAN_CHUNK = 1 << 20
 
 
-class QueueIndex:
-    """Commit-log position, record size and store time per queue offset; -1 marks a record lost to
-    corruption. The size lets a pull apply its caps before it reads a body."""
+BLANK: list[Any] = []
+"""The fields `read_record` gives for a BLANK record (test with `is`)."""
 
-    __slots__ = ("positions", "sizes", "store_times")
 
-    def __init__(self) -> None:
-        self.positions = array("q")
-        self.sizes = array("i")
-        self.store_times = array("q")
-
-    def put(self, offset: int, pos: int, size: int, store_time: int) -> None:
-        while len(self.positions) < offset:
-            self.positions.append(-1)
-            self.sizes.append(0)
-            self.store_times.append(-1)
-        if offset < len(self.positions):
-            self.positions[offset], self.sizes[offset], self.store_times[offset] = pos, size, store_time
-        else:
-            self.positions.append(pos)
-            self.sizes.append(size)
-            self.store_times.append(store_time)
+def blank_record(room: int) -> bytes:
+    """The BLANK record filling the last `room` bytes of a segment (room >= HEADER.size)."""
+    return HEADER.pack(BLANK_MAGIC, room - HEADER.size, 0) + bytes(room - HEADER.size)
 
 
 def read_record(f: Any, pos: int, size: int) -> tuple[list[Any], int] | str:
-    """The record at `pos` as (fields, end), or why it is not one."""
+    """The record at `pos` as (fields, end), or why it is not one; a BLANK record's fields are
+    `BLANK` (its zero padding is not checked)."""
     if size - pos < HEADER.size:
         return "short header"
     f.seek(pos)
     magic, length, crc = HEADER.unpack(f.read(HEADER.size))
+    if magic == BLANK_MAGIC and crc == 0 and pos + HEADER.size + length <= size:
+        return BLANK, pos + HEADER.size + length
     if magic != MAGIC:
         return "bad magic"
     if length > MAX_RECORD:
@@ -82,13 +77,19 @@ def decode_payload(payload: bytes) -> list[Any] | str:
 
 def parse_records(data: bytes, base: int) -> list[tuple[list[Any], int, int]]:
     """Every record of `data`, which must hold whole valid records only (a replicated batch), as
-    (fields, position, size) with positions counted from `base`; ValueError names the first fault."""
+    (fields, position, size) with positions counted from `base`; ValueError names the first fault.
+    BLANK records (segment padding) are checked and left out."""
     out: list[tuple[list[Any], int, int]] = []
     pos, view = 0, memoryview(data)
     while pos < len(data):
         if len(data) - pos < HEADER.size:
             raise ValueError(f"short header at {base + pos}")
         magic, length, crc = HEADER.unpack_from(data, pos)
+        if magic == BLANK_MAGIC and crc == 0:
+            if pos + HEADER.size + length > len(data):
+                raise ValueError(f"blank record at {base + pos} ends past the batch")
+            pos += HEADER.size + length
+            continue
         if magic != MAGIC or length > MAX_RECORD:
             raise ValueError(f"bad {'magic' if magic != MAGIC else 'length'} at {base + pos}")
         end = pos + HEADER.size + length

@@ -2,8 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
+
+MAPPED_FILE_SIZE_COMMIT_LOG = 1 << 30
+"""RocketMQ's mappedFileSizeCommitLog default: 1 GiB segments."""
+MAPPED_FILE_SIZE_CONSUME_QUEUE = 300_000 * 20
+"""RocketMQ's mappedFileSizeConsumeQueue default: 300,000 entries of 20 bytes per file."""
+MIN_SEGMENT_SIZE = 4096
+"""The smallest commit-log segment accepted (tests use small ones; a record must fit in one)."""
+
+DispatchFn = Callable[[list[Any], int, int], None]
+"""dispatch(record fields, commit-log offset, record size): see CommitLog.add_dispatcher."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatcher:
+    """RocketMQ's CommitLogDispatcher: what the store calls for every record, and how it makes
+    its output durable (`flush`, before a checkpoint), forgets records cut from the log
+    (`truncate(offset)`) and those retention deleted (`on_min_offset(offset)`)."""
+
+    dispatch: DispatchFn
+    flush: Callable[[], None] | None = None
+    truncate: Callable[[int], object] | None = None
+    on_min_offset: Callable[[int], object] | None = None
+    """Retention raised the commit log's min offset to this: drop what only points below it."""
+    replay_from: Callable[[], int | None] | None = None
+    """At start-up: the commit-log offset this dispatcher needs records again from when it lost
+    some that the store's checkpoint covers (a torn file deleted after a machine crash), else None."""
 
 
 class FlushDiskType(StrEnum):
@@ -66,6 +94,10 @@ class RecoveryReport:
     corrupt_ranges: list[tuple[int, int, str]] = field(default_factory=list)
     """(start, end, reason) of every damaged stretch skipped in the middle of the log."""
     queues: dict[tuple[str, int], int] = field(default_factory=dict)
+    scanned_from: int = 0
+    """The commit-log offset the scan started at (the checkpoint's; 0: the whole log was read)."""
+    consume_queue_entries_dropped: int = 0
+    """Consume-queue entries cut because their records were not (whole) in the recovered log."""
 
 
 @dataclass(slots=True)
@@ -88,3 +120,17 @@ class BrokerRole(StrEnum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
+
+
+class StoreFormatError(OSError):
+    """The store directory holds a layout this version does not read."""
+
+
+DISK_FULL_REMARK = ("service not available now. It may be caused by one of the following reasons: the broker's disk "
+                    "is full [{ratio}], messages are put to the slave, message store has been shut down, etc.")
+"""RocketMQ's SendMessageProcessor remark for a store that is not writable (SERVICE_NOT_AVAILABLE)."""
+
+
+class DiskFullError(OSError):
+    """The store refuses writes: its disk is fuller than diskSpaceWarningLevelRatio (RocketMQ's
+    runningFlags DISK_FULL); nothing of the refused write is stored."""

@@ -34,6 +34,10 @@ class ProducerConfig(BaseModel):
     default_topic_queue_nums: int = Field(default=DEFAULT_TOPIC_QUEUE_NUMS, gt=0)
     max_message_size: int = Field(default=MAX_MESSAGE_SIZE, gt=0)
     async_send_threads: int = Field(default=4, gt=0)
+    broker_transport: Literal["tcp", "ray"] = "tcp"
+    """How sends reach a broker: "tcp", over a remoting connection of the producer's own to each
+    broker whose route address is a TCP host:port (an actor call to any other); "ray", one actor
+    call per send. The route comes from the NameServer actors either way (clients/broker_tcp.py)."""
     credentials: SessionCredentials | None = None
     """Sign every request with this account (NameServers and brokers with ACL on)."""
 

@@ -83,6 +83,11 @@ class ConsumerQueueHeader(Header):
     queue_id: int = Field(ge=0)
 
 
+class QueryConsumerOffsetRequestHeader(ConsumerQueueHeader):
+    set_zero_if_not_found: bool | None = None
+    """RocketMQ 5: False asks for QUERY_NOT_FOUND rather than 0 when the group has no offset."""
+
+
 class UpdateConsumerOffsetRequestHeader(ConsumerQueueHeader):
     commit_offset: int = Field(ge=0)
 

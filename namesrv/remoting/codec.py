@@ -13,6 +13,7 @@ response, bit 1 a oneway request. A response is written in the serialization of 
 from __future__ import annotations
 
 import json
+import json.scanner
 import re
 import struct
 from dataclasses import dataclass, field
@@ -107,48 +108,68 @@ def ext_value(value: Any) -> str:
 
 # ---------------------------------------------------------------------------- headers
 _JSON_INT_FIELDS = ("code", "version", "opaque", "flag")
+_LANGUAGE_BY_NAME: dict[str, int] = {m.name: int(m) for m in LanguageCode}
+_LANGUAGE_NAME: dict[int, str] = {int(m): m.name for m in LanguageCode}
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+# The C scanner under json.loads, called directly: a header is one JSON object, and json.loads'
+# Python wrappers (encoding detection, the trailing-blank check) cost as much as the parse.
+_SCAN_JSON: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
-def decode_json_header(data: bytes) -> RemotingCommand:
+def _parse_json(data: bytes | bytearray) -> Any:
     try:
-        obj = json.loads(data)
+        text = data.decode("utf-8")
+        obj, end = _SCAN_JSON(text, 0)
+        if end == len(text) or not text[end:].strip(" \t\n\r"):  # JSON's blanks: jsoncpp (C++ client) ends with \n
+            return obj
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        pass
+    try:  # anything but a bare object in UTF-8: json.loads decides, and words the error
+        return json.loads(data)
     except (ValueError, RecursionError) as e:
         raise FrameError(f"JSON header does not parse: {e}") from None
-    if not isinstance(obj, dict):
+
+
+def decode_json_header(data: bytes | bytearray) -> RemotingCommand:
+    obj = _parse_json(data)
+    if type(obj) is not dict:
         raise FrameError("JSON header is not an object")
-    if "code" not in obj:
-        raise FrameError("JSON header has no code")
-    ints: dict[str, int] = {}
-    for name in _JSON_INT_FIELDS:
-        value = obj.get(name, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
-            raise FrameError(f"JSON header field {name} is not a 32-bit integer: {value!r}")
-        ints[name] = value
-    language = obj.get("language", "JAVA")
-    if isinstance(language, str) and language in LanguageCode.__members__:
-        lang = int(LanguageCode[language])
-    elif isinstance(language, int) and not isinstance(language, bool):
-        lang = language
-    else:
-        lang = int(LanguageCode.OTHER)
-    remark = obj.get("remark")
-    if remark is not None and not isinstance(remark, str):
+    get = obj.get
+    code, opaque, flag, version = get("code"), get("opaque", 0), get("flag", 0), get("version", 0)
+    # the common case in one test (exact ints in range); anything else is checked field by field
+    if not (type(code) is int and type(opaque) is int and type(flag) is int and type(version) is int
+            and _INT32_MIN <= code <= _INT32_MAX and _INT32_MIN <= opaque <= _INT32_MAX
+            and _INT32_MIN <= flag <= _INT32_MAX and _INT32_MIN <= version <= _INT32_MAX):
+        if "code" not in obj:
+            raise FrameError("JSON header has no code")
+        for name in _JSON_INT_FIELDS:
+            value = get(name, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or not _INT32_MIN <= value <= _INT32_MAX:
+                raise FrameError(f"JSON header field {name} is not a 32-bit integer: {value!r}")
+        code, opaque, flag, version = (int(get(name, 0)) for name in ("code", "opaque", "flag", "version"))
+    language = get("language", "JAVA")
+    lang = _LANGUAGE_BY_NAME.get(language) if type(language) is str else language if type(language) is int else None
+    lang = int(LanguageCode.OTHER) if lang is None else lang
+    remark = get("remark")
+    if remark is not None and type(remark) is not str:
         remark = ext_value(remark)
-    ext = obj.get("extFields")
-    if ext is not None and not isinstance(ext, dict):
-        raise FrameError("JSON header extFields is not an object")
-    ext_fields: dict[str, str] | None = ext
-    if ext is not None and not all(type(v) is str for v in ext.values()):
-        ext_fields = {k: ext_value(v) for k, v in ext.items() if v is not None}
-    return RemotingCommand(ints["code"], ints["opaque"], ints["flag"], lang, ints["version"], remark, ext_fields)
+    ext = get("extFields")
+    if ext is not None:
+        if type(ext) is not dict:
+            raise FrameError("JSON header extFields is not an object")
+        for v in ext.values():
+            if type(v) is not str:
+                ext = {k: ext_value(v) for k, v in ext.items() if v is not None}
+                break
+    return RemotingCommand(code, opaque, flag, lang, version, remark, ext)
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """fastjson's field order (alphabetical), null fields omitted."""
-    try:
-        language = LanguageCode(cmd.language).name
-    except ValueError:
-        language = LanguageCode.OTHER.name
+    language = _LANGUAGE_NAME.get(cmd.language, "OTHER")
+    if cmd.ext_fields is None and cmd.remark is None:  # most answers: one format, no list
+        return (f'{{"code":{cmd.code},"flag":{cmd.flag},"language":"{language}","opaque":{cmd.opaque}'
+                f',"serializeTypeCurrentRPC":"JSON","version":{cmd.version}}}').encode()
     parts = [f'{{"code":{cmd.code}']
     if cmd.ext_fields is not None:
         parts.append(',"extFields":' + json.dumps(cmd.ext_fields, ensure_ascii=False, separators=(",", ":")))
@@ -159,7 +180,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     return "".join(parts).encode("utf-8")
 
 
-def _read_str(data: bytes, pos: int, short: bool, limit: int, what: str) -> tuple[str | None, int]:
+def _read_str(data: bytes | bytearray, pos: int, short: bool, limit: int, what: str) -> tuple[str | None, int]:
     if short:
         if pos + 2 > len(data):
             raise FrameError(f"ROCKETMQ header truncated in {what} length")
@@ -180,7 +201,7 @@ def _read_str(data: bytes, pos: int, short: bool, limit: int, what: str) -> tupl
         raise FrameError(f"ROCKETMQ header {what} is not UTF-8") from None
 
 
-def decode_rocketmq_header(data: bytes) -> RemotingCommand:
+def decode_rocketmq_header(data: bytes | bytearray) -> RemotingCommand:
     if len(data) < _BIN_FIXED.size + 8:
         raise FrameError(f"ROCKETMQ header of {len(data)} bytes is shorter than its fixed part")
     code, language, version, opaque, flag = _BIN_FIXED.unpack_from(data, 0)
@@ -227,6 +248,13 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
 # ---------------------------------------------------------------------------- frames
 def encode_command(cmd: RemotingCommand) -> bytes:
     """One whole frame for `cmd`, in its serialization."""
+    head, body = encode_command_parts(cmd)
+    return head + body if body else head
+
+
+def encode_command_parts(cmd: RemotingCommand) -> tuple[bytes, bytes]:
+    """`cmd`'s frame as (length fields + header, body): a server hands both to one vectored write,
+    so a cached body (a route's JSON) is not copied into a frame of its own first."""
     if cmd.serialize_type is SerializeType.ROCKETMQ:
         header = encode_rocketmq_header(cmd)
     else:
@@ -235,27 +263,35 @@ def encode_command(cmd: RemotingCommand) -> bytes:
     total = 4 + len(header) + len(body)
     if total > MAX_LENGTH_FIELD:
         raise FrameError(f"frame of {total} bytes exceeds the {MAX_FRAME_SIZE}-byte limit")
-    return _FRAME_HEAD.pack(total, (int(cmd.serialize_type) << 24) | len(header)) + header + body
+    return _FRAME_HEAD.pack(total, (int(cmd.serialize_type) << 24) | len(header)) + header, body
 
 
-def decode_frame(frame: bytes) -> RemotingCommand:
+def decode_frame(frame: bytes | bytearray) -> RemotingCommand:
     """One frame without its length field: `int32 type|headerLength`, header, body."""
-    if len(frame) < 4:
-        raise FrameError(f"frame of {len(frame)} bytes has no header length")
-    (mark,) = _INT.unpack_from(frame, 0)
+    return _decode_at(frame, 0, len(frame))
+
+
+def _decode_at(buf: bytes | bytearray, start: int, end: int) -> RemotingCommand:
+    """The frame in `buf[start:end]` (without its length field), header and body each copied out
+    once."""
+    size = end - start
+    if size < 4:
+        raise FrameError(f"frame of {size} bytes has no header length")
+    (mark,) = _INT.unpack_from(buf, start)
     header_len = mark & 0xFFFFFF
     kind = (mark >> 24) & 0xFF
-    if header_len > len(frame) - 4:
-        raise FrameError(f"header length {header_len} exceeds the frame ({len(frame) - 4} bytes left)")
-    header = frame[4 : 4 + header_len]
+    if header_len > size - 4:
+        raise FrameError(f"header length {header_len} exceeds the frame ({size - 4} bytes left)")
+    header = buf[start + 4 : start + 4 + header_len]  # bytes, or a bytearray copy: both parse
     if kind == SerializeType.JSON:
         cmd = decode_json_header(header)
     elif kind == SerializeType.ROCKETMQ:
         cmd = decode_rocketmq_header(header)
     else:
         raise FrameError(f"unknown serialize type {kind}")
-    body = frame[4 + header_len :]
-    cmd.body = body if body else None
+    if start + 4 + header_len < end:
+        with memoryview(buf) as view:  # one copy of a (maybe megabytes) body, not two
+            cmd.body = bytes(view[start + 4 + header_len : end])
     return cmd
 
 
@@ -357,7 +393,7 @@ class FrameDecoder:
                 break
             if len(buf) - pos - 4 < length:
                 break
-            cmd = decode_frame(bytes(buf[pos + 4 : pos + 4 + length]))
+            cmd = _decode_at(buf, pos + 4, pos + 4 + length)
             if large and cmd.code != self._head_code:
                 raise FrameError(f"a frame read early as request code {self._head_code} decodes as {cmd.code}")
             out.append(cmd)

@@ -69,7 +69,10 @@ def error(code: int, remark: str) -> RemotingResponse:
 
 def request_ext_strings(request: RemotingRequest) -> dict[str, str]:
     """A request's extFields as the strings a TCP client sent (and signed); Ray callers' typed
-    values are written as RocketMQ writes them (True -> "true")."""
+    values are written as RocketMQ writes them (True -> "true"). A TCP request's own map is
+    returned as it is (the decoder made every value a string): read it, never change it."""
+    if request.wire:
+        return request.ext_fields
     return {k: ext_value(v) for k, v in request.ext_fields.items() if v is not None}
 
 

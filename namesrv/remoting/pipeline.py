@@ -75,6 +75,8 @@ class RequestPipeline:
         self.handlers: dict[int, Handler] = {}
         self.default: Handler | None = None
         self.hooks: list[RPCHook] = []
+        self._before: list[RPCHook] = []
+        """The hooks that define `before` (the rest would only be called to return None)."""
 
     # ------------------------------------------------------------------ wiring
     def register(self, handlers: Mapping[int, Handler]) -> None:
@@ -90,6 +92,8 @@ class RequestPipeline:
 
     def add_hook(self, hook: RPCHook) -> None:
         self.hooks.append(hook)
+        if type(hook).before is not RPCHook.before:
+            self._before.append(hook)
 
     # ------------------------------------------------------------------ requests
     def handle(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
@@ -98,7 +102,7 @@ class RequestPipeline:
         malformed = _malformed(request)
         if malformed is not None:
             return self._after(request, ctx, error(ResponseCode.SYSTEM_ERROR, malformed), started)
-        for hook in self.hooks:
+        for hook in self._before:
             refused = hook.before(request, ctx)
             if refused is not None:
                 return self._after(request, ctx, refused, started)

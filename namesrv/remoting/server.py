@@ -29,10 +29,10 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
+from namesrv.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command_parts
 from namesrv.remoting.limits import BudgetWaiter, FrameBudget, HeapTrim, ServerLimits
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,16 @@ class Connection(asyncio.BufferedProtocol):
         self.closed_reason: str | None = None
         self.write_paused = False
         self._idle: asyncio.TimerHandle | None = None
+        self._out: list[bytes] | None = None
+        """Answers encoded while this connection's read is being handled: written together, in one
+        transport write, when it is done (None: not in a read, answers are written at once)."""
+        self.context: Any = None
+        """What the server's handler keeps for this connection (e.g. its request context)."""
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's TCP transport is a Transport in all but its class (not a subclass of asyncio's)
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -127,11 +133,20 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"bad frame: {e}")
             return
         self._account(completed)
-        for cmd in commands:
-            if cmd.is_response:
-                continue  # this server sends no requests, so no response can be awaited
-            self.server.requests += 1
-            self._dispatch(cmd)
+        if not commands:
+            return
+        out: list[bytes] = []
+        self._out = out
+        try:
+            for cmd in commands:
+                if cmd.is_response:
+                    continue  # this server sends no requests, so no response can be awaited
+                self.server.requests += 1
+                self._dispatch(cmd)
+        finally:
+            self._out = None
+            if out and self.transport is not None and not self.transport.is_closing():
+                self.transport.writelines(out)  # every answer of this read: one write (one send)
 
     def _account(self, completed_before: int) -> None:
         """After a read: the server's count of buffered bytes, this connection's reservation (a
@@ -211,10 +226,10 @@ class Connection(asyncio.BufferedProtocol):
         except Exception as e:  # a bug: answer anyway, as RocketMQ's processRequestCommand does
             log.exception("%s: request %d from %s failed", self.server.name, cmd.code, self.peer)
             answer = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-        if inspect.isawaitable(answer):
-            self.server.spawn(self._finish(cmd, answer))
-        else:
+        if type(answer) is RemotingCommand or answer is None or not inspect.isawaitable(answer):
             self.write(cmd, answer)
+        else:
+            self.server.spawn(self._finish(cmd, answer))
 
     async def _finish(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> None:
         try:
@@ -228,11 +243,19 @@ class Connection(asyncio.BufferedProtocol):
         if answer is None or request.is_oneway or self.transport is None or self.transport.is_closing():
             return
         try:
-            frame = encode_command(answer)
+            head, body = encode_command_parts(answer)
         except FrameError as e:
             log.error("%s: answer to %d for %s too large: %s", self.server.name, request.code, self.peer, e)
-            frame = encode_command(request.response(ResponseCode.SYSTEM_ERROR, str(e)))
-        self.transport.write(frame)
+            head, body = encode_command_parts(request.response(ResponseCode.SYSTEM_ERROR, str(e)))
+        out = self._out
+        if out is not None:  # inside a read: written with the read's other answers
+            out.append(head)
+            if body:
+                out.append(body)
+        elif body:
+            self.transport.writelines((head, body))
+        else:
+            self.transport.write(head)
 
     # ------------------------------------------------------------------ lifecycle
     def _arm_idle(self, delay: float) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from namesrv.clock import Clock
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
-from namesrv.remoting.pipeline import RequestContext, RPCHook
+from namesrv.remoting.pipeline import RAY_REMOTE, RequestContext, RPCHook
 
 WIRE_LOG_KEPT = 1_000
 """Recent TCP requests kept for inspection (`namesrv status`, tests)."""
@@ -35,10 +35,11 @@ class WireLogHook(RPCHook):
 
     def after(self, request: RemotingRequest, ctx: RequestContext, response: RemotingResponse,
               elapsed_ms: float) -> None:
-        if ctx.transport != "tcp":
+        remote = ctx.remote
+        if remote == RAY_REMOTE:
             return
         ext = request.ext_fields
-        self.log.append((self.clock(), ctx.remote, request.code, request.language, request.version,
+        self.log.append((self.clock(), remote, request.code, request.language, request.version,
                          ext.get("topic") or ext.get("brokerName") or "", int(response.code)))
 
     def records(self) -> list[WireRecord]:

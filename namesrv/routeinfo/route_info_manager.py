@@ -89,6 +89,10 @@ class RouteInfoManager:
     def touch_topic(self, topic: str) -> None:
         self.tables.touch_topic(topic)
 
+    def has_changes(self) -> bool:
+        """Whether anything changed since the last drain (cheaper than draining nothing)."""
+        return bool(self.tables.changes)
+
     def drain_changes(self) -> RouteChanges:
         """Everything that changed since the previous call (and forget it)."""
         changes, self.tables.changes = self.tables.changes, RouteChanges()

@@ -16,7 +16,7 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import format_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import ConfigProperties
-from namesrv.remoting.codec import RemotingCommand, ext_value
+from namesrv.remoting.codec import RESPONSE_FLAG, LanguageCode, RemotingCommand, ext_value
 from namesrv.remoting.command import RemotingResponse
 
 NAMESRV_VERSION = 479
@@ -41,8 +41,10 @@ without a bound would hold more than every route table together."""
 
 
 def wants_standard_json(cmd: RemotingCommand) -> bool:
-    ext = cmd.ext_fields or {}
-    return cmd.version >= STANDARD_JSON_FROM_VERSION or ext.get("acceptStandardJsonOnly", "").lower() == "true"
+    if cmd.version >= STANDARD_JSON_FROM_VERSION:
+        return True
+    ext = cmd.ext_fields
+    return ext is not None and ext.get("acceptStandardJsonOnly", "").lower() == "true"
 
 
 class WireEncoder:
@@ -75,16 +77,21 @@ class WireEncoder:
     def encode(self, cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand:
         """The wire answer to request `cmd`."""
         body = response.body
-        if response.payload is not None and response.ok:
+        code = cmd.code
+        if response.payload is not None and response.code == ResponseCode.SUCCESS:
             standard = wants_standard_json(cmd)
-            if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            if code == _ROUTE_CODE:
                 body = self._route_body(cmd, response, standard)
             elif isinstance(response.payload, ConfigProperties):
                 body = format_properties(response.payload.properties)
             else:
                 body = fastjson.dumps(response.wire_body(), standard=standard)
         ext: dict[str, str] | None = None
-        fields = WIRE_RESPONSE_FIELDS.get(cmd.code)
+        fields = WIRE_RESPONSE_FIELDS.get(code)
         if fields is not None and response.code == ResponseCode.SUCCESS:
             ext = {k: ext_value(response.ext_fields[k]) for k in fields if response.ext_fields.get(k) is not None}
-        return cmd.response(int(response.code), response.remark, ext, body, NAMESRV_VERSION)
+        return RemotingCommand(int(response.code), cmd.opaque, RESPONSE_FLAG, LanguageCode.JAVA, NAMESRV_VERSION,
+                               response.remark, ext, body, cmd.serialize_type)
+
+
+_ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)

@@ -22,6 +22,7 @@ from actors.launcher import BrokerSpec, Deployment
 from clients.cli import main as namesrv_main
 from clients.consumer import PullConsumer
 from clients.producer import Message, MQClientError, Producer
+from namesrv.broker.mapped_file_queue import segment_paths
 from namesrv.protocol.codes import ResponseCode
 from tests.ray.helpers import DeploymentFactory, stopped, wait_for_route_everywhere, wait_until
 
@@ -82,7 +83,7 @@ def writable_spans(role_log: list[dict[str, Any]], end_ms: int) -> list[tuple[in
 
 def log_bytes(dep: Deployment, broker: str) -> bytes:
     info = ray.get(dep.brokers[broker].get_runtime_info.remote(), timeout=30)
-    return (Path(info["store_dir"]) / "store" / "commitlog.dat").read_bytes()
+    return b"".join(p.read_bytes() for p in segment_paths(Path(info["store_dir"]) / "store" / "commitlog"))
 
 
 @pytest.mark.timeout(240)

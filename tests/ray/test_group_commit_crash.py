@@ -2,7 +2,9 @@
 broker's process killed once the first acknowledgements came back (so batches are being written
 and fsynced at that moment). After a restart from the same store, every message that was
 acknowledged is readable at the queue offset its sender was given, and found again by its key
-(QUERY_MESSAGE through the message index, which was being written and checkpointed too).
+(QUERY_MESSAGE through the message index, which was being written and checkpointed too). The store's
+segments are small and its checkpoint frequent, so the kill lands among segment rolls and
+checkpoints.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ import ray
 from ray.exceptions import RayActorError
 
 from actors.launcher import BrokerSpec
-from tests.ray.helpers import DeploymentFactory, broker_info, local_ray, pull_all, wait_registered_everywhere
+from namesrv.broker.store_cleanup import disk_used_ratio
+from namesrv.protocol.codes import ResponseCode
+from tests.ray.helpers import (
+    DeploymentFactory,
+    broker_info,
+    local_ray,
+    pull_all,
+    wait_registered_everywhere,
+    wait_until,
+)
 
 TOPIC = "TopicGroupCommitCrash"
 QUEUES = 4
@@ -41,7 +52,9 @@ def deployments(ray_session: str, tmp_path: Path) -> Iterator[DeploymentFactory]
 @pytest.mark.timeout(300)
 def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployments: DeploymentFactory) -> None:
     dep = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1,
-                             broker_overrides={"flush_disk_type": "SYNC_FLUSH", "group_commit": True})
+                             broker_overrides={"flush_disk_type": "SYNC_FLUSH", "group_commit": True,
+                                               "mapped_file_size_commit_log": 4096,
+                                               "flush_interval_consume_queue_ms": 50})
     wait_registered_everywhere(dep)
     broker = dep.brokers["broker-a-0"]
     assert ray.get(broker.create_topic.remote(TOPIC, QUEUES, QUEUES)).ok
@@ -72,6 +85,9 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
     restarted = dep.restart_broker("broker-a-0")
     info = broker_info(restarted)
     assert info["recovered_messages"] >= len(acked), info
+    assert info["recovery_scanned_from"] > 0, "recovery started from a checkpoint"
+    segments = list((Path(info["store_dir"]) / "store" / "commitlog").iterdir())
+    assert len(segments) >= 2, "the run crossed segment rolls"
     stored: dict[tuple[int, int], bytes] = {}
     for q in range(QUEUES):
         page = pull_all(restarted, TOPIC, q)
@@ -92,3 +108,49 @@ def _found_by_key(broker: object, key: str, body: bytes) -> bool:
     resp = ray.get(broker.process.remote(RemotingRequest(BrokerRequestCode.QUERY_MESSAGE, ext)),  # type: ignore[attr-defined]
                    timeout=30)
     return resp.ok and [m.body for m in decode_messages(resp.body or b"")] == [body]
+
+@pytest.mark.timeout(300)
+def test_sigkill_after_segment_rolls_and_retention_runs_keeps_what_retention_keeps(
+        deployments: DeploymentFactory) -> None:
+    """A broker on 4 KiB segments whose retention runs every 200 ms, forced by the real disk's use
+    (diskSpaceCleanForciblyRatio at its lowest, 30 %), under a send load, then SIGKILLed: after the
+    restart every acknowledged message of the segments kept is there, min offsets are where the
+    deleted segments left them and a pull below them is moved up."""
+    used = disk_used_ratio(deployments.data_dir)  # as retention reads it
+    if not 0.35 < used < 0.95:
+        pytest.skip(f"the disk is {used:.0%} used: retention would not be forced, or writes refused")
+    dep = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1,
+                             broker_overrides={"flush_disk_type": "SYNC_FLUSH", "mapped_file_size_commit_log": 4096,
+                                               "disk_space_clean_forcibly_ratio": 30,
+                                               "disk_space_warning_level_ratio": 99,
+                                               "clean_resource_interval_ms": 200,
+                                               "delete_commit_log_files_interval_ms": 0,
+                                               "flush_interval_consume_queue_ms": 100})
+    wait_registered_everywhere(dep)
+    broker = dep.brokers["broker-a-0"]
+    assert ray.get(broker.create_topic.remote(TOPIC, QUEUES, QUEUES)).ok
+    acked: dict[tuple[int, int], bytes] = {}
+    for round_ in range(6):
+        bodies = {i: f"r{round_}-{i}-".encode() * 10 for i in range(200)}
+        replies = ray.get([broker.send_message.remote(TOPIC, i % QUEUES, b) for i, b in bodies.items()], timeout=120)
+        for r, body in zip(replies, bodies.values(), strict=True):
+            assert r.ok, r
+            acked[(int(r.ext_fields["queueId"]), int(r.ext_fields["queueOffset"]))] = body
+    wait_until(lambda: broker_info(broker)["min_physical_offset"] > 0, 30, "a retention run")
+    pid = dep.broker_pid("broker-a-0")
+    dep.signal_broker("broker-a-0", signal.SIGKILL, pid)
+
+    restarted = dep.restart_broker("broker-a-0")
+    info = broker_info(restarted)
+    low = info["min_physical_offset"]
+    assert low > 0 and info["truncated_bytes"] == 0, info
+    for q in range(QUEUES):
+        first = ray.get(restarted.pull_message.remote(TOPIC, q, 0, 1), timeout=30)
+        page = pull_all(restarted, TOPIC, q)
+        stored = {m["queue_offset"]: m["body"] for m in page["messages"]}
+        assert stored, f"queue {q} kept nothing"
+        kept_from = min(stored)
+        if kept_from > 0:
+            assert first["code"] == ResponseCode.PULL_OFFSET_MOVED and first["next_begin_offset"] == kept_from
+        ours = {o: b for (qq, o), b in acked.items() if qq == q and o >= kept_from}
+        assert {o: stored.get(o) for o in ours} == ours, f"queue {q}: acknowledged messages past the minimum lost"

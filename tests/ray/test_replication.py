@@ -15,6 +15,7 @@ import pytest
 import ray
 
 from actors.launcher import BrokerSpec, Deployment
+from namesrv.broker.mapped_file_queue import segment_paths
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest
 from tests.ray.helpers import DeploymentFactory, broker_info, stopped, wait_until
@@ -47,7 +48,8 @@ def caught_up(dep: Deployment) -> bool:
 
 
 def log_bytes(dep: Deployment, broker: str) -> bytes:
-    return (Path(broker_info(dep.brokers[broker])["store_dir"]) / "store" / "commitlog.dat").read_bytes()
+    return b"".join(p.read_bytes() for p in segment_paths(Path(broker_info(dep.brokers[broker])["store_dir"])
+                                                          / "store" / "commitlog"))
 
 
 @pytest.mark.timeout(180)

@@ -246,7 +246,13 @@ def test_a_suspended_pull_returns_when_a_message_arrives(broker: Broker) -> None
 # ---------------------------------------------------------------------------- offsets and clients
 def test_consumer_offsets(broker: Broker) -> None:
     q = {"consumerGroup": "CG", "topic": "T", "queueId": 1}
+    # RocketMQ: no stored offset and no message at offset 0 -> QUERY_NOT_FOUND (the client then
+    # starts at the max offset, 0 here); with its first message in memory, a new group starts at 0.
+    assert broker.call(Code.QUERY_CONSUMER_OFFSET, q).code == ResponseCode.QUERY_NOT_FOUND
+    assert broker.send(b"first", queue_id=1).code == ResponseCode.SUCCESS
     assert broker.call(Code.QUERY_CONSUMER_OFFSET, q).ext_fields == {"offset": "0"}, "a new group starts at 0"
+    assert broker.call(Code.QUERY_CONSUMER_OFFSET, q | {"setZeroIfNotFound": "false"}).code == \
+        ResponseCode.QUERY_NOT_FOUND
     assert broker.call(Code.UPDATE_CONSUMER_OFFSET, q | {"commitOffset": 7}).code == ResponseCode.SUCCESS
     assert broker.call(Code.QUERY_CONSUMER_OFFSET, q).ext_fields == {"offset": "7"}
     broker.pull(0, queue_id=1, sysFlag=1, commitOffset=9)

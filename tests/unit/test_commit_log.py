@@ -39,7 +39,13 @@ def put(log: CommitLog, topic: str, queue_id: int, body: bytes, props: dict[str,
 
 
 def log_file(path: Path) -> Path:
-    return path / "commitlog.dat"
+    (path / "commitlog").mkdir(parents=True, exist_ok=True)
+    return path / "commitlog" / "00000000000000000000"  # the first segment
+
+
+def forget_checkpoint(path: Path) -> None:
+    """As if the store crashed before its first checkpoint: the next open scans the whole log."""
+    (path / "checkpoint").unlink(missing_ok=True)
 
 
 def three_records(path: Path) -> tuple[int, int]:
@@ -127,7 +133,7 @@ def test_concurrent_appends_get_unique_dense_offsets(tmp_path: Path) -> None:
     log.close()
     assert {q: sorted(o) for q, o in offsets.items()} == {0: list(range(100)), 1: list(range(100))}
     again = open_log(tmp_path)
-    assert again.recovery.records == 200 and again.recovery.truncated_bytes == 0
+    assert again.recovery.records == 0 and again.recovery.truncated_bytes == 0  # the close's checkpoint covers all
     assert [m.queue_offset for m in again.get_message("T", 0, 0, 1000)] == list(range(100))
     again.close()
 
@@ -137,7 +143,8 @@ def test_reopen_recovers_everything_and_continues_offsets(tmp_path: Path) -> Non
     _start, end = three_records(tmp_path)
     log = open_log(tmp_path)
     rep = log.recovery
-    assert (rep.records, rep.valid_bytes, rep.truncated_bytes, rep.reason) == (3, end, 0, None)
+    # The close wrote a checkpoint at the end: nothing is re-read, the consume queues are on disk.
+    assert (rep.records, rep.valid_bytes, rep.truncated_bytes, rep.reason, rep.scanned_from) == (0, end, 0, None, end)
     assert rep.queues == {("T", 0): 1, ("T", 1): 2}
     assert put(log, "T", 1, b"fourth").queue_offset == 2
     assert put(log, "T", 0, b"fifth").queue_offset == 1
@@ -176,7 +183,7 @@ def test_torn_last_record_at_every_truncation_point(tmp_path: Path) -> None:
         log.close()
 
         again = open_log(case)
-        assert (again.recovery.records, again.recovery.truncated_bytes) == (3, 0), cut
+        assert (again.recovery.records, again.recovery.truncated_bytes) == (0, 0), cut
         assert [m.body for m in again.get_message("T", 1, 0)] == [b"second", b"after recovery"]
         again.close()
         shutil.rmtree(case)
@@ -222,6 +229,7 @@ def test_corrupt_middle_record_is_skipped_and_every_later_record_kept(tmp_path: 
     data = bytearray(log_file(tmp_path).read_bytes())
     data[second + HEADER.size + 1] ^= 0x01
     log_file(tmp_path).write_bytes(bytes(data))
+    forget_checkpoint(tmp_path)
 
     log = open_log(tmp_path)
     rep = log.recovery
@@ -266,7 +274,7 @@ def test_garbage_tail_after_valid_records_is_truncated(tmp_path: Path, tail: byt
     with open(log_file(tmp_path), "ab") as f:
         f.write(tail)
     log = open_log(tmp_path)
-    assert (log.recovery.records, log.recovery.truncated_bytes, log.recovery.reason) == (3, len(tail), reason)
+    assert (log.recovery.records, log.recovery.truncated_bytes, log.recovery.reason) == (0, len(tail), reason)
     assert log_file(tmp_path).stat().st_size == end
     log.close()
 
@@ -287,6 +295,7 @@ def test_any_truncation_keeps_exactly_the_complete_records(bodies: list[bytes], 
         log.close()
         cut = int(ends[-1] * cut_fraction)
         os.truncate(log_file(path), cut)
+        forget_checkpoint(path)
 
         log = open_log(path)
         complete = sum(1 for e in ends if e <= cut)
@@ -318,6 +327,7 @@ def fsyncs(monkeypatch: pytest.MonkeyPatch) -> FsyncCounter:
 
 def test_sync_flush_fsyncs_before_every_acknowledgement(tmp_path: Path, fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path, FlushDiskType.SYNC_FLUSH)
+    put(log, "T", 0, b"opens the first segment")  # its creation fsyncs the directory too
     base = fsyncs.calls
     for i in range(3):
         put(log, "T", 0, b"x")
@@ -329,14 +339,16 @@ def test_sync_flush_fsyncs_before_every_acknowledgement(tmp_path: Path, fsyncs: 
 
 def test_async_flush_acknowledges_after_write_and_fsyncs_on_flush(tmp_path: Path, fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path, FlushDiskType.ASYNC_FLUSH)
+    put(log, "T", 0, b"opens the first segment")  # its creation fsyncs the directory
+    log.flush()
     base = fsyncs.calls
     for _ in range(3):
         put(log, "T", 0, b"x")
     assert fsyncs.calls == base  # acknowledged without fsync
     # Written (in the page cache): readable now, and by a process that opens the file afresh.
-    assert log.max_offset("T", 0) == 3
+    assert log.max_offset("T", 0) == 4
     reader = CommitLog(tmp_path)
-    assert reader.recovery.records == 3
+    assert reader.recovery.records == 4
     reader.close()
     base = fsyncs.calls
     log.flush()
@@ -344,29 +356,29 @@ def test_async_flush_acknowledges_after_write_and_fsyncs_on_flush(tmp_path: Path
     log.flush()  # clean: no second fsync
     assert fsyncs.calls == base + 1
     put(log, "T", 0, b"y")
-    log.close()  # close always syncs
-    assert fsyncs.calls == base + 2
+    log.close()  # close always syncs (the log, then its checkpoint)
+    assert fsyncs.calls >= base + 2
 
 
 def test_short_write_rolls_the_file_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = open_log(tmp_path)
     put(log, "T", 0, b"kept")
     size = log_file(tmp_path).stat().st_size
-    real_write = os.write
+    real_write = os.pwrite
 
-    def short_write(fd: int, data: bytes) -> int:
-        return real_write(fd, data[: len(data) // 2])
+    def short_write(fd: int, data: bytes, offset: int) -> int:
+        return real_write(fd, data[: len(data) // 2], offset)
 
-    monkeypatch.setattr(store_mod.os, "write", short_write)
+    monkeypatch.setattr(store_mod.os, "pwrite", short_write)
     with pytest.raises(OSError, match="short write"):
         put(log, "T", 0, b"torn by a full disk")
-    monkeypatch.setattr(store_mod.os, "write", real_write)
+    monkeypatch.setattr(store_mod.os, "pwrite", real_write)
 
     assert log_file(tmp_path).stat().st_size == size and log.max_offset("T", 0) == 1
     assert put(log, "T", 0, b"next").queue_offset == 1
     log.close()
     again = open_log(tmp_path)
-    assert (again.recovery.records, again.recovery.truncated_bytes) == (2, 0)
+    assert (again.recovery.records, again.recovery.truncated_bytes) == (0, 0)
     assert [m.body for m in again.get_message("T", 0, 0)] == [b"kept", b"next"]
     again.close()
 
@@ -375,23 +387,26 @@ def test_short_write_rolls_the_file_back(tmp_path: Path, monkeypatch: pytest.Mon
 def test_concurrent_puts_share_fsyncs_and_each_is_acknowledged_after_its_own(tmp_path: Path,
                                                                               fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path)
-    base = fsyncs.calls
+    put(log, "T", 0, b"opens the first segment")
+    base, batches = fsyncs.calls, log.batches
 
     async def send_all() -> list[AppendResult]:
         return list(await asyncio.gather(*(log.put(MessageInner("T", i % 4, f"m{i}".encode())) for i in range(200))))
 
     results = asyncio.run(send_all())
-    assert sorted((r.queue_id, r.queue_offset) for r in results) == sorted((q, o) for q in range(4) for o in range(50))
-    assert fsyncs.calls - base == log.batches < 200, "one fsync per batch, not per message"
+    assert sorted((r.queue_id, r.queue_offset) for r in results) == sorted((q, o + (q == 0)) for q in range(4)
+                                                                            for o in range(50))
+    assert fsyncs.calls - base == log.batches - batches < 200, "one fsync per batch, not per message"
     assert log.fsyncs == log.batches
     log.close()
     again = open_log(tmp_path)
-    assert again.recovery.records == 200
+    assert again.recovery.records == 0 and again.max_offset("T", 0) == 51
     again.close()
 
 
 def test_one_fsync_per_message_mode_is_the_baseline(tmp_path: Path, fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path, group_commit=False)
+    put(log, "T", 0, b"opens the first segment")
     base = fsyncs.calls
 
     async def send_all() -> None:
@@ -407,14 +422,14 @@ def test_a_failed_batch_fails_its_senders_and_writes_nothing(tmp_path: Path, mon
     put(log, "T", 0, b"kept")
     size = log_file(tmp_path).stat().st_size
 
-    def full_disk(fd: int, data: bytes) -> int:
+    def full_disk(fd: int, data: bytes, offset: int) -> int:
         raise OSError(28, "No space left on device")
 
     async def send() -> list[object]:
         return list(await asyncio.gather(*(log.put(MessageInner("T", 0, b"x")) for _ in range(5)),
                                          return_exceptions=True))
 
-    monkeypatch.setattr(store_mod.os, "write", full_disk)
+    monkeypatch.setattr(store_mod.os, "pwrite", full_disk)
     outcomes = asyncio.run(send())
     assert all(isinstance(o, OSError) for o in outcomes)
     monkeypatch.undo()

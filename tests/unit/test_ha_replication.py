@@ -11,7 +11,13 @@ import pytest
 
 from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
 from namesrv.broker.ha import ReplicaAhead, ReplicaConflict, ReplicaGap, ReplicationError
+from namesrv.broker.mapped_file_queue import segment_paths
 from namesrv.clock import ManualClock
+
+
+def log_bytes(log: CommitLog) -> bytes:
+    """The whole commit log, its segments end to end."""
+    return b"".join(p.read_bytes() for p in segment_paths(log.dir / "commitlog"))
 
 
 def open_log(path: Path) -> CommitLog:
@@ -35,7 +41,7 @@ def copy_all(master: CommitLog, slave: CommitLog, max_bytes: int) -> int:
 
 
 def same_content(master: CommitLog, slave: CommitLog) -> None:
-    assert slave.path.read_bytes() == master.path.read_bytes()
+    assert log_bytes(slave) == log_bytes(master)
     assert slave.queues() == master.queues()
     for (topic, q), n in master.queues().items():
         assert [(m.queue_offset, m.commit_log_offset, m.body, m.msg_id, m.properties)
@@ -87,7 +93,7 @@ def test_gap_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     second = master.read_raw(len(first.data), 300)
     with pytest.raises(ReplicaGap):
         slave.append_raw(second.offset, second.data)
-    assert slave.size_bytes() == 0 and slave.path.read_bytes() == b""
+    assert slave.size_bytes() == 0 and log_bytes(slave) == b""
 
 
 def test_overlap_that_agrees_is_skipped_one_that_disagrees_is_refused(tmp_path: Path) -> None:
@@ -102,10 +108,10 @@ def test_overlap_that_agrees_is_skipped_one_that_disagrees_is_refused(tmp_path: 
     other = open_log(tmp_path / "o")  # a log that diverged: different records at the same offsets
     other.append(MessageInner("X", 0, b"x" * 50))
     diverged = other.read_raw(0, 1 << 20)
-    before = slave.path.read_bytes()
+    before = log_bytes(slave)
     with pytest.raises(ReplicaConflict):
         slave.append_raw(0, diverged.data)
-    assert slave.path.read_bytes() == before
+    assert log_bytes(slave) == before
 
 
 @pytest.mark.parametrize("damage", ["flip", "cut"])
@@ -119,7 +125,7 @@ def test_damaged_batch_is_refused_whole(tmp_path: Path, damage: str) -> None:
         del data[-3:]
     with pytest.raises(ReplicationError):
         slave.append_raw(0, bytes(data))
-    assert slave.size_bytes() == 0 and slave.queues() == {} and slave.path.read_bytes() == b""
+    assert slave.size_bytes() == 0 and slave.queues() == {} and log_bytes(slave) == b""
 
 
 def test_slave_ahead_of_master_is_told_so(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from namesrv.remoting.codec import (
     RemotingCommand,
     SerializeType,
     decode_frame,
+    decode_json_header,
     encode_command,
 )
 
@@ -245,3 +246,14 @@ def test_properties_text() -> None:
     assert parse_properties(b"# comment\na=1\n\nb : two\nc\n") == {"a": "1", "b": "two", "c": ""}
     assert format_properties({"b": "2", "a": "x=y"}) == b"a=x=y\nb=2\n"
     assert parse_properties(format_properties({"k": "v"})) == {"k": "v"}
+
+
+def test_json_headers_parse_as_json_loads_does_around_the_object() -> None:
+    """The fast parse takes what json.loads takes (jsoncpp's trailing newline, JSON's own blanks)
+    and refuses what it refuses (any other trailing character, even a Unicode space)."""
+    assert decode_json_header(CPP_ROUTE_REQUEST_HEADER).ext_fields == {
+        "AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "LOAJMmPMgpivmghNjm3lrHrbrK8=", "topic": "TopicProbe"}
+    assert decode_json_header(b' \t{"code":10}\r\n').code == 10
+    for bad in (b'{"code":10} x', '{"code":10}\u2003'.encode(), b'{"code":10}\x1c', b'{"code":10}{}'):
+        with pytest.raises(FrameError, match="does not parse"):
+            decode_json_header(bad)
