@@ -121,15 +121,14 @@ class ReplicasManager:
             await asyncio.sleep(RETRY_S)
         self.registered = True
         while True:
-            changes = await self._call("wait_for_change", {self.broker_name: (self.master_epoch,
-                                                                              self.sync_state_set_epoch)},
+            known = (self.master_epoch, self.sync_state_set_epoch)
+            changes = await self._call("wait_for_change", {self.broker_name: known},
                                        WAIT_FOR_CHANGE_S, timeout_s=WAIT_FOR_CHANGE_S + CALL_TIMEOUT_S)
-            if changes is None:
-                await asyncio.sleep(RETRY_S)
-                continue
-            for result in changes.values():
+            for result in (changes or {}).values():
                 if result.ok:
                     await self._guarded(self.apply(result.header, result.body))
+            if changes is None or (changes and known == (self.master_epoch, self.sync_state_set_epoch)):
+                await asyncio.sleep(RETRY_S)  # controller down, or a change this replica cannot take
 
     async def _guarded(self, step: Coroutine[Any, Any, bool | None]) -> bool:
         """A step whose failure (a store or epoch file that could not be written) is logged and
