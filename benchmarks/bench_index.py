@@ -8,10 +8,9 @@ QUERY_MESSAGE runs them off the broker's loop (`CommitLog.query_message`: index 
 message read from the log and checked): by a unique key, by an order key (one match) and by a
 shared customer key (maxNum 32 of N/100 matches). Also timed: the index walk alone, what indexing
 adds to a write (dispatch into a fresh index, up to 200,000 records), the process's
-anonymous RSS growth while filling (the index is memory-mapped files, not a dict; the log's own
-per-queue index holds 20 B a message), the index files' disk blocks, and a restart: the index
-alone (reopened from its checkpoint, nothing re-indexed), then log + index (the log's own
-recovery scan, which the segmented store replaces).
+anonymous RSS growth while filling (the index and the consume queues are files, not dicts), the
+index files' disk blocks, and a restart: the index alone (reopened from its checkpoint, nothing
+re-indexed), then log + index (the store's recovery from its checkpoint).
 
     python benchmarks/bench_index.py [--messages 1000000] [--small 10000] [--queries 2000] [--quick]
 """
@@ -142,7 +141,7 @@ def main() -> None:
         ("anonymous RSS growth while filling (MiB)", small["rss"], large["rss"]),
         ("index files on disk (MiB)", small["blocks"], large["blocks"]),
         ("reopen the index alone (s)", small["index_open_s"], large["index_open_s"]),
-        ("reopen log + index (s; the log's own scan)", small["reopen_s"], large["reopen_s"]),
+        ("reopen log + index (s; from the store's checkpoint)", small["reopen_s"], large["reopen_s"]),
     ], f"{args.small:,} msgs", f"{args.messages:,} msgs", digits=3))
 
 
