@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import time
 from dataclasses import asdict, replace
 from typing import Any, cast
@@ -31,10 +30,11 @@ from actors.controller import controller_config, start_controller
 from actors.controller_actor import CONTROLLER_NAME, kv_prefix
 from actors.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.namesrv_actor import NameServerActor
+from actors.placement import alive_node_ids, assign_broker_ports, free_port
 from actors.profiles import get_profile
 from actors.ray_runtime import head_node_id as head_node_id  # part of the launcher's API
 from actors.registry import REGISTRY_NAME, DeploymentRegistry
-from namesrv.remoting.config import ALL_INTERFACES, LOOPBACK, RemotingServerConfig
+from namesrv.remoting.config import LOOPBACK, RemotingServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -51,73 +51,8 @@ def ensure_ray(address: str | None = None, namespace: str = DEFAULT_NAMESPACE, *
     ray.init(address=address, namespace=namespace, log_to_driver=False, **init_kwargs)
 
 
-def placement_nodes() -> list[str]:
-    """Alive Ray nodes in placement order: workers first (by node id), the head last."""
-    alive = [n for n in ray.nodes() if n["Alive"]]
-    alive.sort(key=lambda n: ("node:__internal_head__" in n["Resources"], n["NodeID"]))
-    return [n["NodeID"] for n in alive]
-
-
-def wait_for_nodes(count: int, timeout_s: float) -> list[str]:
-    """Wait until at least `count` Ray nodes are alive; returns `placement_nodes()`."""
-    deadline = time.monotonic() + timeout_s
-    while len(nodes := placement_nodes()) < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(nodes)} Ray nodes alive after {timeout_s:.0f} s, wanted {count}")
-        time.sleep(1.0)
-    return nodes
-
-
-def spread_over_nodes(
-    spec: ClusterSpec, node_ids: list[str], *, brokers: bool = True, namesrvs: bool = True
-) -> ClusterSpec:
-    """Round-robin placement over `node_ids`: each broker pinned hard (a restart finds its store on
-    the same disk), NameServers softly (`ClusterSpec.namesrv_node_ids`). Modifies and returns spec."""
-    if not node_ids:
-        raise ValueError("no node to place actors on")
-    if brokers:
-        spec.brokers = [replace(b, node_id=node_ids[i % len(node_ids)]) for i, b in enumerate(spec.brokers)]
-    if namesrvs:
-        spec.namesrv_node_ids = list(node_ids)
-    return spec
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A port nobody listens on right now (bound and released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def node_ip(node_id: str) -> str:
-    for node in ray.nodes():
-        if node["NodeID"] == node_id:
-            return str(node["NodeManagerAddress"])
-    raise ValueError(f"no Ray node {node_id}")
-
-
-def assign_broker_ports(spec: ClusterSpec) -> None:
-    """Give every broker spec its port (and, listening on all interfaces, its node's IP)."""
-    if spec.broker_port is None:
-        return
-    assigned = []
-    for i, b in enumerate(spec.brokers):
-        if b.port is None:
-            port = spec.broker_port + 10 * i if spec.broker_port else free_port(LOOPBACK)
-            host = b.host
-            if spec.listen_host == ALL_INTERFACES:
-                host = node_ip(b.node_id) if b.node_id else ray.util.get_node_ip_address()
-            b = replace(b, port=port, host=host)
-        assigned.append(b)
-    spec.brokers = assigned
-
-
 class BrokerRestartError(RuntimeError):
     """A broker cannot come back where its store is (its node is dead, or the store is not there)."""
-
-
-def alive_node_ids() -> set[str]:
-    return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
 
 
 class Deployment:

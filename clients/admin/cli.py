@@ -71,7 +71,8 @@ def _start_local_ray() -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from actors.launcher import BrokerSpec, ClusterSpec, connect, deploy, spread_over_nodes, wait_for_nodes
+    from actors.launcher import BrokerSpec, ClusterSpec, connect, deploy
+    from actors.placement import spread_over_nodes, wait_for_nodes
     from actors.profiles import replication_overrides
 
     if args.address is None:

@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment, free_port
+from actors.launcher import BrokerSpec, Deployment
+from actors.placement import free_port
 from clients.cli import main as namesrv_main
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr

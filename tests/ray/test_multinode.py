@@ -26,7 +26,8 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment, placement_nodes, spread_over_nodes
+from actors.launcher import BrokerSpec, ClusterSpec, Deployment
+from actors.placement import placement_nodes, spread_over_nodes
 from clients.admin import AdminClient
 from clients.cli import main as namesrv_cli
 from tests.ray.helpers import (
