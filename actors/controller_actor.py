@@ -68,6 +68,8 @@ log = logging.getLogger(__name__)
 CONTROLLER_NAME = "controller"
 FAILPOINTS = ("before-persist", "after-persist")
 CLOSED_TOKENS_KEPT = 10_000
+DEATHS_KEPT = 100
+"""Broker deaths remembered for `stats()["deaths"]` (oldest dropped first)."""
 
 
 def monotonic_ms() -> int:
@@ -96,6 +98,8 @@ class ControllerActor:
         self.restored_events = self.core.event_log.last_index
         self.stale_reloads = 0
         self.elections = 0
+        self.deaths: list[dict[str, Any]] = []
+        """How brokers were found dead: `{"brokerName", "brokerId", "how", "atMs"}`, newest last."""
         self._lock = asyncio.Lock()
         self._changed = asyncio.Event()
         self._failpoints: dict[str, asyncio.Event] = {}
@@ -241,10 +245,18 @@ class ControllerActor:
             if current == token:
                 del self._channels[ident]
                 log.warning("%s: broker %s/%d channel %s", self.name, ident.broker_name, ident.broker_id, how)
+                self._record_death(ident, f"channel {how}")
                 self.loop.spawn("actor-death", self.report_actor_death(ident.broker_name, ident.broker_id))
+
+    def _record_death(self, ident: BrokerIdentity, how: str) -> None:
+        self.deaths.append({"brokerName": ident.broker_name, "brokerId": ident.broker_id, "how": how,
+                            "atMs": int(time.time() * 1000)})
+        del self.deaths[:-DEATHS_KEPT]
 
     async def _scan_not_active_broker(self) -> None:
         expired = self.core.scan_not_active_brokers()
+        for ident in expired:
+            self._record_death(ident, "heartbeat expired")
         masters = {n: s.master_broker_id for n, s in self.core.manager.sync_state_info.items()}
         if any(masters.get(i.broker_name) == i.broker_id for i in expired):
             await self._reelect()
@@ -371,6 +383,7 @@ class ControllerActor:
             "snapshot_index": event_log.snapshot_index,
             "stale_reloads": self.stale_reloads,
             "elections": self.elections,
+            "deaths": list(self.deaths),
             "in_grace": self.core.in_grace(),
             "live_brokers": sorted((i.broker_name, i.broker_id) for i in self.core.heartbeats.live),
             "watched_channels": self.housekeeping.watch_count,

@@ -380,12 +380,15 @@ def wait_registered_everywhere(dep: Deployment, timeout: float = 15.0) -> None:
 
 
 __all__ = [
+    "FAILOVER_HA",
     "ChannelStub",
     "DeploymentFactory",
     "assert_quiet",
+    "await_master_and_slave_in_sync",
     "broker_addrs",
     "broker_info",
     "broker_names",
+    "broker_status",
     "cluster_addrs",
     "deploy",
     "live_channel",
@@ -393,9 +396,12 @@ __all__ = [
     "namesrv_pid",
     "normalize_route",
     "queue_perms",
+    "read_all",
     "removals_of",
     "route_of",
     "route_version",
+    "routes_master_to",
+    "send_numbered",
     "stable_tables",
     "stopped",
     "summarize_route",
@@ -503,3 +509,53 @@ def pull_all(broker: Any, topic: str, queue_id: int, timeout: float = 60) -> dic
         if page["next_begin_offset"] <= offset or page["next_begin_offset"] >= max_offset:
             return {"messages": messages, "max_offset": max_offset}
         offset = page["next_begin_offset"]
+
+
+# ---------------------------------------------------------------------------- failover (controller mode)
+FAILOVER_HA: dict[str, Any] = {
+    "slave_sync_interval_ms": 200, "slave_read_enable": True, "ha_poll_wait_ms": 300, "broker_role": "SYNC_MASTER",
+    "slave_timeout_ms": 1_000, "ha_max_time_slave_not_catchup_ms": 2_000, "controller_first_elect_delay_ms": 500,
+}
+"""Broker overrides of a SYNC_MASTER set in controller mode with quick HA timing (tests of issue 21)."""
+
+
+def broker_status(dep: Deployment, broker: str) -> dict[str, Any]:
+    """A broker's `status()` (role, role_log, controller view, max_offset), by address or actor name."""
+    return ray.get(dep.brokers[dep.addr_of(broker)].status.remote(), timeout=30)
+
+
+def await_master_and_slave_in_sync(dep: Deployment, master: str, slave: str, topic: str) -> None:
+    """Wait until `master` is SYNC_MASTER with `slave` (a SLAVE) in the controller's SyncStateSet,
+    then create `topic` (4 queues) on the master and wait until the slave has it too."""
+    wait_until(lambda: broker_status(dep, master)["role"] == "SYNC_MASTER"
+               and broker_status(dep, slave)["role"] == "SLAVE", 30, f"{master} master and {slave} slave")
+    assert ray.get(dep.brokers[dep.addr_of(master)].create_topic.remote(topic, 4, 4), timeout=30).ok
+    wait_until(lambda: len(broker_status(dep, master)["controller"]["sync_state_set"]) == 2, 30,
+               "the slave in the controller's SyncStateSet")
+    wait_until(lambda: topic in ray.get(dep.brokers[dep.addr_of(slave)].get_topic_config_table.remote(), timeout=30),
+               30, f"the topic on {slave}")
+
+
+def send_numbered(dep: Deployment, broker: str, topic: str, n: int, start: int = 0) -> list[RemotingResponse]:
+    """Send messages start..start+n-1 (body `m<i>` x10, queue i % 4) straight to a broker actor."""
+    handle = dep.brokers[broker]
+    return ray.get([handle.send_message.remote(topic, i % 4, f"m{i}".encode() * 10) for i in range(start, start + n)],
+                   timeout=60)
+
+
+def read_all(dep: Deployment, broker: str, topic: str, queues: int = 4) -> dict[tuple[int, int], bytes]:
+    """Every message a broker holds of `topic`: {(queueId, queueOffset): body}."""
+    out: dict[tuple[int, int], bytes] = {}
+    for q in range(queues):
+        page = pull_all(dep.brokers[broker], topic, q, timeout=30)
+        out |= {(q, m["queue_offset"]): m["body"] for m in page["messages"]}
+    return out
+
+
+def routes_master_to(addr: str, broker_name: str = "broker-a") -> Callable[[dict[str, Any] | None], bool]:
+    """A route predicate: brokerId 0 of `broker_name` is `addr`."""
+    def check(route: dict[str, Any] | None) -> bool:
+        return route is not None and any(bd["brokerName"] == broker_name and
+                                         {str(k): v for k, v in bd["brokerAddrs"].items()}.get("0") == addr
+                                         for bd in route["brokerDatas"])
+    return check

@@ -24,50 +24,37 @@ from clients.consumer import PullConsumer
 from clients.producer import Message, MQClientError, Producer
 from namesrv.broker.mapped_file_queue import segment_paths
 from namesrv.protocol.codes import ResponseCode
-from tests.ray.helpers import DeploymentFactory, stopped, wait_for_route_everywhere, wait_until
+from tests.ray.helpers import (
+    FAILOVER_HA,
+    DeploymentFactory,
+    await_master_and_slave_in_sync,
+    broker_status,
+    read_all,
+    routes_master_to,
+    send_numbered,
+    stopped,
+    wait_for_route_everywhere,
+    wait_until,
+)
 
 TOPIC = "FailT"
 A0, A1 = "broker-a-0", "broker-a-1"
-HA = {"slave_sync_interval_ms": 200, "slave_read_enable": True, "ha_poll_wait_ms": 300, "broker_role": "SYNC_MASTER",
-      "slave_timeout_ms": 1_000, "ha_max_time_slave_not_catchup_ms": 2_000, "controller_first_elect_delay_ms": 500}
+HA = FAILOVER_HA
 
 
 def status(dep: Deployment, broker: str) -> dict[str, Any]:
-    return ray.get(dep.brokers[dep.addr_of(broker)].status.remote(), timeout=30)
+    return broker_status(dep, broker)
 
 
 def deploy(deployments: DeploymentFactory, **overrides: Any) -> Deployment:
     dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=2,
                              controller=True, broker_overrides=HA | overrides)
-    wait_until(lambda: status(dep, A0)["role"] == "SYNC_MASTER" and status(dep, A1)["role"] == "SLAVE", 30,
-               "broker-a-0 master and broker-a-1 slave")
-    assert ray.get(dep.brokers[A0].create_topic.remote(TOPIC, 4, 4), timeout=30).ok
-    wait_until(lambda: len(status(dep, A0)["controller"]["sync_state_set"]) == 2, 30,
-               "the slave in the controller's SyncStateSet")
-    wait_until(lambda: TOPIC in ray.get(dep.brokers[A1].get_topic_config_table.remote()), 30, "the topic on the slave")
+    await_master_and_slave_in_sync(dep, A0, A1, TOPIC)
     return dep
 
 
 def send(dep: Deployment, broker: str, n: int, start: int = 0) -> list[Any]:
-    handle = dep.brokers[broker]
-    return ray.get([handle.send_message.remote(TOPIC, i % 4, f"m{i}".encode() * 10) for i in range(start, start + n)],
-                   timeout=60)
-
-
-def read_all(dep: Deployment, broker: str) -> dict[tuple[int, int], bytes]:
-    out: dict[tuple[int, int], bytes] = {}
-    for q in range(4):
-        page = ray.get(dep.brokers[broker].pull_message.remote(TOPIC, q, 0, 1000), timeout=30)
-        out |= {(q, m["queue_offset"]): m["body"] for m in page["messages"]}
-    return out
-
-
-def routes_master_to(addr: str) -> Any:
-    def check(route: dict[str, Any] | None) -> bool:
-        return route is not None and any(bd["brokerName"] == "broker-a" and
-                                         {str(k): v for k, v in bd["brokerAddrs"].items()}.get("0") == addr
-                                         for bd in route["brokerDatas"])
-    return check
+    return send_numbered(dep, broker, TOPIC, n, start)
 
 
 def writable_spans(role_log: list[dict[str, Any]], end_ms: int) -> list[tuple[int, int]]:
@@ -120,7 +107,7 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     assert new["broker_id"] == 0 and new["masterEpoch"] == 2, (new["role_log"], old_log)
     wait_for_route_everywhere(dep, TOPIC, routes_master_to(A1), 15, "broker-a-1 as brokerId 0")
     assert all(r.ok for r in send(dep, A1, 8, start=100))
-    held = read_all(dep, A1)
+    held = read_all(dep, A1, TOPIC)
     assert {k: held.get(k) for k in expected} == expected  # every acknowledged message, same queue and offset
     assert b"never-acknowledged" not in held.values()
     spans = writable_spans(old_log, killed_ms) + writable_spans(new["role_log"], int(time.time() * 1000))

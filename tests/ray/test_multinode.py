@@ -30,11 +30,18 @@ from actors.launcher import BrokerSpec, ClusterSpec, Deployment
 from actors.placement import placement_nodes, spread_over_nodes
 from clients.admin import AdminClient
 from clients.cli import main as namesrv_cli
+from clients.producer import Message, MQClientError, Producer
 from tests.ray.helpers import (
+    FAILOVER_HA,
+    await_master_and_slave_in_sync,
+    broker_addrs,
     broker_info,
     broker_names,
+    broker_status,
     cluster_addrs,
+    read_all,
     removals_of,
+    routes_master_to,
     unique_namespace,
     wait_for_route,
     wait_for_route_everywhere,
@@ -49,6 +56,7 @@ pytestmark = pytest.mark.slow
 WORKERS = 3
 NODE_DEATH_BOUND_S = 30.0
 TOPIC = "TopicMultiNode"
+FAILOVER_TOPIC = "TopicMultiNodeFailover"
 # `fast` heartbeats (0.5 s), but a 120 s expiry: only the channel watch can remove a broker in time.
 NAMESRV_OVERRIDES = {"broker_channel_expired_time_ms": 120_000}
 
@@ -81,7 +89,7 @@ def deployed(spec: ClusterSpec) -> Iterator[Deployment]:
     try:
         yield dep.start()
     finally:
-        for handle in [*dep.brokers.values(), *dep.namesrvs.values()]:
+        for handle in [*dep.brokers.values(), *dep.namesrvs.values(), *([dep.controller] if dep.controller else [])]:
             with contextlib.suppress(Exception):
                 ray.kill(handle, no_restart=True)
 
@@ -250,3 +258,86 @@ def test_a_dead_node_with_a_namesrv_the_other_keeps_serving_and_it_comes_back_el
         assert status["node_id"] in alive_node_ids() - {victim}
         assert status["reconstructed"]
         assert cluster_addrs(ns1) == survivors
+
+
+@pytest.mark.timeout(110)
+def test_a_lost_master_node_promotes_the_slave_on_another_node_and_loses_nothing_acknowledged(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Controller mode, a SYNC_MASTER set spread over two workers (NameServers and the controller on
+    the head): removing the master's node makes the slave master at the next epoch, every NameServer
+    routes brokerId 0 of broker-a to it, the producer goes on sending to broker-a, and every message
+    acknowledged before the loss is on the new master at its queue and offset."""
+    while len(placement_nodes()) < 3:  # earlier tests removed workers: bring two back
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+    head = cluster.head_node.node_id
+    master_node, slave_node = placement_nodes()[:2]
+    spec = ClusterSpec(
+        namesrv_count=2, profile="fast", namespace=unique_namespace("mn-fo"), data_dir=str(tmp_path / "data"),
+        brokers=[BrokerSpec("broker-a", 0, node_id=master_node), BrokerSpec("broker-a", 1, node_id=slave_node)],
+        namesrv_node_ids=[head], namesrv_overrides=NAMESRV_OVERRIDES, broker_overrides=FAILOVER_HA,
+        namesrv_port=0, broker_port=None, controller=True,
+    )
+    a0, a1 = "broker-a-0", "broker-a-1"
+    with deployed(spec) as dep:
+        assert_placed_as_specified(dep)
+        await_master_and_slave_in_sync(dep, a0, a1, FAILOVER_TOPIC)
+        wait_for_route_everywhere(dep, FAILOVER_TOPIC, routes_master_to(a0), 20, "broker-a-0 as brokerId 0")
+        epoch = broker_status(dep, a0)["masterEpoch"]
+        master_id = broker_status(dep, a0)["controller"]["controller_broker_id"]
+        producer = Producer("mn-fo-producer", namesrv=list(dep.namesrvs), namespace=spec.namespace,
+                            instance_name="mn-fo-producer")
+        producer.start()
+        acked: dict[tuple[int, int], bytes] = {}
+        failures: list[str] = []
+
+        def send_one(i: int) -> None:
+            body = f"p{i}".encode()
+            try:
+                r = producer.send(Message(FAILOVER_TOPIC, body))
+            except MQClientError as e:
+                failures.append(str(e))
+                return
+            assert r.message_queue.broker_name == "broker-a"
+            if r.send_status == "SEND_OK":
+                acked[(r.message_queue.queue_id, r.queue_offset)] = body
+
+        try:
+            for i in range(40):
+                send_one(i)
+            assert len(acked) == 40, failures
+            before_loss = dict(acked)
+            started, started_wall = time.monotonic(), time.time()
+            cluster.remove_node(node_of(cluster, master_node), allow_graceful=False)
+
+            promoted = wait_until(lambda: (s := broker_status(dep, a1))["role"] == "SYNC_MASTER" and s,
+                                  NODE_DEATH_BOUND_S, "broker-a-1 promoted")
+            promoted_s = time.monotonic() - started
+            assert promoted["broker_id"] == 0 and promoted["masterEpoch"] == epoch + 1, promoted["role_log"]
+            wait_for_route_everywhere(dep, FAILOVER_TOPIC, lambda r: routes_master_to(a1)(r) and a0 not in
+                                      broker_addrs(r), max(1.0, started + NODE_DEATH_BOUND_S - time.monotonic()),
+                                      "broker-a-1 as brokerId 0, broker-a-0 gone")
+            routed_s = time.monotonic() - started
+            after_loss, i = len(acked), 1000
+            deadline = time.monotonic() + 30
+            while len(acked) < after_loss + 20 and time.monotonic() < deadline:
+                send_one(i)
+                i += 1
+            assert len(acked) >= after_loss + 20, f"sends to broker-a did not resume: {failures[-3:]}"
+        finally:
+            producer.shutdown()
+        log.warning("master node %s removed: broker-a-1 master after %.1f s, routed everywhere after %.1f s; "
+                    "%d sends failed meanwhile", master_node[:8], promoted_s, routed_s, len(failures))
+        held = read_all(dep, a1, FAILOVER_TOPIC)
+        assert {k: held.get(k) for k in before_loss} == before_loss  # SYNC_MASTER: nothing acknowledged lost
+        assert {k: held.get(k) for k in acked} == acked
+        # Beyond the heartbeat timeout: the controller's channel watch counts the lost actor as dead
+        # (ActorDiedError) once Ray does, so a broker on a dead node never waits for a timeout alone.
+        channel_deaths = wait_until(
+            lambda: [d for d in ray.get(dep.controller.stats.remote(), timeout=30)["deaths"]
+                     if d["brokerId"] == master_id and d["how"].startswith("channel died")],
+            max(1.0, started + NODE_DEATH_BOUND_S - time.monotonic()), "the controller's channel verdict on broker-a-0")
+        wait_until(lambda: master_node not in alive_node_ids(), 60, f"Ray to declare node {master_node} dead")
+        log.warning("controller's channel verdict %.1f s after the removal; Ray declared the node dead after %.1f s",
+                    channel_deaths[0]["atMs"] / 1000 - started_wall, time.monotonic() - started)
