@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -68,7 +69,17 @@ def local_ray(namespace_prefix: str = "tests") -> Iterator[str]:
     try:
         yield namespace
     finally:
+        _join_client_threads(5.0)
         ray.shutdown()
+
+
+def _join_client_threads(budget_s: float) -> None:
+    """Give the client instances' route threads (stopped, but maybe inside a Ray call) a bounded
+    time to leave it: a thread still inside Ray when the session shuts down can crash the driver."""
+    deadline = time.monotonic() + budget_s
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and t.name.endswith(("-route-poll", "-route-push")):
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 # ---------------------------------------------------------------------------- waiting
