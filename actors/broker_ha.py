@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,10 @@ CALL_SLACK_S = 10.0
 """A replication call that has not answered `wait_ms` plus this long is given up (a master stopped)."""
 RETRY_S = 0.2
 """Pause before asking again after a failed call."""
+INLINE_BYTES = 256 * 1024
+"""A batch this small is read (master) or appended (slave) on the event loop itself: a pread or a
+pwrite of page cache costs less than a hand-off to a thread, which on a loaded machine waits for a
+core; bigger batches (a catch-up) go to a thread so the loop never stalls on them."""
 
 
 class HAMasterService:
@@ -64,18 +69,24 @@ class HAMasterService:
             self.on_slave_channel(slave_id, channel)
         end = self.store.size_bytes()
         self.role.on_slave_request(slave_id, from_offset, end)
+        waited = 0.0
         if from_offset == end and wait_ms > 0:
+            started = time.perf_counter()
             try:
                 await asyncio.wait_for(self._new_data.wait(), min(wait_ms, 30_000) / 1000)
             except TimeoutError:
                 pass
+            waited = time.perf_counter() - started
+        size = max(1, min(max_bytes, self.config.ha_transfer_batch_bytes))
         try:
-            t = await asyncio.to_thread(self.store.read_raw, from_offset,
-                                        max(1, min(max_bytes, self.config.ha_transfer_batch_bytes)))
+            if self.store.size_bytes() - from_offset <= INLINE_BYTES:
+                t = self.store.read_raw(from_offset, size)
+            else:
+                t = await asyncio.to_thread(self.store.read_raw, from_offset, size)
         except (ReplicationError, OSError) as e:
             return {"error": type(e).__name__, "remark": str(e), "master_max": self.store.size_bytes()}
         self.bytes_sent += len(t.data)
-        return {"offset": t.offset, "data": t.data, "master_max": t.master_max}
+        return {"offset": t.offset, "data": t.data, "master_max": t.master_max, "waited_ms": waited * 1000}
 
     def metadata(self) -> dict[str, Any]:
         """What SlaveSynchronize copies: the topic table with its DataVersion, and consumer offsets."""
@@ -108,6 +119,10 @@ class HAClient:
         self.transfers = 0
         self.last_error: str | None = None
         self.first_request_ms: int | None = None
+        self.timing_ms = {"call": 0.0, "master_wait": 0.0, "append": 0.0}
+        """Summed over the transfers that carried data: the call's round trip less the master's wait
+        for new records (Ray both ways and the master's read), that wait, and the local append."""
+        self.data_transfers = 0
         self.caught_up_ms: int | None = None
         """When this slave first held its master's whole log (a catch-up's end)."""
         self._flusher: asyncio.Task[None] | None = None
@@ -144,18 +159,28 @@ class HAClient:
         cfg = self.config
         if self.first_request_ms is None:
             self.first_request_ms = self.clock()
+        started = time.perf_counter()
         reply = await self._call("ha_transfer", self.slave_id, self.store.size_bytes(), cfg.ha_transfer_batch_bytes,
                                  cfg.ha_poll_wait_ms, self.channel)
         if "error" in reply:
             raise ReplicationError(f"master {self.master_name}: {reply['error']}: {reply['remark']}")
         data: bytes = reply["data"]
         if data:
+            answered = time.perf_counter()
             early_ack = cfg.slave_ack_on_write and cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
-            touched = await asyncio.to_thread(self.store.append_raw, reply["offset"], data, not early_ack)
+            if len(data) <= INLINE_BYTES and early_ack:  # a pwrite of page cache: no thread hand-off
+                touched = self.store.append_raw(reply["offset"], data, False)
+            else:
+                touched = await asyncio.to_thread(self.store.append_raw, reply["offset"], data, not early_ack)
             if early_ack:
                 self._flush_soon()
             for topic, queue_id in touched:
                 self.hold.notify(topic, queue_id)
+            waited = float(reply.get("waited_ms", 0.0))
+            self.data_transfers += 1
+            self.timing_ms["call"] += (answered - started) * 1000 - waited
+            self.timing_ms["master_wait"] += waited
+            self.timing_ms["append"] += (time.perf_counter() - answered) * 1000
         self.master_max = int(reply["master_max"])
         self.last_ok_ms = self.clock()
         if self.caught_up_ms is None and self.store.size_bytes() >= self.master_max:
@@ -205,4 +230,6 @@ class HAClient:
         return {"role": "SLAVE", "master": self.master_name, "offset": held, "master_max": self.master_max,
                 "lag_bytes": max(0, self.master_max - held), "reachable": self.reachable(),
                 "transfers": self.transfers, "bytes_received": self.bytes_received, "last_error": self.last_error,
-                "first_request_ms": self.first_request_ms, "caught_up_ms": self.caught_up_ms}
+                "first_request_ms": self.first_request_ms, "caught_up_ms": self.caught_up_ms,
+                "data_transfers": self.data_transfers,
+                "mean_ms": {k: v / max(1, self.data_transfers) for k, v in self.timing_ms.items()}}
