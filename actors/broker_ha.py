@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -52,6 +53,8 @@ class HAMasterService:
         self.store, self.role, self.topics, self.offsets, self.config = store, role, topics, offsets, config
         self._new_data = asyncio.Event()
         store.listeners.append(self._wake)
+        self._cursors: dict[int, tuple[int, int]] = {}
+        """slave id -> (its stream, where the next pipelined answer starts)."""
         self.bytes_sent = 0
         self.on_slave_channel: Callable[[int, BrokerChannel], None] = lambda slave_id, channel: None
         """Told each slave's actor channel: its death takes it out of the SyncStateSet at once,
@@ -62,31 +65,49 @@ class HAMasterService:
         self._new_data = asyncio.Event()
 
     async def transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int,
-                       channel: BrokerChannel | None = None) -> dict[str, Any]:
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (slave_id, from_offset, max_bytes, wait_ms)):
-            return {"error": "ReplicationError", "remark": "slave id, offset, size and wait must be integers"}
+                       channel: BrokerChannel | None = None, ack_offset: int | None = None,
+                       stream: int = 0) -> dict[str, Any]:
+        """The records after `from_offset`. Without `ack_offset`, the request acknowledges
+        `from_offset` itself. With it (a pipelined slave: `ack_offset` is what it holds), the answer
+        starts at `from_offset` or after what an earlier request of the same `stream` was sent,
+        whichever is later, so requests in flight together get consecutive batches; a new stream
+        (the slave's restart after an error) starts again from `from_offset`."""
+        ints = (slave_id, from_offset, max_bytes, wait_ms, stream) + (() if ack_offset is None else (ack_offset,))
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in ints):
+            return {"error": "ReplicationError", "remark": "slave id, offsets, size, wait and stream must be integers"}
         if isinstance(channel, BrokerChannel):
             self.on_slave_channel(slave_id, channel)
         end = self.store.size_bytes()
-        self.role.on_slave_request(slave_id, from_offset, end)
-        waited = 0.0
-        if from_offset == end and wait_ms > 0:
-            started = time.perf_counter()
-            try:
-                await asyncio.wait_for(self._new_data.wait(), min(wait_ms, 30_000) / 1000)
+        self.role.on_slave_request(slave_id, from_offset if ack_offset is None else ack_offset, end)
+        if ack_offset is not None:
+            at = self._cursors.get(slave_id)
+            if at is None or at[0] != stream:
+                self._cursors[slave_id] = at = (stream, from_offset)
+        waited, started = 0.0, time.perf_counter()
+        deadline = started + min(wait_ms, 30_000) / 1000
+        while True:
+            start = from_offset if ack_offset is None else max(from_offset, self._cursors[slave_id][1])
+            remaining = deadline - time.perf_counter()
+            if start < self.store.size_bytes() or remaining <= 0:
+                break
+            try:  # another request of this slave may take what woke this one: then wait on
+                await asyncio.wait_for(self._new_data.wait(), remaining)
             except TimeoutError:
                 pass
             waited = time.perf_counter() - started
         size = max(1, min(max_bytes, self.config.ha_transfer_batch_bytes))
         try:
-            if self.store.size_bytes() - from_offset <= INLINE_BYTES:
-                t = self.store.read_raw(from_offset, size)
-            else:
-                t = await asyncio.to_thread(self.store.read_raw, from_offset, size)
+            if self.store.size_bytes() - start <= INLINE_BYTES:
+                t = self.store.read_raw(start, size)
+            else:  # a request racing this read may be sent the same bytes: the slave skips what it holds
+                t = await asyncio.to_thread(self.store.read_raw, start, size)
         except (ReplicationError, OSError) as e:
             return {"error": type(e).__name__, "remark": str(e), "master_max": self.store.size_bytes()}
+        if ack_offset is not None and self._cursors.get(slave_id, (None, 0))[0] == stream:
+            self._cursors[slave_id] = (stream, max(self._cursors[slave_id][1], t.offset + len(t.data)))
         self.bytes_sent += len(t.data)
-        return {"offset": t.offset, "data": t.data, "master_max": t.master_max, "waited_ms": waited * 1000}
+        return {"offset": t.offset, "data": t.data, "master_max": t.master_max, "waited_ms": waited * 1000,
+                "moved": t.offset != start}
 
     def metadata(self) -> dict[str, Any]:
         """What SlaveSynchronize copies: the topic table with its DataVersion, and consumer offsets."""
@@ -131,6 +152,14 @@ class HAClient:
         """This slave's actor channel, handed to the master with every request."""
         self.stopped = False
         """Set when this broker stops following the master (a role change): `run` ends."""
+        self._stream = random.getrandbits(48)
+        """Pipelined: this client's stream at the master, new after each failure (random at the start:
+        a restarted slave must not continue its previous process's stream)."""
+        self._next = 0
+        """Pipelined: the end of everything received (appended, or waiting in `_pending`)."""
+        self._pending: dict[int, bytes] = {}
+        """Pipelined: batches received ahead of a gap (an earlier answer still on its way), by offset."""
+        self._append_lock = asyncio.Lock()
 
     def reachable(self) -> bool:
         """The master answered within the last two poll waits plus a second."""
@@ -148,11 +177,89 @@ class HAClient:
     async def run(self) -> None:
         """Replicate until cancelled (the broker's shutdown) or `stopped`."""
         while not self.stopped:
+            if self.config.ha_pipeline_depth > 1:
+                await self._run_pipelined()
+                continue
             try:
                 await self.replicate_once()
             except (RayError, TimeoutError, ValueError, ReplicationError, OSError) as e:
                 self._failed(e)
                 await asyncio.sleep(RETRY_S)
+
+    async def _run_pipelined(self) -> None:
+        """`ha_pipeline_depth` requests in flight (one stream) until one fails: then a new stream
+        starts from this log's end, so nothing a lost answer carried is skipped."""
+        self._stream += 1
+        self._next = self.store.size_bytes()
+        self._pending.clear()
+        try:
+            async with asyncio.TaskGroup() as lanes:
+                for _ in range(self.config.ha_pipeline_depth):
+                    lanes.create_task(self._lane())
+        except* (RayError, TimeoutError, ValueError, ReplicationError, OSError) as group:
+            self._failed(group.exceptions[0])
+            await asyncio.sleep(RETRY_S)
+
+    async def _lane(self) -> None:
+        """One request after another; each acknowledges what this log holds when it is sent."""
+        cfg = self.config
+        while not self.stopped:
+            if self.first_request_ms is None:
+                self.first_request_ms = self.clock()
+            started = time.perf_counter()
+            reply = await self._call("ha_transfer", self.slave_id, self._next, cfg.ha_transfer_batch_bytes,
+                                     cfg.ha_poll_wait_ms, self.channel, self.store.size_bytes(), self._stream)
+            if "error" in reply:
+                raise ReplicationError(f"master {self.master_name}: {reply['error']}: {reply['remark']}")
+            data: bytes = reply["data"]
+            if data:
+                answered = time.perf_counter()
+                offset = int(reply["offset"])
+                self._next = max(self._next, offset + len(data))
+                self._pending[offset] = data
+                async with self._append_lock:
+                    await self._append_ready(offset if reply.get("moved") else None)
+                waited = float(reply.get("waited_ms", 0.0))
+                self.data_transfers += 1
+                self.timing_ms["call"] += (answered - started) * 1000 - waited
+                self.timing_ms["master_wait"] += waited
+                self.timing_ms["append"] += (time.perf_counter() - answered) * 1000
+            elif self._pending and min(self._pending) > self.store.size_bytes():
+                raise ReplicationError(f"a batch before offset {min(self._pending)} never came: starting again")
+            self._answered(reply, len(data))
+
+    async def _append_ready(self, moved: int | None) -> None:
+        """Append the received batches that start at or before this log's end, in offset order.
+        `moved`: the master answered from later than asked (retention deleted the start): that
+        batch is handed to the store as is (it accepts it on an empty log, else refuses a gap)."""
+        while self._pending:
+            offset = min(self._pending)
+            if offset > self.store.size_bytes() and offset != moved:
+                return  # an earlier answer is still on its way
+            await self._append(offset, self._pending.pop(offset))
+
+    async def _append(self, offset: int, data: bytes) -> None:
+        cfg = self.config
+        early_ack = cfg.slave_ack_on_write and cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        if len(data) <= INLINE_BYTES and early_ack:  # a pwrite of page cache: no thread hand-off
+            touched = self.store.append_raw(offset, data, False)
+        else:
+            touched = await asyncio.to_thread(self.store.append_raw, offset, data, not early_ack)
+        if early_ack:
+            self._flush_soon()
+        for topic, queue_id in touched:
+            self.hold.notify(topic, queue_id)
+
+    def _answered(self, reply: dict[str, Any], received: int) -> None:
+        self.master_max = int(reply["master_max"])
+        self.last_ok_ms = self.clock()
+        if self.caught_up_ms is None and self.store.size_bytes() >= self.master_max:
+            self.caught_up_ms = self.last_ok_ms
+        self.transfers += 1
+        self.bytes_received += received
+        if self.last_error is not None:
+            log.info("replicating from %s again at %d", self.master_name, self.store.size_bytes())
+            self.last_error = None
 
     async def replicate_once(self) -> int:
         """One transfer: ask from this log's end, append what comes; returns the bytes appended."""
@@ -167,29 +274,13 @@ class HAClient:
         data: bytes = reply["data"]
         if data:
             answered = time.perf_counter()
-            early_ack = cfg.slave_ack_on_write and cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH
-            if len(data) <= INLINE_BYTES and early_ack:  # a pwrite of page cache: no thread hand-off
-                touched = self.store.append_raw(reply["offset"], data, False)
-            else:
-                touched = await asyncio.to_thread(self.store.append_raw, reply["offset"], data, not early_ack)
-            if early_ack:
-                self._flush_soon()
-            for topic, queue_id in touched:
-                self.hold.notify(topic, queue_id)
+            await self._append(reply["offset"], data)
             waited = float(reply.get("waited_ms", 0.0))
             self.data_transfers += 1
             self.timing_ms["call"] += (answered - started) * 1000 - waited
             self.timing_ms["master_wait"] += waited
             self.timing_ms["append"] += (time.perf_counter() - answered) * 1000
-        self.master_max = int(reply["master_max"])
-        self.last_ok_ms = self.clock()
-        if self.caught_up_ms is None and self.store.size_bytes() >= self.master_max:
-            self.caught_up_ms = self.last_ok_ms
-        self.transfers += 1
-        self.bytes_received += len(data)
-        if self.last_error is not None:
-            log.info("replicating from %s again at %d", self.master_name, self.store.size_bytes())
-            self.last_error = None
+        self._answered(reply, len(data))
         return len(data)
 
     def _flush_soon(self) -> None:
