@@ -7,7 +7,8 @@ request itself is the slave's acknowledgement: it holds everything before `from_
 master's SyncStateSet and its waiting SYNC_MASTER sends learn of it on every call. The slave appends
 each batch verbatim at that offset (off its loop, fsynced per its flush policy), wakes pulls held on
 the queues that grew, and asks again at once: one round trip per batch, however far behind it is.
-Every `slave_sync_interval_ms` it also copies the master's topic config and consumer offsets.
+Every `slave_sync_interval_ms` it also copies the master's topic config, consumer offsets and
+delay-offset table (the schedule service's progress).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class HAMasterService:
         """slave id -> (its stream, where the next pipelined answer starts)."""
         self.bytes_sent = 0
         self.on_slave_channel: Callable[[int, BrokerChannel], None] = lambda slave_id, channel: None
+        self.delay_offsets: Callable[[], bytes] = lambda: b""
+        """The schedule service's progress (delayOffset.json's content), copied by the slaves."""
         """Told each slave's actor channel: its death takes it out of the SyncStateSet at once,
         instead of after haMaxTimeSlaveNotCatchup (RocketMQ sees its HA connection close)."""
 
@@ -113,7 +116,8 @@ class HAMasterService:
         """What SlaveSynchronize copies: the topic table with its DataVersion, and consumer offsets."""
         return {"topicConfigTable": {n: tc.to_wire() for n, tc in self.topics.topic_config_table.items()},
                 "dataVersion": self.topics.data_version.to_wire(),
-                "offsetTable": {k: dict(v) for k, v in self.offsets.table.items()}}
+                "offsetTable": {k: dict(v) for k, v in self.offsets.table.items()},
+                "delayOffset": self.delay_offsets()}
 
     def info(self) -> dict[str, Any]:
         end = self.store.size_bytes()
@@ -150,6 +154,8 @@ class HAClient:
         self._flush_wanted = False
         self.channel: BrokerChannel | None = None
         """This slave's actor channel, handed to the master with every request."""
+        self.delay_offsets: bytes = b""
+        """The master's delay-offset table as last copied (the broker hands it to its schedule service)."""
         self.stopped = False
         """Set when this broker stops following the master (a role change): `run` ends."""
         self._stream = random.getrandbits(48)
@@ -315,6 +321,8 @@ class HAClient:
         self.topics.sync_from_master(table, parse_data_version(meta["dataVersion"]))
         self.offsets.merge_from_master({k: {int(q): int(o) for q, o in v.items()}
                                         for k, v in meta["offsetTable"].items()})
+        if isinstance(meta.get("delayOffset"), bytes):
+            self.delay_offsets = meta["delayOffset"]
 
     def info(self) -> dict[str, Any]:
         held = self.store.size_bytes()
