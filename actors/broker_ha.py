@@ -1,12 +1,23 @@
 """Replication over Ray calls: the transport of namesrv.broker.ha (RocketMQ's HAService / HAClient).
 
 A slave long-polls its master's actor: `ha_transfer(slave_id, from_offset, max_bytes, wait_ms)`
-answers the whole records after `from_offset` (at most `max_bytes`, read off the master's event
-loop) and the master's log end, waiting up to `wait_ms` for new records when there are none. The
-request itself is the slave's acknowledgement: it holds everything before `from_offset`, so the
-master's SyncStateSet and its waiting SYNC_MASTER sends learn of it on every call. The slave appends
-each batch verbatim at that offset (off its loop, fsynced per its flush policy), wakes pulls held on
-the queues that grew, and asks again at once: one round trip per batch, however far behind it is.
+answers the whole records after `from_offset` (at most `max_bytes`; read on the master's event loop
+when at most INLINE_BYTES are pending, else in a thread) and the master's log end, waiting up to
+`wait_ms` for new records when there are none (woken by every group-commit batch). The request
+itself is the slave's acknowledgement: it holds everything before `from_offset` (or `ack_offset`,
+below), so the master's SyncStateSet and its waiting SYNC_MASTER sends learn of it on every call.
+The slave appends each batch verbatim at that offset, acknowledges once written and fsyncs after
+(as RocketMQ 5's AutoSwitchHAClient reports getMaxPhyOffset right after appendToCommitLog), wakes
+pulls held on the queues that grew, and asks again at once.
+
+Pipelined (`ha_pipeline_depth` > 1, the default 2): the slave keeps that many requests in flight,
+so while one answer travels to it another request already waits at the master and gets the next
+records at once. Each request names a stream and what the slave holds (`ack_offset`); the master
+keeps per slave a cursor of what it sent on that stream, so requests in flight together get
+consecutive batches; the slave appends them in offset order. Any failure (a lost answer, a gap that
+never fills) starts a new stream from the slave's own end: nothing is skipped, a batch sent twice is
+skipped by the byte-identical overlap check. RocketMQ's master streams to its slave over one socket
+instead; its master also transfers before its own flush, this one after (the fsync is ~1 ms here).
 Every `slave_sync_interval_ms` it also copies the master's topic config, consumer offsets and
 delay-offset table (the schedule service's progress).
 """
