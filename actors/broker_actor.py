@@ -253,10 +253,13 @@ class BrokerActor:
 
     # ------------------------------------------------------------------ replication (actors.broker_ha)
     async def ha_transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int,
-                          channel: BrokerChannel | None = None) -> dict[str, Any]:
-        """A slave asks for the records after `from_offset` (and acknowledges everything before);
-        `channel`: its actor, watched so its death takes it out of the SyncStateSet at once."""
-        return await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms, channel)
+                          channel: BrokerChannel | None = None, ack_offset: int | None = None,
+                          stream: int = 0) -> dict[str, Any]:
+        """A slave asks for the records after `from_offset` (and acknowledges everything before, or
+        before `ack_offset` when pipelined: see HAMasterService.transfer); `channel`: its actor,
+        watched so its death takes it out of the SyncStateSet at once."""
+        return await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms, channel,
+                                                        ack_offset, stream)
 
     async def ha_metadata(self) -> dict[str, Any]:
         return self.controller.ha_master.metadata()

@@ -154,6 +154,7 @@ class BrokerController:
         self.schedule = ScheduleService(self.store, store_dir / "config" / "delayOffset.json", clock,
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify
+        self.ha_master.delay_offsets = self.schedule.encode
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
                                     lambda: self.processor.consumers, str(store_dir),
                                     lambda request, ctx, topic: self.processor.may_read(request, ctx, topic))
@@ -258,8 +259,11 @@ class BrokerController:
         return self.to_clients.check_transactions() if self.role.writable else None
 
     async def _sync_metadata(self) -> None:
-        if self.ha_client is not None:
-            await self.ha_client.sync_metadata()
+        client = self.ha_client
+        if client is not None:
+            await client.sync_metadata()
+            if not self.role.writable and (self._schedule_task is None or self._schedule_task.done()):
+                await self.schedule.sync_from_master(client.delay_offsets)
 
     async def _register_periodically(self) -> dict[str, str] | None:
         if self.replicas is not None and not self.replicas.role_decided.is_set():

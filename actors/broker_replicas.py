@@ -27,8 +27,9 @@ Differences from RocketMQ 5.3: a broker deployed as a slave (brokerId > 0) waits
 `controller_first_elect_delay_ms` before asking to be a new set's first master; the slave's epoch
 entries are copied once per master term (at `change_to_slave`) instead of in every HA handshake;
 replication is the Ray transport of actors.broker_ha, so the master's address is mapped to its
-actor (`actor_of`); the delay-offset table is not replicated (scheduled messages parked on the old
-master are delivered from the log the new master holds, from its own delay offsets).
+actor (`actor_of`). The delay-offset table is copied with the other metadata (every
+`slave_sync_interval_ms`), so a promoted slave delivers scheduled messages from where its master
+was at the last copy (what the master delivered after it is delivered again: at least once).
 """
 
 from __future__ import annotations

@@ -6,11 +6,12 @@ behind it runs under load, and how fast a slave that missed a lot of log catches
 
 1. 16 concurrent senders (threads of this driver, sync Ray sends back to back, 256-byte bodies, SYNC_FLUSH
    everywhere) against: an unreplicated ASYNC_MASTER; an ASYNC_MASTER with one slave; a SYNC_MASTER
-   with one slave (each send acknowledged once the slave holds it). Printed side by side: msg/s,
-   ack p50/p99 (the master's replication state is sampled in every configuration alike), and the
+   with one slave (each send acknowledged once the slave holds it; `--compare-depth-1` adds one whose
+   slave keeps a single replication request in flight, ha_pipeline_depth 1). Printed side by side:
+   msg/s, ack p50/p99 (the master's replication state is sampled in every configuration alike), the
    slave's lag in time: for each sample of the master's log end, how long until the slave held it
-   (sampled every 10 ms, so ±10 ms). Targets (issue 21): SYNC_MASTER >= 0.7x unreplicated msg/s;
-   lag p99 <= 50 ms.
+   (sampled every 10 ms, so ±10 ms), and where the SYNC_MASTER's slave spends a transfer.
+   Targets (issue 21): SYNC_MASTER >= 0.7x unreplicated msg/s; lag p99 <= 50 ms.
 2. Catch-up: a master alone takes N MB (16 KiB bodies), then its slave starts empty; the time from
    the slave's first request to holding the master's whole log (its own clock), in MB/s (target
    >= 50 MB/s).
@@ -35,11 +36,12 @@ SENDERS = 16
 MASTER, SLAVE = "broker-a-0", "broker-a-1"
 
 
-def deploy_set(run: Any, role: str, slave: bool, tag: str) -> Deployment:
+def deploy_set(run: Any, role: str, slave: bool, tag: str, depth: int = 2) -> Deployment:
     brokers = [BrokerSpec("broker-a", 0)] + ([BrokerSpec("broker-a", 1)] if slave else [])
     spec = ClusterSpec(namesrv_count=1, brokers=brokers, profile="fast", namespace=f"{run.namespace}-{tag}",
                        data_dir=f"{run.data_dir}/{tag}", namesrv_port=0, broker_port=None,
-                       broker_overrides={"broker_role": role, "ha_poll_wait_ms": 500})
+                       broker_overrides={"broker_role": role, "ha_poll_wait_ms": 500,
+                                         "ha_pipeline_depth": depth})
     dep = deploy(spec)
     run.deployments.append(dep)
     assert ray.get(dep.brokers[MASTER].create_topic.remote(TOPIC, 8, 8), timeout=60).ok
@@ -120,6 +122,14 @@ def lag_ms(samples: list[tuple[float, int, int]]) -> list[float]:
     return out
 
 
+def transfer_parts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+    """The slave's per-transfer timing (get_ha_info mean_ms) over the transfers between two reads."""
+    n = after["data_transfers"] - before["data_transfers"]
+    out = {k: (after["mean_ms"][k] * after["data_transfers"] - before["mean_ms"][k] * before["data_transfers"])
+           / max(1, n) for k in after["mean_ms"]}
+    return out | {"n": n}
+
+
 def catch_up(run: Any, megabytes: int) -> tuple[float, float]:
     dep = deploy_set(run, "ASYNC_MASTER", False, "catchup")
     master = dep.brokers[MASTER]
@@ -141,6 +151,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="2 s per configuration, 20 MB catch-up")
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--megabytes", type=int, default=None)
+    ap.add_argument("--compare-depth-1", action="store_true",
+                    help="also SYNC_MASTER with ha_pipeline_depth 1 (one replication request in flight)")
     args = ap.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 10.0)
     megabytes = args.megabytes or (20 if args.quick else 100)
@@ -151,15 +163,25 @@ def main() -> None:
         async_slave = load(dep, seconds, True)
         dep = deploy_set(run, "SYNC_MASTER", True, "sync")
         wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
+        before = ha(dep, SLAVE)
         sync_slave = load(dep, seconds, True)
+        parts = transfer_parts(before, ha(dep, SLAVE))
+        one = None
+        if args.compare_depth_1:
+            dep = deploy_set(run, "SYNC_MASTER", True, "sync1", depth=1)
+            wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
+            one = load(dep, seconds, True)
         print(f"\n{SENDERS} senders, {seconds:.0f} s each, 256-byte bodies, SYNC_FLUSH")
         for name, r in (("unreplicated", plain), ("ASYNC_MASTER + slave", async_slave),
-                        ("SYNC_MASTER + slave", sync_slave)):
+                        ("SYNC_MASTER + slave", sync_slave)) + ((("  one request in flight", one),) if one else ()):
             lag = r["lag_ms"]
             lag_text = f"; slave lag p50 {percentile(lag, 0.5) or 0:.1f} ms, p99 {percentile(lag, 0.99) or 0:.1f} ms" \
                 if lag else ""
             print(f"  {name:22s} {r['rate']:8,.0f} msg/s ({r['msgs']:,} sent, {r['failed']} not SEND_OK), "
                   f"ack {latency_ms(r['lat'])}{lag_text}")
+        print(f"  SYNC_MASTER's slave, mean per transfer that carried records ({parts['n']:,}): Ray both ways and "
+              f"the master's read {parts['call']:.1f} ms, the master's wait for records {parts['master_wait']:.1f} ms, "
+              f"the slave's append {parts['append']:.2f} ms")
         print()
         print(ratio_table([("msg/s", plain["rate"], sync_slave["rate"]),
                            ("ack p50 (ms)", pct_ms(plain["lat"], 0.5), pct_ms(sync_slave["lat"], 0.5)),

@@ -311,15 +311,19 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
                 left[1].set_exception(OSError(f"commit log {self.dir} is closed"))
 
     def flush(self) -> None:
+        """fsync what was written but not yet synced. The write lock is held only to take the list
+        (each segment's fd duplicated, so a segment closed meanwhile is still synced), never across
+        the fsyncs: a replica's appends and the acknowledgements behind them go on while they run."""
         with self._write_lock:
-            self._flush_locked()
-
-    def _flush_locked(self) -> None:
-        dirty, self._dirty = self._dirty, {}
-        for seg in dirty.values():
-            if seg.fd >= 0:
-                os.fsync(seg.fd)
+            dirty, self._dirty = self._dirty, {}
+            fds = [os.dup(seg.fd) for seg in dirty.values() if seg.fd >= 0]
+        try:
+            for fd in fds:
+                os.fsync(fd)
                 self.fsyncs += 1
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def close(self) -> None:
         """Stop taking writes, checkpoint and close; callable from any thread. A batch being

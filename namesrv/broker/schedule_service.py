@@ -67,14 +67,34 @@ class ScheduleService:
         if self.path is None or not self.path.exists():
             return
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            self.level_offsets = {int(k): int(v) for k, v in data.get("offsetTable", {}).items()}
-            self.timer_floor = int(data.get("timerFloor", 0))
-            self.timer_done = {int(o) for o in data.get("timerDelivered", [])}
+            self._apply(self.path.read_bytes())
         except (ValueError, TypeError, AttributeError) as e:
             log.error("%s unreadable (%s): parked messages are delivered from the start again", self.path, e)
             self.level_offsets, self.timer_floor, self.timer_done = {}, 0, set()
-        self.timer_scanned = self.timer_floor
+            self.timer_scanned = 0
+
+    def _apply(self, raw: bytes) -> None:
+        """Take progress as `encode` wrote it; raises ValueError/TypeError/AttributeError (unchanged)."""
+        data = json.loads(raw.decode("utf-8"))
+        levels = {int(k): int(v) for k, v in data.get("offsetTable", {}).items()}
+        floor, done = int(data.get("timerFloor", 0)), {int(o) for o in data.get("timerDelivered", [])}
+        self.level_offsets, self.timer_floor, self.timer_done = levels, floor, done
+        self.timer_scanned, self.timer_heap = floor, []
+
+    async def sync_from_master(self, raw: bytes) -> None:
+        """A slave takes its master's progress (RocketMQ's SlaveSynchronize.syncDelayOffset) and
+        persists it, so once promoted it delivers from where the master was, not from the start.
+        Only while this broker does not deliver itself (its `run` is not going); a table that does
+        not parse is refused with a log line and changes nothing."""
+        if not raw or raw == self.encode():
+            return
+        try:
+            self._apply(raw)
+        except (ValueError, TypeError, AttributeError) as e:
+            log.error("master's delay offsets refused (%s): kept this broker's own", e)
+            return
+        self._dirty = True
+        await self.persist(force=True)
 
     def encode(self) -> bytes:
         return json.dumps({"offsetTable": {str(k): v for k, v in sorted(self.level_offsets.items())},

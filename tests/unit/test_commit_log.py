@@ -337,6 +337,35 @@ def test_sync_flush_fsyncs_before_every_acknowledgement(tmp_path: Path, fsyncs: 
     log.close()
 
 
+def test_flush_does_not_hold_writes_behind_its_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica acknowledges on write and flushes after: its next append must not wait for that fsync."""
+    log = open_log(tmp_path, FlushDiskType.ASYNC_FLUSH)
+    put(log, "T", 0, b"opens the first segment")
+    in_fsync, release = threading.Event(), threading.Event()
+    real = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        in_fsync.set()
+        assert release.wait(10)
+        real(fd)
+
+    monkeypatch.setattr(store_mod.os, "fsync", slow_fsync)
+    flusher = threading.Thread(target=log.flush)
+    flusher.start()
+    assert in_fsync.wait(10)
+    writer = threading.Thread(target=put, args=(log, "T", 0, b"written while the flush's fsync runs"))
+    writer.start()
+    writer.join(5)
+    written = not writer.is_alive()  # it would wait for the fsync if flush held the write lock
+    release.set()
+    writer.join(10)
+    assert written and log.max_offset("T", 0) == 2
+    flusher.join(10)
+    assert not flusher.is_alive()
+    monkeypatch.setattr(store_mod.os, "fsync", real)
+    log.close()
+
+
 def test_async_flush_acknowledges_after_write_and_fsyncs_on_flush(tmp_path: Path, fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path, FlushDiskType.ASYNC_FLUSH)
     put(log, "T", 0, b"opens the first segment")  # its creation fsyncs the directory

@@ -150,3 +150,38 @@ def test_a_failed_delivery_is_retried_never_skipped(tmp_path: Path) -> None:
     asyncio.run(scenario())
     assert s.service.level_offsets[1] == 2
     s.store.close()
+
+
+def test_a_promoted_slave_delivers_from_where_its_master_was(tmp_path: Path) -> None:
+    """The slave copies the master's log and its delay-offset table (SlaveSynchronize); once it
+    delivers itself it moves only what the master had not, and its copy of the table survives its
+    restart. A table that does not parse is refused and changes nothing."""
+    master = Scheduled(tmp_path / "m")
+    slave = Scheduled(tmp_path / "s")
+
+    async def scenario() -> None:
+        await master.park(b"level 1 (1 s)", DELAY="1")
+        await master.park(b"timer 2 s", TIMER_DELAY_MS="2500")
+        await master.park(b"level 2 (5 s)", DELAY="2")
+        master.clock.advance(2_000)
+        assert await master.service.pass_once() == 2
+        copy = master.store.read_raw(0, 1 << 20)
+        slave.store.append_raw(copy.offset, copy.data)
+        await slave.service.sync_from_master(b"{not json")
+        assert slave.service.level_offsets == {}, "a damaged table changes nothing"
+        await slave.service.sync_from_master(master.service.encode())
+        assert slave.service.encode() == master.service.encode()
+
+    asyncio.run(scenario())
+    restarted = ScheduleService(slave.store, tmp_path / "s" / "delayOffset.json", slave.clock, LEVELS, slave.deliver)
+    assert restarted.encode() == master.service.encode()
+    slave.service = restarted
+
+    async def promoted() -> None:
+        slave.clock.advance(5_000)
+        assert await slave.service.pass_once() == 1, "only what the master had not delivered"
+
+    asyncio.run(promoted())
+    assert slave.real() == [b"level 1 (1 s)", b"timer 2 s", b"level 2 (5 s)"]
+    master.store.close()
+    slave.store.close()
