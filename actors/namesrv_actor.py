@@ -20,6 +20,7 @@ from actors.metrics import namesrv_metrics
 from actors.namesrv_controller import NamesrvController, RemovalEvent
 from actors.namesrv_status import namesrv_status
 from actors.ray_runtime import was_restarted
+from namesrv.loop_probe import LoopProbe
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
@@ -48,6 +49,7 @@ class NameServerActor:
         self.controller = NamesrvController(name, config, node_dir, remoting=remoting, metrics=namesrv_metrics(name),
                                             restarted=self.reconstructed)
         self.remoting_address: str | None = None
+        self._probe: LoopProbe | None = None
         if remoting is not None:
             host = remoting.advertised_host or remoting.listen_host
             if host in (ALL_INTERFACES, "", "::"):
@@ -177,6 +179,14 @@ class NameServerActor:
     async def get_remoting_address(self) -> str | None:
         """host:port of this NameServer's RocketMQ remoting server (what a client's namesrvAddr lists)."""
         return self.remoting_address
+
+    async def loop_probe(self, since: float = 0.0) -> dict[str, Any]:
+        """The event loop's stalls after `since` (monotonic seconds) and why (`namesrv.loop_probe`);
+        the probe starts on the first call (diagnosis: benchmarks), and the first report is empty."""
+        if self._probe is None:
+            self._probe = LoopProbe()
+            self._probe.start()
+        return self._probe.report(since)
 
     async def ping(self) -> str:
         return self.name

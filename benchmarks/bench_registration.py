@@ -45,7 +45,7 @@ from typing import Any
 
 import ray
 from _common import fmt, pct_ms, print_machine, ratio_table
-from _registration_probes import QueryLog, RssSampler, query_loop
+from _registration_probes import QueryLog, RssSampler, loop_stalls, query_loop
 from registration_slices import Profile, concurrent_loop_turns, profile_registrations
 
 from actors.launcher import ClusterSpec, Deployment
@@ -123,6 +123,8 @@ class Phase:
     namesrv_cpu_s: float = 0.0
     """CPU the NameServer process used during the phase (user + system)."""
     load_avg: float = 0.0
+    loop: dict[str, Any] = field(default_factory=dict)
+    """The NameServer's loop-lag probe over the phase (namesrv.loop_probe): its stalls and GC."""
 
 
 def register_all(brokers: list[SimBroker], body: bytes, compressed: bool, parallel: int) -> tuple[float, float,
@@ -155,6 +157,7 @@ def run_scale(n: int, topics: int, args: argparse.Namespace, data_dir: str) -> d
     status = ray.get(ns.get_status.remote())
     rss = RssSampler(status["pid"])
     rss_empty = rss.now()
+    ray.get(ns.loop_probe.remote())  # starts the NameServer's loop-lag probe
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
     parent, child = ctx.Pipe(duplex=False)
@@ -181,6 +184,7 @@ def run_scale(n: int, topics: int, args: argparse.Namespace, data_dir: str) -> d
             phase.load_avg = os.getloadavg()[0]
             phase.rss_peak = rss.peak
             phase.route_encodings = ray.get(ns.get_status.remote())["route_encodings"] - encodings
+            phase.loop = ray.get(ns.loop_probe.remote(phase.start))
             idle_s = max(args.idle_seconds, min(phase.end - phase.start, args.idle_max_seconds))
             phase.idle_start = time.monotonic()
             time.sleep(idle_s)
@@ -237,10 +241,11 @@ def report(n: int, topics: int, status: dict[str, Any], rss_empty: int, phases: 
               f"{busy['not_found']} TOPIC_NOT_EXIST and {busy['errors']} other errors answered; "
               f"{p.route_encodings:,} route encodings; load average {p.load_avg:.1f}")
         print(indent(ratio_table(rows, "idle", p.name), "  "))
+        print(indent("\n".join(loop_stalls(p.loop, p.start, p.end)), "  "))
         out["phases"].append({"phase": p.name, "wall_s": wall, "busy": busy, "idle": idle,
                               "rss_end_mib": p.rss_end / 2**20, "rss_peak_mib": p.rss_peak / 2**20,
                               "route_encodings": p.route_encodings, "namesrv_cpu_s": p.namesrv_cpu_s,
-                              "load_avg": p.load_avg,
+                              "load_avg": p.load_avg, "loop_stalls": p.loop.get("stalls", [])[:20],
                               "answer_p50_ms": pct_ms(p.answer_s, 0.5), "answer_max_ms": max(p.answer_s) * 1000})
     return out
 
