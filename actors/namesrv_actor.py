@@ -7,6 +7,7 @@ One method per request code, named as the code in lower case (`register_broker`,
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -58,6 +59,10 @@ class NameServerActor:
         if self.reconstructed:
             self.controller.snapshots.resume_after_restart()
         self.controller.start()
+        # Everything loaded so far (Ray's worker, the imports, a restored table) lives as long as the
+        # process: out of the collector's sight, so no full collection walks it again (see
+        # actors.namesrv_requests.FREEZE_AFTER_BYTES for the tables a registration grows).
+        gc.freeze()
 
     async def shutdown(self) -> None:
         """Stop every background step and watch; the actor can then be killed without loose ends."""

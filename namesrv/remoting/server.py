@@ -113,6 +113,8 @@ class Connection(asyncio.BufferedProtocol):
             allowance = self.reserved - self.decoder.pending_bytes
         else:
             allowance = self.server.limits.small_frame_max_length - self.decoder.pending_bytes
+        if self.server.turn_spent():  # a small read only: a whole small request, or a large frame's head
+            allowance = min(allowance, RemotingServer.SPENT_TURN_READ)
         return self.server.read_buffer(max(allowance, 1))
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -120,9 +122,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes | memoryview) -> None:
         self.last_read = time.monotonic()
-        if self.server.over_read_budget(len(data)) and self.transport is not None:
-            self.transport.pause_reading()  # the rest next loop turn (RemotingServer.READ_BUDGET)
-            self.server.budget_paused.append(self)
+        over_budget = self.server.over_read_budget(len(data))
         completed = self.decoder.completed
         try:
             commands = self.decoder.feed(data)
@@ -133,6 +133,11 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"bad frame: {e}")
             return
         self._account(completed)
+        if over_budget and self.decoder.pending_bytes and self.transport is not None and not self.waiting_for_budget:
+            # the rest of this frame in a later turn (RemotingServer.READ_BUDGET); a connection whose
+            # read ended on a frame boundary (a route query) is never held back
+            self.transport.pause_reading()
+            self.server.budget_paused.append(self)
         if not commands:
             return
         out: list[bytes] = []
@@ -285,7 +290,12 @@ class RemotingServer:
     READ_BUDGET = 2 * 1024 * 1024
     """Bytes read from all connections in one loop turn before the rest waits for the next turn:
     300 brokers sending 1.6 MB registrations at once would otherwise be read (and copied) in one
-    turn of tens of milliseconds while route queries wait."""
+    turn of tens of milliseconds while route queries wait. Once a turn's budget is spent, the
+    turn's further reads are SPENT_TURN_READ bytes at most, and a connection left inside a frame
+    pauses; paused connections resume RESUME_PER_TURN per turn, in order: a burst from 300
+    connections is read about READ_BUDGET per turn, not one chunk from each of them per turn."""
+    SPENT_TURN_READ = 4096
+    RESUME_PER_TURN = READ_BUDGET // READ_CHUNK
 
     def __init__(self, name: str, handler: Handler, on_close: CloseHandler, idle_timeout_s: float,
                  spawn: Callable[[Coroutine[Any, Any, None]], object], limits: ServerLimits | None = None) -> None:
@@ -342,11 +352,19 @@ class RemotingServer:
             return True
         return False
 
+    def turn_spent(self) -> bool:
+        """True once this loop turn has read its READ_BUDGET."""
+        return self._turn_bytes > self.READ_BUDGET
+
     def _next_turn(self) -> None:
-        self._turn_reset_scheduled = False
         self._turn_bytes = 0
-        paused, self.budget_paused = self.budget_paused, []
-        for conn in paused:
+        k = self.RESUME_PER_TURN
+        resumed, self.budget_paused = self.budget_paused[:k], self.budget_paused[k:]
+        if self.budget_paused:  # the rest in the next turns, RESUME_PER_TURN each
+            asyncio.get_event_loop().call_soon(self._next_turn)
+        else:
+            self._turn_reset_scheduled = False
+        for conn in resumed:
             conn.resume_after_budget()
 
     def bind(self, host: str, port: int) -> int:
