@@ -194,7 +194,7 @@ def run_scale(n: int, topics: int, args: argparse.Namespace, data_dir: str) -> d
             print(f"  {label}: {phase.end - phase.start:.2f} s (idle window {idle_s:.1f} s after it)", flush=True)
             if phase.rss_peak > args.max_rss_gib * 2**30:
                 raise RuntimeError(f"NameServer RSS {phase.rss_peak / 2**30:.1f} GiB > --max-rss-gib")
-        status = ray.get(ns.get_status.remote())
+        status = ray.get(ns.get_status.remote()) | {"nice": rss.proc.nice()}
     finally:
         stop.set()
         log = None
@@ -215,7 +215,7 @@ def run_scale(n: int, topics: int, args: argparse.Namespace, data_dir: str) -> d
 def report(n: int, topics: int, status: dict[str, Any], rss_empty: int, phases: list[Phase],
            log: QueryLog) -> dict[str, Any]:
     print(f"  NameServer at the end: {status['topics']:,} topics, {len(status['brokers'])} brokers, "
-          f"RSS empty {rss_empty / 2**20:,.0f} MiB")
+          f"RSS empty {rss_empty / 2**20:,.0f} MiB, process niceness {status.get('nice', '?')}")
     out: dict[str, Any] = {"brokers": n, "topics": topics, "rss_empty_mib": rss_empty / 2**20, "phases": []}
     for p in phases:
         busy, idle = log.window(p.start, p.end), log.window(p.idle_start, p.idle_end)
