@@ -134,9 +134,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._account(completed)
         if over_budget and self.decoder.pending_bytes and self.transport is not None and not self.waiting_for_budget:
-            # the rest of this frame in a later turn (RemotingServer.READ_BUDGET); a connection whose
-            # read ended on a frame boundary (a route query) is never held back
-            self.transport.pause_reading()
+            self.transport.pause_reading()  # inside a frame: the rest in a later turn (READ_BUDGET)
             self.server.budget_paused.append(self)
         if not commands:
             return
@@ -290,10 +288,9 @@ class RemotingServer:
     READ_BUDGET = 2 * 1024 * 1024
     """Bytes read from all connections in one loop turn before the rest waits for the next turn:
     300 brokers sending 1.6 MB registrations at once would otherwise be read (and copied) in one
-    turn of tens of milliseconds while route queries wait. Once a turn's budget is spent, the
-    turn's further reads are SPENT_TURN_READ bytes at most, and a connection left inside a frame
-    pauses; paused connections resume RESUME_PER_TURN per turn, in order: a burst from 300
-    connections is read about READ_BUDGET per turn, not one chunk from each of them per turn."""
+    turn of tens of ms while route queries wait. Once it is spent, further reads in the turn are
+    SPENT_TURN_READ bytes at most, a connection left inside a frame pauses (a route query never
+    does), and paused ones resume RESUME_PER_TURN a turn, in order."""
     SPENT_TURN_READ = 4096
     RESUME_PER_TURN = READ_BUDGET // READ_CHUNK
 
@@ -352,18 +349,16 @@ class RemotingServer:
             return True
         return False
 
-    def turn_spent(self) -> bool:
-        """True once this loop turn has read its READ_BUDGET."""
+    def turn_spent(self) -> bool:  # this loop turn has read its READ_BUDGET
         return self._turn_bytes > self.READ_BUDGET
 
     def _next_turn(self) -> None:
         self._turn_bytes = 0
-        k = self.RESUME_PER_TURN
-        resumed, self.budget_paused = self.budget_paused[:k], self.budget_paused[k:]
+        n, paused = self.RESUME_PER_TURN, self.budget_paused
+        resumed, self.budget_paused = paused[:n], paused[n:]
+        self._turn_reset_scheduled = bool(self.budget_paused)
         if self.budget_paused:  # the rest in the next turns, RESUME_PER_TURN each
             asyncio.get_event_loop().call_soon(self._next_turn)
-        else:
-            self._turn_reset_scheduled = False
         for conn in resumed:
             conn.resume_after_budget()
 
