@@ -24,7 +24,8 @@ Each phase is followed by an idle window of the same table (route queries, no re
 running): the side-by-side baseline for that phase's route-query figures. Printed per phase:
 registration wall time, per-registration answer time, route-query p50/p99/max, the longest gap
 between consecutive answers (the loop stall; target <= 5 ms), and the NameServer's RSS (psutil on
-the actor's pid) against the empty NameServer's.
+the actor's pid) against the empty NameServer's; then the NameServer's own loop stalls over 5 ms,
+the worst split into its loop's CPU, GC, other threads' CPU and time not run (namesrv.loop_probe).
 """
 
 from __future__ import annotations
