@@ -30,7 +30,7 @@ from actors.controller import controller_config, start_controller
 from actors.controller_actor import CONTROLLER_NAME, kv_prefix
 from actors.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.namesrv_actor import NameServerActor
-from actors.placement import alive_node_ids, assign_broker_ports, free_port
+from actors.placement import alive_node_ids, assign_broker_ports, free_port, server_runtime_env
 from actors.profiles import get_profile
 from actors.ray_runtime import head_node_id as head_node_id  # part of the launcher's API
 from actors.registry import REGISTRY_NAME, DeploymentRegistry
@@ -93,6 +93,7 @@ class Deployment:
             "max_restarts": self.spec.namesrv_max_restarts,
             "lifetime": self._lifetime(),
             "get_if_exists": True,
+            "runtime_env": server_runtime_env(),  # nice 0, not Ray's 15 (placement.SERVER_NICENESS)
         }
         node_id = self.spec.namesrv_node_id(name)
         if node_id is not None:

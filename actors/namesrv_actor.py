@@ -7,6 +7,7 @@ One method per request code, named as the code in lower case (`register_broker`,
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +21,7 @@ from actors.metrics import namesrv_metrics
 from actors.namesrv_controller import NamesrvController, RemovalEvent
 from actors.namesrv_status import namesrv_status
 from actors.ray_runtime import was_restarted
+from namesrv.loop_probe import LoopProbe
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
@@ -48,6 +50,7 @@ class NameServerActor:
         self.controller = NamesrvController(name, config, node_dir, remoting=remoting, metrics=namesrv_metrics(name),
                                             restarted=self.reconstructed)
         self.remoting_address: str | None = None
+        self._probe: LoopProbe | None = None
         if remoting is not None:
             host = remoting.advertised_host or remoting.listen_host
             if host in (ALL_INTERFACES, "", "::"):
@@ -56,6 +59,10 @@ class NameServerActor:
         if self.reconstructed:
             self.controller.snapshots.resume_after_restart()
         self.controller.start()
+        # Everything loaded so far (Ray's worker, the imports, a restored table) lives as long as the
+        # process: out of the collector's sight, so no full collection walks it again (see
+        # actors.namesrv_requests.FREEZE_AFTER_BYTES for the tables a registration grows).
+        gc.freeze()
 
     async def shutdown(self) -> None:
         """Stop every background step and watch; the actor can then be killed without loose ends."""
@@ -177,6 +184,14 @@ class NameServerActor:
     async def get_remoting_address(self) -> str | None:
         """host:port of this NameServer's RocketMQ remoting server (what a client's namesrvAddr lists)."""
         return self.remoting_address
+
+    async def loop_probe(self, since: float = 0.0) -> dict[str, Any]:
+        """The event loop's stalls after `since` (monotonic seconds) and why (`namesrv.loop_probe`);
+        the probe starts on the first call (diagnosis: benchmarks), and the first report is empty."""
+        if self._probe is None:
+            self._probe = LoopProbe()
+            self._probe.start()
+        return self._probe.report(since)
 
     async def ping(self) -> str:
         return self.name

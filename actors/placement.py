@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import replace
+from typing import Any
 
 import ray
 
@@ -76,3 +77,18 @@ def assign_broker_ports(spec: ClusterSpec) -> None:
 
 def alive_node_ids() -> set[str]:
     return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+
+
+SERVER_NICENESS = 0
+"""The scheduling niceness a NameServer's process runs at. Ray starts every worker at nice 15 (its
+`worker_niceness`, so its own daemons come first); a NameServer at 15 gets ~1/28 of a core's share
+against any process at 0 (weights 36 vs 1024), so on a busy machine its answers wait tens of
+milliseconds for the CPU, not for its own work (docs/performance.md, "Registration storm").
+RocketMQ's NameServer is a JVM at the default priority: so is this one. Set through Ray's own
+`RAY_worker_niceness` in the actor's runtime_env (no privilege needed: the worker starts at its
+raylet's niceness and only ever raises it)."""
+
+
+def server_runtime_env() -> dict[str, Any]:
+    """The runtime_env of a NameServer actor (see SERVER_NICENESS)."""
+    return {"env_vars": {"RAY_worker_niceness": str(SERVER_NICENESS)}}

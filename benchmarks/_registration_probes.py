@@ -103,3 +103,18 @@ class RssSampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def loop_stalls(probe: dict[str, Any], start: float, end: float, worst: int = 3) -> list[str]:
+    """Lines on the NameServer's own loop stalls (namesrv.loop_probe) between start and end: how many,
+    and the worst ones split by cause (the loop computing, other threads of its process, GC, and
+    the rest: the process not run at all)."""
+    stalls = [s for s in probe.get("stalls", []) if start <= s["at"] <= end + 0.05]
+    lines = [f"NameServer loop stalls over 5 ms: {len(stalls)}; GC so far {probe.get('gc_count', 0)} collections, "
+             f"longest {probe.get('gc_max_ms', 0.0):.1f} ms"]
+    for s in stalls[:worst]:
+        rest = max(0.0, s["wall_ms"] - s["loop_cpu_ms"] - s["other_cpu_ms"])
+        lines.append(f"  stall {s['wall_ms']:6.1f} ms at +{s['at'] - start:6.2f} s: loop thread CPU "
+                     f"{s['loop_cpu_ms']:5.1f} (GC {s['gc_ms']:4.1f}), other threads CPU {s['other_cpu_ms']:5.1f}, "
+                     f"not run {rest:5.1f}")
+    return lines

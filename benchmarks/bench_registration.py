@@ -24,7 +24,8 @@ Each phase is followed by an idle window of the same table (route queries, no re
 running): the side-by-side baseline for that phase's route-query figures. Printed per phase:
 registration wall time, per-registration answer time, route-query p50/p99/max, the longest gap
 between consecutive answers (the loop stall; target <= 5 ms), and the NameServer's RSS (psutil on
-the actor's pid) against the empty NameServer's.
+the actor's pid) against the empty NameServer's; then the NameServer's own loop stalls over 5 ms,
+the worst split into its loop's CPU, GC, other threads' CPU and time not run (namesrv.loop_probe).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from typing import Any
 
 import ray
 from _common import fmt, pct_ms, print_machine, ratio_table
-from _registration_probes import QueryLog, RssSampler, query_loop
+from _registration_probes import QueryLog, RssSampler, loop_stalls, query_loop
 from registration_slices import Profile, concurrent_loop_turns, profile_registrations
 
 from actors.launcher import ClusterSpec, Deployment
@@ -123,6 +124,8 @@ class Phase:
     namesrv_cpu_s: float = 0.0
     """CPU the NameServer process used during the phase (user + system)."""
     load_avg: float = 0.0
+    loop: dict[str, Any] = field(default_factory=dict)
+    """The NameServer's loop-lag probe over the phase (namesrv.loop_probe): its stalls and GC."""
 
 
 def register_all(brokers: list[SimBroker], body: bytes, compressed: bool, parallel: int) -> tuple[float, float,
@@ -155,6 +158,7 @@ def run_scale(n: int, topics: int, args: argparse.Namespace, data_dir: str) -> d
     status = ray.get(ns.get_status.remote())
     rss = RssSampler(status["pid"])
     rss_empty = rss.now()
+    ray.get(ns.loop_probe.remote())  # starts the NameServer's loop-lag probe
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
     parent, child = ctx.Pipe(duplex=False)
@@ -181,6 +185,7 @@ def run_scale(n: int, topics: int, args: argparse.Namespace, data_dir: str) -> d
             phase.load_avg = os.getloadavg()[0]
             phase.rss_peak = rss.peak
             phase.route_encodings = ray.get(ns.get_status.remote())["route_encodings"] - encodings
+            phase.loop = ray.get(ns.loop_probe.remote(phase.start))
             idle_s = max(args.idle_seconds, min(phase.end - phase.start, args.idle_max_seconds))
             phase.idle_start = time.monotonic()
             time.sleep(idle_s)
@@ -190,7 +195,7 @@ def run_scale(n: int, topics: int, args: argparse.Namespace, data_dir: str) -> d
             print(f"  {label}: {phase.end - phase.start:.2f} s (idle window {idle_s:.1f} s after it)", flush=True)
             if phase.rss_peak > args.max_rss_gib * 2**30:
                 raise RuntimeError(f"NameServer RSS {phase.rss_peak / 2**30:.1f} GiB > --max-rss-gib")
-        status = ray.get(ns.get_status.remote())
+        status = ray.get(ns.get_status.remote()) | {"nice": rss.proc.nice()}
     finally:
         stop.set()
         log = None
@@ -211,7 +216,7 @@ def run_scale(n: int, topics: int, args: argparse.Namespace, data_dir: str) -> d
 def report(n: int, topics: int, status: dict[str, Any], rss_empty: int, phases: list[Phase],
            log: QueryLog) -> dict[str, Any]:
     print(f"  NameServer at the end: {status['topics']:,} topics, {len(status['brokers'])} brokers, "
-          f"RSS empty {rss_empty / 2**20:,.0f} MiB")
+          f"RSS empty {rss_empty / 2**20:,.0f} MiB, process niceness {status.get('nice', '?')}")
     out: dict[str, Any] = {"brokers": n, "topics": topics, "rss_empty_mib": rss_empty / 2**20, "phases": []}
     for p in phases:
         busy, idle = log.window(p.start, p.end), log.window(p.idle_start, p.idle_end)
@@ -237,10 +242,11 @@ def report(n: int, topics: int, status: dict[str, Any], rss_empty: int, phases: 
               f"{busy['not_found']} TOPIC_NOT_EXIST and {busy['errors']} other errors answered; "
               f"{p.route_encodings:,} route encodings; load average {p.load_avg:.1f}")
         print(indent(ratio_table(rows, "idle", p.name), "  "))
+        print(indent("\n".join(loop_stalls(p.loop, p.start, p.end)), "  "))
         out["phases"].append({"phase": p.name, "wall_s": wall, "busy": busy, "idle": idle,
                               "rss_end_mib": p.rss_end / 2**20, "rss_peak_mib": p.rss_peak / 2**20,
                               "route_encodings": p.route_encodings, "namesrv_cpu_s": p.namesrv_cpu_s,
-                              "load_avg": p.load_avg,
+                              "load_avg": p.load_avg, "loop_stalls": p.loop.get("stalls", [])[:20],
                               "answer_p50_ms": pct_ms(p.answer_s, 0.5), "answer_max_ms": max(p.answer_s) * 1000})
     return out
 

@@ -113,6 +113,8 @@ class Connection(asyncio.BufferedProtocol):
             allowance = self.reserved - self.decoder.pending_bytes
         else:
             allowance = self.server.limits.small_frame_max_length - self.decoder.pending_bytes
+        if self.server.turn_spent():  # a small read only: a whole small request, or a large frame's head
+            allowance = min(allowance, RemotingServer.SPENT_TURN_READ)
         return self.server.read_buffer(max(allowance, 1))
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -120,9 +122,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes | memoryview) -> None:
         self.last_read = time.monotonic()
-        if self.server.over_read_budget(len(data)) and self.transport is not None:
-            self.transport.pause_reading()  # the rest next loop turn (RemotingServer.READ_BUDGET)
-            self.server.budget_paused.append(self)
+        over_budget = self.server.over_read_budget(len(data))
         completed = self.decoder.completed
         try:
             commands = self.decoder.feed(data)
@@ -133,6 +133,9 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"bad frame: {e}")
             return
         self._account(completed)
+        if over_budget and self.decoder.pending_bytes and self.transport is not None and not self.waiting_for_budget:
+            self.transport.pause_reading()  # inside a frame: the rest in a later turn (READ_BUDGET)
+            self.server.budget_paused.append(self)
         if not commands:
             return
         out: list[bytes] = []
@@ -285,7 +288,11 @@ class RemotingServer:
     READ_BUDGET = 2 * 1024 * 1024
     """Bytes read from all connections in one loop turn before the rest waits for the next turn:
     300 brokers sending 1.6 MB registrations at once would otherwise be read (and copied) in one
-    turn of tens of milliseconds while route queries wait."""
+    turn of tens of ms while route queries wait. Once it is spent, further reads in the turn are
+    SPENT_TURN_READ bytes at most, a connection left inside a frame pauses (a route query never
+    does), and paused ones resume RESUME_PER_TURN a turn, in order."""
+    SPENT_TURN_READ = 4096
+    RESUME_PER_TURN = READ_BUDGET // READ_CHUNK
 
     def __init__(self, name: str, handler: Handler, on_close: CloseHandler, idle_timeout_s: float,
                  spawn: Callable[[Coroutine[Any, Any, None]], object], limits: ServerLimits | None = None) -> None:
@@ -342,11 +349,17 @@ class RemotingServer:
             return True
         return False
 
+    def turn_spent(self) -> bool:  # this loop turn has read its READ_BUDGET
+        return self._turn_bytes > self.READ_BUDGET
+
     def _next_turn(self) -> None:
-        self._turn_reset_scheduled = False
         self._turn_bytes = 0
-        paused, self.budget_paused = self.budget_paused, []
-        for conn in paused:
+        n, paused = self.RESUME_PER_TURN, self.budget_paused
+        resumed, self.budget_paused = paused[:n], paused[n:]
+        self._turn_reset_scheduled = bool(self.budget_paused)
+        if self.budget_paused:  # the rest in the next turns, RESUME_PER_TURN each
+            asyncio.get_event_loop().call_soon(self._next_turn)
+        for conn in resumed:
             conn.resume_after_budget()
 
     def bind(self, host: str, port: int) -> int:

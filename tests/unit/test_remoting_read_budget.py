@@ -50,3 +50,52 @@ def test_a_burst_of_big_frames_is_read_over_several_turns_and_every_one_answered
     # No turn read more than the budget plus one read per connection that was still reading.
     assert max(turns) <= RemotingServer.READ_BUDGET + CLIENTS * 256 * 1024
     assert server.budget_paused == [], "every paused connection was resumed"
+
+
+async def _querier(port: int, stop: asyncio.Event) -> int:
+    """Small requests back to back on their own connection while the burst is read: how many answered."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    decoder, answered, opaque = FrameDecoder(), 0, 0
+    while not stop.is_set():
+        opaque += 1
+        writer.write(encode_command(RemotingCommand(code=105, opaque=opaque)))
+        while not (answers := decoder.feed(await reader.read(65536))):
+            pass
+        answered += len(answers)
+    writer.close()
+    return answered
+
+
+async def _burst_with_queries(clients: int) -> tuple[RemotingServer, list[int], int, bool]:
+    turns: list[int] = []
+    querier_paused = False
+
+    def handler(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        nonlocal querier_paused
+        turns.append(server._turn_bytes)
+        if cmd.code == 105:
+            querier_paused |= any(c is conn for c in server.budget_paused)
+        return cmd.response(0, str(zlib.crc32(cmd.body or b"")))
+
+    server = RemotingServer("t", handler, lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
+    port = server.bind("127.0.0.1", 0)
+    await server.serve()
+    stop = asyncio.Event()
+    try:
+        query = asyncio.ensure_future(_querier(port, stop))
+        await asyncio.wait_for(asyncio.gather(*(_client(port, i) for i in range(clients))), 60)
+        stop.set()
+        answered = await asyncio.wait_for(query, 10)
+    finally:
+        await server.stop()
+    return server, turns, answered, querier_paused
+
+
+def test_a_burst_from_many_connections_reads_about_the_budget_per_turn_and_never_holds_small_requests() -> None:
+    clients = 40
+    server, turns, answered, querier_paused = asyncio.run(_burst_with_queries(clients))
+    # Once the budget is spent a turn reads a few KiB per ready connection, not a chunk from each.
+    assert max(turns) <= (RemotingServer.READ_BUDGET + RemotingServer.READ_CHUNK
+                          + clients * RemotingServer.SPENT_TURN_READ + 65536)
+    assert answered > 0 and not querier_paused, "small requests were answered during the burst, never paused"
+    assert server.budget_paused == [], "every paused connection was resumed"
