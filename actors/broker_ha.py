@@ -10,7 +10,7 @@ The slave appends each batch verbatim at that offset, acknowledges once written 
 (as RocketMQ 5's AutoSwitchHAClient reports getMaxPhyOffset right after appendToCommitLog), wakes
 pulls held on the queues that grew, and asks again at once.
 
-Pipelined (`ha_pipeline_depth` > 1, the default 2): the slave keeps that many requests in flight,
+Pipelined (`ha_pipeline_depth` > 1; default 1, see its docstring for why): the slave keeps that many requests in flight,
 so while one answer travels to it another request already waits at the master and gets the next
 records at once. Each request names a stream and what the slave holds (`ack_offset`); the master
 keeps per slave a cursor of what it sent on that stream, so requests in flight together get

@@ -6,8 +6,8 @@ behind it runs under load, and how fast a slave that missed a lot of log catches
 
 1. 16 concurrent senders (threads of this driver, sync Ray sends back to back, 256-byte bodies, SYNC_FLUSH
    everywhere) against: an unreplicated ASYNC_MASTER; an ASYNC_MASTER with one slave; a SYNC_MASTER
-   with one slave (each send acknowledged once the slave holds it; `--compare-depth-1` adds one whose
-   slave keeps a single replication request in flight, ha_pipeline_depth 1). Printed side by side:
+   with one slave (each send acknowledged once the slave holds it; `--compare-depth-2` adds one whose
+   slave keeps two replication requests in flight, ha_pipeline_depth 2). Printed side by side:
    msg/s, ack p50/p99 (the master's replication state is sampled in every configuration alike), the
    slave's lag in time: for each sample of the master's log end, how long until the slave held it
    (sampled every 10 ms, so ±10 ms), and where the SYNC_MASTER's slave spends a transfer.
@@ -36,7 +36,7 @@ SENDERS = 16
 MASTER, SLAVE = "broker-a-0", "broker-a-1"
 
 
-def deploy_set(run: Any, role: str, slave: bool, tag: str, depth: int = 2) -> Deployment:
+def deploy_set(run: Any, role: str, slave: bool, tag: str, depth: int = 1) -> Deployment:
     brokers = [BrokerSpec("broker-a", 0)] + ([BrokerSpec("broker-a", 1)] if slave else [])
     spec = ClusterSpec(namesrv_count=1, brokers=brokers, profile="fast", namespace=f"{run.namespace}-{tag}",
                        data_dir=f"{run.data_dir}/{tag}", namesrv_port=0, broker_port=None,
@@ -151,8 +151,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="2 s per configuration, 20 MB catch-up")
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--megabytes", type=int, default=None)
-    ap.add_argument("--compare-depth-1", action="store_true",
-                    help="also SYNC_MASTER with ha_pipeline_depth 1 (one replication request in flight)")
+    ap.add_argument("--compare-depth-2", action="store_true",
+                    help="also SYNC_MASTER with ha_pipeline_depth 2 (two replication requests in flight)")
     args = ap.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 10.0)
     megabytes = args.megabytes or (20 if args.quick else 100)
@@ -166,14 +166,14 @@ def main() -> None:
         before = ha(dep, SLAVE)
         sync_slave = load(dep, seconds, True)
         parts = transfer_parts(before, ha(dep, SLAVE))
-        one = None
-        if args.compare_depth_1:
-            dep = deploy_set(run, "SYNC_MASTER", True, "sync1", depth=1)
+        two = None
+        if args.compare_depth_2:
+            dep = deploy_set(run, "SYNC_MASTER", True, "sync2", depth=2)
             wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
-            one = load(dep, seconds, True)
+            two = load(dep, seconds, True)
         print(f"\n{SENDERS} senders, {seconds:.0f} s each, 256-byte bodies, SYNC_FLUSH")
         for name, r in (("unreplicated", plain), ("ASYNC_MASTER + slave", async_slave),
-                        ("SYNC_MASTER + slave", sync_slave)) + ((("  one request in flight", one),) if one else ()):
+                        ("SYNC_MASTER + slave", sync_slave)) + ((("  two requests in flight", two),) if two else ()):
             lag = r["lag_ms"]
             lag_text = f"; slave lag p50 {percentile(lag, 0.5) or 0:.1f} ms, p99 {percentile(lag, 0.99) or 0:.1f} ms" \
                 if lag else ""
