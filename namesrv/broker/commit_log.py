@@ -137,7 +137,7 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
         self.consume_queues.correct_min_offsets(self.files.min_offset())
         self.disk_full = False
         """Set by retention (store_cleanup) while the disk is fuller than diskSpaceWarningLevelRatio."""
-        self.dispatch_failed: OSError | None = None
+        self.dispatch_failed: OSError | None = self.dispatch_failed  # set by recovery when the disk was full
         """Set when writing a consume queue failed: writes and checkpoints stop (see _dispatch_all)."""
         self.disk_ratio = 0.0
         """The store disk's used ratio (0..1) retention last saw."""

@@ -30,6 +30,7 @@ class CommitLogDispatch:
     _write_lock: threading.Lock
     _lock: threading.Lock
     dispatch_failed: OSError | None
+    _undispatched: int
     _checkpoint_lock: threading.Lock
     _dirty: dict[int, Segment]
     _fd: int
@@ -65,15 +66,19 @@ class CommitLogDispatch:
         """Dispatch records just written (write lock held), then publish the log's new `end`. When
         a consume queue cannot be written (a full disk), the records are in the log all the same:
         `end` is published (so nothing is written over them), writes and checkpoints stop (the
-        store is `dispatch_failed`), and the error is returned for their senders; a restart
-        re-dispatches from the last checkpoint, which never moved past them."""
+        store is `dispatch_failed`), and the error is returned for their senders; `retry_dispatch`
+        (retention calls it once it freed space) or a restart dispatches them again (the
+        checkpoint never moved past them)."""
         failed: OSError | None = None
-        try:
-            for fields, pos, size in records:
+        for fields, pos, size in records:
+            try:
                 self._dispatch(fields, pos, size)
-        except OSError as e:
-            failed = self.dispatch_failed = e
-            log.error("commit log %s: consume queue write failed (%s); refusing writes until a restart", self.dir, e)
+            except OSError as e:
+                failed = self.dispatch_failed = e
+                self._undispatched = pos
+                log.error("commit log %s: consume queue write failed (%s); refusing writes until space is freed "
+                          "(retry_dispatch) or a restart", self.dir, e)
+                break
         with self._lock:  # published once durable (per the policy): a reader waits only for this
             self._write_pos = end
         return failed
@@ -87,7 +92,8 @@ class CommitLogDispatch:
                 log.warning("commit log %s: a dispatcher lost records before the checkpoint: replaying from %d, "
                             "not %d", self.dir, needed, start)
                 start = needed
-        end = recover_log(self.files, start, self._dispatch, report)
+        self.dispatch_failed, self._undispatched = None, -1
+        end = recover_log(self.files, start, self._dispatch_until_failed, report)
         for d in self._dispatchers:
             if d.truncate is not None:
                 dropped = d.truncate(end)
@@ -98,6 +104,32 @@ class CommitLogDispatch:
                         self.dir, report.consume_queue_entries_dropped, end)
         report.queues = {k: cq.max_offset for k, cq in self.consume_queues.queues.items()}
         return report
+
+    def _dispatch_until_failed(self, fields: list[Any], pos: int, size: int) -> None:
+        """Recovery's dispatch: the first consume-queue write that fails (a full disk) marks the
+        store `dispatch_failed` from that record on and the scan goes on without dispatching, so
+        the store opens (and retention can free space) instead of failing its start."""
+        if self.dispatch_failed is not None:
+            return
+        try:
+            self._dispatch(fields, pos, size)
+        except OSError as e:
+            self.dispatch_failed, self._undispatched = e, pos
+            log.error("commit log %s: consume queue write failed during recovery (%s); writes refused until "
+                      "space is freed", self.dir, e)
+
+    def retry_dispatch(self) -> bool:
+        """Dispatch again every record from the first one a failed consume-queue write left out
+        (a consume queue overwrites an entry it holds, so a record is never entered twice); True
+        when the store takes writes again. Blocking: retention calls it off the event loop."""
+        with self._write_lock:
+            if self.dispatch_failed is None:
+                return True
+            self.dispatch_failed, start = None, self._undispatched
+            recover_log(self.files, start, self._dispatch_until_failed, RecoveryReport())
+            if self.dispatch_failed is None:
+                log.info("commit log %s: records from %d dispatched again; writes taken again", self.dir, start)
+            return self.dispatch_failed is None
 
     def checkpoint(self) -> int:
         """Make the log and every dispatcher's output durable up to the current end, then record

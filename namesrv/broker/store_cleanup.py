@@ -88,6 +88,8 @@ class CleanReport:
     space_to_delete: bool = False
     clean_immediately: bool = False
     disk_full: bool = False
+    dispatch_resumed: bool = False
+    """A consume-queue write a full disk had failed was done again (the store takes writes again)."""
     deleted_segments: list[int] = field(default_factory=list)
     """Start offsets of the segments deleted."""
     min_physical_offset: int = 0
@@ -128,6 +130,13 @@ class CleanCommitLogService:
                     self.sleep(p.delete_files_interval_ms / 1000)
             if not report.deleted_segments and report.space_to_delete:
                 log.warning("store %s: disk %.1f%% used, but no segment could be deleted", store.dir, percent)
+        if report.deleted_segments and store.disk_full:  # what was freed counts now, not at the next run
+            ratio = self.disk_usage(store.dir)
+            if ratio * 100 <= p.disk_space_warning_level_ratio:
+                log.info("store %s: disk %.1f%% used after the clean-up: writes taken again", store.dir, ratio * 100)
+                store.disk_full, store.disk_ratio = False, ratio
+        if store.dispatch_failed is not None:  # a consume queue the full disk cut short: try again now
+            report.dispatch_resumed = store.retry_dispatch()
         report.min_physical_offset = store.files.min_offset()
         self.last = report
         return report
