@@ -62,10 +62,15 @@ def bench_real_sends(addr: str, topic: str, count: int, warmup: int, body_size: 
     records, _ = run_real("produce", addr, topic, str(count + warmup), "--body-size", str(body_size),
                           "--group", f"PID_bench_{uuid.uuid4().hex[:6]}", "--prefix", "real",
                           timeout_s=600)
-    failed = [r for r in records if "error" in r]
+    failed = [r for r in records[warmup:] if "error" in r]
     if failed:
         raise RuntimeError(f"{len(failed)} real-client sends failed, e.g. {failed[0]['error']}")
-    return send_figures([r["t"] for r in records], [r["latency_ms"] / 1000 for r in records], warmup)
+    warm_failed = [r for r in records[:warmup] if "error" in r]
+    if warm_failed:  # the C++ client's first route fetch can race its start: what the warm-up is for
+        print(f"  ({len(warm_failed)} of the real client's {warmup} warm-up sends failed, e.g. "
+              f"{warm_failed[0]['error']})")
+    ok = [r for r in records if "error" not in r]
+    return send_figures([r["t"] for r in ok], [r["latency_ms"] / 1000 for r in ok], warmup - len(warm_failed))
 
 
 def bench_ray_sends(dep: Deployment, topic: str, count: int, warmup: int, body_size: int,
