@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from actors.launcher import BrokerSpec, Deployment
 from clients.admin import AdminClient
@@ -19,7 +15,6 @@ from clients.producer import Message, Producer, select_by_hash
 from tests.ray.helpers import (
     DeploymentFactory,
     broker_names,
-    local_ray,
     wait_for_route_everywhere,
     wait_registered_everywhere,
     wait_until,
@@ -27,21 +22,6 @@ from tests.ray.helpers import (
 
 BROKERS = ["broker-a", "broker-b"]
 QUEUES = 4
-
-
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[str]:
-    with local_ray("test-producer-tcp") as namespace:
-        yield namespace
-
-
-@pytest.fixture
-def deployments(ray_session: str, tmp_path: Path) -> Iterator[DeploymentFactory]:
-    factory = DeploymentFactory(tmp_path, prefix="ptcp")
-    try:
-        yield factory
-    finally:
-        factory.close()
 
 
 def tcp_brokers_with_topic(deployments: DeploymentFactory) -> tuple[Deployment, str]:
