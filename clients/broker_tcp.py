@@ -17,19 +17,24 @@ own answer with no thread hand-off.
 from __future__ import annotations
 
 import itertools
+import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from clients.client_instance import RayBrokerTransport
 from namesrv.acl.plain_acl import signature
 from namesrv.broker.message_codec import ray_send_ext
 from namesrv.client.errors import MQBrokerError, RemotingError
 from namesrv.client.message import Message, MessageQueue
+from namesrv.client.send_async import AnswerCallback
 from namesrv.client.send_engine import SendResult
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
 from namesrv.remoting.codec import ONEWAY_FLAG, FrameDecoder, FrameError, LanguageCode, RemotingCommand, encode_command
+
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 3.0
 CLIENT_VERSION = 479
@@ -44,6 +49,13 @@ def tcp_address(addr: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
+AnswerHandler = Callable[[RemotingCommand | None, BaseException | None], None]
+"""An async request's completion: (answer, None), or (None, RemotingError) when none will come."""
+SWEEP_S = 0.05
+"""How often a reader looks for async requests past their deadline (and how long it blocks in one
+read while any are outstanding)."""
+
+
 class _Waiter:
     """A thread waiting for the answer to one request."""
 
@@ -53,6 +65,16 @@ class _Waiter:
         self.answer: RemotingCommand | None = None
         self.event = threading.Event()
         """Set when its answer is in, the connection broke, or the read turn is free to take."""
+
+
+class _Pending:
+    """An async request: nobody waits for it; whoever reads hands its answer to `handler`."""
+
+    __slots__ = ("deadline", "handler")
+
+    def __init__(self, handler: AnswerHandler, deadline: float) -> None:
+        self.handler = handler
+        self.deadline = deadline
 
 
 class BrokerConnection:
@@ -71,6 +93,11 @@ class BrokerConnection:
         """Guards the waiters, the read turn and `broken`."""
         self._reading = False
         self._waiters: dict[int, _Waiter] = {}
+        self._pending: dict[int, _Pending] = {}
+        """Async requests by opaque (`invoke_async`)."""
+        self._pump_running = False
+        self._pump_wake = threading.Event()
+        self._next_sweep = 0.0
         self._decoder = FrameDecoder()
         self.broken: str | None = None
         """Why the connection is unusable (None: it is fine); a broken one is replaced."""
@@ -81,7 +108,12 @@ class BrokerConnection:
                 self.broken = reason
             for waiter in self._waiters.values():
                 waiter.event.set()
+            pending, self._pending = list(self._pending.values()), {}
+            self._pump_wake.set()
         self._sock.close()
+        lost = RemotingError(f"lost connection to broker {self.address}: {self.broken}")
+        for p in pending:
+            _call(p.handler, None, lost)
 
     def oneway(self, code: int, ext: dict[str, str], body: bytes) -> None:
         cmd = RemotingCommand(code, next(self._opaques), ONEWAY_FLAG, LanguageCode.PYTHON, CLIENT_VERSION, None, ext,
@@ -102,6 +134,78 @@ class BrokerConnection:
         finally:
             with self._lock:
                 del self._waiters[opaque]  # an answer coming later finds no waiter: dropped
+
+    def invoke_async(self, code: int, ext: dict[str, str], body: bytes, timeout_s: float,
+                     handler: AnswerHandler) -> None:
+        """Send one request and return at once; `handler` runs exactly once, with the answer or a
+        RemotingError (none within `timeout_s`, or the connection lost), on whichever thread reads
+        the connection then: a sync sender holding the read turn, or this connection's reader
+        thread, started while async requests are outstanding. Raises RemotingError when the request
+        could not be written (then `handler` is never called)."""
+        opaque = next(self._opaques)
+        frame = encode_command(RemotingCommand(code, opaque, 0, LanguageCode.PYTHON, CLIENT_VERSION, None, ext, body))
+        with self._lock:
+            if self.broken is not None:
+                raise RemotingError(f"connection to broker {self.address} is closed: {self.broken}")
+            self._pending[opaque] = _Pending(handler, time.monotonic() + timeout_s)
+            start = not self._pump_running
+            self._pump_running = True
+        if start:
+            threading.Thread(target=self._pump, name=f"broker-{self.address}-reader", daemon=True).start()
+        try:
+            self._write(frame)
+        except RemotingError:
+            with self._lock:
+                self._pending.pop(opaque, None)
+            raise
+
+    def _pump(self) -> None:
+        """The reader of async answers: takes the read turn whenever nobody holds it and reads
+        until no async request is outstanding (then it ends; the next `invoke_async` starts another)."""
+        while True:
+            with self._lock:
+                if not self._pending or self.broken is not None:
+                    self._pump_running = False
+                    return
+                read = not self._reading
+                if read:
+                    self._reading = True
+                else:
+                    self._pump_wake.clear()
+            if not read:  # a sync sender reads for everyone; it wakes this thread when it is done
+                self._pump_wake.wait(SWEEP_S)
+                self._sweep()
+                continue
+            try:
+                self._read_until(lambda: not self._pending, time.monotonic() + SWEEP_S)
+            except RemotingError:
+                pass  # the connection is closed: close() failed every outstanding request
+            finally:
+                self._hand_over(None)
+
+    def _sweep(self) -> None:
+        """Fail the async requests past their deadline (at most every SWEEP_S)."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + SWEEP_S
+        with self._lock:
+            late = [o for o, p in self._pending.items() if p.deadline <= now]
+            expired = [self._pending.pop(o) for o in late]
+        for p in expired:  # an answer coming later finds no request: dropped
+            _call(p.handler, None, RemotingError(f"broker {self.address} did not answer in time"))
+
+    def _hand_over(self, waiter: _Waiter | None) -> None:
+        """Give the read turn up: to one sync waiter still without its answer, else to the
+        async reader."""
+        with self._lock:
+            self._reading = False
+            for other in self._waiters.values():
+                if other is not waiter and other.answer is None:
+                    other.event.set()
+                    return
+            if self._pending:
+                self._pump_wake.set()
 
     def _write(self, frame: bytes) -> None:
         if self.broken is not None:
@@ -132,21 +236,19 @@ class BrokerConnection:
                 waiter.event.wait(remaining)
                 continue
             try:
-                self._read_until(waiter, deadline)
+                self._read_until(lambda: waiter.answer is not None, deadline)
             finally:
-                with self._lock:
-                    self._reading = False
-                    for other in self._waiters.values():  # one other waiter takes the read turn over
-                        if other is not waiter and other.answer is None:
-                            other.event.set()
-                            break
+                self._hand_over(waiter)
 
-    def _read_until(self, waiter: _Waiter, deadline: float) -> None:
-        """Read answers (handing each to its waiter) until `waiter`'s is in or time is up."""
-        while waiter.answer is None:
+    def _read_until(self, done: Callable[[], bool], deadline: float) -> None:
+        """Read answers (handing each to its waiter or async handler) until `done()` or time is up."""
+        while not done():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
+            if self._pending:
+                self._sweep()
+                remaining = min(remaining, SWEEP_S)
             try:
                 self._sock.settimeout(remaining)
                 data = self._sock.recv(1 << 16)
@@ -163,12 +265,40 @@ class BrokerConnection:
             except FrameError as e:
                 self.close(f"bad frame: {e}")
                 raise RemotingError(f"broker {self.address} sent a bad frame: {e}") from None
+            answered: list[tuple[_Pending, RemotingCommand]] = []
             with self._lock:
                 for cmd in commands:
-                    other = self._waiters.get(cmd.opaque) if cmd.is_response else None
-                    if other is not None:  # else a late answer nobody awaits any more: dropped
+                    if not cmd.is_response:
+                        continue
+                    other = self._waiters.get(cmd.opaque)
+                    if other is not None:
                         other.answer = cmd
                         other.event.set()
+                    elif (pending := self._pending.pop(cmd.opaque, None)) is not None:
+                        answered.append((pending, cmd))
+                    # else a late answer nobody awaits any more: dropped
+            for pending, cmd in answered:
+                _call(pending.handler, cmd, None)
+
+
+def _call(handler: AnswerHandler, answer: RemotingCommand | None, error: BaseException | None) -> None:
+    try:
+        handler(answer, error)
+    except Exception:  # a handler's bug must not stop the reader of every other answer
+        log.exception("an async answer's handler failed")
+
+
+def _send_result(answer: RemotingCommand, broker_addr: str, mq: MessageQueue, msg_id: str) -> SendResult:
+    """The SendResult of SEND_MESSAGE's answer (MQBrokerError for an error code or a bad answer)."""
+    if answer.code != ResponseCode.SUCCESS:
+        raise MQBrokerError(answer.code, answer.remark or "", mq.broker_name)
+    f = answer.ext_fields or {}
+    try:
+        return SendResult("SEND_OK", msg_id, f["msgId"], MessageQueue(mq.topic, mq.broker_name, int(f["queueId"])),
+                          int(f["queueOffset"]))
+    except (KeyError, ValueError) as e:
+        raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"broker {broker_addr} answered without {e}",
+                            mq.broker_name) from None
 
 
 class DirectBrokerTransport:
@@ -219,15 +349,32 @@ class DirectBrokerTransport:
         ext, body = self._request(mq, msg, msg_id, default_topic)
         conn = self._connection(broker_addr, *where)
         answer = conn.invoke(BrokerRequestCode.SEND_MESSAGE, ext, body, max(timeout_ms, 1) / 1000)
-        if answer.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(answer.code, answer.remark or "", mq.broker_name)
-        f = answer.ext_fields or {}
-        try:
-            return SendResult("SEND_OK", msg_id, f["msgId"], MessageQueue(mq.topic, mq.broker_name, int(f["queueId"])),
-                              int(f["queueOffset"]))
-        except (KeyError, ValueError) as e:
-            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"broker {broker_addr} answered without {e}",
-                                mq.broker_name) from None
+        return _send_result(answer, broker_addr, mq, msg_id)
+
+    def send_async(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str, timeout_ms: int,
+                   default_topic: str | None, callback: AnswerCallback) -> bool:
+        """SEND_MESSAGE written on the broker's connection without waiting (`invoke_async`): the
+        callback gets the SendResult, or the MQBrokerError / RemotingError of the attempt. False
+        for a broker with no TCP address (the engine sends to it blocking, by actor call)."""
+        where = tcp_address(broker_addr)
+        if where is None:
+            return False
+        ext, body = self._request(mq, msg, msg_id, default_topic)
+        conn = self._connection(broker_addr, *where)
+
+        def answered(answer: RemotingCommand | None, error: BaseException | None) -> None:
+            if answer is None:
+                callback(None, error)
+                return
+            try:
+                result = _send_result(answer, broker_addr, mq, msg_id)
+            except MQBrokerError as e:
+                callback(None, e)
+                return
+            callback(result, None)
+
+        conn.invoke_async(BrokerRequestCode.SEND_MESSAGE, ext, body, max(timeout_ms, 1) / 1000, answered)
+        return True
 
     def send_oneway(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str) -> None:
         where = tcp_address(broker_addr)

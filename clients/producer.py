@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -76,6 +77,9 @@ class Producer:
         self.engine: SendEngine | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._direct: DirectBrokerTransport | None = None
+        self._in_flight = 0
+        """Async sends not completed yet (`shutdown` waits for them)."""
+        self._idle = threading.Condition()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Producer:
@@ -112,6 +116,8 @@ class Producer:
     def shutdown(self) -> None:
         if self.instance is None:
             return
+        with self._idle:  # every async send ends within its timeout (its retries share the budget)
+            self._idle.wait_for(lambda: self._in_flight == 0, self.config.send_msg_timeout_ms / 1000 + 5)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         if self._direct is not None:
@@ -151,21 +157,46 @@ class Producer:
     ) -> Future[SendResult]:
         """Up to 1 + retry_times_when_send_async_failed attempts, a retry on another broker when an
         attempt got no answer (RocketMQ 4.9's async retry); the future holds the result or the
-        error, and `callback(result, error)` runs when it completes."""
+        error, and `callback(result, error)` runs when it completes, on a thread of the producer's
+        executor (`async_send_threads`). Over TCP no thread waits for the answer: the request is
+        written (from the calling thread when the topic's route is known, else from the executor
+        after fetching it; a first send to a broker also connects) and its answer handled when it
+        comes (`send_async.AsyncSend`), so sends in flight are not bounded by the executor's
+        threads; to brokers reached by actor call, an executor thread makes the (blocking) call."""
         _, engine = self._ready()
         check_message(msg, self.config.max_message_size)
         assert self._executor is not None
+        executor = self._executor
+        future: Future[SendResult] = Future()
+        with self._idle:
+            self._in_flight += 1
 
-        def task() -> SendResult:
-            info, default_topic = self._publish_info(msg)
-            return engine.send(msg, info, timeout_ms, default_topic,
-                               times_total=1 + self.config.retry_times_when_send_async_failed,
-                               retry_broker_errors=False)
+        def complete(result: SendResult | None, error: BaseException | None) -> None:
+            try:
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(result)  # type: ignore[arg-type]
+            finally:
+                with self._idle:
+                    self._in_flight -= 1
+                    self._idle.notify_all()
 
-        fut = self._executor.submit(task)
+        def first() -> None:
+            try:
+                info, default_topic = self._publish_info(msg)
+                engine.send_async(msg, info, executor.submit, complete, timeout_ms, default_topic)
+            except Exception as e:  # no route, no queue: the future holds why
+                complete(None, e)
+
         if callback is not None:
-            fut.add_done_callback(lambda f: callback(None if f.exception() else f.result(), f.exception()))
-        return fut
+            future.add_done_callback(lambda f: callback(None if f.exception() else f.result(), f.exception()))
+        cached = self._ready()[0].publish_info(msg.topic)
+        if cached is not None and cached.ok:  # nothing to wait for: written from this thread
+            first()
+        else:  # the route is fetched (a blocking call) on the executor
+            executor.submit(first)
+        return future
 
     def send_oneway(self, msg: Message) -> None:
         info, default_topic = self._publish_info(msg)

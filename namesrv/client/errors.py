@@ -55,3 +55,14 @@ class SendFailedError(MQClientError):
         self.failures = failures
         self.brokers_tried = brokers
         self.timed_out = timed_out
+
+
+def classify_failure(e: BaseException) -> tuple[str, str]:
+    """(kind, message) of a failed send attempt, kinds as `send_engine.FAILED_ATTEMPT_KINDS`: the
+    broker answered an error, no answer came, or something else was raised; the message keeps what
+    the broker said."""
+    if isinstance(e, MQBrokerError):
+        return "broker_error", str(e)
+    if isinstance(e, RemotingError):
+        return "no_answer", str(e)
+    return "unexpected", f"{type(e).__name__}: {e}"

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from namesrv.client.config import ProducerConfig
-from namesrv.client.errors import MQBrokerError, MQClientError, RemotingError, SendFailedError
+from namesrv.client.errors import MQBrokerError, MQClientError, RemotingError, SendFailedError, classify_failure
 from namesrv.client.fault import LatencyFaultTolerance
 from namesrv.client.message import Message, MessageQueue, check_message
 from namesrv.client.publish_info import TopicPublishInfo, master_addr
+from namesrv.client.send_async import AnswerCallback, AsyncSend, Submit
 from namesrv.clock import Clock, system_clock
 from namesrv.protocol.codes import ResponseCode
 
@@ -178,7 +179,7 @@ class SendEngine:
                     raise RemotingError(f"broker {mq.broker_name} has no master in the route")
                 result = self.transport.send(addr, mq, msg, msg_id, timeout - cost, default_topic)
             except Exception as e:  # every failed attempt: counted, and retried within the budget
-                kind, error = _classify(e)
+                kind, error = classify_failure(e)
                 self._count("failed_attempts", f"failed_attempts.{kind}")
                 self._update_fault_item(mq.broker_name, self.clock() - started, True)
                 failures.append((mq.broker_name, error))
@@ -197,6 +198,20 @@ class SendEngine:
             return result
         self._count("sends_failed")
         raise SendFailedError(msg.topic, failures, self.clock() - begin)
+
+    def send_async(
+        self, msg: Message, info: TopicPublishInfo, submit: Submit, done: AnswerCallback,
+        timeout_ms: int | None = None, default_topic: str | None = None, times_total: int | None = None,
+    ) -> None:
+        """Async send (`send_async.AsyncSend`): returns once the first attempt is written; `done`
+        runs once on a thread of `submit` with the result or the SendFailedError. Attempts and
+        retries as `send` with `retry_broker_errors` False (only attempts that got no answer are
+        retried, as RocketMQ 4.9's async send), `times_total` 1 + retry_times_when_send_async_failed
+        unless given."""
+        check_message(msg, self.config.max_message_size)
+        timeout = self.config.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        total = 1 + self.config.retry_times_when_send_async_failed if times_total is None else times_total
+        AsyncSend(self, msg, info, timeout, default_topic, total, submit, done).start()
 
     def send_orderly(
         self, msg: Message, info: TopicPublishInfo, selector: MessageQueueSelector, arg: object,
@@ -219,7 +234,7 @@ class SendEngine:
                 raise RemotingError(f"broker {mq.broker_name} has no master in the route")
             result = self.transport.send(addr, mq, msg, self.ids.next(), timeout, None)
         except Exception as e:  # whatever failed, the caller gets a SendFailedError saying what
-            kind, error = _classify(e)
+            kind, error = classify_failure(e)
             self._count("failed_attempts", f"failed_attempts.{kind}", "sends_failed")
             self._update_fault_item(mq.broker_name, self.clock() - started, True)
             raise SendFailedError(msg.topic, [(mq.broker_name, error)], self.clock() - started) from e
@@ -239,11 +254,3 @@ class SendEngine:
         self.transport.send_oneway(addr, mq, msg, self.ids.next())
         return mq
 
-
-def _classify(e: Exception) -> tuple[str, str]:
-    """(kind, message) of a failed attempt; the message keeps what the broker said."""
-    if isinstance(e, MQBrokerError):
-        return "broker_error", str(e)
-    if isinstance(e, RemotingError):
-        return "no_answer", str(e)
-    return "unexpected", f"{type(e).__name__}: {e}"

@@ -9,7 +9,7 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -116,3 +116,86 @@ def test_only_host_port_addresses_are_sent_to_over_tcp() -> None:
     assert tcp_address("127.0.0.1:10911") == ("127.0.0.1", 10911)
     assert tcp_address("broker-a-0") is None  # a broker without a client port: sent to over Ray
     assert tcp_address("host:0") is None and tcp_address("host:99999") is None and tcp_address(":1") is None
+
+
+# ---------------------------------------------------------------------------- async requests
+class Answers:
+    """Collects async completions: each request's (remark or error) by its `who`, once."""
+
+    def __init__(self, expected: int) -> None:
+        self.lock = threading.Lock()
+        self.got: dict[str, list[str]] = {}
+        self.threads: set[str] = set()
+        self.all_in = threading.Event()
+        self.expected = expected
+
+    def handler(self, who: str) -> Callable[[RemotingCommand | None, BaseException | None], None]:
+        def done(answer: RemotingCommand | None, error: BaseException | None) -> None:
+            with self.lock:
+                self.got.setdefault(who, []).append(answer.remark or "" if answer is not None else f"error: {error}")
+                self.threads.add(threading.current_thread().name)
+                if sum(map(len, self.got.values())) >= self.expected:
+                    self.all_in.set()
+        return done
+
+
+def test_async_requests_are_answered_once_each_beside_sync_ones_on_one_connection(server: Server) -> None:
+    """200 async requests (answered out of order, by random delays) and 60 sync ones from 6 threads
+    on one connection: every async handler runs exactly once with its own answer, every sync caller
+    gets its own, and the connection's reader thread ends once nothing is outstanding."""
+    conn = BrokerConnection("127.0.0.1", server.port)
+    rng = random.Random(11)
+    answers = Answers(200)
+    plan = [(f"a{i}", rng.choice([0, 0, 1, 5, 30])) for i in range(200)]
+
+    def sync_caller(t: int) -> list[str | None]:
+        return [conn.invoke(10, {"who": f"s{t}-{i}", "delayMs": str(rng.choice([0, 3]))}, b"b", 10).remark
+                for i in range(10)]
+
+    with ThreadPoolExecutor(6) as pool:
+        syncs = [pool.submit(sync_caller, t) for t in range(6)]
+        for who, delay in plan:
+            conn.invoke_async(10, {"who": who, "delayMs": str(delay)}, b"body", 10, answers.handler(who))
+        assert [f.result(30) for f in syncs] == [[f"s{t}-{i}" for i in range(10)] for t in range(6)]
+    assert answers.all_in.wait(30)
+    assert answers.got == {who: [who] for who, _ in plan}
+    wait_for(lambda: not conn._pump_running, "the reader thread to end")
+    assert conn._pending == {} and conn._waiters == {} and conn.broken is None
+    conn.close()
+
+
+def test_an_async_request_past_its_timeout_fails_once_and_its_late_answer_is_dropped(server: Server) -> None:
+    conn = BrokerConnection("127.0.0.1", server.port)
+    answers = Answers(2)
+    started = time.monotonic()
+    conn.invoke_async(10, {"who": "slow", "delayMs": "400"}, b"x", 0.1, answers.handler("slow"))
+    conn.invoke_async(10, {"who": "quick"}, b"x", 5, answers.handler("quick"))
+    assert answers.all_in.wait(5)
+    assert time.monotonic() - started < 0.35  # failed at its deadline, not when the answer came
+    assert answers.got["quick"] == ["quick"]
+    assert answers.got["slow"] == [f"error: broker {conn.address} did not answer in time"]
+    assert conn.invoke(10, {"who": "next", "delayMs": "500"}, b"x", 5).remark == "next"  # the late one came between
+    assert answers.got["slow"] == [f"error: broker {conn.address} did not answer in time"]  # not handled again
+    conn.close()
+
+
+def test_a_lost_connection_fails_every_async_request_once_and_refuses_new_ones(server: Server) -> None:
+    conn = BrokerConnection("127.0.0.1", server.port)
+    answers = Answers(5)
+    for i in range(5):
+        conn.invoke_async(10, {"who": f"w{i}", "delayMs": "3000"}, b"x", 10, answers.handler(f"w{i}"))
+    with pytest.raises(RemotingError):
+        conn.invoke(10, {"close": "1"}, b"x", 10)
+    assert answers.all_in.wait(5)
+    assert all(len(v) == 1 and v[0].startswith("error: lost connection") for v in answers.got.values()), answers.got
+    never = Answers(1)
+    with pytest.raises(RemotingError, match="is closed"):
+        conn.invoke_async(10, {"who": "after"}, b"x", 1, never.handler("after"))
+    assert never.got == {}
+
+
+def wait_for(cond: Callable[[], bool], what: str, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
