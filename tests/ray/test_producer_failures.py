@@ -13,7 +13,6 @@ import resource
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +26,6 @@ from clients.producer_actor import ProducerActor
 from tests.ray.helpers import (
     DeploymentFactory,
     broker_names,
-    local_ray,
     wait_for_route_everywhere,
     wait_registered_everywhere,
     wait_until,
@@ -39,21 +37,6 @@ QUEUES = 4
 
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[str]:
-    with local_ray("test-producer-failures") as namespace:
-        yield namespace
-
-
-@pytest.fixture
-def deployments(ray_session: str, tmp_path: Path) -> Iterator[DeploymentFactory]:
-    factory = DeploymentFactory(tmp_path, prefix="pfail")
-    try:
-        yield factory
-    finally:
-        factory.close()
 
 
 def two_brokers_with_topic(deployments: DeploymentFactory) -> tuple[Deployment, str]:
