@@ -141,6 +141,15 @@ class ConsumeQueue:
         self.files.close()
 
 
+def _subdirs(directory: Path) -> list[os.DirEntry[str]]:
+    """The directories in `directory` (none when it does not exist)."""
+    try:
+        with os.scandir(directory) as entries:
+            return [e for e in entries if e.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 class ConsumeQueueStore:
     """Every queue's consume queue, found on disk at start-up (directories and file sizes only) and
     created on a queue's first message. The store's first dispatcher."""
@@ -152,16 +161,15 @@ class ConsumeQueueStore:
         self._dirty: dict[int, Segment] = {}
         self._dirty_dirs: set[Path] = set()
         self._lock = threading.Lock()
-        if directory.is_dir():
-            for topic_dir in directory.iterdir():
-                topic = topic_of_dir(topic_dir.name)
-                if topic is None or not topic_dir.is_dir():
-                    continue
-                for queue_dir in topic_dir.iterdir():
-                    if queue_dir.name.isdigit():
-                        cq = ConsumeQueue(queue_dir, file_size)
-                        if cq.max_offset > 0:
-                            self.queues[(topic, int(queue_dir.name))] = cq
+        for topic_dir in _subdirs(directory):  # directory entries' types: no stat per queue
+            topic = topic_of_dir(topic_dir.name)
+            if topic is None:
+                continue
+            for queue_dir in _subdirs(Path(topic_dir.path)):
+                if queue_dir.name.isdigit():
+                    cq = ConsumeQueue(Path(queue_dir.path), file_size)
+                    if cq.max_offset > 0:
+                        self.queues[(topic, int(queue_dir.name))] = cq
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))

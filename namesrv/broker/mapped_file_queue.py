@@ -89,12 +89,17 @@ class MappedFileQueue:
         self._bases: list[int] = []
         self.durable_names = durable_names
         self.unsynced_dirs: set[Path] = set()
-        if directory.is_dir():
-            for left in directory.glob("*.deleting"):  # retention was stopped part-way through deleting it
-                left.unlink(missing_ok=True)
-            names = sorted(p for p in directory.iterdir() if p.name.isdigit() and len(p.name) == NAME_DIGITS)
-            self.segments = [Segment(int(p.name), p) for p in names]
-            self._bases = [s.base for s in self.segments]
+        try:  # one directory read (a store restarts with thousands of consume queues)
+            with os.scandir(directory) as entries:
+                found = [e.name for e in entries]
+        except (FileNotFoundError, NotADirectoryError):
+            found = []
+        for name in found:
+            if name.endswith(".deleting"):  # retention was stopped part-way through deleting it
+                (directory / name).unlink(missing_ok=True)
+        names = sorted(n for n in found if len(n) == NAME_DIGITS and n.isdigit())
+        self.segments = [Segment(int(n), directory / n) for n in names]
+        self._bases = [s.base for s in self.segments]
 
     # ------------------------------------------------------------------ positions
     def file_end(self) -> int:
