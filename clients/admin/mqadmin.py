@@ -1,7 +1,7 @@
 """RocketMQ's mqadmin verbs as `namesrv` subcommands, under mqadmin's names and option letters: the
 argument types and the parsers; the verbs live by family in `mqadmin_cluster`, `mqadmin_topic`,
-`mqadmin_stats`, `mqadmin_stats_all`, `mqadmin_message` and `mqadmin_namesrv`, all on the one admin client
-(`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` / `namesrv topic`
+`mqadmin_stats`, `mqadmin_stats_all`, `mqadmin_consumer`, `mqadmin_message` and `mqadmin_namesrv`,
+all on the one admin client (`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` / `namesrv topic`
 (clients.admin.cli) are aliases on that same client.
 
 Each reaches the cluster one of two ways: `-n "127.0.0.1:9876;127.0.0.1:9877"` speaks RocketMQ's
@@ -19,6 +19,7 @@ import argparse
 from collections.abc import Callable
 
 from clients.admin.mqadmin_cluster import cmd_broker_status, cmd_cluster_list
+from clients.admin.mqadmin_consumer import cmd_consumer_status
 from clients.admin.mqadmin_message import add_message_verbs
 from clients.admin.mqadmin_namesrv import (
     cmd_delete_kv_config,
@@ -137,6 +138,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = verb("consumerConnection", "a consumer group's clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)",
              cmd_consumer_connection)
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_arg)
+
+    p = verb("consumerStatus", "what a group's consumers say about themselves, asked through a broker "
+             "(GET_CONSUMER_RUNNING_INFO); -i one client in full", cmd_consumer_status)
+    p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_arg)
+    p.add_argument("-i", "--clientId", dest="client_id", default=None, help="only this client, in full")
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", default=None,
+                   help="ask through this broker (default: the group's masters)")
+    p.add_argument("-s", "--jstack", action="store_true", help="ask the client for its thread dump too")
 
     p = verb("getBrokerConfig", "every setting of a broker or of a cluster's masters (GET_BROKER_CONFIG)",
              cmd_get_broker_config)
