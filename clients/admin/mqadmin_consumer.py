@@ -69,6 +69,13 @@ def _connection(admin: DefaultMQAdminExt, brokers: list[str], group: str) -> Con
     raise CLIError(f"consumer group {group!r} is not online")
 
 
+def _long(value: object) -> int:
+    """A long of a process queue, as a number or (the C++ client writes them so) a string; 0 if neither."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else 0
+
+
 def _is_push(info: ConsumerRunningInfo) -> bool:
     return info.properties.get(PROP_CONSUME_TYPE) == "CONSUME_PASSIVELY"
 
@@ -93,10 +100,10 @@ def queue_warnings(client_id: str, info: ConsumerRunningInfo, now_ms: int) -> li
     for mq, pq in sorted(info.mq_table.items(), key=_queue_order):
         queue = f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
         if orderly and pq.get("locked") is False:
-            since = now_ms - int(pq.get("lastLockTimestamp") or 0)
+            since = now_ms - _long(pq.get("lastLockTimestamp"))
             out.append(f"{client_id} {queue} can't lock for a while, {since}ms")
-        elif not orderly and isinstance(pq.get("lastConsumeTimestamp"), int) and (pq.get("cachedMsgCount") or 0) > 0:
-            idle = now_ms - pq["lastConsumeTimestamp"]
+        elif not orderly and _long(pq.get("cachedMsgCount")) > 0 and _long(pq.get("lastConsumeTimestamp")) > 0:
+            idle = now_ms - _long(pq.get("lastConsumeTimestamp"))
             if idle > 60_000:
                 out.append(f"{client_id} {queue} can't consume for a while, maybe blocked, {idle}ms")
     return out
