@@ -12,7 +12,7 @@ GET_CONSUMER_RUNNING_INFO (307, mqadmin consumerStatus) is answered by the clien
 RocketMQ's callConsumer: the broker finds the client's channel among the group's members, sends it
 the same request over its own TCP connection (`call_client`, the server's invoke) and answers with
 the client's answer; not a member: SYSTEM_ERROR "The Consumer <group> <clientId> not online"; a
-client older than V3_1_8_SNAPSHOT: SYSTEM_ERROR; no answer in CALL_CLIENT_TIMEOUT_S:
+client older than V3_1_8_SNAPSHOT: SYSTEM_ERROR (its version shown as the ordinal); no answer in CALL_CLIENT_TIMEOUT_S:
 CONSUME_MSG_TIMEOUT; its connection closing meanwhile: SYSTEM_ERROR "invoke consumer ... Exception".
 Where this differs from RocketMQ 5.3: a successful answer whose body is not a ConsumerRunningInfo
 is refused (SYSTEM_ERROR) rather than handed on; and a Ray-native consumer, which has no connection

@@ -23,6 +23,7 @@ from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.models import MessageQueue
 from namesrv.protocol.running_info import ConsumerRunningInfo, running_info_problem
 from namesrv.remoting.codec import RESPONSE_FLAG, FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.command import RemotingResponse, to_request
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
 from namesrv.remoting.server import Connection, RemotingServer
 from tests.unit.test_broker_processor import ADDR, Broker, heartbeat
@@ -148,6 +149,18 @@ def test_an_unknown_client_or_group_is_not_online(tmp_path: Path) -> None:
     assert missing.code == ResponseCode.SYSTEM_ERROR and "clientId" in (missing.remark or "")
 
 
+def test_a_client_too_old_to_answer_is_refused_without_asking(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    assert broker.call(Code.HEART_BEAT, body=heartbeat("c1"), client=RequestContext("ray:c1")).code == 0
+    for channel in broker.processor.consumers.groups["CG"].channels.values():
+        channel.version = 61  # V3_1_7: before callClient existed
+    queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
+                           broker.offsets, lambda: broker.processor.consumers, "/data")
+    answer = queries.get_consumer_running_info(*_request(ASK), RequestContext("tcp:admin#1", "127.0.0.1:1"))
+    assert isinstance(answer, RemotingResponse) and answer.code == ResponseCode.SYSTEM_ERROR
+    assert answer.remark == "The Consumer <c1> Version <61> too low to finish, please upgrade it to V3_1_8_SNAPSHOT"
+
+
 def _ray_heartbeat(client_id: str, running: Any) -> bytes:
     data = json.loads(heartbeat(client_id))
     data["consumerDataSet"][0]["runningInfo"] = running
@@ -163,7 +176,7 @@ def test_a_ray_native_consumer_is_answered_for_from_its_latest_heartbeat(tmp_pat
                            broker.offsets, lambda: broker.processor.consumers, "/data")
     answer = queries.get_consumer_running_info(
         *_request(ASK | {"clientId": "c9"}), RequestContext("tcp:admin#1", "127.0.0.1:1"))
-    assert not asyncio.iscoroutine(answer) and answer.body == text.encode()  # type: ignore[union-attr]
+    assert isinstance(answer, RemotingResponse) and answer.body == text.encode()
     # A running info that is not one refuses the whole heartbeat: nothing recorded.
     bad = broker.call(Code.HEART_BEAT, body=_ray_heartbeat("c8", '{"mqTable":[]}'), client=RequestContext("ray:c8"))
     assert bad.code == ResponseCode.SYSTEM_ERROR
@@ -172,6 +185,5 @@ def test_a_ray_native_consumer_is_answered_for_from_its_latest_heartbeat(tmp_pat
 
 
 def _request(ext: dict[str, str]) -> tuple[Any]:
-    from namesrv.remoting.command import to_request
     [decoded] = FrameDecoder().feed(encode_command(RemotingCommand(Code.GET_CONSUMER_RUNNING_INFO, 1, ext_fields=ext)))
     return (to_request(decoded),)
