@@ -7,6 +7,10 @@ a timeout on the event loop (never blocking it): no answer in time raises Client
 entry is dropped, so a late answer is ignored; the connection closing raises ClientCallError at
 once. A response frame nobody awaits (late, or an opaque this server never sent) is counted and
 dropped, as RocketMQ logs "receive response, but not matched any request".
+
+While a call to a client is in flight, that connection's decoder also lets a SUCCESS frame be
+longer than the small-frame limit (a ConsumerRunningInfo of many queues is): the answer reserves
+the server's pending-frame budget like any large frame, and the limit is back once no call waits.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import asyncio
 import itertools
 import logging
 
-from namesrv.remoting.codec import RemotingCommand
+from namesrv.protocol.codes import ResponseCode
+from namesrv.remoting.codec import FrameDecoder, RemotingCommand
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,8 @@ class PendingCalls:
     def __init__(self) -> None:
         self._opaque = itertools.count(1)
         self._waiting: dict[tuple[str, int], asyncio.Future[RemotingCommand]] = {}
+        self._in_flight: dict[str, tuple[int, frozenset[int]]] = {}
+        """Per connection: calls waiting on it, and its decoder's large codes before the first."""
         self.unmatched = 0
         """Response frames that matched no request in flight (late, or never asked)."""
 
@@ -41,14 +48,16 @@ class PendingCalls:
     def next_opaque(self) -> int:
         return next(self._opaque) & 0x7FFFFFFF
 
-    async def call(self, token: str, request: RemotingCommand, send: bool, timeout_s: float) -> RemotingCommand:
-        """Await the answer to `request` (already given its opaque) from the connection `token`;
-        `send` says whether it went out (False: the connection is closing)."""
-        if not send:
+    async def call(self, token: str, request: RemotingCommand, decoder: FrameDecoder | None,
+                   timeout_s: float) -> RemotingCommand:
+        """Await the answer to `request` (already given its opaque and sent) from the connection
+        `token` whose frames `decoder` reads (None: it was not sent, the connection is closing)."""
+        if decoder is None:
             raise ClientCallError(f"connection {token} is closed")
         key = (token, request.opaque)
         future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._waiting[key] = future
+        self._widen(token, decoder, 1)
         try:
             return await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
@@ -56,6 +65,17 @@ class PendingCalls:
                 from None
         finally:
             self._waiting.pop(key, None)
+            self._widen(token, decoder, -1)
+
+    def _widen(self, token: str, decoder: FrameDecoder, delta: int) -> None:
+        count, base = self._in_flight.get(token, (0, decoder.large_codes))
+        count += delta
+        if count > 0:
+            self._in_flight[token] = (count, base)
+            decoder.large_codes = base | {ResponseCode.SUCCESS}
+        else:
+            self._in_flight.pop(token, None)
+            decoder.large_codes = base
 
     def complete(self, token: str, response: RemotingCommand) -> bool:
         """A response frame arrived on connection `token`: True when it answered a request in flight."""

@@ -320,10 +320,10 @@ class RemotingServer:
         namesrv.remoting.invoke): ClientCallError when it is not connected, ClientCallTimeout."""
         conn = self.by_token.get(token)
         request.opaque = self.pending.next_opaque()
-        sent = conn is not None and conn.transport is not None and not conn.transport.is_closing()
-        if sent and conn is not None and conn.transport is not None:
-            conn.transport.write(encode_command(request))
-        return await self.pending.call(token, request, sent, timeout_s)
+        if conn is None or conn.transport is None or conn.transport.is_closing():
+            return await self.pending.call(token, request, None, timeout_s)
+        conn.transport.write(encode_command(request))
+        return await self.pending.call(token, request, conn.decoder, timeout_s)
 
     def read_buffer(self, n: int) -> memoryview:
         """The first `n` bytes (at most READ_CHUNK) of the one scratch buffer every connection

@@ -11,6 +11,7 @@ import pytest
 
 from namesrv.remoting.codec import RESPONSE_FLAG, FrameDecoder, RemotingCommand, encode_command
 from namesrv.remoting.invoke import ClientCallError, ClientCallTimeout
+from namesrv.remoting.limits import ServerLimits
 from namesrv.remoting.server import Connection, RemotingServer
 
 ASK = 307
@@ -40,11 +41,13 @@ class Client:
 
 
 async def _with_server(answer: Callable[[RemotingCommand], bytes | None],
-                       body: Callable[[RemotingServer, Client, str], Awaitable[None]]) -> RemotingServer:
+                       body: Callable[[RemotingServer, Client, str], Awaitable[None]],
+                       limits: ServerLimits | None = None) -> RemotingServer:
     def handler(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(0, "pong")
 
-    server = RemotingServer("t", handler, lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
+    server = RemotingServer("t", handler, lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro),
+                            limits)
     port = server.bind("127.0.0.1", 0)
     await server.serve()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -121,3 +124,19 @@ def test_a_client_not_connected_fails_at_once() -> None:
         assert client.asked == [] and len(server.pending) == 0
 
     asyncio.run(_with_server(lambda cmd: None, body))
+
+
+def test_an_answer_longer_than_a_small_frame_is_read_only_while_a_call_waits() -> None:
+    big = b"x" * 200_000  # a ConsumerRunningInfo of many queues; small frames stop at 64 KiB
+    limits = ServerLimits(large_codes=frozenset({10}))
+
+    async def body(server: RemotingServer, client: Client, token: str) -> None:
+        answer = await server.invoke(token, RemotingCommand(ASK), 5)
+        assert answer.body == big and server.bad_frames == 0
+        assert server.by_token[token].decoder.large_codes == frozenset({10}), "the limit is back"
+        client.writer.write(encode_command(RemotingCommand(0, 99, RESPONSE_FLAG, body=big)))  # unasked: refused
+        while server.by_token:
+            await asyncio.sleep(0.01)
+        assert server.bad_frames == 1
+
+    asyncio.run(_with_server(_answer_with(big), body, limits))
