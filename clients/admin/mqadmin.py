@@ -93,13 +93,14 @@ def new_topic_arg(value: str) -> str:
 
 
 # ---------------------------------------------------------------------------- parsers
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, timeout: float = 3.0) -> None:
     p.add_argument("-n", "--namesrvAddr", dest="namesrv_addr", type=namesrv_addr_arg, default=None,
                    help='NameServers over TCP, RocketMQ\'s form: "127.0.0.1:9876;127.0.0.1:9877" '
                         "(default: the actors of --namespace)")
     p.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="without -n: Ray namespace of the actors")
     p.add_argument("--address", default="auto", help="without -n: Ray cluster address (default: auto)")
-    p.add_argument("--timeout", type=positive_float, default=3.0, help="seconds to wait for each server (default 3)")
+    p.add_argument("--timeout", type=positive_float, default=timeout,
+                   help=f"seconds to wait for each server (default {timeout:g})")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
@@ -107,9 +108,9 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    def verb(name: str, help_: str, func: Handler) -> argparse.ArgumentParser:
+    def verb(name: str, help_: str, func: Handler, timeout: float = 3.0) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"mqadmin: {help_}", description=f"{help_} (mqadmin {name})")
-        _common(p)
+        _common(p, timeout)
         p.set_defaults(func=func)
         return p
 
@@ -140,7 +141,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_arg)
 
     p = verb("consumerStatus", "what a group's consumers say about themselves, asked through a broker "
-             "(GET_CONSUMER_RUNNING_INFO); -i one client in full", cmd_consumer_status)
+             "(GET_CONSUMER_RUNNING_INFO); -i one client in full", cmd_consumer_status,
+             timeout=15.0)  # as mqadmin (3 x 5 s): past the broker's 10 s wait for the client
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_arg)
     p.add_argument("-i", "--clientId", dest="client_id", default=None, help="only this client, in full")
     p.add_argument("-b", "--brokerAddr", dest="broker_addr", default=None,

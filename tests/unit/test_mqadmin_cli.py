@@ -220,5 +220,6 @@ def test_consumer_status_checks_and_json_are_rocketmqs() -> None:
          "processQueueInfo": {"cachedMsgCount": 3, "lastConsumeTimestamp": str(now - 61_000)}}]
     args = build_parser().parse_args(["consumerStatus", "-g", "G", "-i", "c1", "-s", "-n", "127.0.0.1:9876"])
     assert (args.group, args.client_id, args.jstack, args.broker_addr) == ("G", "c1", True, None)
+    assert args.timeout == 15.0, "longer than the broker's 10 s wait for the client"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["consumerStatus", "-i", "c1"])
