@@ -183,6 +183,13 @@ class BrokerActor:
         return await resolve(self.controller.pipeline.handle(RemotingRequest(code, ext | credentials_only(auth), body),
                                                              RequestContext()))
 
+    async def heart_beat(self, client_id: str, body: bytes, version: int,
+                         auth: dict[str, str] | None = None) -> RemotingResponse:
+        """HEART_BEAT from a Ray-native client, known as channel `ray:<client_id>` (a Ray call has
+        no connection: the client leaves when its heartbeats stop, after 120 s)."""
+        request = RemotingRequest(BrokerRequestCode.HEART_BEAT, credentials_only(auth), body, version=version)
+        return await resolve(self.controller.pipeline.handle(request, RequestContext(f"ray:{client_id}")))
+
     async def send_message(
         self,
         topic: str,

@@ -157,7 +157,9 @@ class BrokerController:
         self.ha_master.delay_offsets = self.schedule.encode
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
                                     lambda: self.processor.consumers, str(store_dir),
-                                    lambda request, ctx, topic: self.processor.may_read(request, ctx, topic))
+                                    lambda request, ctx, topic: self.processor.may_read(request, ctx, topic),
+                                    lambda token, request, timeout_s: self.to_clients.call_client(token, request,
+                                                                                                  timeout_s))
         self.pipeline.register(self.queries.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()

@@ -1,6 +1,7 @@
-"""What a broker sends its clients on its own (RocketMQ's Broker2Client), oneway over their own
-connections: NOTIFY_CONSUMER_IDS_CHANGED to a consumer group's members, and
-CHECK_TRANSACTION_STATE to a producer of a half message's group (it answers END_TRANSACTION)."""
+"""What a broker sends its clients on its own (RocketMQ's Broker2Client) over their own connections:
+oneway, NOTIFY_CONSUMER_IDS_CHANGED to a consumer group's members and CHECK_TRANSACTION_STATE to a
+producer of a half message's group (it answers END_TRANSACTION); and, awaiting the client's answer
+(callClient), the requests the admin codes hand on to a client (GET_CONSUMER_RUNNING_INFO)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ class Broker2Client:
     def _send(self, conn: Connection, cmd: RemotingCommand) -> None:
         if conn.transport is not None:
             conn.transport.write(encode_command(cmd))
+
+    async def call_client(self, token: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send the client on connection `token` a request and await its answer without blocking
+        the loop (ClientCallError: not connected or its connection closed; ClientCallTimeout)."""
+        return await self.remoting.invoke(token, request, timeout_s)
 
     def notify_consumer_ids_changed(self, group: str, channels: list[str]) -> None:
         """Tell the group's members to rebalance now."""

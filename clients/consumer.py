@@ -1,10 +1,20 @@
 """A pull consumer (RocketMQ's DefaultLitePullConsumer, reduced to what verification needs): reads
-every queue of a topic, on every broker of its route, from stored offsets."""
+every queue of a topic, on every broker of its route, from stored offsets.
+
+`heartbeat(topics)` makes it a member of its group on those topics' brokers (a Ray call, so the
+broker knows it as channel `ray:<client_id>`; RocketMQ's pull consumer heartbeats on a timer, this
+one when called). Having no connection the broker could ask it over, it attaches its running info
+(GET_CONSUMER_RUNNING_INFO's body) to each heartbeat, and mqadmin consumerStatus shows the latest:
+its properties (consume type, start time, NameServers), its subscriptions and, per queue it holds
+an offset for, that offset (commitOffset) and when it last pulled there (lastPullTimestamp). It
+keeps no process queue, thread pool or rates, so those fields are left out rather than made up.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -12,13 +22,17 @@ from typing import Any, cast
 import ray
 
 from actors.handles import ActorHandles
+from clients.broker_tcp import CLIENT_VERSION
+from clients.client_instance import build_client_id
 from clients.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.client.message import MessageQueue
 from namesrv.persist import atomic_write
+from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP, pull_message_ext
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import is_readable
+from namesrv.remoting.command import RemotingResponse
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +103,10 @@ class PullConsumer:
         self.consumer_group = consumer_group
         self.credentials = credentials
         self._handles = ActorHandles(namespace)
+        self.namesrv_names = list(namesrv)
+        self.client_id = build_client_id()
+        self.start_ms = int(time.time() * 1000)
+        self._last_pull: dict[MessageQueue, int] = {}
 
     def fetch_subscribe_message_queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
         """Readable queues with the broker actor to read each from (the master, else the lowest slave)."""
@@ -111,6 +129,7 @@ class PullConsumer:
     def _pull(self, mq: MessageQueue, actor: str, max_nums: int) -> tuple[list[ConsumedMessage], bool]:
         """The messages, and whether the queue has more after them."""
         offset = self.offsets.read(mq)
+        self._last_pull[mq] = int(time.time() * 1000)
         broker = ray.get_actor(actor, namespace=self.namespace)
         auth = signature(pull_message_ext(mq.topic, mq.queue_id, offset, max_nums, self.consumer_group), None,
                          self.credentials)
@@ -137,3 +156,36 @@ class PullConsumer:
                 consumed.extend(got)
         self.offsets.persist()
         return consumed
+
+    def running_info(self, topics: list[str]) -> dict[str, Any]:
+        """ConsumerRunningInfo's fields this consumer really has (see the module's docstring)."""
+        mq_table = {mq: {"commitOffset": offset} | ({"lastPullTimestamp": self._last_pull[mq]}
+                                                    if mq in self._last_pull else {})
+                    for mq, offset in self.offsets.offsets.items() if mq.topic in topics}
+        return {"properties": {"PROP_CONSUME_TYPE": "CONSUME_ACTIVELY", "PROP_CLIENT_VERSION": "V5_3_3",
+                               "PROP_CONSUMER_START_TIMESTAMP": str(self.start_ms),
+                               "PROP_NAMESERVER_ADDR": ";".join(self.namesrv_names)},
+                "subscriptionSet": [_subscription(t) for t in sorted(topics)],
+                "mqTable": mq_table, "mqPopTable": {}, "statusTable": {}, "userConsumerInfo": {}}
+
+    def heartbeat(self, topics: list[str]) -> None:
+        """HEART_BEAT to every broker of `topics`' routes, as a member of its group subscribing to
+        them, with its running info. Raises PullError when a broker refuses."""
+        consumer = {"groupName": self.consumer_group, "consumeType": "CONSUME_ACTIVELY", "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "unitMode": False,
+                    "subscriptionDataSet": [_subscription(t) for t in sorted(topics)],
+                    "runningInfo": fastjson.dumps(self.running_info(topics)).decode()}
+        body = json.dumps({"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": [consumer]}).encode()
+        actors = sorted({actor for t in topics for _, actor in self.fetch_subscribe_message_queues(t)})
+        auth = signature({}, body, self.credentials)
+        for actor in actors:
+            broker = ray.get_actor(actor, namespace=self.namespace)
+            answer = cast(RemotingResponse, ray.get(broker.heart_beat.remote(self.client_id, body, CLIENT_VERSION,
+                                                                             auth), timeout=self.timeout_s))
+            if answer.code != ResponseCode.SUCCESS:
+                raise PullError(answer.code, answer.remark)
+
+
+def _subscription(topic: str) -> dict[str, Any]:
+    return {"topic": topic, "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": 0,
+            "classFilterMode": False, "expressionType": "TAG"}

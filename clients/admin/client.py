@@ -26,6 +26,7 @@ from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, Grou
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, Perm
 from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicConfig, TopicList, TopicRouteData
+from namesrv.protocol.running_info import ConsumerRunningInfo
 from namesrv.remoting.command import RemotingResponse
 
 log = logging.getLogger(__name__)
@@ -270,6 +271,13 @@ class DefaultMQAdminExt(MessageQueries):
     def examine_consumer_connection_info(self, broker_addr: str, group: str) -> ConsumerConnection:
         return self._broker_model(broker_addr, BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST,
                                   {"consumerGroup": group}, "consumer connections", ConsumerConnection)
+
+    def get_consumer_running_info(self, broker_addr: str, group: str, client_id: str,
+                                  jstack: bool = False) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO through a broker the client is a member on (it asks the client)."""
+        return self._broker_model(broker_addr, BrokerRequestCode.GET_CONSUMER_RUNNING_INFO, {
+            "consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}, "consumer running info",
+            ConsumerRunningInfo)
 
     def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> GroupList:
         return self._broker_model(broker_addr, BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic},

@@ -1,7 +1,7 @@
 """RocketMQ's mqadmin verbs as `namesrv` subcommands, under mqadmin's names and option letters: the
 argument types and the parsers; the verbs live by family in `mqadmin_cluster`, `mqadmin_topic`,
-`mqadmin_stats`, `mqadmin_stats_all`, `mqadmin_message` and `mqadmin_namesrv`, all on the one admin client
-(`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` / `namesrv topic`
+`mqadmin_stats`, `mqadmin_stats_all`, `mqadmin_consumer`, `mqadmin_message` and `mqadmin_namesrv`,
+all on the one admin client (`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` / `namesrv topic`
 (clients.admin.cli) are aliases on that same client.
 
 Each reaches the cluster one of two ways: `-n "127.0.0.1:9876;127.0.0.1:9877"` speaks RocketMQ's
@@ -19,6 +19,7 @@ import argparse
 from collections.abc import Callable
 
 from clients.admin.mqadmin_cluster import cmd_broker_status, cmd_cluster_list
+from clients.admin.mqadmin_consumer import cmd_consumer_status
 from clients.admin.mqadmin_message import add_message_verbs
 from clients.admin.mqadmin_namesrv import (
     cmd_delete_kv_config,
@@ -92,13 +93,14 @@ def new_topic_arg(value: str) -> str:
 
 
 # ---------------------------------------------------------------------------- parsers
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, timeout: float = 3.0) -> None:
     p.add_argument("-n", "--namesrvAddr", dest="namesrv_addr", type=namesrv_addr_arg, default=None,
                    help='NameServers over TCP, RocketMQ\'s form: "127.0.0.1:9876;127.0.0.1:9877" '
                         "(default: the actors of --namespace)")
     p.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="without -n: Ray namespace of the actors")
     p.add_argument("--address", default="auto", help="without -n: Ray cluster address (default: auto)")
-    p.add_argument("--timeout", type=positive_float, default=3.0, help="seconds to wait for each server (default 3)")
+    p.add_argument("--timeout", type=positive_float, default=timeout,
+                   help=f"seconds to wait for each server (default {timeout:g})")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
@@ -106,9 +108,9 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    def verb(name: str, help_: str, func: Handler) -> argparse.ArgumentParser:
+    def verb(name: str, help_: str, func: Handler, timeout: float = 3.0) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"mqadmin: {help_}", description=f"{help_} (mqadmin {name})")
-        _common(p)
+        _common(p, timeout)
         p.set_defaults(func=func)
         return p
 
@@ -137,6 +139,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = verb("consumerConnection", "a consumer group's clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)",
              cmd_consumer_connection)
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_arg)
+
+    p = verb("consumerStatus", "what a group's consumers say about themselves, asked through a broker "
+             "(GET_CONSUMER_RUNNING_INFO); -i one client in full", cmd_consumer_status,
+             timeout=15.0)  # as mqadmin (3 x 5 s): past the broker's 10 s wait for the client
+    p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_arg)
+    p.add_argument("-i", "--clientId", dest="client_id", default=None, help="only this client, in full")
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", default=None,
+                   help="ask through this broker (default: the group's masters)")
+    p.add_argument("-s", "--jstack", action="store_true", help="ask the client for its thread dump too")
 
     p = verb("getBrokerConfig", "every setting of a broker or of a cluster's masters (GET_BROKER_CONFIG)",
              cmd_get_broker_config)

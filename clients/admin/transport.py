@@ -25,6 +25,7 @@ from namesrv.protocol.bodies import parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicList, TopicRouteData
+from namesrv.protocol.running_info import ConsumerRunningInfo
 from namesrv.remoting.codec import ext_value
 from namesrv.remoting.command import RemotingResponse
 
@@ -67,6 +68,7 @@ BODY_MODELS: dict[int, Callable[[bytes], Any]] = {
     BrokerRequestCode.GET_CONSUME_STATS: lambda b: ConsumeStats.from_wire(loads_keyed(b)),
     BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST: lambda b: ConsumerConnection.from_wire(loads_keyed(b)),
     BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: lambda b: GroupList.from_wire(loads_keyed(b)),
+    BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: lambda b: ConsumerRunningInfo.from_wire(loads_keyed(b)),
     BrokerRequestCode.GET_BROKER_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
     BrokerRequestCode.VIEW_BROKER_STATS_DATA: fastjson.loads,
     BrokerRequestCode.QUERY_MESSAGE: decode_messages,

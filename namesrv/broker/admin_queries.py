@@ -7,15 +7,24 @@ the message lookups of queryMsgByKey / queryMsgByUniqueKey / queryMsgById (Rocke
 QueryMessageProcessor): QUERY_MESSAGE (12) through the store's index and VIEW_MESSAGE_BY_ID (33).
 
 Store reads (a queue's last store time) run off the event loop, in one go per request.
-GET_CONSUMER_RUNNING_INFO (307) is not served: RocketMQ answers it by asking the client itself over
-its connection, which a broker here does not do; it answers REQUEST_CODE_NOT_SUPPORTED.
+
+GET_CONSUMER_RUNNING_INFO (307, mqadmin consumerStatus) is answered by the client itself, as in
+RocketMQ's callConsumer: the broker finds the client's channel among the group's members, sends it
+the same request over its own TCP connection (`call_client`, the server's invoke) and answers with
+the client's answer; not a member: SYSTEM_ERROR "The Consumer <group> <clientId> not online"; a
+client older than V3_1_8_SNAPSHOT: SYSTEM_ERROR (its version shown as the ordinal); no answer in CALL_CLIENT_TIMEOUT_S:
+CONSUME_MSG_TIMEOUT; its connection closing meanwhile: SYSTEM_ERROR "invoke consumer ... Exception".
+Where this differs from RocketMQ 5.3: a successful answer whose body is not a ConsumerRunningInfo
+is refused (SYSTEM_ERROR) rather than handed on; and a Ray-native consumer, which has no connection
+to be called on, attaches its running info to its heartbeats (`runningInfo`, see ClientManageProcessor)
+and the broker answers 307 for it from the latest one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from namesrv.broker.broker_context import MayRead, anyone_may_read
@@ -39,6 +48,7 @@ from namesrv.protocol.admin_bodies import (
 from namesrv.protocol.bodies import format_properties
 from namesrv.protocol.broker_headers import (
     GetConsumerListByGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     QueryMessageRequestHeader,
     TopicHeader,
@@ -47,8 +57,10 @@ from namesrv.protocol.broker_headers import (
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.models import MessageQueue
-from namesrv.remoting.codec import LanguageCode, ext_value
+from namesrv.protocol.running_info import running_info_problem
+from namesrv.remoting.codec import LanguageCode, RemotingCommand, ext_value
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.invoke import ClientCallError, ClientCallTimeout
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 
 ROCKETMQ_CONFIG_NAMES = {
@@ -71,6 +83,13 @@ QUERY_BODY_MAX = MAX_FRAME_SIZE - 64 * 1024
 clients refuse: 64 messages of 4 MB); the newest messages are the ones kept."""
 NOT_SHOWN = frozenset({"credentials"})
 """Never answered: the broker's own account carries its secret key."""
+CALL_CLIENT_TIMEOUT_S = 10.0
+"""How long a call to a client waits for its answer (Broker2Client.callClient's 10 s)."""
+V3_1_8_SNAPSHOT = 62
+"""MQVersion.Version.V3_1_8_SNAPSHOT.ordinal(): older clients cannot answer a broker's call."""
+
+CallClient = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
+"""Send a client (by its connection's token) a request and await its answer (RemotingServer.invoke)."""
 
 
 def _camel(name: str) -> str:
@@ -97,10 +116,12 @@ def _language(code: int) -> str:
 class AdminQueries:
     def __init__(self, identity: BrokerIdentity, config: BrokerConfig, topics: TopicConfigManager, store: CommitLog,
                  offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager], store_dir: str,
-                 may_read: MayRead = anyone_may_read) -> None:
+                 may_read: MayRead = anyone_may_read, call_client: CallClient | None = None) -> None:
         """`consumers()` is the broker processor's live consumer table; `may_read` the ACL's check
-        of a topic the request does not name (the topic of the message VIEW_MESSAGE_BY_ID finds)."""
+        of a topic the request does not name (the topic of the message VIEW_MESSAGE_BY_ID finds);
+        `call_client` asks a client over its TCP connection (None: no TCP server)."""
         self.may_read = may_read
+        self.call_client = call_client
         self.identity = identity
         self.config = config
         self.topics = topics
@@ -112,6 +133,7 @@ class AdminQueries:
             BrokerRequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             BrokerRequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             BrokerRequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             BrokerRequestCode.GET_BROKER_CONFIG: self.get_broker_config,
@@ -228,6 +250,43 @@ class AdminQueries:
             {t: _subscription_wire(s) for t, s in info.subscriptions.items()},
             info.consume_type, info.message_model, info.consume_from_where)
         return RemotingResponse(body=fastjson.dumps(body.to_wire()))
+
+    def get_consumer_running_info(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        h = GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields, wire=request.wire)
+        group, client_id = h.consumer_group, h.client_id
+        info = self.consumers().groups.get(group)
+        found = next((c for c in info.channels.values() if c.client_id == client_id), None) if info else None
+        if found is None:
+            return error(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+        if found.version < V3_1_8_SNAPSHOT:
+            return error(ResponseCode.SYSTEM_ERROR, f"The Consumer <{client_id}> Version <{found.version}> too low to "
+                                                    "finish, please upgrade it to V3_1_8_SNAPSHOT")
+        if not str(found.channel).startswith("tcp:"):  # a Ray-native consumer: its latest heartbeat's
+            if found.running_info is None:
+                return error(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> sends no running "
+                                                        "info with its heartbeats")
+            return RemotingResponse(body=found.running_info)
+        if self.call_client is None:
+            return error(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: "
+                                                    "this broker serves no TCP clients")
+        ext = {k: ext_value(v) for k, v in request.ext_fields.items() if v is not None}
+        forward = RemotingCommand(BrokerRequestCode.GET_CONSUMER_RUNNING_INFO, ext_fields=ext, body=request.body)
+        return self._call_consumer(self.call_client, found.channel, forward, group, client_id)
+
+    async def _call_consumer(self, call: CallClient, channel: str, forward: RemotingCommand, group: str,
+                             client_id: str) -> RemotingResponse:
+        try:
+            answer = await call(channel, forward, CALL_CLIENT_TIMEOUT_S)
+        except ClientCallTimeout as e:
+            return error(ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {e}")
+        except ClientCallError as e:
+            return error(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: {e}")
+        if answer.code == ResponseCode.SUCCESS:
+            problem = await asyncio.to_thread(running_info_problem, answer.body)
+            if problem is not None:
+                return error(ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: its "
+                                                        f"answer is not a ConsumerRunningInfo: {problem}")
+        return RemotingResponse(answer.code, answer.remark, dict(answer.ext_fields or {}), answer.body)
 
     def query_topic_consume_by_who(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         topic = TopicHeader.from_ext(request.ext_fields, wire=True).topic

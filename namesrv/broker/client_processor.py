@@ -17,6 +17,7 @@ from namesrv.broker.subscription_filter import check_client_config, note_unserva
 from namesrv.protocol.broker_headers import UnregisterClientRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
+from namesrv.protocol.running_info import running_info_problem
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Handler, RequestContext
 
@@ -39,6 +40,7 @@ class ClientManageProcessor:
         if not client_id:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
         now = ctx.clock()
+        running = _running_infos(data)  # checked before anything is recorded
         for producer in data.get("producerDataSet") or []:
             if isinstance(producer, dict) and producer.get("groupName"):
                 ctx.producers.setdefault(str(producer["groupName"]), {})[client.channel] = now
@@ -54,7 +56,7 @@ class ClientManageProcessor:
                     if isinstance(s, dict)]
             note_unservable(ctx.consumers, group, subs, ctx.config.enable_property_filter)
             changed = ctx.consumers.register_consumer(
-                group, ClientChannel(client_id, client.channel, cmd.language, cmd.version, now),
+                group, ClientChannel(client_id, client.channel, cmd.language, cmd.version, now, running.get(group)),
                 str(consumer.get("consumeType") or "CONSUME_PASSIVELY"),
                 str(consumer.get("messageModel") or "CLUSTERING"),
                 str(consumer.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"), subs)
@@ -86,3 +88,21 @@ class ClientManageProcessor:
         ctx = self.ctx
         for group in ctx.consumers.scan_not_active():
             ctx.on_group_changed(group, ctx.consumers.channels_of(group))
+
+
+def _running_infos(heartbeat: dict[str, object]) -> dict[str, bytes]:
+    """The ConsumerRunningInfo a Ray-native consumer attaches to each of its groups' consumer data
+    (`runningInfo`, the body's JSON text: it has no connection for the broker to ask it over); not
+    a RocketMQ field. One that is not a ConsumerRunningInfo refuses the whole heartbeat."""
+    out: dict[str, bytes] = {}
+    for consumer in heartbeat.get("consumerDataSet") or []:  # type: ignore[attr-defined]
+        if not isinstance(consumer, dict) or consumer.get("runningInfo") is None:
+            continue
+        text = consumer["runningInfo"]
+        body = text.encode() if isinstance(text, str) else b""
+        problem = running_info_problem(body) if body else "runningInfo is not a JSON text"
+        if problem is not None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"heartbeat: runningInfo of {consumer.get('groupName')} "
+                                                         f"is not a ConsumerRunningInfo: {problem}")
+        out[str(consumer.get("groupName"))] = body
+    return out

@@ -92,6 +92,8 @@ class ClientChannel:
     language: int
     version: int
     last_update: int
+    running_info: bytes | None = None
+    """A Ray-native consumer's ConsumerRunningInfo from its latest heartbeat (what 307 answers for it)."""
 
 
 @dataclass(slots=True)

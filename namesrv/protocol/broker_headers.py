@@ -107,6 +107,14 @@ class GetConsumerListByGroupRequestHeader(Header):
     consumer_group: GroupName
 
 
+class GetConsumerRunningInfoRequestHeader(Header):
+    """GET_CONSUMER_RUNNING_INFO (307): the broker hands it on to that client, which answers."""
+
+    consumer_group: GroupName
+    client_id: str = Field(min_length=1, max_length=255)
+    jstack_enable: bool = False
+
+
 class TopicHeader(Header):
     """GET_TOPIC_STATS_INFO, QUERY_TOPIC_CONSUME_BY_WHO."""
 

@@ -78,6 +78,8 @@ class BrokerRequestCode(IntEnum):
     """mqadmin deleteTopic's first step: drop the topic on this broker, then register."""
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     """mqadmin / dashboard: the consumer groups of a topic (a GroupList)."""
+    GET_CONSUMER_RUNNING_INFO = 307
+    """mqadmin consumerStatus: the broker asks the client over its own connection (ConsumerRunningInfo)."""
     SEND_MESSAGE_V2 = 310
     VIEW_BROKER_STATS_DATA = 315
     """mqadmin statsAll: one topic's puts or one group's gets over a minute, an hour, a day."""
@@ -118,3 +120,4 @@ class ResponseCode(IntEnum):
     FILTER_DATA_NOT_EXIST = 27
     INVALID_PARAMETER = 29
     CONSUMER_NOT_ONLINE = 206
+    CONSUME_MSG_TIMEOUT = 207

@@ -103,3 +103,19 @@ class HeapTrim:
         self._scheduled = False
         if MALLOC_TRIM is not None:
             MALLOC_TRIM(0)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStats:
+    connections: int
+    accepted: int
+    requests: int
+    bad_frames: int
+    idle_closed: int
+    refused_connections: int
+    buffered_bytes: int
+    """Bytes of partial frames held by all connections now."""
+    reserved_bytes: int
+    """Of the pending-frame budget, what large partial frames have reserved now."""
+    budget_waits: int
+    """Times a connection stopped reading because the pending-frame budget was spent."""

@@ -3,7 +3,8 @@
 Every request is handled in the loop turn that decoded it, like any actor method, so the tables
 need no lock and no copy. A handler may also return an awaitable (work done off the loop); its
 answer is written whenever it is ready, matched by opaque, so many requests can be in flight on one
-connection. Oneway requests are never answered.
+connection. Oneway requests are never answered. `invoke` sends a client a request over its own
+connection and awaits the answer frame (matched by opaque, namesrv.remoting.invoke).
 
 A connection that sends a malformed frame is closed (and logged) without touching any other; a
 connection idle for longer than `idle_timeout_s` is closed, as RocketMQ's idle handler does; both
@@ -28,12 +29,12 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any, cast
 
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command_parts
-from namesrv.remoting.limits import BudgetWaiter, FrameBudget, HeapTrim, ServerLimits
+from namesrv.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command, encode_command_parts
+from namesrv.remoting.invoke import PendingCalls
+from namesrv.remoting.limits import BudgetWaiter, FrameBudget, HeapTrim, ServerLimits, ServerStats
 
 log = logging.getLogger(__name__)
 
@@ -43,22 +44,6 @@ CloseHandler = Callable[["Connection", str], None]
 
 _ids = itertools.count(1)
 REFUSED = "too many connections"
-
-
-@dataclass(frozen=True, slots=True)
-class ServerStats:
-    connections: int
-    accepted: int
-    requests: int
-    bad_frames: int
-    idle_closed: int
-    refused_connections: int
-    buffered_bytes: int
-    """Bytes of partial frames held by all connections now."""
-    reserved_bytes: int
-    """Of the pending-frame budget, what large partial frames have reserved now."""
-    budget_waits: int
-    """Times a connection stopped reading because the pending-frame budget was spent."""
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -142,8 +127,9 @@ class Connection(asyncio.BufferedProtocol):
         self._out = out
         try:
             for cmd in commands:
-                if cmd.is_response:
-                    continue  # this server sends no requests, so no response can be awaited
+                if cmd.is_response:  # the answer to a request this server sent (invoke)
+                    self.server.pending.complete(self.token, cmd)
+                    continue
                 self.server.requests += 1
                 self._dispatch(cmd)
         finally:
@@ -205,6 +191,7 @@ class Connection(asyncio.BufferedProtocol):
         self.server.connections.discard(self)
         self.server.by_token.pop(self.token, None)
         reason = self.closed_reason or (f"error: {exc}" if exc else "closed by peer")
+        self.server.pending.connection_closed(self.token, reason)
         self.server.on_close(self, reason)
 
     def pause_writing(self) -> None:  # the peer does not read its answers: stop reading its requests
@@ -310,6 +297,7 @@ class RemotingServer:
         self.spawn = spawn
         self.connections: set[Connection] = set()
         self.by_token: dict[str, Connection] = {}
+        self.pending = PendingCalls()
         self.accepted = 0
         self.requests = 0
         self.bad_frames = 0
@@ -326,6 +314,16 @@ class RemotingServer:
     def connection(self, token: str) -> Connection | None:
         """The open connection with this token (what a processor knows a client's channel by)."""
         return self.by_token.get(token)
+
+    async def invoke(self, token: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send `request` to the client on connection `token` and await its answer (invokeSync;
+        namesrv.remoting.invoke): ClientCallError when it is not connected, ClientCallTimeout."""
+        conn = self.by_token.get(token)
+        request.opaque = self.pending.next_opaque()
+        if conn is None or conn.transport is None or conn.transport.is_closing():
+            return await self.pending.call(token, request, None, timeout_s)
+        conn.transport.write(encode_command(request))
+        return await self.pending.call(token, request, conn.decoder, timeout_s)
 
     def read_buffer(self, n: int) -> memoryview:
         """The first `n` bytes (at most READ_CHUNK) of the one scratch buffer every connection

@@ -102,6 +102,9 @@ def test_the_ray_path_checks_the_same_accounts_as_tcp(dep: Deployment) -> None:
     assert [m.body for m in consumer.consume_all("Open")] == [b"open"]
     with pytest.raises(PullError, match="No accessKey"):
         PullConsumer(dep.spec.namespace, list(dep.namesrvs)).consume_all("Open")
+    consumer.heartbeat(["Open"])  # over Ray, signed as over TCP: SUB on its group and topics
+    with pytest.raises(PullError, match="No accessKey"):
+        PullConsumer(dep.spec.namespace, list(dep.namesrvs)).heartbeat(["Open"])
 
 
 def test_no_method_hands_out_a_secret(dep: Deployment) -> None:

@@ -531,3 +531,38 @@ def test_message_and_stats_verbs_over_tcp_and_ray(dep: Deployment, addr: str,
     fails(tcp(addr, "queryMsgById", "-i", "not-an-id", "-t", "MsgTopic"), 1, "not-an-id")
     fails(tcp(addr, "queryMsgById", "-i", offset_msg_id(a, 10**9)), 1, "can not find message by the offset")
     fails(tcp(addr, "queryMsgByUniqueKey", "-t", "MsgTopic", "-i", "NoSuchId"), 1, "NoSuchId")
+
+
+def test_consumer_status_of_a_ray_native_consumer_over_tcp_and_ray(dep: Deployment, addr: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """consumerStatus through the brokers: a Ray-native consumer is answered for from its latest
+    heartbeat (its offsets and last pulls, nothing it does not have); an unknown client is one line."""
+    from clients.admin import AdminClient
+    from clients.consumer import PullConsumer
+
+    AdminClient(dep).create_topic("StatusTopic", read_queue_nums=2, write_queue_nums=2)
+    wait_until(lambda: all(routes(dep, "StatusTopic").values()), 15, "the route of StatusTopic")
+    a = dep.addr_of("broker-a-0")
+    assert all(r.ok for r in ray.get([dep.brokers[a].send_message.remote("StatusTopic", 0, f"m{i}".encode())
+                                      for i in range(3)], timeout=60))
+    consumer = PullConsumer(dep.spec.namespace, list(dep.namesrvs), consumer_group="StatusGroup")
+    assert len(consumer.consume_all("StatusTopic")) == 3
+    consumer.heartbeat(["StatusTopic"])
+    wait_until(lambda: routes(dep, "%RETRY%StatusGroup")["namesrv-0"] is not None, 40, "the group's retry topic")
+    cid = consumer.client_id
+    for ask in (lambda *argv: tcp_json(addr, *argv), lambda *argv: ray_json(dep, capsys, *argv)):
+        info = ask("consumerStatus", "-g", "StatusGroup")[cid]
+        assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
+        assert [s["topic"] for s in info["subscriptionSet"]] == ["StatusTopic"]
+        queues = {(q["messageQueue"]["brokerName"], q["messageQueue"]["queueId"]): q["processQueueInfo"]
+                  for q in info["mqTable"]}
+        assert set(queues) == {(b, q) for b in ("broker-a", "broker-b") for q in (0, 1)}
+        assert queues[("broker-a", 0)]["commitOffset"] == 3 and queues[("broker-b", 1)]["commitOffset"] == 0
+        assert all(set(pq) == {"commitOffset", "lastPullTimestamp"} for pq in queues.values()), "nothing made up"
+        assert ask("consumerStatus", "-g", "StatusGroup", "-i", cid)["properties"] == info["properties"]
+    text = ok(tcp(addr, "consumerStatus", "-g", "StatusGroup", "-i", cid))
+    assert "#Consumer Properties#" in text and "001 Topic: StatusTopic" in text
+    listing = ok(tcp(addr, "consumerStatus", "-g", "StatusGroup"))
+    assert cid in listing and "Same subscription in the same group of consumer" in listing
+    fails(tcp(addr, "consumerStatus", "-g", "StatusGroup", "-i", "nobody"), 1,
+          "The Consumer <StatusGroup> <nobody> not online")

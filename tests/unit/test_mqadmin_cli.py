@@ -190,3 +190,36 @@ def test_message_verbs_print_mqadmins_fields_and_refuse_bad_input() -> None:
                 ["queryMsgById"], ["queryMsgByUniqueKey", "-t", "T"], ["statsAll", "-t", "bad topic"]):
         with pytest.raises(SystemExit):
             parser.parse_args(bad)
+
+
+def test_consumer_status_checks_and_json_are_rocketmqs() -> None:
+    from clients.admin.mqadmin_consumer import queue_warnings, running_info_json, same_subscription
+    from clients.cli import build_parser
+    from namesrv.protocol.models import MessageQueue
+    from namesrv.protocol.running_info import ConsumerRunningInfo
+
+    now = 10_000_000
+    mq = MessageQueue("T", "broker-a", 1)
+
+    def info(sub: str, pq: dict[str, object], started: int = now - 180_000) -> ConsumerRunningInfo:
+        props = {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CONSUMER_START_TIMESTAMP": str(started),
+                 "PROP_CONSUMEORDERLY": "flase"}  # sic: rocketmq-client-cpp's spelling
+        return ConsumerRunningInfo(props, [{"topic": "T", "subString": sub}], {mq: pq})
+
+    # A queue with cached messages not consumed for over a minute (longs as the C++ client writes them).
+    blocked = info("*", {"cachedMsgCount": 3, "lastConsumeTimestamp": str(now - 61_000)})
+    assert queue_warnings("c1", blocked, now) == [
+        "c1 MessageQueue [topic=T, brokerName=broker-a, queueId=1] can't consume for a while, maybe blocked, 61000ms"]
+    assert queue_warnings("c1", info("*", {"cachedMsgCount": 0, "lastConsumeTimestamp": "1"}), now) == []
+    assert same_subscription({"a": blocked, "b": info("*", {})}, now)
+    assert not same_subscription({"a": blocked, "b": info("TagA", {})}, now)
+    assert same_subscription({"a": info("*", {}, started=now - 1000), "b": info("TagA", {})}, now), \
+        "consumers started less than two minutes ago are not compared, as RocketMQ"
+    assert running_info_json(blocked)["mqTable"] == [
+        {"messageQueue": {"brokerName": "broker-a", "queueId": 1, "topic": "T"},
+         "processQueueInfo": {"cachedMsgCount": 3, "lastConsumeTimestamp": str(now - 61_000)}}]
+    args = build_parser().parse_args(["consumerStatus", "-g", "G", "-i", "c1", "-s", "-n", "127.0.0.1:9876"])
+    assert (args.group, args.client_id, args.jstack, args.broker_addr) == ("G", "c1", True, None)
+    assert args.timeout == 15.0, "longer than the broker's 10 s wait for the client"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["consumerStatus", "-i", "c1"])
