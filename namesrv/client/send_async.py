@@ -17,18 +17,33 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from namesrv.client.errors import MQBrokerError, MQClientError, RemotingError, SendFailedError, classify_failure
 from namesrv.client.message import Message, MessageQueue
 from namesrv.client.publish_info import TopicPublishInfo, master_addr
+from namesrv.client.send_result import SendResult
+from namesrv.clock import Clock
 
-if TYPE_CHECKING:
-    from namesrv.client.send_engine import SendEngine, SendResult
+
+class SendEngineParts(Protocol):
+    """What an async send uses of its `send_engine.SendEngine` (which imports this module)."""
+
+    transport: Any
+    clock: Clock
+
+    def next_msg_id(self) -> str: ...
+
+    def select_one_message_queue(self, info: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue | None:
+        ...
+
+    def _count(self, *keys: str) -> None: ...
+
+    def _update_fault_item(self, broker_name: str, latency_ms: int, isolation: bool) -> None: ...
 
 log = logging.getLogger(__name__)
 
-AnswerCallback = Callable[["SendResult | None", "BaseException | None"], None]
+AnswerCallback = Callable[[SendResult | None, BaseException | None], None]
 """(result, None) for an acknowledged attempt, (None, error) for a failed one."""
 Submit = Callable[[Callable[[], None]], Any]
 """Runs a function soon on another thread (`ThreadPoolExecutor.submit`)."""
@@ -48,7 +63,7 @@ class AsyncSend:
     """One message's async send: `start()` makes the first attempt; `done(result, error)` is called
     exactly once (on a thread of `submit`)."""
 
-    def __init__(self, engine: SendEngine, msg: Message, info: TopicPublishInfo, timeout_ms: int,
+    def __init__(self, engine: SendEngineParts, msg: Message, info: TopicPublishInfo, timeout_ms: int,
                  default_topic: str | None, times_total: int, submit: Submit,
                  done: Callable[[SendResult | None, BaseException | None], None]) -> None:
         self.engine = engine
@@ -59,7 +74,7 @@ class AsyncSend:
         self.total = times_total
         self.submit = submit
         self._done = done
-        self.msg_id = engine.ids.next()
+        self.msg_id = engine.next_msg_id()
         self.begin = engine.clock()
         self.attempt = 0
         self.failures: list[tuple[str, str]] = []

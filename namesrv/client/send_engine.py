@@ -14,7 +14,6 @@ import os
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from namesrv.client.config import ProducerConfig
@@ -23,6 +22,7 @@ from namesrv.client.fault import LatencyFaultTolerance
 from namesrv.client.message import Message, MessageQueue, check_message
 from namesrv.client.publish_info import TopicPublishInfo, master_addr
 from namesrv.client.send_async import AnswerCallback, AsyncSend, Submit
+from namesrv.client.send_result import SendResult as SendResult
 from namesrv.clock import Clock, system_clock
 from namesrv.protocol.codes import ResponseCode
 
@@ -37,17 +37,6 @@ RETRY_RESPONSE_CODES = frozenset(
         ResponseCode.NO_PERMISSION,
     }
 )
-
-
-@dataclass(slots=True)
-class SendResult:
-    send_status: str
-    msg_id: str
-    offset_msg_id: str
-    message_queue: MessageQueue
-    queue_offset: int
-    attempts: int = 1
-    brokers_tried: list[str] = field(default_factory=list)
 
 
 FAILED_ATTEMPT_KINDS = ("broker_error", "no_answer", "unexpected")
@@ -111,6 +100,10 @@ class SendEngine:
         with self._stats_lock:
             for key in keys:
                 self.stats[key] += 1
+
+    def next_msg_id(self) -> str:
+        """A new unique message id (the client's UNIQ_KEY)."""
+        return self.ids.next()
 
     def stats_snapshot(self) -> dict[str, int]:
         with self._stats_lock:
