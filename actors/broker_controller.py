@@ -33,6 +33,7 @@ from namesrv.acl.plain_acl import SUB, AclManager
 from namesrv.acl.rpc_hook import AclHook, check_broker
 from namesrv.broker.admin_processor import AdminBrokerProcessor
 from namesrv.broker.admin_queries import AdminQueries
+from namesrv.broker.broker_config_update import CONFIG_FILE, BrokerConfigFile
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
 from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
 from namesrv.broker.config import BrokerConfig
@@ -102,6 +103,9 @@ class BrokerController:
         master_role = config.broker_role if config.broker_role is not BrokerRole.SLAVE else BrokerRole.ASYNC_MASTER
         if broker_id != MASTER_ID or controller_mode:
             config.broker_role = BrokerRole.SLAVE  # controller mode: fenced until the controller decides
+        self.config_file = BrokerConfigFile(store_dir / "config" / CONFIG_FILE)
+        if self.config_file.load(config):  # what UPDATE_BROKER_CONFIG changed before the restart
+            log.info("broker %s: config %s applied from %s", addr, self.config_file.values, self.config_file.path)
         self.config = config
         self.store_dir = store_dir
         self.clock = clock
@@ -113,10 +117,8 @@ class BrokerController:
         self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit,
                                segment_size=config.mapped_file_size_commit_log,
                                consume_queue_file_size=config.mapped_file_size_consume_queue)
-        self.cleaner = CleanCommitLogService(self.store, RetentionPolicy(
-            config.file_reserved_time, config.delete_when, config.disk_max_used_space_ratio,
-            config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio,
-            config.delete_commit_log_files_interval_ms))
+        self.cleaner = CleanCommitLogService(self.store, lambda: RetentionPolicy.of(self.config))
+        """Reads the retention settings at each run: UPDATE_BROKER_CONFIG changes them live."""
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
         self.recovery_ms = (time.perf_counter() - started) * 1000
         self.loop = ControlLoop(identity.broker_addr)
@@ -142,7 +144,7 @@ class BrokerController:
                                           lambda: self.topics.data_version)
         self.metrics = metrics if metrics is not None else NO_METRICS
         self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic, self._register_all,
-                                          self.config)
+                                          self.config, self.config_file)
         self.pipeline = RequestPipeline(identity.broker_addr, BrokerWireEncoder(identity.broker_addr).encode)
         """Every request, from TCP or Ray: ACL hook, then the admin codes or the broker processor."""
         self.acl = AclHook(AclManager(config.acl_file), check_broker, self._count_acl_refusal) \
