@@ -292,8 +292,14 @@ class BrokerController:
 
     async def _checkpoint(self) -> None:
         """RocketMQ's FlushConsumeQueueService with the index's flush: the consume queues and the
-        message index synced, then the store's checkpoint written."""
-        await asyncio.to_thread(self.store.checkpoint)
+        message index synced, then the store's checkpoint written. On a full disk it fails (the
+        checkpoint on disk stays the last one written: a restart re-reads more of the log) and is
+        tried again at the next turn: one line in the log, not a traceback every second."""
+        try:
+            await asyncio.to_thread(self.store.checkpoint)
+        except OSError as e:
+            log.warning("broker %s: store checkpoint not written (tried again in %d ms): %s",
+                        self.identity.broker_addr, self.config.flush_interval_consume_queue_ms, e)
 
     async def persist_offsets(self) -> None:
         data = self.offsets.snapshot()
