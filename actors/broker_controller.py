@@ -86,6 +86,12 @@ class BrokerController:
         """Binds the client port at once (a taken port fails the start). The broker's address is
         `advertise(port)`, or `ray_name` without TCP; `channel_of(token)` is what NameServers watch.
         A slave (brokerId > 0) replicates from the actor `master_name` (actors.broker_ha)."""
+        self.config_file = BrokerConfigFile(store_dir / "config" / CONFIG_FILE)
+        # What UPDATE_BROKER_CONFIG changed before a restart, read before the port is bound: a file
+        # it cannot read stops the start with nothing to release.
+        if self.config_file.load(config):
+            log.info("broker %s: config %s applied from %s", broker_name, self.config_file.values,
+                     self.config_file.path)
         self._remoting_config = remoting
         self.remoting = RemotingServer(
             ray_name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
@@ -103,9 +109,6 @@ class BrokerController:
         master_role = config.broker_role if config.broker_role is not BrokerRole.SLAVE else BrokerRole.ASYNC_MASTER
         if broker_id != MASTER_ID or controller_mode:
             config.broker_role = BrokerRole.SLAVE  # controller mode: fenced until the controller decides
-        self.config_file = BrokerConfigFile(store_dir / "config" / CONFIG_FILE)
-        if self.config_file.load(config):  # what UPDATE_BROKER_CONFIG changed before the restart
-            log.info("broker %s: config %s applied from %s", addr, self.config_file.values, self.config_file.path)
         self.config = config
         self.store_dir = store_dir
         self.clock = clock
