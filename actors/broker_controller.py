@@ -33,6 +33,7 @@ from namesrv.acl.plain_acl import SUB, AclManager
 from namesrv.acl.rpc_hook import AclHook, check_broker
 from namesrv.broker.admin_processor import AdminBrokerProcessor
 from namesrv.broker.admin_queries import AdminQueries
+from namesrv.broker.broker_config_update import CONFIG_FILE, BrokerConfigFile
 from namesrv.broker.broker_stats import SAMPLE_INTERVAL_S
 from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
 from namesrv.broker.config import BrokerConfig
@@ -85,6 +86,12 @@ class BrokerController:
         """Binds the client port at once (a taken port fails the start). The broker's address is
         `advertise(port)`, or `ray_name` without TCP; `channel_of(token)` is what NameServers watch.
         A slave (brokerId > 0) replicates from the actor `master_name` (actors.broker_ha)."""
+        self.config_file = BrokerConfigFile(store_dir / "config" / CONFIG_FILE)
+        # What UPDATE_BROKER_CONFIG changed before a restart, read before the port is bound: a file
+        # it cannot read stops the start with nothing to release.
+        if self.config_file.load(config):
+            log.info("broker %s: config %s applied from %s", broker_name, self.config_file.values,
+                     self.config_file.path)
         self._remoting_config = remoting
         self.remoting = RemotingServer(
             ray_name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
@@ -113,10 +120,8 @@ class BrokerController:
         self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit,
                                segment_size=config.mapped_file_size_commit_log,
                                consume_queue_file_size=config.mapped_file_size_consume_queue)
-        self.cleaner = CleanCommitLogService(self.store, RetentionPolicy(
-            config.file_reserved_time, config.delete_when, config.disk_max_used_space_ratio,
-            config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio,
-            config.delete_commit_log_files_interval_ms))
+        self.cleaner = CleanCommitLogService(self.store, lambda: RetentionPolicy.of(self.config))
+        """Reads the retention settings at each run: UPDATE_BROKER_CONFIG changes them live."""
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
         self.recovery_ms = (time.perf_counter() - started) * 1000
         self.loop = ControlLoop(identity.broker_addr)
@@ -142,7 +147,7 @@ class BrokerController:
                                           lambda: self.topics.data_version)
         self.metrics = metrics if metrics is not None else NO_METRICS
         self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic, self._register_all,
-                                          self.config)
+                                          self.config, self.config_file)
         self.pipeline = RequestPipeline(identity.broker_addr, BrokerWireEncoder(identity.broker_addr).encode)
         """Every request, from TCP or Ray: ACL hook, then the admin codes or the broker processor."""
         self.acl = AclHook(AclManager(config.acl_file), check_broker, self._count_acl_refusal) \
@@ -292,8 +297,14 @@ class BrokerController:
 
     async def _checkpoint(self) -> None:
         """RocketMQ's FlushConsumeQueueService with the index's flush: the consume queues and the
-        message index synced, then the store's checkpoint written."""
-        await asyncio.to_thread(self.store.checkpoint)
+        message index synced, then the store's checkpoint written. On a full disk it fails (the
+        checkpoint on disk stays the last one written: a restart re-reads more of the log) and is
+        tried again at the next turn: one line in the log, not a traceback every second."""
+        try:
+            await asyncio.to_thread(self.store.checkpoint)
+        except OSError as e:
+            log.warning("broker %s: store checkpoint not written (tried again in %d ms): %s",
+                        self.identity.broker_addr, self.config.flush_interval_consume_queue_ms, e)
 
     async def persist_offsets(self) -> None:
         data = self.offsets.snapshot()

@@ -126,9 +126,10 @@ class DefaultMQAdminExt(MessageQueries):
                 out[ns] = unreachable(e)
         return out
 
-    def _broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None, what: str) -> RemotingResponse:
+    def _broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None, what: str,
+                props: dict[str, str] | None = None) -> RemotingResponse:
         try:
-            resp = self.transport.call_broker(broker_addr, code, ext)
+            resp = self.transport.call_broker(broker_addr, code, ext, props)
         except ServerUnreachable as e:
             raise MQAdminError(f"broker {broker_addr}: {e}") from None
         return _ok(broker_addr, resp, what)
@@ -288,6 +289,10 @@ class DefaultMQAdminExt(MessageQueries):
         config = self._broker_model(broker_addr, BrokerRequestCode.GET_BROKER_CONFIG, None, "broker config",
                                     ConfigProperties)
         return dict(config.properties)
+
+    def update_broker_config(self, broker_addr: str, props: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG: set RocketMQ config keys on a running broker (raises with its reason)."""
+        self._broker(broker_addr, BrokerRequestCode.UPDATE_BROKER_CONFIG, None, "update broker config", props)
 
     def view_broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str) -> dict[str, Any] | None:
         """VIEW_BROKER_STATS_DATA: {statsMinute, statsHour, statsDay} of one key, None when never counted."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from clients.admin.mqadmin_cluster import cmd_broker_status, cmd_cluster_list
+from clients.admin.mqadmin_cluster import cmd_broker_status, cmd_cluster_list, cmd_update_broker_config
 from clients.admin.mqadmin_consumer import cmd_consumer_status
 from clients.admin.mqadmin_message import add_message_verbs
 from clients.admin.mqadmin_namesrv import (
@@ -154,6 +154,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker (host:port)")
     which.add_argument("-c", "--clusterName", dest="cluster", type=cluster_arg, help="every master of this cluster")
+
+    p = verb("updateBrokerConfig", "change one config key on a running broker or on a cluster's masters "
+             "(UPDATE_BROKER_CONFIG: brokerPermission and the retention settings)", cmd_update_broker_config)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker (host:port)")
+    which.add_argument("-c", "--clusterName", dest="cluster", type=cluster_arg, help="every master of this cluster")
+    p.add_argument("-k", "--key", required=True, help="RocketMQ's key, e.g. fileReservedTime, deleteWhen")
+    p.add_argument("-v", "--value", required=True)
 
     p = verb("statsAll", "per topic and consumer group: backlog, in/out TPS over the last minute and 24-hour "
              "counts (VIEW_BROKER_STATS_DATA, GET_CONSUME_STATS)", cmd_stats_all)

@@ -102,3 +102,22 @@ def cmd_broker_status(args: argparse.Namespace) -> int:
             for key in sorted(kv):
                 print(f"{key:<32}: {kv[key]}" if args.broker_addr else f"{addr:<24} {key:<32}: {kv[key]}")
     return 0 if len(tables) == len(addrs) else 1
+
+
+def cmd_update_broker_config(args: argparse.Namespace) -> int:
+    """mqadmin updateBrokerConfig: one key on a broker (-b) or on every master of a cluster (-c);
+    the broker checks key and value (a refusal is the broker's reason, and nothing changed)."""
+    with admin_of(args) as admin:
+        info = admin.examine_broker_cluster_info()
+        if args.broker_addr is not None:
+            addrs = [check_broker_known(info, args.broker_addr)]
+        else:
+            addrs = DefaultMQAdminExt.master_addrs_of_cluster(info, check_cluster_known(info, args.cluster))
+        for addr in addrs:
+            admin.update_broker_config(addr, {args.key: args.value})
+    if args.json:
+        emit_json({addr: {args.key: args.value} for addr in addrs})
+        return 0
+    for addr in addrs:
+        print(f"update broker config success, {addr}")
+    return 0

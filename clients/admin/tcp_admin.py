@@ -62,8 +62,9 @@ class TcpTransport:
         body = format_properties(props) if props is not None else None
         return self._call(namesrv, code, ext or {}, body)
 
-    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None) -> RemotingResponse:
-        return self._call(broker_addr, code, ext or {})
+    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None,
+                    props: dict[str, str] | None = None) -> RemotingResponse:
+        return self._call(broker_addr, code, ext or {}, format_properties(props) if props is not None else None)
 
     def close(self) -> None:
         for addr in list(self._clients):

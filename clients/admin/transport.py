@@ -21,7 +21,7 @@ from namesrv.broker.message_decoder import decode_messages
 from namesrv.controller.codes import ControllerRequestCode
 from namesrv.protocol import fastjson
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
-from namesrv.protocol.bodies import parse_properties
+from namesrv.protocol.bodies import format_properties, parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicList, TopicRouteData
@@ -104,8 +104,10 @@ class AdminTransport(Protocol):
         ServerUnreachable when it cannot be asked."""
         ...
 
-    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None) -> RemotingResponse:
-        """One request to one broker, by the address routes carry. Raises ServerUnreachable."""
+    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None,
+                    props: dict[str, str] | None = None) -> RemotingResponse:
+        """One request to one broker, by the address routes carry (`props`: UPDATE_BROKER_CONFIG's
+        body, Java properties text either way). Raises ServerUnreachable."""
         ...
 
     def close(self) -> None: ...
@@ -148,11 +150,12 @@ class RayTransport:
             raise ServerUnreachable(f"no NameServer {namesrv!r} in {self.where}")
         return self._process(handle, namesrv, code, ext, encode_body(props) if props is not None else None)
 
-    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None) -> RemotingResponse:
+    def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None,
+                    props: dict[str, str] | None = None) -> RemotingResponse:
         handle = self.dep.brokers.get(broker_addr)
         if handle is None:
             raise ServerUnreachable(f"no broker actor serves {broker_addr} in {self.where}")
-        return self._process(handle, broker_addr, code, ext, None)
+        return self._process(handle, broker_addr, code, ext, format_properties(props) if props is not None else None)
 
     def close(self) -> None:
         pass

@@ -1,6 +1,7 @@
 """Broker administration (RocketMQ's AdminBrokerProcessor), in two processors.
 
-`AdminBrokerProcessor`: the topic codes and the broker's permission, wired by the broker controller
+`AdminBrokerProcessor`: the topic codes and the broker's config (its permission, its retention
+settings: UPDATE_BROKER_CONFIG, see namesrv.broker.broker_config_update), wired by the broker controller
 (they persist and re-register). UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER, from mqadmin
 over TCP or a Ray caller alike: the change is persisted first (a failed write is rolled back and
 answered SYSTEM_ERROR), then registered with every NameServer, and only then answered, so a route
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from pydantic import ValidationError
 
+from namesrv.broker.broker_config_update import BrokerConfigFile, ConfigUpdateError, as_properties, validate_update
 from namesrv.broker.broker_context import BrokerContext, json_body
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.topic_config_manager import TopicConfigManager
@@ -52,12 +55,15 @@ Registered = dict[str, str]
 class AdminBrokerProcessor:
     def __init__(self, topics: TopicConfigManager, writer: BackgroundWriter,
                  register_topic: Callable[[TopicConfig], Awaitable[Registered]],
-                 register_all: Callable[[], Awaitable[Registered]], config: BrokerConfig) -> None:
-        """`writer` persists the topic table; `register_topic(tc)` tells every NameServer of one
-        topic, `register_all()` of the whole table; `config` is the broker's own (its permission)."""
+                 register_all: Callable[[], Awaitable[Registered]], config: BrokerConfig,
+                 config_file: BrokerConfigFile) -> None:
+        """`writer` persists the topic table and the config file; `register_topic(tc)` tells every
+        NameServer of one topic, `register_all()` of the whole table; `config` is the broker's own,
+        `config_file` where its runtime changes are kept."""
         self.topics = topics
         self.writer = writer
         self.config = config
+        self.config_file = config_file
         self.register_topic = register_topic
         self.register_all = register_all
         self.handlers: dict[int, Handler] = {
@@ -108,33 +114,52 @@ class AdminBrokerProcessor:
         return RemotingResponse(payload={"deleted": deleted, "registered": registered})
 
     def update_broker_config(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
-        """UPDATE_BROKER_CONFIG with a properties body. Of RocketMQ's keys only `brokerPermission`
-        (what takes a broker out of, and back into, service) is served; any other key is refused
-        and changes nothing (RocketMQ would take it)."""
+        """UPDATE_BROKER_CONFIG with a properties body (mqadmin updateBrokerConfig -k KEY -v VALUE):
+        the keys of `namesrv.broker.broker_config_update.LIVE_KEYS`, every one checked before any is
+        set. Refused (nothing changed): any other key (INVALID_PARAMETER), a bad value
+        (SYSTEM_ERROR), RocketMQ's black-listed keys (NO_PERMISSION)."""
         try:
             props = parse_properties(request.body or b"")
         except InvalidInput as e:
             return error(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {e}")
-        unknown = sorted(set(props) - {"brokerPermission"})
-        if unknown or not props:
-            return error(ResponseCode.INVALID_PARAMETER,
-                         f"config key {unknown[0]} cannot be updated on this broker" if unknown
-                         else "no brokerPermission given")
-        value = props["brokerPermission"].strip()
-        if not value.isdigit() or int(value) & ~7:
-            return error(ResponseCode.SYSTEM_ERROR, f"invalid broker permission {value!r}")
-        log.info("brokerPermission set to %s by %s", value, ctx.remote)
-        return self._set_permission(int(value))
+        try:
+            changes = validate_update(self.config, props)
+        except ConfigUpdateError as e:
+            return error(e.code, str(e))
+        log.info("broker config %s set by %s", as_properties(changes), ctx.remote)
+        return self._update_config(changes)
 
-    async def _set_permission(self, perm: int) -> RemotingResponse:
-        """The new permission with a new DataVersion, on disk, then registered with every NameServer
-        (topic perms are masked by it); a failed write puts both back."""
-        previous, self.config.broker_permission = self.config.broker_permission, perm
+    async def _update_config(self, changes: dict[str, Any]) -> RemotingResponse:
+        """Set `changes`, write the config file, and answer once it is on disk; a new permission
+        also takes a new DataVersion and is registered with every NameServer (topic perms are masked
+        by it). A failed write puts everything back and is answered SYSTEM_ERROR."""
+        config, file = self.config, self.config_file
+        previous = {f: getattr(config, f) for f in changes}
+        previous_values = dict(file.values)
+        perm_changed = "broker_permission" in changes and changes["broker_permission"] != config.broker_permission
+
+        def undo() -> None:
+            for f, v in previous.items():
+                setattr(config, f, v)
+            file.values = previous_values
+
+        for f, v in changes.items():
+            setattr(config, f, v)
+        file.values = previous_values | as_properties(changes)
+        before = self.writer.submitted
+        self.writer.write(file.path, file.image(), undo)
+        failed = await self.writer.written(before)
+        if failed is not None:  # not on disk: the writer ran `undo`
+            return error(ResponseCode.SYSTEM_ERROR, failed)
+        if not perm_changed:
+            return RemotingResponse(payload={"registered": {}})
         before = self.writer.submitted
         self.topics.next_version()
         failed = await self.writer.written(before)
-        if failed is not None:  # the new version is not on disk: rolled back, and the permission too
-            self.config.broker_permission = previous
+        if failed is not None:  # the new version is not on disk: the old permission back, on disk too
+            undo()
+            self.writer.write(file.path, file.image())
+            await self.writer.written(self.writer.submitted - 1)
             return error(ResponseCode.SYSTEM_ERROR, failed)
         return RemotingResponse(payload={"registered": await self.register_all()})
 

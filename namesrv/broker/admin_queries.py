@@ -29,7 +29,7 @@ from typing import Any
 
 from namesrv.broker.broker_context import MayRead, anyone_may_read
 from namesrv.broker.commit_log import CommitLog
-from namesrv.broker.config import BrokerConfig
+from namesrv.broker.config import BrokerConfig, rocketmq_name
 from namesrv.broker.consumer_manager import ConsumerManager, SubscriptionData
 from namesrv.broker.consumer_offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
 from namesrv.broker.message_codec import encode_message_ext
@@ -63,16 +63,6 @@ from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.invoke import ClientCallError, ClientCallTimeout
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 
-ROCKETMQ_CONFIG_NAMES = {
-    "register_name_server_period_ms": "registerNameServerPeriod",
-    "register_broker_timeout_ms": "registerBrokerTimeoutMills",
-    "heartbeat_timeout_ms": "brokerNotActiveTimeoutMillis",
-    "flush_interval_ms": "flushIntervalCommitLog",
-    "flush_interval_consume_queue_ms": "flushIntervalConsumeQueue",
-    "clean_resource_interval_ms": "cleanResourceInterval",
-    "delete_commit_log_files_interval_ms": "deleteCommitLogFilesInterval",
-}
-"""BrokerConfig fields whose RocketMQ name is not their camelCase; the rest are."""
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 """MixAll.UNIQUE_MSG_QUERY_FLAG: QUERY_MESSAGE's key is a unique key (the client message id)."""
 DEFAULT_QUERY_MAX_NUM = 32
@@ -90,11 +80,6 @@ V3_1_8_SNAPSHOT = 62
 
 CallClient = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
 """Send a client (by its connection's token) a request and await its answer (RemotingServer.invoke)."""
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(w.capitalize() for w in rest)
 
 
 def _java(value: object) -> str:
@@ -309,7 +294,7 @@ class AdminQueries:
                  "listenPort": port if port.isdigit() else "0", "storePathRootDir": self.store_dir}
         for name, value in self.config.model_dump().items():
             if name not in NOT_SHOWN and value is not None:
-                props[ROCKETMQ_CONFIG_NAMES.get(name, _camel(name))] = _java(value)
+                props[rocketmq_name(name)] = _java(value)
         return props
 
     def get_broker_config(self, request: RemotingRequest, ctx: RequestContext) -> Answer:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.broker.store_types import (
@@ -17,6 +17,25 @@ from namesrv.protocol.constants import MAX_MESSAGE_SIZE, Perm
 
 REGISTER_PERIOD_MIN_MS = 10_000
 REGISTER_PERIOD_MAX_MS = 60_000
+
+ROCKETMQ_CONFIG_NAMES = {
+    "register_name_server_period_ms": "registerNameServerPeriod",
+    "register_broker_timeout_ms": "registerBrokerTimeoutMills",
+    "heartbeat_timeout_ms": "brokerNotActiveTimeoutMillis",
+    "flush_interval_ms": "flushIntervalCommitLog",
+    "flush_interval_consume_queue_ms": "flushIntervalConsumeQueue",
+    "clean_resource_interval_ms": "cleanResourceInterval",
+    "delete_commit_log_files_interval_ms": "deleteCommitLogFilesInterval",
+}
+"""BrokerConfig fields whose RocketMQ name is not their camelCase; the rest are."""
+
+
+def rocketmq_name(field_name: str) -> str:
+    """A BrokerConfig field's name in RocketMQ's BrokerConfig / MessageStoreConfig (and on the wire)."""
+    if field_name in ROCKETMQ_CONFIG_NAMES:
+        return ROCKETMQ_CONFIG_NAMES[field_name]
+    head, *rest = field_name.split("_")
+    return head + "".join(w.capitalize() for w in rest)
 
 
 class BrokerConfig(BaseModel):
@@ -53,6 +72,15 @@ class BrokerConfig(BaseModel):
     at `delete_when` (or at once while the disk is fuller than `disk_max_used_space_ratio`)."""
     delete_when: str = Field(default="04", pattern=r"^\d{1,2}(;\d{1,2})*$")
     """RocketMQ's deleteWhen: the hours of the day (local time, ';'-separated) expired segments go."""
+
+    @field_validator("delete_when")
+    @classmethod
+    def _hours_of_a_day(cls, value: str) -> str:
+        bad = [h for h in value.split(";") if int(h) > 23]
+        if bad:
+            raise ValueError(f"deleteWhen hours are 0..23, not {', '.join(bad)}")
+        return value
+
     disk_max_used_space_ratio: int = Field(default=75, ge=10, le=95)
     """RocketMQ's diskMaxUsedSpaceRatio (%): above it expired segments go whatever the hour."""
     disk_space_warning_level_ratio: int = Field(default=90, ge=35, le=99)

@@ -11,6 +11,9 @@ A run (every cleanResourceInterval) deletes when one of these holds, as RocketMQ
 Above `diskSpaceWarningLevelRatio` the store is also marked disk-full and refuses writes (a send is
 answered SERVICE_NOT_AVAILABLE, as RocketMQ's) until a run finds the disk below it again.
 
+The settings are read again at each run (`RetentionPolicy.of` the broker's live config, which
+UPDATE_BROKER_CONFIG changes), as RocketMQ's CleanCommitLogService reads messageStoreConfig each time.
+
 At most `deleteFileBatchMax` (10) segments go per run, oldest first, never the one being written,
 and a run stops at the first segment that may not go (no hole in the middle of the log), pausing
 `deleteCommitLogFilesInterval` between two. It runs in a worker thread: the write lock is held only
@@ -44,6 +47,7 @@ from namesrv.persist import fsync_dir
 
 if TYPE_CHECKING:
     from namesrv.broker.commit_log import CommitLog
+    from namesrv.broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,13 @@ class RetentionPolicy:
     delete_files_interval_ms: int = 100
     delete_file_batch_max: int = DELETE_FILE_BATCH_MAX
 
+    @classmethod
+    def of(cls, config: BrokerConfig) -> RetentionPolicy:
+        """The retention settings `config` holds now."""
+        return cls(config.file_reserved_time, config.delete_when, config.disk_max_used_space_ratio,
+                   config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio,
+                   config.delete_commit_log_files_interval_ms)
+
 
 @dataclass(slots=True)
 class CleanReport:
@@ -93,12 +104,16 @@ class CleanReport:
     deleted_segments: list[int] = field(default_factory=list)
     """Start offsets of the segments deleted."""
     min_physical_offset: int = 0
+    policy: RetentionPolicy | None = None
+    """The settings this run used."""
 
 
 class CleanCommitLogService:
-    def __init__(self, store: CommitLog, policy: RetentionPolicy,
+    def __init__(self, store: CommitLog, policy: RetentionPolicy | Callable[[], RetentionPolicy],
                  disk_usage: Callable[[Path], float] = disk_used_ratio,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        """`policy`: fixed settings, or a function giving the settings of the moment, called at the
+        start of every run (the broker passes `lambda: RetentionPolicy.of(config)`)."""
         self.store = store
         self.policy = policy
         self.disk_usage = disk_usage
@@ -107,9 +122,9 @@ class CleanCommitLogService:
 
     def run(self) -> CleanReport:
         """One retention run. Blocking (unlinks, preads, pauses): run it off the event loop."""
-        p, store = self.policy, self.store
+        p, store = self.policy if isinstance(self.policy, RetentionPolicy) else self.policy(), self.store
         now = store.clock()
-        report = CleanReport(disk_ratio=self.disk_usage(store.dir))
+        report = CleanReport(disk_ratio=self.disk_usage(store.dir), policy=p)
         percent = report.disk_ratio * 100
         report.time_up = is_time_to_delete(p.delete_when, now)
         report.disk_full = percent > p.disk_space_warning_level_ratio

@@ -43,7 +43,8 @@ class BrokerRequestCode(IntEnum):
     GET_ALL_TOPIC_CONFIG = 21
     """mqadmin / dashboard: the broker's whole topic table and its DataVersion."""
     UPDATE_BROKER_CONFIG = 25
-    """mqadmin updateBrokerConfig: change broker settings (a properties body); here brokerPermission."""
+    """mqadmin updateBrokerConfig: change broker settings (a properties body): brokerPermission and the
+    retention settings (namesrv.broker.broker_config_update.LIVE_KEYS)."""
     UPDATE_CONSUMER_OFFSET = 15
     GET_BROKER_CONFIG = 26
     """mqadmin getBrokerConfig: every setting as Java properties text, under RocketMQ's names."""

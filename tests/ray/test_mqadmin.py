@@ -237,6 +237,36 @@ def test_write_perm_over_tcp(dep: Deployment, addr: str) -> None:
         assert all(p & 2 for _, _, p in queues(route).values())
 
 
+def test_update_broker_config_over_tcp_and_ray(dep: Deployment, addr: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """updateBrokerConfig of the retention settings on the running brokers: taken (over TCP on one
+    broker, over Ray on a cluster's masters), shown by getBrokerConfig, kept in each broker's config
+    file; a bad value or a key a running broker cannot take is the broker's one-line reason and
+    changes nothing."""
+    a = dep.addr_of("broker-a-0")
+    try:
+        assert "update broker config success" in ok(tcp(addr, "updateBrokerConfig", "-b", a, "-k",
+                                                         "fileReservedTime", "-v", "48"))
+        assert tcp_json(addr, "getBrokerConfig", "-b", a)[a]["fileReservedTime"] == "48"
+        assert set(ray_json(dep, capsys, "updateBrokerConfig", "-c", "DefaultCluster", "-k", "deleteWhen", "-v",
+                            "01;13")) == set(dep.brokers)
+        every = ray_json(dep, capsys, "getBrokerConfig", "-c", "DefaultCluster")
+        assert {c["deleteWhen"] for c in every.values()} == {"01;13"}
+        for broker in dep.brokers.values():
+            kept = Path(ray.get(broker.get_runtime_info.remote(), timeout=60)["store_dir"]) / "config"
+            assert "deleteWhen=01;13" in (kept / "broker.properties").read_text()
+        before = tcp_json(addr, "getBrokerConfig", "-b", a)
+        fails(tcp(addr, "updateBrokerConfig", "-b", a, "-k", "diskMaxUsedSpaceRatio", "-v", "99"), 1,
+              "SYSTEM_ERROR", "diskMaxUsedSpaceRatio")
+        fails(tcp(addr, "updateBrokerConfig", "-b", a, "-k", "flushDiskType", "-v", "ASYNC_FLUSH"), 1,
+              "INVALID_PARAMETER", "read only at start")
+        code, _, err = over_ray(dep, capsys, "updateBrokerConfig", "-b", a, "-k", "deleteWhen", "-v", "24")
+        assert code == 1 and "0..23" in err
+        assert tcp_json(addr, "getBrokerConfig", "-b", a) == before
+    finally:
+        for key, value in (("fileReservedTime", "72"), ("deleteWhen", "04")):
+            ok(tcp(addr, "updateBrokerConfig", "-c", "DefaultCluster", "-k", key, "-v", value))
+
+
 def test_bad_input_is_one_line_and_changes_nothing(dep: Deployment, addr: str) -> None:
     closed = f"127.0.0.1:{free_port()}"
     cases: list[tuple[list[str], int, list[str]]] = [

@@ -12,6 +12,7 @@ Needs root (to mount); skipped, saying so, without it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -31,13 +32,14 @@ BODY = 2000
 NOON = 1_700_049_600_000  # any hour but deleteWhen's: only the disk's fullness deletes here
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
+@contextlib.contextmanager
+def mounted_tmpfs(mnt: Path, size_mib: int) -> Iterator[Path]:
+    """A tmpfs of `size_mib` MiB mounted at `mnt` (made here) for the block, then unmounted; skips
+    the test, saying why, where mounting is not permitted (not root, or no mount in a container)."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE_MIB}m", "tmpfs", str(mnt)],
+    mnt.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(mnt)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
@@ -45,6 +47,12 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    with mounted_tmpfs(tmp_path / "small", SIZE_MIB) as mnt:
+        yield mnt
 
 
 def open_store(path: Path, clock: ManualClock) -> CommitLog:
