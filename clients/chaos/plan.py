@@ -161,6 +161,9 @@ class ChaosConfig(BaseModel):
     """The masters' role in a private deployment; default SYNC_MASTER with slaves (as `namesrv up`)."""
     broker_overrides: dict[str, Any] = Field(default_factory=dict)
     """Other broker settings of a private deployment (e.g. ha_max_time_slave_not_catchup_ms)."""
+    namesrv_overrides: dict[str, Any] = Field(default_factory=dict)
+    """NameServer settings of a private deployment (e.g. broker_channel_expired_time_ms); the
+    bounds follow them."""
     controller: bool = False
     """A private deployment with the controller: brokers in controller mode, a killed master
     replaced by its slave (actors.broker_replicas); off, roles stay as deployed."""
@@ -187,6 +190,9 @@ class ChaosConfig(BaseModel):
             raise ValueError("lose_master_node needs a slave to take over: --slaves 1 --controller")
         if self.existing and not self.namespace:
             raise ValueError("faulting an existing deployment needs its namespace")
+        if self.existing and self.namesrv_overrides:
+            raise ValueError("an existing deployment keeps its own NameServer config; namesrv_overrides is for a "
+                             "private one")
         if self.existing and self.data_dir is not None:
             raise ValueError("an existing deployment keeps its own data dir; data_dir is for a private one")
         return self
@@ -198,7 +204,7 @@ class ChaosConfig(BaseModel):
     def timing(self) -> Timing:
         """The bounds for a deployment running this config's profile."""
         profile = get_profile(self.profile)
-        return self.timing_for(profile.namesrv_config(), profile.broker_config())
+        return self.timing_for(profile.namesrv_config(**self.namesrv_overrides), profile.broker_config())
 
     def timing_for(self, namesrv: NamesrvConfig, broker: BrokerConfig) -> Timing:
         """The bounds for a deployment running these configs (an existing one's, read from its actors)."""

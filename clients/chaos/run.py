@@ -125,7 +125,7 @@ def private_target(cfg: ChaosConfig, namespace: str) -> Target:
     overrides = replication_overrides(cfg.slaves, cfg.broker_role) | cfg.broker_overrides
     spec = ClusterSpec(namesrv_count=cfg.namesrvs, brokers=broker_specs(cfg.brokers, cfg.slaves), profile=cfg.profile,
                        namespace=namespace, data_dir=data_dir, namesrv_port=0, broker_port=None,
-                       namesrv_overrides={"snapshot_interval_ms": cfg.snapshot_interval_ms},
+                       namesrv_overrides=cfg.namesrv_overrides | {"snapshot_interval_ms": cfg.snapshot_interval_ms},
                        broker_overrides=overrides, controller=cfg.controller)
     if any(k in NODE_FAULTS for k in cfg.fault_mix):  # a set's members on different nodes, services on the head
         spread_sets_over_nodes(spec, placement_nodes())

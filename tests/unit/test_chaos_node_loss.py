@@ -92,6 +92,11 @@ def test_node_loss_detection_allows_rays_node_death_verdict() -> None:
     assert timing.detect_bound_ms(KILL_MASTER) == cfg.channel_bound_ms
     slow = node_loss_cfg(node_death_bound_ms=25_000, profile="default").timing()
     assert slow.detect_bound_ms(LOSE_MASTER_NODE) == min(25_000, slow.expiry_ms + slow.scan_ms) + slow.margin_ms
+    watched = node_loss_cfg(namesrv_overrides={"broker_channel_expired_time_ms": 120_000}).timing()
+    assert watched.expiry_ms == 120_000, "the bounds follow the NameServer settings of the deployment"
+    assert watched.detect_bound_ms(LOSE_MASTER_NODE) == 30_000 + watched.margin_ms, "Ray's verdict, by default 30 s"
+    with pytest.raises(ValueError, match="keeps its own NameServer config"):
+        ChaosConfig(existing=True, namespace="ns", namesrv_overrides={"broker_channel_expired_time_ms": 1})
 
 
 def test_failures_while_the_set_had_no_master_are_the_faults_and_later_ones_are_not() -> None:
