@@ -45,6 +45,31 @@ def spread_over_nodes(
     return spec
 
 
+def spread_sets_over_nodes(spec: ClusterSpec, node_ids: list[str]) -> ClusterSpec:
+    """Pin brokers so a broker set's master and slaves sit on different nodes, each on a node of its
+    own while there are enough: masters first over `node_ids` (in order: workers first, so the masters
+    land on removable nodes), then the first slaves, and so on, round-robin. A set whose members
+    still share a node (too few nodes) is left so: `shared_set_nodes` tells. Modifies and returns spec."""
+    if not node_ids:
+        raise ValueError("no node to place actors on")
+    names = list(dict.fromkeys(b.broker_name for b in spec.brokers))
+    order = sorted(spec.brokers, key=lambda b: (b.broker_id, names.index(b.broker_name)))
+    where = {b.actor_name: node_ids[i % len(node_ids)] for i, b in enumerate(order)}
+    spec.brokers = [replace(b, node_id=where[b.actor_name]) for b in spec.brokers]
+    return spec
+
+
+def shared_set_nodes(spec: ClusterSpec) -> dict[str, list[str]]:
+    """Broker set name -> its members' actor names, for each set with two members on one node."""
+    out: dict[str, list[str]] = {}
+    for name in dict.fromkeys(b.broker_name for b in spec.brokers):
+        members = [b for b in spec.brokers if b.broker_name == name]
+        nodes = [b.node_id for b in members]
+        if len(set(nodes)) < len(nodes) or (None in nodes and len(nodes) > 1):
+            out[name] = [b.actor_name for b in members]
+    return out
+
+
 def free_port(host: str = LOOPBACK) -> int:
     """A port nobody listens on right now (bound and released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -135,6 +135,11 @@ def run(args: argparse.Namespace) -> int:
         )
         what = f" of {run_info.describe()}" if run_info is not None else ""
         print(f"analyzing {info.num_rows:,} snapshot rows in {len(info.files)} files{what}", file=sys.stderr)
+        failovers = None
+        if run_info is not None:
+            from clients.analysis.failover import failover_report
+
+            failovers = failover_report(spark, run_info.root, snapshots, faults, out)
         run_report(
             spark,
             snapshots,
@@ -144,13 +149,10 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             print_tables=not args.quiet,
             run=run_info,
+            failovers=failovers,
         )
-        if run_info is not None:
-            from clients.analysis.failover import report_failovers
-
-            line = report_failovers(spark, run_info.root, snapshots, faults, out)
-            if line is not None:
-                print(line)
+        if failovers is not None:
+            print(failovers.line)
     except INPUT_ERRORS as exc:
         _error(str(exc))
         return EXIT_BAD_INPUT

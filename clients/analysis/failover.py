@@ -9,7 +9,7 @@ Inputs (all recorded by `namesrv chaos`):
 - `snapshots`: every NameServer's route snapshots (`namesrv.routeinfo.snapshot.SNAPSHOT_COLUMNS`);
 - `sends`: the producers' send records (`clients.chaos.schema.SEND_SCHEMA`).
 
-A failover is a death fault (kill, SIGKILL; of a broker or of a set's master) whose broker was a
+A failover is a death fault (kill, SIGKILL, node loss; of a broker or of a set's master) whose broker was a
 writable master at that instant, by its role spans. Its steps, each an epoch-ms instant and a delay
 after the death:
 - election: the first writable-master span of another broker (or a new incarnation of the same
@@ -26,8 +26,9 @@ Built-in Spark SQL only (no Python UDFs), as the other analyses.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Window
 from pyspark.sql import functions as F
@@ -36,6 +37,7 @@ from clients.analysis.errors import AnalysisInputError
 from clients.chaos.schema import (
     KILL_BROKER,
     KILL_MASTER,
+    LOSE_MASTER_NODE,
     ROLE_COLUMNS,
     ROLES_FILE,
     SENDS_FILE,
@@ -46,7 +48,7 @@ from clients.chaos.schema import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-DEATH_KINDS = (KILL_BROKER, SIGKILL_BROKER, KILL_MASTER, SIGKILL_MASTER)
+DEATH_KINDS = (KILL_BROKER, SIGKILL_BROKER, KILL_MASTER, SIGKILL_MASTER, LOSE_MASTER_NODE)
 MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
 STEPS = ("election", "routed", "first_ack")
 
@@ -158,10 +160,20 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f} ms"
 
 
-def report_failovers(spark: SparkSession, root: Path, snapshots: DataFrame, faults: DataFrame | None,
-                     out: str | Path) -> str | None:
-    """With a chaos run's roles.parquet and sends.parquet under `root`: the failover view written to
-    OUT/failovers.parquet and one line of p50/p99 returned; None when the run recorded neither."""
+@dataclass(frozen=True)
+class FailoverReport:
+    """The failover view of a chaos run, for the printed line and report.html's Failovers section."""
+
+    rows: list[dict[str, Any]]
+    """One per failover, `FAILOVER_COLUMNS` (epoch ms instants, ms delays)."""
+    line: str
+    """One line: how many, and each step's p50 / p99."""
+
+
+def failover_report(spark: SparkSession, root: Path, snapshots: DataFrame, faults: DataFrame | None,
+                    out: str | Path) -> FailoverReport | None:
+    """With a chaos run's roles.parquet and sends.parquet under `root`: the failover view, written to
+    OUT/failovers.parquet; None when the run recorded neither."""
     roles_path, sends_path = root / ROLES_FILE, root / SENDS_FILE
     if faults is None or not roles_path.is_file() or not sends_path.is_file():
         return None
@@ -176,9 +188,17 @@ def report_failovers(spark: SparkSession, root: Path, snapshots: DataFrame, faul
     pq.write_table(pa.Table.from_pylist(rows) if rows else pa.table({c: [] for c in FAILOVER_COLUMNS}),
                    Path(out) / "failovers.parquet")
     if not rows:
-        return "failovers: none (no master died while a master, by the brokers' role logs)"
+        return FailoverReport(rows, "failovers: none (no master died while a master, by the brokers' role logs)")
     p = failover_percentiles(view).collect()[0].asDict()
-    return (f"failovers: {p['failovers']}; death -> election p50 {_ms(p['election_p50_ms'])} p99 "
-            f"{_ms(p['election_p99_ms'])} ({p['election_n']}); -> every NameServer routing the new master p50 "
-            f"{_ms(p['routed_p50_ms'])} p99 {_ms(p['routed_p99_ms'])} ({p['routed_n']}); -> first acknowledged "
-            f"send p50 {_ms(p['first_ack_p50_ms'])} p99 {_ms(p['first_ack_p99_ms'])} ({p['first_ack_n']})")
+    return FailoverReport(rows, (
+        f"failovers: {p['failovers']}; death -> election p50 {_ms(p['election_p50_ms'])} p99 "
+        f"{_ms(p['election_p99_ms'])} ({p['election_n']}); -> every NameServer routing the new master p50 "
+        f"{_ms(p['routed_p50_ms'])} p99 {_ms(p['routed_p99_ms'])} ({p['routed_n']}); -> first acknowledged "
+        f"send p50 {_ms(p['first_ack_p50_ms'])} p99 {_ms(p['first_ack_p99_ms'])} ({p['first_ack_n']})"))
+
+
+def report_failovers(spark: SparkSession, root: Path, snapshots: DataFrame, faults: DataFrame | None,
+                     out: str | Path) -> str | None:
+    """`failover_report`'s one line (None when the run recorded no roles or sends)."""
+    report = failover_report(spark, root, snapshots, faults, out)
+    return None if report is None else report.line

@@ -29,6 +29,8 @@ from clients.render import clock, table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from clients.analysis.failover import FailoverReport
+
 log = logging.getLogger(__name__)
 
 FAULT_SUMMARY = "fault_summary"
@@ -87,10 +89,12 @@ def run_report(
     print_tables: bool = True,
     max_rows: int = 20,
     run: ChaosRun | None = None,
+    failovers: FailoverReport | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Run all analyses; returns each result as pandas (also written to OUT/<name>.parquet), plus
     `fault_summary` (one row per fault) when there is a fault timeline. `run`: the chaos run the
-    snapshots come from, whose own records join the per-fault table."""
+    snapshots come from, whose own records join the per-fault table. `failovers`: the run's failover
+    view (`failover.failover_report`), shown as report.html's Failovers section."""
     from tqdm.auto import tqdm
 
     from clients.analysis import report_html
@@ -134,6 +138,7 @@ def run_report(
         intro=_intro(summary, run, t0_text, opts),
         faults=None if by_fault is None else (per_fault.HEADERS, per_fault.for_people(by_fault, t0_ms)),
         invariants=(run.summary.get("invariants") or []) if run is not None else [],
+        failovers=None if failovers is None else _failover_section(failovers, t0_ms),
         plots=plots,
         sections=[_section(name, results[name], timings[name], t0_ms, max(max_rows, 50)) for name in ANALYSES],
     )
@@ -194,6 +199,14 @@ def _intro(summary: dict[str, Any], run: ChaosRun | None, t0_text: str, opts: Re
     )
     lines.append(t0_text[0].upper() + t0_text[1:] + "; durations in ms, s or min.")
     return lines
+
+
+def _failover_section(failovers: FailoverReport, t0_ms: int) -> dict[str, Any]:
+    """The failover view for report.html: its p50/p99 line and one row per failover, for people."""
+    from clients.analysis.failover import FAILOVER_COLUMNS
+
+    shown = humanize(pd.DataFrame(failovers.rows, columns=list(FAILOVER_COLUMNS)), t0_ms)
+    return {"line": failovers.line, "headers": list(shown.columns), "cells": shown.values.tolist()}
 
 
 def _section(name: str, pdf: pd.DataFrame, seconds: float, t0_ms: int, max_rows: int) -> dict[str, Any]:

@@ -30,10 +30,12 @@ def write_report(
     plots: Sequence[Plot],
     sections: Sequence[dict[str, Any]],
     title: str = "NameServer route analysis",
+    failovers: dict[str, Any] | None = None,
 ) -> None:
     """`faults`: (headers, rows) of the per-fault table, or None without a fault timeline;
     `invariants`: the chaos run's own verdict (name, ok, value, detail); `sections`: one per
-    analysis (name, rows, seconds, file, headers, cells, more)."""
+    analysis (name, rows, seconds, file, headers, cells, more); `failovers`: the failover view
+    (line, headers, cells), or None when the input is no chaos run with role logs."""
     html = render(title=title, intro=list(intro), faults=faults, invariants=list(invariants), plots=list(plots),
-                  sections=list(sections))
+                  sections=list(sections), failovers=failovers)
     path.write_text(html, encoding="utf-8")

@@ -84,6 +84,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"namesrv chaos: {_config_error(e)}")
         return 2
+    from clients.chaos.schema import NODE_FAULTS
+
+    if any(k in NODE_FAULTS for k in cfg.fault_mix):  # before any Ray: this command owns no cluster's nodes
+        print("namesrv chaos: lose_master_node removes a whole Ray node, which only whoever owns the cluster can "
+              "do; it needs a node-removal hook (run_chaos(cfg, lose_node=...) from Python, as the multi-node test "
+              "cluster gives), which this command has none of: choose other --faults")
+        return 2
     started = time.monotonic()
     if args.address:
         ray.init(address=args.address, namespace=namespace, log_to_driver=False)
@@ -121,7 +128,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--fault-interval", type=float, default=4.0, help="seconds between faults (default 4)")
     p.add_argument("--faults", default=DEFAULT_FAULTS,
                    help=f"fault mix, kind[:weight] comma separated (default {DEFAULT_FAULTS}; also kill_master, "
-                        "sigkill_master, pause_slave)")
+                        "sigkill_master, pause_slave; lose_master_node needs a node-removal hook, which only "
+                        "run_chaos(lose_node=...) gives, so it is refused here)")
     p.add_argument("--down-time", type=float, default=2.0, help="seconds a killed broker stays down (default 2)")
     p.add_argument("--brokers", type=int, default=3, help="brokers of the private deployment (default 3)")
     p.add_argument("--slaves", type=int, default=0,

@@ -16,6 +16,7 @@ from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.launcher import Deployment
+from actors.ray_runtime import head_node_id
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector
 from clients.chaos.plan import ChaosConfig, FaultRecord, PlannedFault, Timing
 from clients.chaos.roles import MASTER_ROLES, broker_status, current_role
@@ -25,6 +26,7 @@ from clients.chaos.schema import (
     KILL_BROKER,
     KILL_MASTER,
     KILL_NAMESRV,
+    LOSE_MASTER_NODE,
     MASTER_FAULTS,
     PAUSE_SLAVE,
     RESTART_BROKER,
@@ -39,6 +41,11 @@ from clients.chaos.schema import (
 from namesrv.clock import system_clock as now_ms
 
 log = logging.getLogger(__name__)
+
+NodeRemover = Callable[[str], object]
+"""Removes the Ray node with this id for good (its raylet and every process on it), e.g. the
+multi-node test cluster's `Cluster.remove_node(node, allow_graceful=False)`; what lose_master_node
+calls. Only whoever owns the cluster can: a chaos run on a real cluster has none."""
 
 @ray.remote(num_cpus=0, max_retries=0)
 def _signal_on_node(pid: int, sig: int) -> None:
@@ -73,12 +80,18 @@ class ChaosDriver:
     never reorders it), so the timeline's kinds and targets are the plan's. Before faulting a broker
     the driver waits (bounded) until that broker is back in every route, so each fault starts from
     a converged cluster. Stopped processes are always continued when `run` ends, however it ends.
+
+    lose_master_node calls `lose_node` (see NodeRemover) with the node of the set's master; every
+    broker on that node goes into `lost` (never revived, never asked anything again).
     """
 
     def __init__(self, dep: Deployment, cfg: ChaosConfig, observer: RouteObserver | None = None,
                  removals: RemovalLog | None = None, *, timing: Timing | None = None,
-                 snapshots: SnapshotCollector | None = None) -> None:
+                 snapshots: SnapshotCollector | None = None, lose_node: NodeRemover | None = None) -> None:
         self.dep = dep
+        self.lose_node = lose_node
+        self.lost: set[str] = set()
+        """Addresses of the brokers that went with a lost node."""
         self.cfg = cfg
         self.timing = timing or cfg.timing()
         self.observer = observer
@@ -135,6 +148,7 @@ class ChaosDriver:
             SIGSTOP_BROKER: self._sigstop_broker, SIGCONT_BROKER: self._sigcont_broker,
             RESTART_BROKER: self._restart_broker, KILL_NAMESRV: self._kill_namesrv,
             KILL_MASTER: self._kill_broker, SIGKILL_MASTER: self._sigkill_broker, PAUSE_SLAVE: self._sigstop_broker,
+            LOSE_MASTER_NODE: self._lose_node,
         }[kind]
         planned, found = None, ""
         if kind in SET_FAULTS:
@@ -217,6 +231,36 @@ class ChaosDriver:
 
     def _runtime(self, addr: str) -> dict[str, Any]:
         return ray.get(self.dep.brokers[addr].get_runtime_info.remote(), timeout=30)
+
+    def _node_of(self, addr: str) -> str:
+        spec = self.dep.broker_specs.get(addr)
+        if spec is not None and spec.node_id is not None:
+            return spec.node_id
+        try:
+            return str(self._runtime(addr)["node_id"])
+        except Exception:  # dead or restarting: not on any node now
+            return ""
+
+    def _lose_node(self, addr: str, rec: FaultRecord) -> str:
+        """Remove the node `addr` runs on through the run's hook. Refused (nothing done) without a
+        hook, when the node is this driver's or the head (the run's own records and the GCS live
+        there), or when another member of the set shares the node (nothing could take over)."""
+        if self.lose_node is None:
+            raise RuntimeError("lose_master_node needs a node-removal hook (run_chaos(lose_node=...)), "
+                               "which only whoever owns the cluster can give")
+        node = str(self._runtime(addr)["node_id"])
+        if node in (ray.get_runtime_context().get_node_id(), head_node_id()):
+            raise RuntimeError(f"{addr} runs on the head or this driver's node {node[:12]}: not removable")
+        name = self.dep.broker_specs[addr].broker_name
+        mates = [a for a in self._members(name) if a != addr and a not in self.lost and self._node_of(a) == node]
+        if mates:
+            raise RuntimeError(f"{addr} shares node {node[:12]} with {', '.join(mates)} of its set: nothing "
+                               "could take over; place a set's master and slaves on different nodes")
+        on_node = sorted(a for a in self.dep.brokers if a not in self.lost and self._node_of(a) == node)
+        rec.t_ms = now_ms()
+        self.lose_node(node)
+        self.lost.update(on_node)
+        return f"node {node[:12]} removed, with {', '.join(on_node)}; no revival"
 
     def _kill_broker(self, addr: str, rec: FaultRecord) -> str:
         self.dep.kill_broker(addr)

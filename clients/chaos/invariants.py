@@ -25,6 +25,7 @@ from clients.chaos.schema import (
     BROKER_FAULTS,
     BROKER_REVIVALS,
     KILL_NAMESRV,
+    NODE_FAULTS,
     PAUSE_SLAVE,
     RESTART_BROKER,
     RESTART_NAMESRV,
@@ -155,10 +156,13 @@ def measure_producer_routes(
     broker for every topic (from the producer's own route log). A producer whose NameServer was
     killed meanwhile follows only once it fails over; if the broker was revived before that, there
     was nothing left to drop and the row says so. A paused slave is not measured: its set's master
-    lives on, so a producer's route rightly keeps the set."""
+    lives on, so a producer's route rightly keeps the set. Nor is a lost master node: its slave is
+    promoted (~2-3 s, the controller's heartbeat timeout) long before Ray declares the node dead, and
+    registers as brokerId 0 at a higher epoch, so the set never leaves any route; that the producers
+    follow it shows in invariant 2 and in the failover view (first acknowledged send)."""
     outages = namesrv_outages(timeline)
     revived = _revival_times(timeline)
-    paused = {f.fault_id for f in timeline if f.kind == PAUSE_SLAVE}
+    paused = {f.fault_id for f in timeline if f.kind == PAUSE_SLAVE or f.kind in NODE_FAULTS}
     out = []
     for f in timeline:
         if not f.ok or f.kind not in BROKER_FAULTS | BROKER_REVIVALS or f.fault_id in paused or f.revives in paused:
@@ -205,12 +209,20 @@ def spurious_removals(removals: RemovalLog, timeline: list[FaultRecord], timing:
 
 
 def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], timing: Timing,
-                     end_ms: int, up_ms: dict[int, float] | None = None) -> dict[str, list[tuple[int, int]]]:
+                     end_ms: int, up_ms: dict[int, float] | None = None,
+                     masterless: dict[str, list[tuple[int, int]]] | None = None) -> dict[str, list[tuple[int, int]]]:
     """broker name -> [(from, to)] ms while it could not take a send: from its fault until its
     revival completed (SIGCONT: at once; a restart: once the new actor was up, `up_ms[revival
     fault_id]` as the driver measured it, else the profile's actor start); open-ended faults run to
     `end_ms`. Tight on purpose: not until the broker was back in routes, since a producer sends
-    only to brokers its route names, so a failure after the revival was not the fault's."""
+    only to brokers its route names, so a failure after the revival was not the fault's.
+
+    `masterless` (broker set -> windows while it had no writable master, `roles.masterless_windows`)
+    adds those windows to the set's name: between a master's death and its slave's promotion (and
+    the producers' following it) a send to that name fails because of the fault, revived or not. A
+    fault that is never revived (a lost node) ends, instead of at `end_ms`, where its set's
+    masterless window from the fault ends: once the new master took over, a failure is not the
+    fault's."""
     revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
     up_ms = up_ms or {}
     windows: dict[str, list[tuple[int, int]]] = {}
@@ -218,22 +230,33 @@ def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], 
         if f.kind not in BROKER_FAULTS:
             continue
         r = revived.get(f.fault_id)
-        if r is None:
+        name = broker_names[f.target]
+        if r is None and f.kind in NODE_FAULTS and masterless is not None:
+            to = next((b for a, b in masterless.get(name, []) if a <= f.t_ms + timing.margin_ms and b >= f.t_ms),
+                      f.t_ms + timing.margin_ms)
+        elif r is None:
             to = end_ms
         else:
             start = up_ms.get(r.fault_id, timing.actor_start_ms) if r.kind == RESTART_BROKER else 0
             to = r.t_ms + int(start)
-        windows.setdefault(broker_names[f.target], []).append((f.t_ms, to))
+        windows.setdefault(name, []).append((f.t_ms, to))
+    for name, spans in (masterless or {}).items():
+        windows.setdefault(name, []).extend(spans)
     return windows
 
 
-def explain_failure(record: dict[str, Any], windows: dict[str, list[tuple[int, int]]]) -> str | None:
-    """Why a failed send failed, when every broker it tried was faulted at the time; None when it
-    tried a healthy broker (or none): such a failure breaks invariant 2."""
+def explain_failure(record: dict[str, Any], windows: dict[str, list[tuple[int, int]]],
+                    no_master: list[tuple[int, int]] | None = None) -> str | None:
+    """Why a failed send failed, when every broker it tried was faulted (or its set had no writable
+    master) at the time, or when it tried none while no broker set had a writable master (`no_master`,
+    `roles.no_master_anywhere`: no route had a writable queue); None when it tried a healthy broker,
+    or none while some set had a master: such a failure breaks invariant 2."""
     tried = [b for b in (record.get("brokers_tried") or "").split(",") if b]
-    if not tried:
-        return None
     start, end = record["t_ms"], record["t_ms"] + int(record["latency_ms"]) + 1
+    if not tried:
+        if any(a <= end and start <= b for a, b in no_master or []):
+            return "no broker set had a writable master"
+        return None
     for broker in tried:
         if not any(a <= end and start <= b for a, b in windows.get(broker, [])):
             return None

@@ -20,7 +20,9 @@ from clients.chaos.schema import (
     FAULT_KINDS,
     HANG_FAULTS,
     KILL_NAMESRV,
+    LOSE_MASTER_NODE,
     MIX_KINDS,
+    NODE_FAULTS,
     PAUSE_SLAVE,
     RESTART_BROKER,
     RESTART_NAMESRV,
@@ -66,10 +68,15 @@ class Timing:
     channel_bound_ms: int
     margin_ms: int
     actor_start_ms: int
+    node_death_ms: int = 30_000
+    """How long Ray may take to declare a removed node dead (GCS health checks; 12-13 s measured on
+    a busy 2-core machine, up to ~30 s with Ray's defaults): until then a NameServer's channel watch
+    on a broker of that node hears nothing definite."""
 
     @classmethod
     def from_configs(cls, namesrv: NamesrvConfig, broker: BrokerConfig, route_poll_ms: int,
-                     channel_bound_ms: int, margin_ms: int, actor_start_ms: int) -> Timing:
+                     channel_bound_ms: int, margin_ms: int, actor_start_ms: int,
+                     node_death_ms: int = 30_000) -> Timing:
         return cls(
             expiry_ms=namesrv.broker_channel_expired_time_ms,
             scan_ms=namesrv.scan_not_active_broker_interval_ms,
@@ -79,6 +86,7 @@ class Timing:
             channel_bound_ms=channel_bound_ms,
             margin_ms=margin_ms,
             actor_start_ms=actor_start_ms,
+            node_death_ms=node_death_ms,
         )
 
     @property
@@ -87,6 +95,10 @@ class Timing:
         return self.expiry_ms + self.scan_ms + self.margin_ms
 
     def detect_bound_ms(self, kind: str) -> int:
+        """A lost node's broker leaves a NameServer when its channel watch gets Ray's verdict on the
+        node (or its heartbeats expire, whichever is first)."""
+        if kind in NODE_FAULTS:
+            return min(self.node_death_ms, self.expiry_ms + self.scan_ms) + self.margin_ms
         return self.hang_bound_ms if kind in HANG_FAULTS else self.channel_bound_ms
 
     def producer_bound_ms(self, kind: str) -> int:
@@ -137,6 +149,9 @@ class ChaosConfig(BaseModel):
     margin_ms: int = Field(default=1_000, ge=0)
     actor_start_ms: int = Field(default=8_000, ge=0)
     """Allowance for starting a broker actor (a new worker process) on a busy 2-core machine."""
+    node_death_bound_ms: int = Field(default=30_000, gt=0)
+    """How long Ray may take to declare a removed node dead (lose_master_node's detection bound:
+    invariant 3a allows this plus the margin)."""
     snapshot_interval_ms: int = Field(default=1_000, gt=0)
     """A private deployment's NameServers snapshot their routes this often (and on every change);
     with an output directory the run collects every NameServer's snapshots this often."""
@@ -146,6 +161,9 @@ class ChaosConfig(BaseModel):
     """The masters' role in a private deployment; default SYNC_MASTER with slaves (as `namesrv up`)."""
     broker_overrides: dict[str, Any] = Field(default_factory=dict)
     """Other broker settings of a private deployment (e.g. ha_max_time_slave_not_catchup_ms)."""
+    namesrv_overrides: dict[str, Any] = Field(default_factory=dict)
+    """NameServer settings of a private deployment (e.g. broker_channel_expired_time_ms); the
+    bounds follow them."""
     controller: bool = False
     """A private deployment with the controller: brokers in controller mode, a killed master
     replaced by its slave (actors.broker_replicas); off, roles stay as deployed."""
@@ -167,8 +185,14 @@ class ChaosConfig(BaseModel):
             raise ValueError("broker faults need at least 2 brokers: the last healthy one is never faulted")
         if any(k == PAUSE_SLAVE for k, _ in self.faults) and not self.existing and self.slaves < 1:
             raise ValueError("pause_slave needs slaves: --slaves 1")
+        if any(k == LOSE_MASTER_NODE for k, _ in self.faults) and not self.existing and (
+                self.slaves < 1 or not self.controller):
+            raise ValueError("lose_master_node needs a slave to take over: --slaves 1 --controller")
         if self.existing and not self.namespace:
             raise ValueError("faulting an existing deployment needs its namespace")
+        if self.existing and self.namesrv_overrides:
+            raise ValueError("an existing deployment keeps its own NameServer config; namesrv_overrides is for a "
+                             "private one")
         if self.existing and self.data_dir is not None:
             raise ValueError("an existing deployment keeps its own data dir; data_dir is for a private one")
         return self
@@ -180,12 +204,13 @@ class ChaosConfig(BaseModel):
     def timing(self) -> Timing:
         """The bounds for a deployment running this config's profile."""
         profile = get_profile(self.profile)
-        return self.timing_for(profile.namesrv_config(), profile.broker_config())
+        return self.timing_for(profile.namesrv_config(**self.namesrv_overrides), profile.broker_config())
 
     def timing_for(self, namesrv: NamesrvConfig, broker: BrokerConfig) -> Timing:
         """The bounds for a deployment running these configs (an existing one's, read from its actors)."""
         return Timing.from_configs(namesrv, broker, get_profile(self.profile).route_poll_interval_ms,
-                                   self.channel_bound_ms, self.margin_ms, self.actor_start_ms)
+                                   self.channel_bound_ms, self.margin_ms, self.actor_start_ms,
+                                   self.node_death_bound_ms)
 
     def stop_time(self, timing: Timing | None = None) -> float:
         timing = timing or self.timing()
@@ -209,8 +234,9 @@ _MASTER_RULE = "master"
 
 
 def _set_rule(kind: str) -> str:
-    """... a settled one with a slave (pause_slave)."""
-    return PAUSE_SLAVE if kind == PAUSE_SLAVE else _MASTER_RULE
+    """... a settled one with a slave (pause_slave), or a settled one with a slave while another
+    set is up (lose_master_node)."""
+    return kind if kind in (PAUSE_SLAVE, LOSE_MASTER_NODE) else _MASTER_RULE
 
 
 def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
@@ -229,6 +255,9 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
     the broker holding the role when it makes the fault); a master kill needs another set up,
     pause_slave a set with a slave. One fault per set at a time: a fault on a broker (`brokers`
     are the masters' addresses) holds its whole set. Without `sets`, each broker is a set of one.
+    lose_master_node (a set fault with a slave, while another set is up) has no revival: its set
+    counts as up again `down_time_s` later (its slave took over) but is never faulted again, since
+    it has lost a member for good.
     """
     rng = random.Random(cfg.seed)
     brokers, namesrvs = sorted(brokers), sorted(namesrvs)
@@ -236,6 +265,7 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
     key = {b: set_of.get(b, b) for b in brokers}
     set_names = sorted(sets or {})
     with_slaves = {n for n in set_names if len((sets or {})[n]) > 1}
+    retired: set[str] = set()
     mix = cfg.fault_mix
     stop_s = cfg.stop_time(timing)
     longest = max((stop_s if k in HANG_FAULTS else cfg.down_time_s) for k in mix if k in BROKER_FAULTS) if any(
@@ -247,10 +277,11 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
     t = cfg.warmup_s
     while t <= last_at + 1e-9:
         up = sorted({k for k in back_at if back_at[k] <= t})
-        settled = [k for k in up if t - back_at[k] >= cfg.settle_s]
+        settled = [k for k in up if t - back_at[k] >= cfg.settle_s and k not in retired]
         ready = [b for b in brokers if key[b] in settled] if len(up) >= 2 else []
         ready_sets = {_MASTER_RULE: [n for n in set_names if n in settled] if len(up) >= 2 else [],
                       PAUSE_SLAVE: [n for n in set_names if n in settled and n in with_slaves]}
+        ready_sets[LOSE_MASTER_NODE] = [n for n in ready_sets[_MASTER_RULE] if n in with_slaves]
         feasible = {k for k in mix if (k in SET_FAULTS and ready_sets[_set_rule(k)])
                     or (k in BROKER_FAULTS and k not in SET_FAULTS and ready) or (k == KILL_NAMESRV and namesrvs)}
         if feasible:
@@ -264,7 +295,10 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
                 target = rng.choice(ready_sets[_set_rule(kind)]) if kind in SET_FAULTS else rng.choice(ready)
                 down = stop_s if kind in HANG_FAULTS else cfg.down_time_s
                 back_at[key.get(target, target)] = t + down
-                events.append((t + down, 0, PlannedFault(round(t + down, 3), REVIVAL_OF[kind], target, down)))
+                if kind in NODE_FAULTS:
+                    retired.add(target)
+                else:
+                    events.append((t + down, 0, PlannedFault(round(t + down, 3), REVIVAL_OF[kind], target, down)))
             else:
                 target = rng.choice(namesrvs)
             events.append((t, 1, PlannedFault(round(t, 3), kind, target)))

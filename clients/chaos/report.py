@@ -25,6 +25,7 @@ from clients.chaos.schema import (
     BROKER_REVIVALS,
     DETECTION_SCHEMA,
     NAMESRV_ROUTE_SCHEMA,
+    NODE_FAULTS,
     PRODUCER_ROUTE_SCHEMA,
     REMOVAL_SCHEMA,
     RESTART_NAMESRV,
@@ -170,7 +171,9 @@ def summary_table(rows: list[dict[str, Any]], t0_ms: int) -> str:
     """The per-fault summary as a text table (times since the run began and wall clock, UTC)."""
     out = []
     for r in rows:
-        if r["revived_ms"] is None:
+        if r["kind"] in NODE_FAULTS:
+            revived = "never (node lost)"
+        elif r["revived_ms"] is None:
             revived = "never"
         elif r["kind"] in BROKER_FAULTS:
             revived = f"{r['revival_kind']} after {duration(r['revived_ms'] - r['t_ms'])}"
@@ -181,7 +184,7 @@ def summary_table(rows: list[dict[str, Any]], t0_ms: int) -> str:
             followed(r["namesrvs_detected"], r["namesrvs"], r["namesrv_detect_delay_ms"]),
             followed(r["producers_followed"], r["producers"], r["producer_follow_delay_ms"]),
             revived,
-            followed(r["namesrvs_back"], r["namesrvs"] if r["kind"] in BROKER_FAULTS else 0,
+            followed(r["namesrvs_back"], r["namesrvs"] if r["kind"] in BROKER_FAULTS - NODE_FAULTS else 0,
                      r["namesrv_back_delay_ms"]),
             lost_text(r),
         ))

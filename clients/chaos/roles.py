@@ -13,6 +13,24 @@ writable masters. The checks: one writable master per broker set (`check_one_mas
 ASYNC_MASTER the acknowledged-but-lost count reported, not hidden (`check_loss_for_role`); a paused
 slave holding up its SYNC_MASTER's sends no longer than the SyncStateSet takes to shrink
 (`check_paused_slave_sends`).
+
+A master lost with its node (lose_master_node): its role log is gone with the node, so what counts
+is the newest log the collector read before (it polls every 0.5 s, and role changes carry their own
+times), and its last role ends at the node loss (the fault's time), a death like a SIGKILL: the
+node's raylet and every worker process on it are killed with it (`Cluster.remove_node(...,
+allow_graceful=False)`), so that process can serve nothing after. A partition that left the process
+alive somewhere would not be a lost node; fencing it is the controller's epoch, not this invariant.
+
+A stopped process (SIGSTOP: sigstop_broker, pause_slave) writes nothing to its log while stopped:
+its last entry (a master's "SYNC_MASTER", say) would read as held throughout, though the process
+answers nothing, and when the controller fenced it meanwhile (elected its slave at a higher epoch),
+its "SLAVE" entry is only written once it runs again and hears so. So `role_spans` marks the span
+from the stop to its SIGCONT UNREACHABLE (from the fault timeline, not a guess): not a writable
+master. From the SIGCONT on the log counts as it says: a resumed old master that still believes it
+is master beside the new one, until it applies the controller's change, is counted as an overlap,
+since it would take a send in that window (under SYNC_MASTER it cannot acknowledge one: its slave
+no longer follows it). A master hung without a signal (its event loop blocked) cannot be told from
+the outside and keeps its logged role.
 """
 
 from __future__ import annotations
@@ -20,17 +38,29 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clients.chaos.invariants import Invariant
 from clients.chaos.plan import FaultRecord
-from clients.chaos.schema import KILL_BROKER, KILL_MASTER, PAUSE_SLAVE, RESTART_BROKER, SIGKILL_BROKER, SIGKILL_MASTER
+from clients.chaos.schema import (
+    HANG_FAULTS,
+    KILL_BROKER,
+    KILL_MASTER,
+    LOSE_MASTER_NODE,
+    PAUSE_SLAVE,
+    RESTART_BROKER,
+    SIGKILL_BROKER,
+    SIGKILL_MASTER,
+)
 
 log = logging.getLogger(__name__)
 
 MASTER_ROLES = frozenset({"SYNC_MASTER", "ASYNC_MASTER"})
-DEATHS = frozenset({KILL_BROKER, SIGKILL_BROKER, KILL_MASTER, SIGKILL_MASTER})
+UNREACHABLE = "UNREACHABLE"
+"""The role of a span while the broker's process was stopped (SIGSTOP): it serves nothing, so it
+is no writable master then, whatever its log's last entry says."""
+DEATHS = frozenset({KILL_BROKER, SIGKILL_BROKER, KILL_MASTER, SIGKILL_MASTER, LOSE_MASTER_NODE})
 
 
 def broker_status(handle: Any, timeout_s: float = 10.0) -> dict[str, Any]:
@@ -102,8 +132,9 @@ def role_spans(incarnations: Iterable[Incarnation], timeline: Iterable[FaultReco
                run_start_ms: int = 0) -> list[RoleSpan]:
     """Each logged role as [start, end) per incarnation. An incarnation without a role log starts
     at the restart that made it (the restart's record), or at `run_start_ms` when it predates the
-    run. Its last role ends at the first death fault (kill, SIGKILL) on its address after its
-    start, or when the next incarnation at that address was started, or at `end_ms`."""
+    run. Its last role ends at the first death fault (kill, SIGKILL, node loss) on its address
+    after its start, or when the next incarnation at that address was started, or at `end_ms`.
+    While its process was stopped (a hang fault until its SIGCONT) a span's role is UNREACHABLE."""
     timeline = list(timeline)
     by_addr: dict[str, list[Incarnation]] = {}
     for inc in incarnations:
@@ -131,7 +162,38 @@ def role_spans(incarnations: Iterable[Incarnation], timeline: Iterable[FaultReco
                 if b > a:
                     spans.append(RoleSpan(inc.broker_set, addr, inc.incarnation, entry["role"], int(entry["epoch"]),
                                           a, b))
-    return sorted(spans, key=lambda s: (s.broker_set, s.start_ms, s.broker))
+    return sorted(_mark_stopped(spans, timeline, end_ms), key=lambda s: (s.broker_set, s.start_ms, s.broker))
+
+
+def stopped_windows(timeline: Iterable[FaultRecord], end_ms: int) -> dict[str, list[tuple[int, int]]]:
+    """Broker address -> [(SIGSTOP, SIGCONT)) ms while its process was stopped (to `end_ms` when never
+    continued in the timeline)."""
+    timeline = list(timeline)
+    cont = {r.revives: r.t_ms for r in timeline if r.revives is not None}
+    out: dict[str, list[tuple[int, int]]] = {}
+    for r in timeline:
+        if r.kind in HANG_FAULTS and r.ok:
+            out.setdefault(r.target, []).append((r.t_ms, cont.get(r.fault_id, end_ms)))
+    return out
+
+
+def _mark_stopped(spans: list[RoleSpan], timeline: Iterable[FaultRecord], end_ms: int) -> list[RoleSpan]:
+    """Each span cut where its broker was stopped; the stopped pieces' role is UNREACHABLE."""
+    stops = stopped_windows(timeline, end_ms)
+    out = []
+    for s in spans:
+        rest: RoleSpan | None = s
+        for a, b in sorted(stops.get(s.broker, [])):
+            if rest is None or b <= rest.start_ms or a >= rest.end_ms:
+                continue
+            lo, hi = max(a, rest.start_ms), min(b, rest.end_ms)
+            if lo > rest.start_ms:
+                out.append(replace(rest, end_ms=lo))
+            out.append(replace(rest, role=UNREACHABLE, start_ms=lo, end_ms=hi))
+            rest = replace(rest, start_ms=hi) if hi < rest.end_ms else None
+        if rest is not None:
+            out.append(rest)
+    return out
 
 
 def writable_master_overlaps(spans: Iterable[RoleSpan]) -> list[Overlap]:
@@ -151,6 +213,41 @@ def writable_master_overlaps(spans: Iterable[RoleSpan]) -> list[Overlap]:
                 if (a.broker, a.incarnation) != (b.broker, b.incarnation):
                     out.append(Overlap(name, a, b, b.start_ms, min(a.end_ms, b.end_ms)))
     return out
+
+
+def masterless_windows(spans: Iterable[RoleSpan], broker_sets: Iterable[str], start_ms: int, end_ms: int,
+                       follow_ms: int = 0) -> dict[str, list[tuple[int, int]]]:
+    """Broker set -> [(from, to)] within [start_ms, end_ms) while no member was a writable master by
+    the role spans (between a master's death and its slave's promotion, say), each stretched by
+    `follow_ms` at its end: the time a producer takes to learn the new master's address (its route
+    poll), during which its sends still go to the dead one."""
+    cover: dict[str, list[tuple[int, int]]] = {n: [] for n in broker_sets}
+    for s in spans:
+        if s.role in MASTER_ROLES and s.broker_set in cover:
+            cover[s.broker_set].append((s.start_ms, s.end_ms))
+    out: dict[str, list[tuple[int, int]]] = {}
+    for name, covered in cover.items():
+        gaps, t = [], start_ms
+        for a, b in sorted(covered):
+            if a > t:
+                gaps.append((t, min(a, end_ms)))
+            t = max(t, b)
+        if t < end_ms:
+            gaps.append((t, end_ms))
+        out[name] = [(a, min(b + follow_ms, end_ms)) for a, b in gaps if b > a]
+    return out
+
+
+def no_master_anywhere(masterless: dict[str, list[tuple[int, int]]]) -> list[tuple[int, int]]:
+    """The instants no broker set had a writable master (the intersection of `masterless_windows`):
+    a send then finds no writable queue in any route and tries no broker at all."""
+    sets = list(masterless.values())
+    if not sets:
+        return []
+    common = sets[0]
+    for other in sets[1:]:
+        common = [(max(a, c), min(b, d)) for a, b in common for c, d in other if max(a, c) < min(b, d)]
+    return sorted(common)
 
 
 # ---------------------------------------------------------------------------------------- checks

@@ -9,6 +9,7 @@ The pieces it wires together each have their module: `plan` (config, timing, the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -22,11 +23,14 @@ from typing import Any
 
 import ray
 from pydantic.alias_generators import to_snake
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment, connect
+from actors.placement import placement_nodes, spread_sets_over_nodes
 from actors.profiles import get_profile, replication_overrides
+from actors.ray_runtime import head_node_id
 from clients.admin import AdminClient
-from clients.chaos.driver import ChaosDriver
+from clients.chaos.driver import ChaosDriver, NodeRemover
 from clients.chaos.invariants import (
     alive_actor_ids,
     alive_actors,
@@ -44,6 +48,7 @@ from clients.chaos.invariants import (
     spurious_removals,
     wait_actors_gone,
 )
+from clients.chaos.nodes import await_lost_removals, node_fault_refusal
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
 from clients.chaos.plan import ChaosConfig, Timing, plan_faults, plan_signature, timeline_signature
 from clients.chaos.report import EXISTING, PRIVATE, ChaosReport, summarize
@@ -52,6 +57,8 @@ from clients.chaos.roles import (
     check_loss_for_role,
     check_one_master,
     check_paused_slave_sends,
+    masterless_windows,
+    no_master_anywhere,
     role_spans,
 )
 from clients.chaos.schema import (
@@ -59,6 +66,7 @@ from clients.chaos.schema import (
     BROKER_REVIVALS,
     FAULTS_FILE,
     MIX_KINDS,
+    NODE_FAULTS,
     RESTART_BROKER,
     SNAPSHOTS_DIR,
 )
@@ -117,8 +125,12 @@ def private_target(cfg: ChaosConfig, namespace: str) -> Target:
     overrides = replication_overrides(cfg.slaves, cfg.broker_role) | cfg.broker_overrides
     spec = ClusterSpec(namesrv_count=cfg.namesrvs, brokers=broker_specs(cfg.brokers, cfg.slaves), profile=cfg.profile,
                        namespace=namespace, data_dir=data_dir, namesrv_port=0, broker_port=None,
-                       namesrv_overrides={"snapshot_interval_ms": cfg.snapshot_interval_ms},
+                       namesrv_overrides=cfg.namesrv_overrides | {"snapshot_interval_ms": cfg.snapshot_interval_ms},
                        broker_overrides=overrides, controller=cfg.controller)
+    if any(k in NODE_FAULTS for k in cfg.fault_mix):  # a set's members on different nodes, services on the head
+        spread_sets_over_nodes(spec, placement_nodes())
+        head = head_node_id()
+        spec.namesrv_node_ids = [head] if head is not None else []
     masters = [b.addr for b in spec.brokers if b.broker_id == 0]
     return Target(Deployment(spec), PRIVATE, cfg.timing(), masters, data_dir, own_dir,
                   broker_config=get_profile(cfg.profile).broker_config(**overrides), slaves=cfg.slaves)
@@ -182,12 +194,18 @@ def consume_everything(namespace: str, namesrvs: list[str], topics: list[str]) -
     return [m for topic in topics for m in consumer.consume_all(topic)]
 
 
-def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -> ChaosReport:
+def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *,
+              lose_node: NodeRemover | None = None) -> ChaosReport:
     """One chaos scenario on the connected Ray cluster (call ray.init first). By default it deploys
     a fresh cluster in its own namespace and tears it down afterwards; with `cfg.existing` it faults
     the deployment running in `cfg.namespace` and leaves it running. With `out_dir`, every
     NameServer's route snapshots are collected into OUT/snapshots while it runs, and the report's
-    Parquet files are written beside them."""
+    Parquet files are written beside them.
+
+    `lose_node` (see `driver.NodeRemover`) is what lose_master_node calls; the kind is refused
+    without it. With that kind, a private deployment pins each set's master and slaves to different
+    nodes, its NameServers (and, as always, the controller) to the head, and the producers to this
+    driver's node, so only brokers are lost with a node."""
     if not ray.is_initialized():
         raise RuntimeError("run_chaos needs a connected Ray (ray.init)")
     out = Path(out_dir) if out_dir is not None else None
@@ -203,6 +221,11 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
     suffix = f"-{run_id}" if cfg.existing else ""  # never mix with an earlier rehearsal's topics
     topics = [f"ChaosTopic{i}{suffix}" for i in range(cfg.topics)]
     names = {addr: s.broker_name for addr, s in dep.broker_specs.items()}
+    refusal = node_fault_refusal(cfg, dep, lose_node)
+    if refusal is not None:
+        if target.own_dir:
+            shutil.rmtree(target.data_dir, ignore_errors=True)
+        raise ChaosSetupError(refusal)
     plan = plan_faults(cfg, target.fault_brokers, sorted(dep.spec.namesrv_names), timing, target.sets)
     if not any(e.kind in MIX_KINDS for e in plan):
         if target.own_dir:
@@ -235,23 +258,30 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
             raise RuntimeError("brokers never showed up in every NameServer's routes")
         removals = RemovalLog(dep.namesrvs)
         actor_cls = ray.remote(ProducerActor)
+        pin: dict[str, Any] = {}
+        if any(k in NODE_FAULTS for k in cfg.fault_mix):  # their records must outlive any node loss
+            pin["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), False)
         for i in range(cfg.producers):
             pname = f"chaos-producer-{i}" if not cfg.existing else f"chaos-{run_id}-producer-{i}"
-            producers[pname] = actor_cls.options(num_cpus=0, max_concurrency=4, name=pname, namespace=namespace).remote(
+            producers[pname] = actor_cls.options(num_cpus=0, max_concurrency=4, name=pname, namespace=namespace,
+                                                 **pin).remote(
                 f"chaos_producer_{i}", namespace, sorted(dep.namesrvs),
                 poll_name_server_interval_ms=timing.route_poll_ms)
         ray.get([p.summary.remote() for p in producers.values()], timeout=120)
-        roles = RoleLogCollector(lambda: dict(dep.brokers), names, now_ms).start()
-        driver = ChaosDriver(dep, cfg, observer, removals, timing=timing, snapshots=collector)
+        driver = drv = ChaosDriver(dep, cfg, observer, removals, timing=timing, snapshots=collector,
+                                   lose_node=lose_node)
+        roles = RoleLogCollector(lambda: {a: h for a, h in dep.brokers.items() if a not in drv.lost}, names,
+                                 now_ms).start()
         start = time.monotonic()
         started_ms = now_ms()
         loops = [p.run_send_loop.remote(topics, cfg.rate, cfg.duration_s, 128, cfg.seed * 1000 + i)
                  for i, p in enumerate(producers.values())]
         timeline = driver.run(plan, start)
         ray.get(loops, timeout=cfg.duration_s + 300)
-        if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers),
-                                 timing.back_bound_ms(RESTART_BROKER) / 1000):
+        if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers
+                                             if a not in drv.lost), timing.back_bound_ms(RESTART_BROKER) / 1000):
             log.warning("not every broker is back in every route at the end of the run")
+        await_lost_removals(removals, driver.lost, timeline, timing)
         removals.snapshot()
         sends, route_logs = collect_producer_results(producers)
         consumed = consume_everything(namespace, sorted(dep.namesrvs), topics)
@@ -268,12 +298,16 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
         threads_stopped = observer.stop() if observer is not None else True
         threads_stopped = (collector.stop() if collector is not None else True) and threads_stopped
         threads_stopped = (roles.stop() if roles is not None else True) and threads_stopped
-        _clean_up(target, cfg, topics, job_id, job_actors_before)
+        _clean_up(target, cfg, topics, job_id, job_actors_before, driver.lost if driver is not None else set())
     ended_ms = now_ms()
 
-    windows = impaired_windows(timeline, names, timing, ended_ms, driver.recovery_ms if driver else None)
+    spans = role_spans(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms)
+    masterless = masterless_windows(spans, target.sets, started_ms, ended_ms, timing.route_poll_ms + timing.margin_ms)
+    replicated = {n: w for n, w in masterless.items() if len(target.sets[n]) > 1}  # a set of one: its fault's window
+    windows = impaired_windows(timeline, names, timing, ended_ms, driver.recovery_ms if driver else None, replicated)
+    no_master = no_master_anywhere(masterless)
     for r in sends:
-        r["explained"] = None if r["ok"] else explain_failure(r, windows)
+        r["explained"] = None if r["ok"] else explain_failure(r, windows, no_master)
     loss, loss_counts = check_no_loss([r for r in sends if r["ok"]], consumed)
     role = str(target.broker_config.broker_role) if target.slaves else None
     loss, role_figures = check_loss_for_role(loss, loss_counts, role, target.slaves, timeline)
@@ -305,7 +339,6 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
     figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
     figures["spurious_removals"] = spurious
     figures["replication"] = role_figures
-    spans = role_spans(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms)
     report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),
                          route_logs, history, invariants, figures, started_ms, target=target.kind,
                          broker_names=names, snapshot_rows=collector.total_rows if collector else 0,
@@ -315,10 +348,17 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None) -
     return report
 
 
-def _clean_up(target: Target, cfg: ChaosConfig, topics: list[str], job_id: str, job_actors_before: set[str]) -> None:
+def _clean_up(target: Target, cfg: ChaosConfig, topics: list[str], job_id: str, job_actors_before: set[str],
+              lost: set[str]) -> None:
     """A private deployment is torn down (and its temp dir removed); an existing one keeps running,
-    rid of the run's topics."""
+    rid of the run's topics. Brokers lost with a node are only marked dead (ray.kill), never asked to
+    shut down: a call to an actor on a node Ray has not yet declared dead would hang until its timeout."""
     dep = target.dep
+    for addr in sorted(lost):
+        handle = dep.brokers.pop(addr, None)
+        if handle is not None:
+            with contextlib.suppress(Exception):
+                ray.kill(handle, no_restart=True)
     if target.kind == EXISTING:
         admin = AdminClient(dep, timeout_s=30)
         for topic in topics:

@@ -33,17 +33,24 @@ SIGKILL_MASTER = "sigkill_master"
 """SIGKILL of the worker process of its set's master."""
 PAUSE_SLAVE = "pause_slave"
 """SIGSTOP of a slave's worker process (SIGCONT later): its master's SyncStateSet must shrink."""
+LOSE_MASTER_NODE = "lose_master_node"
+"""The whole Ray node of its set's master is removed (by the run's node-removal hook, e.g. the
+multi-node test cluster's `remove_node`): no revival, the node and the old master never return;
+the slave on another node must take over (controller mode)."""
 
 FAULT_KINDS: tuple[str, ...] = (KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER, KILL_NAMESRV)
 """What a fault mix names by default; the HA kinds (SET_FAULTS) are asked for by name, and the
 other kinds are the recoveries that follow them."""
-SET_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE})
+SET_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE, LOSE_MASTER_NODE})
 """Faults planned on a broker set (its name is the plan's target) and made on the broker that holds
 the role when they happen (the timeline's target is that broker's address)."""
-MIX_KINDS: tuple[str, ...] = (*FAULT_KINDS, KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE)
+MIX_KINDS: tuple[str, ...] = (*FAULT_KINDS, KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE, LOSE_MASTER_NODE)
 """Every kind a fault mix may name."""
 TIMELINE_KINDS: tuple[str, ...] = (*MIX_KINDS, SIGCONT_BROKER, RESTART_BROKER, RESTART_NAMESRV)
-MASTER_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER})
+MASTER_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER, LOSE_MASTER_NODE})
+NODE_FAULTS: frozenset[str] = frozenset({LOSE_MASTER_NODE})
+"""Faults that take a whole node: never revived (REVIVAL_OF has no entry), detected by NameServers
+only once Ray declares the node dead (`Timing.node_death_ms`)."""
 HANG_FAULTS: frozenset[str] = frozenset({SIGSTOP_BROKER, PAUSE_SLAVE})
 """Faults only heartbeats tell (the process lives on, stopped)."""
 BROKER_FAULTS: frozenset[str] = frozenset({KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER, *SET_FAULTS})

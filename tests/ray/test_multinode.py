@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 import pytest
 import ray
@@ -51,6 +50,7 @@ from tests.ray.helpers import (
     wait_registered_everywhere,
     wait_until,
 )
+from tests.ray.multinode import alive_node_ids, multinode_cluster, node_of
 
 log = logging.getLogger(__name__)
 
@@ -66,24 +66,8 @@ NAMESRV_OVERRIDES = {"broker_channel_expired_time_ms": 120_000}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():
-        ray.shutdown()
-    # cluster_utils writes its address to /tmp/ray/ray_current_cluster, where `ray.init("auto")` and
-    # `ray status` of everyone else on this machine would find it; keep that file untouched.
-    with mock.patch("ray._private.utils.write_ray_address"):
-        c = Cluster(
-            initialize_head=True,
-            head_node_args={"num_cpus": 0, "include_dashboard": False, "dashboard_agent_listen_port": None},
-        )
-    try:
-        for _ in range(WORKERS):
-            c.add_node(num_cpus=1)
-        c.wait_for_nodes()
-        ray.init(address=c.address, namespace=unique_namespace("multinode"), log_to_driver=False)
+    with multinode_cluster(WORKERS, "multinode") as c:
         yield c
-    finally:
-        ray.shutdown()
-        c.shutdown()
 
 
 @contextlib.contextmanager
@@ -109,15 +93,6 @@ def spread_spec(tmp_path: Path, brokers: list[str]) -> ClusterSpec:
         broker_port=None,
     )
     return spread_over_nodes(spec, placement_nodes())
-
-
-def node_of(cluster: Cluster, node_id: str) -> ray._private.node.Node:
-    (node,) = [n for n in cluster.worker_nodes if n.node_id == node_id]
-    return node
-
-
-def alive_node_ids() -> set[str]:
-    return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
 
 
 def assert_placed_as_specified(dep: Deployment) -> None:

@@ -29,7 +29,13 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("raydp")
 
-from clients.analysis.failover import FAILOVER_COLUMNS, failover_percentiles, failover_view, report_failovers
+from clients.analysis.failover import (
+    FAILOVER_COLUMNS,
+    failover_percentiles,
+    failover_report,
+    failover_view,
+    report_failovers,
+)
 from clients.analysis.faults import read_faults_spark, write_faults
 from clients.chaos.plan import FaultRecord
 from clients.chaos.roles import Incarnation, role_spans
@@ -176,3 +182,22 @@ def test_p50_and_p99_across_the_run(view: Any) -> None:
     assert (row["election_p50_ms"], row["election_p99_ms"]) == (2_000, 2_000)
     assert row["routed_p50_ms"] == 3_000 and row["routed_p99_ms"] == pytest.approx(3_490)
     assert row["first_ack_p50_ms"] == 2_530 and row["first_ack_p99_ms"] == pytest.approx(3_000.4)
+
+
+def test_the_html_report_has_a_failovers_section_with_each_failover(spark: Any, run_dir: Path, tmp_path: Path) -> None:
+    from clients.analysis.report import run_report
+
+    snapshots = read_snapshots_spark(spark, run_dir / SNAPSHOTS_DIR)
+    faults = read_faults_spark(spark, run_dir / FAULTS_FILE)
+    failovers = failover_report(spark, run_dir, snapshots, faults, tmp_path)
+    assert failovers is not None and len(failovers.rows) == 3
+    run_report(spark, snapshots, faults, tmp_path, progress=False, print_tables=False, failovers=failovers)
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert '<a href="#failovers">Failovers</a>' in html and '<h2 id="failovers">Failovers</h2>' in html
+    section = html[html.index('<h2 id="failovers">'):html.index('<h2 id="plots">')]
+    assert "failovers: 3; death -&gt; election p50 2,000 ms p99 2,000 ms (3)" in section
+    rows = section.split('<tr class="failover">')[1:]
+    assert len(rows) == 3
+    assert [r.split("<td>")[1].split("</td>")[0] for r in rows] == ["0", "2", "6"]  # fault ids, by death time
+    assert A1 in rows[0] and A0 in rows[1] and B0 in rows[2]  # each new master
+    assert "sigkill_master" in rows[0] and "kill_master" in rows[1]
