@@ -8,7 +8,13 @@ import logging
 import time
 
 from clients.admin.client import DefaultMQAdminExt, MQAdminError
-from clients.admin.mqadmin_common import admin_of, check_broker_known, check_cluster_known, emit_json
+from clients.admin.mqadmin_common import (
+    admin_of,
+    check_broker_known,
+    check_cluster_known,
+    emit_json,
+    target_broker_addrs,
+)
 from clients.render import table
 from namesrv.protocol.models import ClusterInfo
 
@@ -108,11 +114,7 @@ def cmd_update_broker_config(args: argparse.Namespace) -> int:
     """mqadmin updateBrokerConfig: one key on a broker (-b) or on every master of a cluster (-c);
     the broker checks key and value (a refusal is the broker's reason, and nothing changed)."""
     with admin_of(args) as admin:
-        info = admin.examine_broker_cluster_info()
-        if args.broker_addr is not None:
-            addrs = [check_broker_known(info, args.broker_addr)]
-        else:
-            addrs = DefaultMQAdminExt.master_addrs_of_cluster(info, check_cluster_known(info, args.cluster))
+        addrs = target_broker_addrs(admin, args)
         for addr in addrs:
             admin.update_broker_config(addr, {args.key: args.value})
     if args.json:

@@ -52,3 +52,12 @@ def check_cluster_known(info: ClusterInfo, cluster: str) -> str:
     if cluster not in info.cluster_addr_table:
         raise CLIError(f"no cluster {cluster!r} (clusters: {', '.join(sorted(info.cluster_addr_table)) or 'none'})")
     return cluster
+
+
+def target_broker_addrs(admin: DefaultMQAdminExt, args: argparse.Namespace) -> list[str]:
+    """The brokers a `-b ADDR | -c CLUSTER` verb acts on: that broker, or every master of that
+    cluster (each checked against the cluster info)."""
+    info = admin.examine_broker_cluster_info()
+    if args.broker_addr is not None:
+        return [check_broker_known(info, args.broker_addr)]
+    return DefaultMQAdminExt.master_addrs_of_cluster(info, check_cluster_known(info, args.cluster))

@@ -10,7 +10,11 @@ import time
 from typing import Any
 
 from clients.admin.client import DefaultMQAdminExt, MQAdminError
-from clients.admin.mqadmin_common import admin_of, check_broker_known, check_cluster_known, emit_json
+from clients.admin.mqadmin_common import (
+    admin_of,
+    emit_json,
+    target_broker_addrs,
+)
 from clients.cli_support import CLIError
 from clients.render import table
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats
@@ -165,11 +169,7 @@ def cmd_consumer_connection(args: argparse.Namespace) -> int:
 def cmd_get_broker_config(args: argparse.Namespace) -> int:
     """Every setting of a broker (-b) or of each broker of a cluster (-c), `key = value` as mqadmin."""
     with admin_of(args) as admin:
-        info = admin.examine_broker_cluster_info()
-        if args.broker_addr is not None:
-            addrs = [check_broker_known(info, args.broker_addr)]
-        else:
-            addrs = DefaultMQAdminExt.master_addrs_of_cluster(info, check_cluster_known(info, args.cluster))
+        addrs = target_broker_addrs(admin, args)
         configs = {addr: admin.get_broker_config(addr) for addr in addrs}
     if args.json:
         emit_json(configs)

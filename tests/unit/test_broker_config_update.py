@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,7 @@ from namesrv.protocol.bodies import format_properties, parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext, resolve
-
-HOUR_MS = 3_600_000
-
-
-def at_local_hour(hour: int, start_ms: int = 1_700_000_000_000) -> int:
-    t = start_ms - start_ms % HOUR_MS
-    while time.localtime(t / 1000).tm_hour != hour:
-        t += HOUR_MS
-    return t + 60_000
+from tests.unit.test_store_retention import HOUR_MS, at_local_hour
 
 
 def broker(store_dir: Path, clock: ManualClock, **config: Any) -> BrokerController:
