@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from namesrv.acl.plain_acl import SessionCredentials
@@ -150,6 +152,11 @@ class BrokerConfig(BaseModel):
     RocketMQ's master streams to its slave); the slave appends answers in offset order. Off by
     default: on 2 shared cores, 2 cost more CPU (smaller batches, more calls) than the waits they
     save (bench_replication --compare-depth-1: 577 vs 645 msg/s, lag p99 44 vs 35 ms)."""
+    ha_transport: Literal["tcp", "ray"] = "tcp"
+    """Not in RocketMQ (its slave always streams over the master's haListenPort). "tcp": a slave
+    replicates over one remoting connection to its master's client port (HA_TRANSFER,
+    namesrv.broker.ha_wire) when the master has one, else over Ray calls; "ray": always over Ray
+    calls to the master's actor (the fallback; a master without TCP is always asked over Ray)."""
     slave_ack_on_write: bool = True
     """A slave acknowledges (asks for more) once a batch is written, as RocketMQ's slave does, and
     fsyncs it right after, off the acknowledgement's path (it survives the slave's process dying; a
