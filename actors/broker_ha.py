@@ -120,6 +120,8 @@ class HAClient:
         """The connection to the master's client port (opened when missing), or None: over Ray."""
         if self.config.ha_transport != "tcp" or self._no_tcp:
             return None
+        if self._tcp is not None and not self._tcp.closed:
+            return self._tcp
         async with self._connect_lock:  # pipelined lanes share one connection
             if self._tcp is not None and not self._tcp.closed:
                 return self._tcp

@@ -38,6 +38,9 @@ from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 3.0
+READ_LIMIT = 1 << 22
+"""The stream's buffer before it stops reading: a 4 MiB batch (a catch-up) is read in one go, not
+in 128 KiB steps of pause and resume."""
 
 Transfer = Callable[[int, int, int, int, Any, int | None, int], Awaitable[dict[str, Any]]]
 """HAMasterService.transfer(slave_id, from_offset, max_bytes, wait_ms, channel, ack_offset, stream)."""
@@ -86,7 +89,7 @@ class HAConnection:
     async def open(self) -> None:
         host, port = split_addr(self.addr)
         try:
-            self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+            self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=READ_LIMIT),
                                                                 CONNECT_TIMEOUT_S)
         except TimeoutError:
             raise ConnectionError(f"cannot connect to master {self.addr} in {CONNECT_TIMEOUT_S} s") from None

@@ -175,7 +175,8 @@ class BrokerConfig(BaseModel):
     """Not in RocketMQ: a broker deployed as a slave (brokerId > 0) asks to be the first master of a
     new set only after this long, so the broker deployed as master normally wins the first election."""
     credentials: SessionCredentials | None = None
-    """The broker account this broker signs its NameServer requests with (NameServers with ACL on)."""
+    """The broker account this broker signs its NameServer requests with (NameServers with ACL on),
+    and as a slave its HA_TRANSFER requests to its master (a master with ACL on)."""
     acl_enable: bool = False
     """Check client requests against `acl_file` (RocketMQ's broker-side plain ACL)."""
     acl_file: str = "~/namesrv/plain_acl.yml"

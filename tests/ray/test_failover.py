@@ -48,7 +48,7 @@ def status(dep: Deployment, broker: str) -> dict[str, Any]:
 
 def deploy(deployments: DeploymentFactory, **overrides: Any) -> Deployment:
     dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=2,
-                             controller=True, broker_overrides=HA | overrides)
+                             controller=True, broker_overrides=HA | overrides, broker_port=0)  # replication over TCP
     await_master_and_slave_in_sync(dep, A0, A1, TOPIC)
     return dep
 

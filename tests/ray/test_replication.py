@@ -3,7 +3,10 @@
 Sends to the master appear on the slave byte for byte; a restarted slave resumes from what it holds
 (it never copies again); topic config and consumer offsets follow; SYNC_MASTER acknowledges only what
 the slave holds (a stopped slave makes sends answer FLUSH_SLAVE_TIMEOUT); a slave refuses sends and
-serves pulls at the master's offsets, also once the master is dead.
+serves pulls at the master's offsets, also once the master is dead. The brokers listen on TCP, so
+slaves replicate over their connection to the master's client port (HA_TRANSFER); one test runs a
+slave over that, over Ray calls by choice (ha_transport "ray"), and over Ray calls because its
+master has no TCP address.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ MASTER, SLAVE = "broker-a-0", "broker-a-1"
 HA = {"slave_sync_interval_ms": 200, "slave_read_enable": True, "ha_poll_wait_ms": 500}
 
 
-def deploy_pair(deployments: DeploymentFactory, **overrides: Any) -> Deployment:
+def deploy_pair(deployments: DeploymentFactory, broker_port: int | None = 0, **overrides: Any) -> Deployment:
     dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1,
-                             broker_overrides=HA | overrides)
+                             broker_port=broker_port, broker_overrides=HA | overrides)
     resp = ray.get(dep.brokers[MASTER].create_topic.remote(TOPIC, 4, 4), timeout=30)
     assert resp.ok, resp
     return dep
@@ -58,6 +61,7 @@ def test_slave_copies_log_config_offsets_and_resumes_after_restart(deployments: 
     assert all(r.ok for r in send(dep, 60))
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
+    assert ha(dep, SLAVE)["transport"] == "tcp"
     assert broker_info(dep.brokers[SLAVE])["broker_role"] == "SLAVE"
     wait_until(lambda: TOPIC in ray.get(dep.brokers[SLAVE].get_topic_config_table.remote()), 30,
                "the topic config on the slave")
@@ -143,3 +147,21 @@ def test_a_delayed_message_is_moved_by_the_master_alone(deployments: DeploymentF
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
     page = ray.get(dep.brokers[SLAVE].pull_message.remote(TOPIC, 0, 0, 32), timeout=30)
     assert [m["body"] for m in page["messages"]] == [b"later"]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("broker_port", "transport", "used"),
+                         [(0, "tcp", "tcp"), (0, "ray", "ray"), (None, "tcp", "ray")],
+                         ids=["tcp", "ray-by-choice", "ray-master-without-tcp"])
+def test_a_sync_master_replicates_over_tcp_and_over_the_ray_fallback(deployments: DeploymentFactory,
+                                                                     broker_port: int | None, transport: str,
+                                                                     used: str) -> None:
+    dep = deploy_pair(deployments, broker_port, broker_role="SYNC_MASTER", ha_transport=transport)
+    wait_until(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 30, "the slave in the SyncStateSet")
+    replies = send(dep, 30)
+    assert all(r.ok for r in replies), replies
+    assert ha(dep, MASTER)["slave_acks"][1] == ha(dep, MASTER)["master_max"]  # every acknowledged byte is on the slave
+    info = ha(dep, SLAVE)
+    assert info["transport"] == used and info["last_error"] is None, info
+    wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
+    assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)

@@ -183,3 +183,32 @@ def test_connecting_to_nothing_is_a_connection_error() -> None:
             await HAConnection("nowhere", None).open()
 
     asyncio.run(scenario())
+
+
+def test_a_big_batch_arrives_whole_and_in_order(tmp_path: Path) -> None:
+    """A catch-up's batch (megabytes, read off the master's loop) over the same connection."""
+    async def scenario() -> None:
+        svc, store, _ = master(tmp_path)
+        end = 0
+        for i in range(600):
+            r = await store.put(MessageInner("T", i % 4, bytes([i % 251]) * 4000, {}, f"id{i}"))
+            end = r.commit_log_offset + r.store_size
+        pipeline = RequestPipeline("m", BrokerWireEncoder("127.0.0.1:1").encode)
+        pipeline.register(svc.processor.handlers)
+        server = RemotingServer("m", lambda conn, cmd: pipeline.handle_command(cmd, RequestContext(conn.token,
+                                                                                                   conn.peer)),
+                                lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
+        port = server.bind("127.0.0.1", 0)
+        await server.serve()
+        conn = HAConnection(f"127.0.0.1:{port}", None)
+        await conn.open()
+        try:
+            got = await conn.transfer(TransferRequest(1, 0, 4 << 20, 0), 10)
+            assert end > 2 << 20 and (got["offset"], len(got["data"]), got["master_max"]) == (0, end, end)
+            assert got["data"] == store.read_raw(0, end).data
+        finally:
+            conn.close()
+            await server.stop()
+            store.close()
+
+    asyncio.run(scenario())
