@@ -69,7 +69,7 @@ def writable_spans(role_log: list[dict[str, Any]], end_ms: int) -> list[tuple[in
 
 
 def log_bytes(dep: Deployment, broker: str) -> bytes:
-    info = ray.get(dep.brokers[broker].get_runtime_info.remote(), timeout=30)
+    info = ray.get(dep.brokers[dep.addr_of(broker)].get_runtime_info.remote(), timeout=30)
     return b"".join(p.read_bytes() for p in segment_paths(Path(info["store_dir"]) / "store" / "commitlog"))
 
 
@@ -87,11 +87,11 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     with stopped(dep.broker_pid(A1)):
         # The stopped slave's pending replication call may still carry the first send to it; the
         # second reaches no request of the slave's: stored on the master only, never acknowledged.
-        pending = [dep.brokers[A0].send_message.remote(TOPIC, 0, b"first-unacknowledged")]
+        pending = [dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 0, b"first-unacknowledged")]
         wait_until(lambda: status(dep, A0)["max_offset"] > before, 10, "the first send stored on the master")
         time.sleep(0.3)
         middle = status(dep, A0)["max_offset"]
-        pending.append(dep.brokers[A0].send_message.remote(TOPIC, 0, b"never-acknowledged"))
+        pending.append(dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 0, b"never-acknowledged"))
         wait_until(lambda: status(dep, A0)["max_offset"] > middle, 10, "the unreplicated send stored on the master")
         killed_ms = int(time.time() * 1000)
         dep.kill_broker(A0)
@@ -122,7 +122,7 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     assert back["controller"]["truncations"][0]["bytes"] > 0
     wait_until(lambda: status(dep, A0)["max_offset"] == status(dep, A1)["max_offset"], 30, "the old master caught up")
     assert log_bytes(dep, A0) == log_bytes(dep, A1)
-    refused = ray.get(dep.brokers[A0].send_message.remote(TOPIC, 0, b"no"), timeout=30)
+    refused = ray.get(dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 0, b"no"), timeout=30)
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
 
     capsys.readouterr()
@@ -222,7 +222,7 @@ def test_a_paused_master_is_deposed_and_fences_when_it_wakes(deployments: Deploy
     assert all(r.ok for r in send(dep, A0, 12))
     pid = dep.broker_pid(A0)
     with stopped(pid):
-        late = dep.brokers[A0].send_message.remote(TOPIC, 1, b"sent-to-a-paused-master")
+        late = dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 1, b"sent-to-a-paused-master")
         wait_until(lambda: status(dep, A1)["role"] == "SYNC_MASTER", 20, "the slave elected while the master sleeps")
         assert all(r.ok for r in send(dep, A1, 6, start=200))
     assert not ray.get(late, timeout=30).ok  # never acknowledged by a deposed master

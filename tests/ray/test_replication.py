@@ -31,19 +31,24 @@ HA = {"slave_sync_interval_ms": 200, "slave_read_enable": True, "ha_poll_wait_ms
 def deploy_pair(deployments: DeploymentFactory, broker_port: int | None = 0, **overrides: Any) -> Deployment:
     dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1,
                              broker_port=broker_port, broker_overrides=HA | overrides)
-    resp = ray.get(dep.brokers[MASTER].create_topic.remote(TOPIC, 4, 4), timeout=30)
+    resp = ray.get(actor(dep, MASTER).create_topic.remote(TOPIC, 4, 4), timeout=30)
     assert resp.ok, resp
     return dep
 
 
+def actor(dep: Deployment, broker: str) -> Any:
+    """A broker's actor by its actor name (TCP brokers are keyed by their address)."""
+    return dep.brokers[dep.addr_of(broker)]
+
+
 def send(dep: Deployment, n: int, start: int = 0) -> list[Any]:
-    master = dep.brokers[MASTER]
+    master = actor(dep, MASTER)
     return ray.get([master.send_message.remote(TOPIC, i % 4, f"m{i}".encode() * 20) for i in range(start, start + n)],
                    timeout=60)
 
 
 def ha(dep: Deployment, broker: str) -> dict[str, Any]:
-    return ray.get(dep.brokers[broker].get_ha_info.remote(), timeout=30)
+    return ray.get(actor(dep, broker).get_ha_info.remote(), timeout=30)
 
 
 def caught_up(dep: Deployment) -> bool:
@@ -51,7 +56,7 @@ def caught_up(dep: Deployment) -> bool:
 
 
 def log_bytes(dep: Deployment, broker: str) -> bytes:
-    return b"".join(p.read_bytes() for p in segment_paths(Path(broker_info(dep.brokers[broker])["store_dir"])
+    return b"".join(p.read_bytes() for p in segment_paths(Path(broker_info(actor(dep, broker))["store_dir"])
                                                           / "store" / "commitlog"))
 
 
@@ -62,15 +67,15 @@ def test_slave_copies_log_config_offsets_and_resumes_after_restart(deployments: 
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
     assert ha(dep, SLAVE)["transport"] == "tcp"
-    assert broker_info(dep.brokers[SLAVE])["broker_role"] == "SLAVE"
-    wait_until(lambda: TOPIC in ray.get(dep.brokers[SLAVE].get_topic_config_table.remote()), 30,
+    assert broker_info(actor(dep, SLAVE))["broker_role"] == "SLAVE"
+    wait_until(lambda: TOPIC in ray.get(actor(dep, SLAVE).get_topic_config_table.remote()), 30,
                "the topic config on the slave")
     commit = RemotingRequest(BrokerRequestCode.UPDATE_CONSUMER_OFFSET,
                              {"consumerGroup": "g", "topic": TOPIC, "queueId": "1", "commitOffset": "7"})
-    assert ray.get(dep.brokers[MASTER].process.remote(commit), timeout=30).ok
+    assert ray.get(actor(dep, MASTER).process.remote(commit), timeout=30).ok
     query = RemotingRequest(BrokerRequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": TOPIC,
                                                                       "queueId": "1"})
-    wait_until(lambda: ray.get(dep.brokers[SLAVE].process.remote(query)).ext_fields.get("offset") == "7", 30,
+    wait_until(lambda: ray.get(actor(dep, SLAVE).process.remote(query)).ext_fields.get("offset") == "7", 30,
                "the consumer offset on the slave")
 
     held = ha(dep, SLAVE)["offset"]
@@ -108,13 +113,13 @@ def test_slave_refuses_sends_and_serves_pulls_at_the_masters_offsets(deployments
     dep = deploy_pair(deployments)
     send(dep, 24)
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
-    slave = dep.brokers[SLAVE]
+    slave = actor(dep, SLAVE)
     wait_until(lambda: TOPIC in ray.get(slave.get_topic_config_table.remote()), 30, "the topic config on the slave")
     refused = ray.get(slave.send_message.remote(TOPIC, 0, b"no"), timeout=30)
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in refused.remark
 
     def pulled(broker: str) -> dict[str, Any]:
-        return ray.get(dep.brokers[broker].pull_message.remote(TOPIC, 2, 0, 32), timeout=30)
+        return ray.get(actor(dep, broker).pull_message.remote(TOPIC, 2, 0, 32), timeout=30)
 
     from_master, from_slave = pulled(MASTER), pulled(SLAVE)
     assert from_slave["code"] == ResponseCode.SUCCESS
@@ -138,14 +143,14 @@ def test_a_delayed_message_is_moved_by_the_master_alone(deployments: DeploymentF
     """Only a master runs the schedule service: the slave's log stays its master's copy, byte for
     byte, with the delayed message moved to its queue once (by the master) and replicated."""
     dep = deploy_pair(deployments, message_delay_level="1s 1s")
-    master = dep.brokers[MASTER]
+    master = actor(dep, MASTER)
     sent = ray.get(master.send_message.remote(TOPIC, 0, b"later", {"DELAY": "1"}), timeout=30)
     assert sent.ok, sent
     wait_until(lambda: ray.get(master.pull_message.remote(TOPIC, 0, 0, 32), timeout=30)["messages"], 30,
                "the delayed message in its queue on the master")
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
-    page = ray.get(dep.brokers[SLAVE].pull_message.remote(TOPIC, 0, 0, 32), timeout=30)
+    page = ray.get(actor(dep, SLAVE).pull_message.remote(TOPIC, 0, 0, 32), timeout=30)
     assert [m["body"] for m in page["messages"]] == [b"later"]
 
 
