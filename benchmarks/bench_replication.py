@@ -46,12 +46,12 @@ def deploy_set(run: Any, role: str, slave: bool, tag: str, depth: int = 1, trans
                                          "ha_pipeline_depth": depth, "ha_transport": transport})
     dep = deploy(spec)
     run.deployments.append(dep)
-    assert ray.get(dep.brokers[MASTER].create_topic.remote(TOPIC, 8, 8), timeout=60).ok
+    assert ray.get(dep.brokers[dep.addr_of(MASTER)].create_topic.remote(TOPIC, 8, 8), timeout=60).ok
     return dep
 
 
 def ha(dep: Deployment, name: str) -> dict[str, Any]:
-    return ray.get(dep.brokers[name].get_ha_info.remote(), timeout=60)
+    return ray.get(dep.brokers[dep.addr_of(name)].get_ha_info.remote(), timeout=60)
 
 
 def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
@@ -63,7 +63,7 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
 
 
 def load(dep: Deployment, seconds: float, replicated: bool) -> dict[str, Any]:
-    master = dep.brokers[MASTER]
+    master = dep.brokers[dep.addr_of(MASTER)]
     body = b"x" * 256
     stop = threading.Event()
     lat: list[float] = []
@@ -134,7 +134,7 @@ def transfer_parts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, f
 
 def catch_up(run: Any, megabytes: int) -> tuple[float, float]:
     dep = deploy_set(run, "ASYNC_MASTER", False, "catchup")
-    master = dep.brokers[MASTER]
+    master = dep.brokers[dep.addr_of(MASTER)]
     body = b"y" * 16384
     per_batch = 64
     total = megabytes * 1024 * 1024 // len(body)
