@@ -18,6 +18,7 @@ import pytest
 import ray
 
 from actors.launcher import BrokerSpec, Deployment
+from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.broker.mapped_file_queue import segment_paths
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest
@@ -170,3 +171,17 @@ def test_a_sync_master_replicates_over_tcp_and_over_the_ray_fallback(deployments
     assert info["transport"] == used and info["last_error"] is None, info
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
+
+
+@pytest.mark.timeout(180)
+def test_a_slave_signs_its_transfers_as_a_broker_when_the_master_checks_acl(deployments: DeploymentFactory,
+                                                                           tmp_path: Path) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("accounts:\n  - accessKey: broker\n    secretKey: broker-secret\n    broker: true\n")
+    creds = SessionCredentials(access_key="broker", secret_key="broker-secret")
+    dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1, broker_port=0,
+                             broker_overrides=HA | {"broker_role": "SYNC_MASTER", "acl_enable": True,
+                                                    "acl_file": str(acl), "credentials": creds})
+    wait_until(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 30, "the slave in the SyncStateSet")
+    info = ha(dep, SLAVE)
+    assert info["transport"] == "tcp" and info["last_error"] is None, info
