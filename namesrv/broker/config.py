@@ -157,8 +157,8 @@ class BrokerConfig(BaseModel):
     replicates over one remoting connection to its master's client port (HA_TRANSFER,
     namesrv.broker.ha_wire) when the master has one, else over Ray calls; "ray": always over Ray
     calls to the master's actor (the fallback; a master without TCP is always asked over Ray).
-    bench_replication: a transfer's round trip 2.1-2.4 ms over TCP vs 8.7 ms over Ray calls; SYNC_MASTER
-    0.68-0.74x an unreplicated master over TCP, 0.58x over Ray calls (load avg 4-9 on 2 cores)."""
+    bench_replication: a transfer's round trip 2.0-2.4 ms over TCP vs 8.1-8.7 ms over Ray calls; SYNC_MASTER
+    0.68-0.74x an unreplicated master over TCP, 0.58-0.60x over Ray calls (load avg 3-9 on 2 cores)."""
     slave_ack_on_write: bool = True
     """A slave acknowledges (asks for more) once a batch is written, as RocketMQ's slave does, and
     fsyncs it right after, off the acknowledgement's path (it survives the slave's process dying; a
