@@ -19,8 +19,8 @@ keeps per slave a cursor of what it sent on that stream, so requests in flight t
 consecutive batches; the slave appends them in offset order. Any failure (a lost answer, a gap that
 never fills) starts a new stream from the slave's own end: nothing is skipped, a batch sent twice is
 skipped by the byte-identical overlap check. RocketMQ's master streams to its slave over one socket
-of its own
-(haListenPort); its master also transfers before its own flush, this one after (the fsync is ~1 ms here).
+of its own (haListenPort); its master also transfers before its own flush, this one after (the
+fsync is ~1 ms here).
 Every `slave_sync_interval_ms` it also copies the master's topic config, consumer offsets and
 delay-offset table (the schedule service's progress).
 """
@@ -125,7 +125,10 @@ class HAClient:
         async with self._connect_lock:  # pipelined lanes share one connection
             if self._tcp is not None and not self._tcp.closed:
                 return self._tcp
-            hello = await self._call("ha_connect", self.slave_id, self.channel)
+            try:
+                hello = await self._call("ha_connect", self.slave_id, self.channel)
+            except AttributeError:  # a master of an older version, without ha_connect: Ray calls
+                hello = None
             addr = hello.get("tcp_addr") if isinstance(hello, dict) else None
             if not isinstance(addr, str) or not addr:
                 self._no_tcp = True
