@@ -181,7 +181,9 @@ def run(deployments: DeploymentFactory, small_fs: Path, capsys: pytest.CaptureFi
     low, high = runtime(admin, addr)
     assert high > 3 * disk_bytes // 2 and high // SEG > 40, "the log rolled over many segments"
     assert low >= 8 * SEG, f"retention deleted segments (min offset {low})"
-    assert load.codes[OK] > 0.9 * load.sent, load.codes
+    # more acknowledged than the disk holds at once: retention freed room (how often a send met a full
+    # disk before the next clean-up depends on how much CPU the clean-up thread got: not asserted)
+    assert load.codes[OK] * BODY > disk_bytes, load.codes
 
     # 2. something else fills the disk to its last block while the load goes on: the cap is hit
     ballast = small_fs / "ballast"
