@@ -163,7 +163,7 @@ class Producer:
         after fetching it; a first send to a broker also connects) and its answer handled when it
         comes (`send_async.AsyncSend`), so sends in flight are not bounded by the executor's
         threads; to brokers reached by actor call, an executor thread makes the (blocking) call."""
-        _, engine = self._ready()
+        instance, engine = self._ready()
         check_message(msg, self.config.max_message_size)
         assert self._executor is not None
         executor = self._executor
@@ -191,7 +191,7 @@ class Producer:
 
         if callback is not None:
             future.add_done_callback(lambda f: callback(None if f.exception() else f.result(), f.exception()))
-        cached = self._ready()[0].publish_info(msg.topic)
+        cached = instance.publish_info(msg.topic)
         if cached is not None and cached.ok:  # nothing to wait for: written from this thread
             first()
         else:  # the route is fetched (a blocking call) on the executor
