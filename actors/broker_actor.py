@@ -268,6 +268,10 @@ class BrokerActor:
         return await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms, channel,
                                                         ack_offset, stream)
 
+    async def ha_connect(self, slave_id: int, channel: BrokerChannel | None = None) -> dict[str, Any]:
+        """A slave about to replicate over TCP asks where (see HAMasterService.connect)."""
+        return self.controller.ha_master.connect(slave_id, channel)
+
     async def ha_metadata(self) -> dict[str, Any]:
         return self.controller.ha_master.metadata()
 

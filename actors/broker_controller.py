@@ -22,7 +22,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from actors.broker_ha import HAClient, HAMasterService
+from actors.broker_ha import HAClient
+from actors.broker_ha_master import HAMasterService
 from actors.broker_registration import NamesrvRegistrar
 from actors.broker_replicas import ReplicasManager
 from actors.broker_to_client import Broker2Client
@@ -130,6 +131,7 @@ class BrokerController:
                                          on_topic_created=self._topic_created,
                                          on_group_changed=self._group_changed, role=self.role)
         self.ha_master = HAMasterService(self.store, self.role, self.topics, self.offsets, config)
+        self.ha_master.tcp_addr = addr if remoting is not None else None
         self.ha_client = HAClient(broker_id, master_name, namespace, self.store, self.topics, self.offsets,
                                   self.processor.hold, config, clock) \
             if config.broker_role is BrokerRole.SLAVE and master_name and not controller_mode else None
@@ -156,6 +158,7 @@ class BrokerController:
             self.pipeline.add_hook(self.acl)
             self.processor.may_read = self._may_read
         self.pipeline.register(self.admin.handlers)
+        self.pipeline.register(self.ha_master.processor.handlers)  # HA_TRANSFER (actors.broker_ha_tcp)
         self.schedule = ScheduleService(self.store, store_dir / "config" / "delayOffset.json", clock,
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify

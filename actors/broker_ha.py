@@ -1,7 +1,9 @@
-"""Replication over Ray calls: the transport of namesrv.broker.ha (RocketMQ's HAService / HAClient).
+"""Replication: the transport of namesrv.broker.ha (RocketMQ's HAService / HAClient).
 
-A slave long-polls its master's actor: `ha_transfer(slave_id, from_offset, max_bytes, wait_ms)`
-answers the whole records after `from_offset` (at most `max_bytes`; read on the master's event loop
+A slave long-polls its master, over one remoting connection to the master's client port
+(HA_TRANSFER, actors.broker_ha_tcp; `ha_transport` "tcp", the default, when the master has a TCP
+address) or else over Ray calls to the master's actor: `ha_transfer(slave_id, from_offset,
+max_bytes, wait_ms)` answers the whole records after `from_offset` (at most `max_bytes`; read on the master's event loop
 when at most INLINE_BYTES are pending, else in a thread) and the master's log end, waiting up to
 `wait_ms` for new records when there are none (woken by every group-commit batch). The request
 itself is the slave's acknowledgement: it holds everything before `from_offset` (or `ack_offset`,
@@ -17,7 +19,8 @@ keeps per slave a cursor of what it sent on that stream, so requests in flight t
 consecutive batches; the slave appends them in offset order. Any failure (a lost answer, a gap that
 never fills) starts a new stream from the slave's own end: nothing is skipped, a batch sent twice is
 skipped by the byte-identical overlap check. RocketMQ's master streams to its slave over one socket
-instead; its master also transfers before its own flush, this one after (the fsync is ~1 ms here).
+of its own (haListenPort); its master also transfers before its own flush, this one after (the
+fsync is ~1 ms here).
 Every `slave_sync_interval_ms` it also copies the master's topic config, consumer offsets and
 delay-offset table (the schedule service's progress).
 """
@@ -28,19 +31,20 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ray.exceptions import RayError
 
+from actors.broker_ha_master import INLINE_BYTES
+from actors.broker_ha_tcp import HAConnection
 from actors.handles import ActorHandles
 from actors.housekeeping import BrokerChannel
 from namesrv.broker.commit_log import CommitLog, FlushDiskType
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.ha import ReplicationError
+from namesrv.broker.ha_wire import TransferRequest
 from namesrv.broker.pull_hold import PullHoldService
-from namesrv.broker.role import RoleGuard
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.clock import Clock
 from namesrv.protocol.models import TopicConfig, parse_data_version
@@ -51,94 +55,6 @@ CALL_SLACK_S = 10.0
 """A replication call that has not answered `wait_ms` plus this long is given up (a master stopped)."""
 RETRY_S = 0.2
 """Pause before asking again after a failed call."""
-INLINE_BYTES = 256 * 1024
-"""A batch this small is read (master) or appended (slave) on the event loop itself: a pread or a
-pwrite of page cache costs less than a hand-off to a thread, which on a loaded machine waits for a
-core; bigger batches (a catch-up) go to a thread so the loop never stalls on them."""
-
-
-class HAMasterService:
-    """The master's side: answers its slaves' transfers and metadata requests."""
-
-    def __init__(self, store: CommitLog, role: RoleGuard, topics: TopicConfigManager,
-                 offsets: ConsumerOffsetManager, config: BrokerConfig) -> None:
-        self.store, self.role, self.topics, self.offsets, self.config = store, role, topics, offsets, config
-        self._new_data = asyncio.Event()
-        store.listeners.append(self._wake)
-        self._cursors: dict[int, tuple[int, int]] = {}
-        """slave id -> (its stream, where the next pipelined answer starts)."""
-        self.bytes_sent = 0
-        self.on_slave_channel: Callable[[int, BrokerChannel], None] = lambda slave_id, channel: None
-        self.delay_offsets: Callable[[], bytes] = lambda: b""
-        """The schedule service's progress (delayOffset.json's content), copied by the slaves."""
-        """Told each slave's actor channel: its death takes it out of the SyncStateSet at once,
-        instead of after haMaxTimeSlaveNotCatchup (RocketMQ sees its HA connection close)."""
-
-    def _wake(self) -> None:
-        self._new_data.set()
-        self._new_data = asyncio.Event()
-
-    async def transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int,
-                       channel: BrokerChannel | None = None, ack_offset: int | None = None,
-                       stream: int = 0) -> dict[str, Any]:
-        """The records after `from_offset`. Without `ack_offset`, the request acknowledges
-        `from_offset` itself. With it (a pipelined slave: `ack_offset` is what it holds), the answer
-        starts at `from_offset` or after what an earlier request of the same `stream` was sent,
-        whichever is later, so requests in flight together get consecutive batches; a new stream
-        (the slave's restart after an error) starts again from `from_offset`."""
-        ints = (slave_id, from_offset, max_bytes, wait_ms, stream) + (() if ack_offset is None else (ack_offset,))
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in ints):
-            return {"error": "ReplicationError", "remark": "slave id, offsets, size, wait and stream must be integers"}
-        if isinstance(channel, BrokerChannel):
-            self.on_slave_channel(slave_id, channel)
-        end = self.store.size_bytes()
-        self.role.on_slave_request(slave_id, from_offset if ack_offset is None else ack_offset, end)
-        if ack_offset is not None:
-            at = self._cursors.get(slave_id)
-            if at is None or at[0] != stream:
-                self._cursors[slave_id] = at = (stream, from_offset)
-        waited, started = 0.0, time.perf_counter()
-        deadline = started + min(wait_ms, 30_000) / 1000
-        while True:
-            start = from_offset if ack_offset is None else max(from_offset, self._cursors[slave_id][1])
-            remaining = deadline - time.perf_counter()
-            if start < self.store.size_bytes() or remaining <= 0:
-                break
-            try:  # another request of this slave may take what woke this one: then wait on
-                await asyncio.wait_for(self._new_data.wait(), remaining)
-            except TimeoutError:
-                pass
-            waited = time.perf_counter() - started
-        size = max(1, min(max_bytes, self.config.ha_transfer_batch_bytes))
-        try:
-            if self.store.size_bytes() - start <= INLINE_BYTES:
-                t = self.store.read_raw(start, size)
-            else:  # a request racing this read may be sent the same bytes: the slave skips what it holds
-                t = await asyncio.to_thread(self.store.read_raw, start, size)
-        except (ReplicationError, OSError) as e:
-            return {"error": type(e).__name__, "remark": str(e), "master_max": self.store.size_bytes()}
-        if ack_offset is not None and self._cursors.get(slave_id, (None, 0))[0] == stream:
-            self._cursors[slave_id] = (stream, max(self._cursors[slave_id][1], t.offset + len(t.data)))
-        self.bytes_sent += len(t.data)
-        return {"offset": t.offset, "data": t.data, "master_max": t.master_max, "waited_ms": waited * 1000,
-                "moved": t.offset != start}
-
-    def metadata(self) -> dict[str, Any]:
-        """What SlaveSynchronize copies: the topic table with its DataVersion, and consumer offsets."""
-        return {"topicConfigTable": {n: tc.to_wire() for n, tc in self.topics.topic_config_table.items()},
-                "dataVersion": self.topics.data_version.to_wire(),
-                "offsetTable": {k: dict(v) for k, v in self.offsets.table.items()},
-                "delayOffset": self.delay_offsets()}
-
-    def info(self) -> dict[str, Any]:
-        end = self.store.size_bytes()
-        acks = self.role.sync.slave_acks()
-        return {"role": str(self.role.role), "master_max": end, "sync_state_set": sorted(self.role.sync.members),
-                "sync_state_set_epoch": self.role.sync.epoch, "slave_acks": acks,
-                "slave_lag_bytes": {s: end - a for s, a in acks.items()}, "bytes_sent": self.bytes_sent,
-                "flush_slave_timeouts": self.role.timeouts}
-
-
 class HAClient:
     """The slave's side: copies the master's log, then its topic config and consumer offsets."""
 
@@ -177,6 +93,10 @@ class HAClient:
         self._pending: dict[int, bytes] = {}
         """Pipelined: batches received ahead of a gap (an earlier answer still on its way), by offset."""
         self._append_lock = asyncio.Lock()
+        self._tcp: HAConnection | None = None
+        self._no_tcp = False
+        """The master said it has no TCP address: Ray calls until the next failure."""
+        self._connect_lock = asyncio.Lock()
 
     def reachable(self) -> bool:
         """The master answered within the last two poll waits plus a second."""
@@ -191,17 +111,69 @@ class HAClient:
             self._handles.forget(self.master_name)
             raise
 
+    @property
+    def transport(self) -> str:
+        """How transfers travel now: "tcp" (a connection is open) or "ray"."""
+        return "tcp" if self._tcp is not None and not self._tcp.closed else "ray"
+
+    async def _connection(self) -> HAConnection | None:
+        """The connection to the master's client port (opened when missing), or None: over Ray."""
+        if self.config.ha_transport != "tcp" or self._no_tcp:
+            return None
+        if self._tcp is not None and not self._tcp.closed:
+            return self._tcp
+        async with self._connect_lock:  # pipelined lanes share one connection
+            if self._tcp is not None and not self._tcp.closed:
+                return self._tcp
+            try:
+                hello = await self._call("ha_connect", self.slave_id, self.channel)
+            except AttributeError:  # a master of an older version, without ha_connect: Ray calls
+                hello = None
+            addr = hello.get("tcp_addr") if isinstance(hello, dict) else None
+            if not isinstance(addr, str) or not addr:
+                self._no_tcp = True
+                return None
+            conn = HAConnection(addr, self.config.credentials)
+            await conn.open()
+            self._tcp = conn
+            log.info("slave %d replicating from %s over TCP %s", self.slave_id, self.master_name, addr)
+            return conn
+
+    async def _transfer(self, from_offset: int, ack_offset: int | None = None, stream: int = 0) -> dict[str, Any]:
+        """One transfer request over TCP or Ray; the reply in the Ray transport's shape."""
+        cfg = self.config
+        conn = await self._connection()
+        if conn is not None:
+            request = TransferRequest(self.slave_id, from_offset, cfg.ha_transfer_batch_bytes, cfg.ha_poll_wait_ms,
+                                      ack_offset, stream)
+            return await conn.transfer(request, cfg.ha_poll_wait_ms / 1000 + CALL_SLACK_S)
+        pipelined = () if ack_offset is None else (ack_offset, stream)
+        reply: dict[str, Any] = await self._call("ha_transfer", self.slave_id, from_offset, cfg.ha_transfer_batch_bytes,
+                                                 cfg.ha_poll_wait_ms, self.channel, *pipelined)
+        return reply
+
+    def close(self) -> None:
+        """Close the TCP connection (a failure, a role change, the broker's shutdown)."""
+        if self._tcp is not None:
+            self._tcp.close()
+            self._tcp = None
+        self._no_tcp = False
+
     async def run(self) -> None:
         """Replicate until cancelled (the broker's shutdown) or `stopped`."""
-        while not self.stopped:
-            if self.config.ha_pipeline_depth > 1:
-                await self._run_pipelined()
-                continue
-            try:
-                await self.replicate_once()
-            except (RayError, TimeoutError, ValueError, ReplicationError, OSError) as e:
-                self._failed(e)
-                await asyncio.sleep(RETRY_S)
+        try:
+            while not self.stopped:
+                if self.config.ha_pipeline_depth > 1:
+                    await self._run_pipelined()
+                    continue
+                try:
+                    await self.replicate_once()
+                except (RayError, TimeoutError, ValueError, ReplicationError, OSError) as e:
+                    self._failed(e)
+                    self.close()  # the retry opens a new connection (and asks the master's address again)
+                    await asyncio.sleep(RETRY_S)
+        finally:
+            self.close()
 
     async def _run_pipelined(self) -> None:
         """`ha_pipeline_depth` requests in flight (one stream) until one fails: then a new stream
@@ -215,17 +187,16 @@ class HAClient:
                     lanes.create_task(self._lane())
         except* (RayError, TimeoutError, ValueError, ReplicationError, OSError) as group:
             self._failed(group.exceptions[0])
+            self.close()
             await asyncio.sleep(RETRY_S)
 
     async def _lane(self) -> None:
         """One request after another; each acknowledges what this log holds when it is sent."""
-        cfg = self.config
         while not self.stopped:
             if self.first_request_ms is None:
                 self.first_request_ms = self.clock()
             started = time.perf_counter()
-            reply = await self._call("ha_transfer", self.slave_id, self._next, cfg.ha_transfer_batch_bytes,
-                                     cfg.ha_poll_wait_ms, self.channel, self.store.size_bytes(), self._stream)
+            reply = await self._transfer(self._next, self.store.size_bytes(), self._stream)
             if "error" in reply:
                 raise ReplicationError(f"master {self.master_name}: {reply['error']}: {reply['remark']}")
             data: bytes = reply["data"]
@@ -280,12 +251,10 @@ class HAClient:
 
     async def replicate_once(self) -> int:
         """One transfer: ask from this log's end, append what comes; returns the bytes appended."""
-        cfg = self.config
         if self.first_request_ms is None:
             self.first_request_ms = self.clock()
         started = time.perf_counter()
-        reply = await self._call("ha_transfer", self.slave_id, self.store.size_bytes(), cfg.ha_transfer_batch_bytes,
-                                 cfg.ha_poll_wait_ms, self.channel)
+        reply = await self._transfer(self.store.size_bytes())
         if "error" in reply:
             raise ReplicationError(f"master {self.master_name}: {reply['error']}: {reply['remark']}")
         data: bytes = reply["data"]
@@ -337,7 +306,8 @@ class HAClient:
 
     def info(self) -> dict[str, Any]:
         held = self.store.size_bytes()
-        return {"role": "SLAVE", "master": self.master_name, "offset": held, "master_max": self.master_max,
+        return {"role": "SLAVE", "master": self.master_name, "transport": self.transport, "offset": held,
+                "master_max": self.master_max,
                 "lag_bytes": max(0, self.master_max - held), "reachable": self.reachable(),
                 "transfers": self.transfers, "bytes_received": self.bytes_received, "last_error": self.last_error,
                 "first_request_ms": self.first_request_ms, "caught_up_ms": self.caught_up_ms,

@@ -7,7 +7,9 @@ behind it runs under load, and how fast a slave that missed a lot of log catches
 1. 16 concurrent senders (threads of this driver, sync Ray sends back to back, 256-byte bodies, SYNC_FLUSH
    everywhere) against: an unreplicated ASYNC_MASTER; an ASYNC_MASTER with one slave; a SYNC_MASTER
    with one slave (each send acknowledged once the slave holds it; `--compare-depth-2` adds one whose
-   slave keeps two replication requests in flight, ha_pipeline_depth 2). Printed side by side:
+   slave keeps two replication requests in flight, ha_pipeline_depth 2; `--compare-ray` one whose
+   slave replicates over Ray calls, ha_transport "ray", instead of its one TCP connection to the
+   master's client port, the default). Printed side by side:
    msg/s, ack p50/p99 (the master's replication state is sampled in every configuration alike), the
    slave's lag in time: for each sample of the master's log end, how long until the slave held it
    (sampled every 10 ms, so ±10 ms), and where the SYNC_MASTER's slave spends a transfer.
@@ -36,20 +38,20 @@ SENDERS = 16
 MASTER, SLAVE = "broker-a-0", "broker-a-1"
 
 
-def deploy_set(run: Any, role: str, slave: bool, tag: str, depth: int = 1) -> Deployment:
+def deploy_set(run: Any, role: str, slave: bool, tag: str, depth: int = 1, transport: str = "tcp") -> Deployment:
     brokers = [BrokerSpec("broker-a", 0)] + ([BrokerSpec("broker-a", 1)] if slave else [])
     spec = ClusterSpec(namesrv_count=1, brokers=brokers, profile="fast", namespace=f"{run.namespace}-{tag}",
-                       data_dir=f"{run.data_dir}/{tag}", namesrv_port=0, broker_port=None,
+                       data_dir=f"{run.data_dir}/{tag}", namesrv_port=0, broker_port=0,
                        broker_overrides={"broker_role": role, "ha_poll_wait_ms": 500,
-                                         "ha_pipeline_depth": depth})
+                                         "ha_pipeline_depth": depth, "ha_transport": transport})
     dep = deploy(spec)
     run.deployments.append(dep)
-    assert ray.get(dep.brokers[MASTER].create_topic.remote(TOPIC, 8, 8), timeout=60).ok
+    assert ray.get(dep.brokers[dep.addr_of(MASTER)].create_topic.remote(TOPIC, 8, 8), timeout=60).ok
     return dep
 
 
 def ha(dep: Deployment, name: str) -> dict[str, Any]:
-    return ray.get(dep.brokers[name].get_ha_info.remote(), timeout=60)
+    return ray.get(dep.brokers[dep.addr_of(name)].get_ha_info.remote(), timeout=60)
 
 
 def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
@@ -61,7 +63,7 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
 
 
 def load(dep: Deployment, seconds: float, replicated: bool) -> dict[str, Any]:
-    master = dep.brokers[MASTER]
+    master = dep.brokers[dep.addr_of(MASTER)]
     body = b"x" * 256
     stop = threading.Event()
     lat: list[float] = []
@@ -132,7 +134,7 @@ def transfer_parts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, f
 
 def catch_up(run: Any, megabytes: int) -> tuple[float, float]:
     dep = deploy_set(run, "ASYNC_MASTER", False, "catchup")
-    master = dep.brokers[MASTER]
+    master = dep.brokers[dep.addr_of(MASTER)]
     body = b"y" * 16384
     per_batch = 64
     total = megabytes * 1024 * 1024 // len(body)
@@ -153,6 +155,8 @@ def main() -> None:
     ap.add_argument("--megabytes", type=int, default=None)
     ap.add_argument("--compare-depth-2", action="store_true",
                     help="also SYNC_MASTER with ha_pipeline_depth 2 (two replication requests in flight)")
+    ap.add_argument("--compare-ray", action="store_true",
+                    help="also SYNC_MASTER whose slave replicates over Ray calls (ha_transport ray)")
     args = ap.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 10.0)
     megabytes = args.megabytes or (20 if args.quick else 100)
@@ -165,23 +169,34 @@ def main() -> None:
         wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
         before = ha(dep, SLAVE)
         sync_slave = load(dep, seconds, True)
-        parts = transfer_parts(before, ha(dep, SLAVE))
+        after = ha(dep, SLAVE)
+        parts = transfer_parts(before, after)
+        over_ray = ray_parts = None
+        if args.compare_ray:
+            dep = deploy_set(run, "SYNC_MASTER", True, "syncray", transport="ray")
+            wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
+            before_ray = ha(dep, SLAVE)
+            over_ray = load(dep, seconds, True)
+            ray_parts = transfer_parts(before_ray, ha(dep, SLAVE))
         two = None
         if args.compare_depth_2:
             dep = deploy_set(run, "SYNC_MASTER", True, "sync2", depth=2)
             wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
             two = load(dep, seconds, True)
         print(f"\n{SENDERS} senders, {seconds:.0f} s each, 256-byte bodies, SYNC_FLUSH")
-        for name, r in (("unreplicated", plain), ("ASYNC_MASTER + slave", async_slave),
-                        ("SYNC_MASTER + slave", sync_slave)) + ((("  two requests in flight", two),) if two else ()):
+        rows = [("unreplicated", plain), ("ASYNC_MASTER + slave", async_slave), ("SYNC_MASTER + slave", sync_slave)]
+        rows += [("  two requests in flight", two)] if two else []
+        rows += [("  over Ray calls", over_ray)] if over_ray else []
+        for name, r in rows:
             lag = r["lag_ms"]
             lag_text = f"; slave lag p50 {percentile(lag, 0.5) or 0:.1f} ms, p99 {percentile(lag, 0.99) or 0:.1f} ms" \
                 if lag else ""
             print(f"  {name:22s} {r['rate']:8,.0f} msg/s ({r['msgs']:,} sent, {r['failed']} not SEND_OK), "
                   f"ack {latency_ms(r['lat'])}{lag_text}")
-        print(f"  SYNC_MASTER's slave, mean per transfer that carried records ({parts['n']:,}): Ray both ways and "
-              f"the master's read {parts['call']:.1f} ms, the master's wait for records {parts['master_wait']:.1f} ms, "
-              f"the slave's append {parts['append']:.2f} ms")
+        for how, p in ((after.get("transport", "ray"), parts),) + ((("ray", ray_parts),) if ray_parts else ()):
+            print(f"  SYNC_MASTER's slave over {how}, mean per transfer that carried records ({p['n']:,}): the round "
+                  f"trip and the master's read {p['call']:.1f} ms, the master's wait for records "
+                  f"{p['master_wait']:.1f} ms, the slave's append {p['append']:.2f} ms")
         print()
         print(ratio_table([("msg/s", plain["rate"], sync_slave["rate"]),
                            ("ack p50 (ms)", pct_ms(plain["lat"], 0.5), pct_ms(sync_slave["lat"], 0.5)),

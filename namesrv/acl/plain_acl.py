@@ -55,6 +55,9 @@ NAMESRV_ADMIN_CODES = frozenset({
 BROKER_ADMIN_CODES = frozenset({BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, BrokerRequestCode.DELETE_TOPIC_IN_BROKER,
                                 BrokerRequestCode.UPDATE_BROKER_CONFIG})
 """Broker requests only an admin account may send (RocketMQ's Permission.needAdminPerm)."""
+BROKER_PEER_CODES = frozenset({BrokerRequestCode.HA_TRANSFER})
+"""Broker requests only another broker (a broker or admin account) may send: a slave's replication
+reads every topic's records."""
 NAMESRV_BROKER_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
                                   RequestCode.BROKER_HEARTBEAT, RequestCode.QUERY_DATA_VERSION,
                                   RequestCode.REGISTER_TOPIC_IN_NAMESRV})
@@ -240,6 +243,9 @@ class PlainAccessValidator:
             return who
         if who.admin:
             return None
+        if code in BROKER_PEER_CODES and not who.broker:
+            return Denied("not_broker", f"Need broker permission for request code={code}, but accessKey="
+                                        f"{who.access_key} is not")
         if code in BROKER_ADMIN_CODES:
             return Denied("not_admin", f"Need admin permission for request code={code}, but accessKey="
                                        f"{who.access_key} is not")

@@ -85,6 +85,9 @@ class BrokerRequestCode(IntEnum):
     VIEW_BROKER_STATS_DATA = 315
     """mqadmin statsAll: one topic's puts or one group's gets over a minute, an hour, a day."""
     SEND_BATCH_MESSAGE = 320
+    HA_TRANSFER = 9001
+    """Not RocketMQ's (it has no remoting code for HA; 5.3 uses none between 3010 and 200050): a
+    slave's replication long poll on its master's client port (namesrv.broker.ha_wire)."""
 
 
 NAMESRV_LARGE_REQUEST_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCode.REGISTER_TOPIC_IN_NAMESRV,

@@ -549,7 +549,7 @@ def await_master_and_slave_in_sync(dep: Deployment, master: str, slave: str, top
 
 def send_numbered(dep: Deployment, broker: str, topic: str, n: int, start: int = 0) -> list[RemotingResponse]:
     """Send messages start..start+n-1 (body `m<i>` x10, queue i % 4) straight to a broker actor."""
-    handle = dep.brokers[broker]
+    handle = dep.brokers[dep.addr_of(broker)]
     return ray.get([handle.send_message.remote(topic, i % 4, f"m{i}".encode() * 10) for i in range(start, start + n)],
                    timeout=60)
 
@@ -558,7 +558,7 @@ def read_all(dep: Deployment, broker: str, topic: str, queues: int = 4) -> dict[
     """Every message a broker holds of `topic`: {(queueId, queueOffset): body}."""
     out: dict[tuple[int, int], bytes] = {}
     for q in range(queues):
-        page = pull_all(dep.brokers[broker], topic, q, timeout=30)
+        page = pull_all(dep.brokers[dep.addr_of(broker)], topic, q, timeout=30)
         out |= {(q, m["queue_offset"]): m["body"] for m in page["messages"]}
     return out
 

@@ -48,7 +48,7 @@ def status(dep: Deployment, broker: str) -> dict[str, Any]:
 
 def deploy(deployments: DeploymentFactory, **overrides: Any) -> Deployment:
     dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=2,
-                             controller=True, broker_overrides=HA | overrides)
+                             controller=True, broker_overrides=HA | overrides, broker_port=0)  # replication over TCP
     await_master_and_slave_in_sync(dep, A0, A1, TOPIC)
     return dep
 
@@ -69,7 +69,7 @@ def writable_spans(role_log: list[dict[str, Any]], end_ms: int) -> list[tuple[in
 
 
 def log_bytes(dep: Deployment, broker: str) -> bytes:
-    info = ray.get(dep.brokers[broker].get_runtime_info.remote(), timeout=30)
+    info = ray.get(dep.brokers[dep.addr_of(broker)].get_runtime_info.remote(), timeout=30)
     return b"".join(p.read_bytes() for p in segment_paths(Path(info["store_dir"]) / "store" / "commitlog"))
 
 
@@ -87,14 +87,18 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     with stopped(dep.broker_pid(A1)):
         # The stopped slave's pending replication call may still carry the first send to it; the
         # second reaches no request of the slave's: stored on the master only, never acknowledged.
-        pending = [dep.brokers[A0].send_message.remote(TOPIC, 0, b"first-unacknowledged")]
+        pending = [dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 0, b"first-unacknowledged")]
         wait_until(lambda: status(dep, A0)["max_offset"] > before, 10, "the first send stored on the master")
         time.sleep(0.3)
         middle = status(dep, A0)["max_offset"]
-        pending.append(dep.brokers[A0].send_message.remote(TOPIC, 0, b"never-acknowledged"))
+        pending.append(dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 0, b"never-acknowledged"))
         wait_until(lambda: status(dep, A0)["max_offset"] > middle, 10, "the unreplicated send stored on the master")
         killed_ms = int(time.time() * 1000)
+        master_pid = dep.broker_pid(A0)
         dep.kill_broker(A0)
+        # ray.kill returns before the process is gone: over TCP a master still alive would answer
+        # the resumed slave's next request with the unacknowledged record; resume it once it is dead.
+        wait_until(lambda: not Path(f"/proc/{master_pid}").exists(), 10, "the master's process gone")
     for ref in pending:  # never acknowledged: the master died first, or answered FLUSH_SLAVE_TIMEOUT
         try:
             reply = ray.get(ref, timeout=30)
@@ -105,7 +109,7 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     wait_until(lambda: status(dep, A1)["role"] == "SYNC_MASTER", 15, "broker-a-1 promoted")
     new = status(dep, A1)
     assert new["broker_id"] == 0 and new["masterEpoch"] == 2, (new["role_log"], old_log)
-    wait_for_route_everywhere(dep, TOPIC, routes_master_to(A1), 15, "broker-a-1 as brokerId 0")
+    wait_for_route_everywhere(dep, TOPIC, routes_master_to(dep.addr_of(A1)), 15, "broker-a-1 as brokerId 0")
     assert all(r.ok for r in send(dep, A1, 8, start=100))
     held = read_all(dep, A1, TOPIC)
     assert {k: held.get(k) for k in expected} == expected  # every acknowledged message, same queue and offset
@@ -122,13 +126,13 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     assert back["controller"]["truncations"][0]["bytes"] > 0
     wait_until(lambda: status(dep, A0)["max_offset"] == status(dep, A1)["max_offset"], 30, "the old master caught up")
     assert log_bytes(dep, A0) == log_bytes(dep, A1)
-    refused = ray.get(dep.brokers[A0].send_message.remote(TOPIC, 0, b"no"), timeout=30)
+    refused = ray.get(dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 0, b"no"), timeout=30)
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
 
     capsys.readouterr()
     assert namesrv_main(["getBrokerEpoch", "-b", "broker-a", "--json", "--namespace", dep.spec.namespace]) == 0
     caches = json.loads(capsys.readouterr().out)
-    assert sorted(caches) == [A0, A1]
+    assert sorted(caches) == sorted([dep.addr_of(A0), dep.addr_of(A1)])  # keyed by broker address
     assert all([e["epoch"] for e in c["epochList"]] == [1, 2] for c in caches.values()), caches
 
 
@@ -155,7 +159,7 @@ def test_controller_killed_during_failover_election_waits_for_its_restart(deploy
     time.sleep(1.5)  # heartbeats and the long poll fail meanwhile: roles, sends and routes stay
     assert all(r.ok for r in send(dep, A0, 6, start=20))
     assert status(dep, A0)["role"] == "SYNC_MASTER" and status(dep, A1)["role"] == "SLAVE"
-    wait_for_route_everywhere(dep, TOPIC, routes_master_to(A0), 5, "broker-a-0 still brokerId 0")
+    wait_for_route_everywhere(dep, TOPIC, routes_master_to(dep.addr_of(A0)), 5, "broker-a-0 still brokerId 0")
     killed_ms = int(time.time() * 1000)
     dep.kill_broker(A0)
     time.sleep(2.0)
@@ -222,7 +226,7 @@ def test_a_paused_master_is_deposed_and_fences_when_it_wakes(deployments: Deploy
     assert all(r.ok for r in send(dep, A0, 12))
     pid = dep.broker_pid(A0)
     with stopped(pid):
-        late = dep.brokers[A0].send_message.remote(TOPIC, 1, b"sent-to-a-paused-master")
+        late = dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 1, b"sent-to-a-paused-master")
         wait_until(lambda: status(dep, A1)["role"] == "SYNC_MASTER", 20, "the slave elected while the master sleeps")
         assert all(r.ok for r in send(dep, A1, 6, start=200))
     assert not ray.get(late, timeout=30).ok  # never acknowledged by a deposed master

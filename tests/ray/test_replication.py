@@ -3,7 +3,10 @@
 Sends to the master appear on the slave byte for byte; a restarted slave resumes from what it holds
 (it never copies again); topic config and consumer offsets follow; SYNC_MASTER acknowledges only what
 the slave holds (a stopped slave makes sends answer FLUSH_SLAVE_TIMEOUT); a slave refuses sends and
-serves pulls at the master's offsets, also once the master is dead.
+serves pulls at the master's offsets, also once the master is dead. The brokers listen on TCP, so
+slaves replicate over their connection to the master's client port (HA_TRANSFER); one test runs a
+slave over that, over Ray calls by choice (ha_transport "ray"), and over Ray calls because its
+master has no TCP address.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import pytest
 import ray
 
 from actors.launcher import BrokerSpec, Deployment
+from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.broker.mapped_file_queue import segment_paths
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest
@@ -25,22 +29,27 @@ MASTER, SLAVE = "broker-a-0", "broker-a-1"
 HA = {"slave_sync_interval_ms": 200, "slave_read_enable": True, "ha_poll_wait_ms": 500}
 
 
-def deploy_pair(deployments: DeploymentFactory, **overrides: Any) -> Deployment:
+def deploy_pair(deployments: DeploymentFactory, broker_port: int | None = 0, **overrides: Any) -> Deployment:
     dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1,
-                             broker_overrides=HA | overrides)
-    resp = ray.get(dep.brokers[MASTER].create_topic.remote(TOPIC, 4, 4), timeout=30)
+                             broker_port=broker_port, broker_overrides=HA | overrides)
+    resp = ray.get(actor(dep, MASTER).create_topic.remote(TOPIC, 4, 4), timeout=30)
     assert resp.ok, resp
     return dep
 
 
+def actor(dep: Deployment, broker: str) -> Any:
+    """A broker's actor by its actor name (TCP brokers are keyed by their address)."""
+    return dep.brokers[dep.addr_of(broker)]
+
+
 def send(dep: Deployment, n: int, start: int = 0) -> list[Any]:
-    master = dep.brokers[MASTER]
+    master = actor(dep, MASTER)
     return ray.get([master.send_message.remote(TOPIC, i % 4, f"m{i}".encode() * 20) for i in range(start, start + n)],
                    timeout=60)
 
 
 def ha(dep: Deployment, broker: str) -> dict[str, Any]:
-    return ray.get(dep.brokers[broker].get_ha_info.remote(), timeout=30)
+    return ray.get(actor(dep, broker).get_ha_info.remote(), timeout=30)
 
 
 def caught_up(dep: Deployment) -> bool:
@@ -48,7 +57,7 @@ def caught_up(dep: Deployment) -> bool:
 
 
 def log_bytes(dep: Deployment, broker: str) -> bytes:
-    return b"".join(p.read_bytes() for p in segment_paths(Path(broker_info(dep.brokers[broker])["store_dir"])
+    return b"".join(p.read_bytes() for p in segment_paths(Path(broker_info(actor(dep, broker))["store_dir"])
                                                           / "store" / "commitlog"))
 
 
@@ -58,15 +67,16 @@ def test_slave_copies_log_config_offsets_and_resumes_after_restart(deployments: 
     assert all(r.ok for r in send(dep, 60))
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
-    assert broker_info(dep.brokers[SLAVE])["broker_role"] == "SLAVE"
-    wait_until(lambda: TOPIC in ray.get(dep.brokers[SLAVE].get_topic_config_table.remote()), 30,
+    assert ha(dep, SLAVE)["transport"] == "tcp"
+    assert broker_info(actor(dep, SLAVE))["broker_role"] == "SLAVE"
+    wait_until(lambda: TOPIC in ray.get(actor(dep, SLAVE).get_topic_config_table.remote()), 30,
                "the topic config on the slave")
     commit = RemotingRequest(BrokerRequestCode.UPDATE_CONSUMER_OFFSET,
                              {"consumerGroup": "g", "topic": TOPIC, "queueId": "1", "commitOffset": "7"})
-    assert ray.get(dep.brokers[MASTER].process.remote(commit), timeout=30).ok
+    assert ray.get(actor(dep, MASTER).process.remote(commit), timeout=30).ok
     query = RemotingRequest(BrokerRequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": TOPIC,
                                                                       "queueId": "1"})
-    wait_until(lambda: ray.get(dep.brokers[SLAVE].process.remote(query)).ext_fields.get("offset") == "7", 30,
+    wait_until(lambda: ray.get(actor(dep, SLAVE).process.remote(query)).ext_fields.get("offset") == "7", 30,
                "the consumer offset on the slave")
 
     held = ha(dep, SLAVE)["offset"]
@@ -104,13 +114,13 @@ def test_slave_refuses_sends_and_serves_pulls_at_the_masters_offsets(deployments
     dep = deploy_pair(deployments)
     send(dep, 24)
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
-    slave = dep.brokers[SLAVE]
+    slave = actor(dep, SLAVE)
     wait_until(lambda: TOPIC in ray.get(slave.get_topic_config_table.remote()), 30, "the topic config on the slave")
     refused = ray.get(slave.send_message.remote(TOPIC, 0, b"no"), timeout=30)
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in refused.remark
 
     def pulled(broker: str) -> dict[str, Any]:
-        return ray.get(dep.brokers[broker].pull_message.remote(TOPIC, 2, 0, 32), timeout=30)
+        return ray.get(actor(dep, broker).pull_message.remote(TOPIC, 2, 0, 32), timeout=30)
 
     from_master, from_slave = pulled(MASTER), pulled(SLAVE)
     assert from_slave["code"] == ResponseCode.SUCCESS
@@ -134,12 +144,44 @@ def test_a_delayed_message_is_moved_by_the_master_alone(deployments: DeploymentF
     """Only a master runs the schedule service: the slave's log stays its master's copy, byte for
     byte, with the delayed message moved to its queue once (by the master) and replicated."""
     dep = deploy_pair(deployments, message_delay_level="1s 1s")
-    master = dep.brokers[MASTER]
+    master = actor(dep, MASTER)
     sent = ray.get(master.send_message.remote(TOPIC, 0, b"later", {"DELAY": "1"}), timeout=30)
     assert sent.ok, sent
     wait_until(lambda: ray.get(master.pull_message.remote(TOPIC, 0, 0, 32), timeout=30)["messages"], 30,
                "the delayed message in its queue on the master")
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
-    page = ray.get(dep.brokers[SLAVE].pull_message.remote(TOPIC, 0, 0, 32), timeout=30)
+    page = ray.get(actor(dep, SLAVE).pull_message.remote(TOPIC, 0, 0, 32), timeout=30)
     assert [m["body"] for m in page["messages"]] == [b"later"]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("broker_port", "transport", "used"),
+                         [(0, "tcp", "tcp"), (0, "ray", "ray"), (None, "tcp", "ray")],
+                         ids=["tcp", "ray-by-choice", "ray-master-without-tcp"])
+def test_a_sync_master_replicates_over_tcp_and_over_the_ray_fallback(deployments: DeploymentFactory,
+                                                                     broker_port: int | None, transport: str,
+                                                                     used: str) -> None:
+    dep = deploy_pair(deployments, broker_port, broker_role="SYNC_MASTER", ha_transport=transport)
+    wait_until(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 30, "the slave in the SyncStateSet")
+    replies = send(dep, 30)
+    assert all(r.ok for r in replies), replies
+    assert ha(dep, MASTER)["slave_acks"][1] == ha(dep, MASTER)["master_max"]  # every acknowledged byte is on the slave
+    info = ha(dep, SLAVE)
+    assert info["transport"] == used and info["last_error"] is None, info
+    wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
+    assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
+
+
+@pytest.mark.timeout(180)
+def test_a_slave_signs_its_transfers_as_a_broker_when_the_master_checks_acl(deployments: DeploymentFactory,
+                                                                           tmp_path: Path) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("accounts:\n  - accessKey: broker\n    secretKey: broker-secret\n    broker: true\n")
+    creds = SessionCredentials(access_key="broker", secret_key="broker-secret")
+    dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1, broker_port=0,
+                             broker_overrides=HA | {"broker_role": "SYNC_MASTER", "acl_enable": True,
+                                                    "acl_file": str(acl), "credentials": creds})
+    wait_until(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 30, "the slave in the SyncStateSet")
+    info = ha(dep, SLAVE)
+    assert info["transport"] == "tcp" and info["last_error"] is None, info

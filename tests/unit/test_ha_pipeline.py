@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from actors.broker_ha import HAMasterService
+from actors.broker_ha_master import HAMasterService
 from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager

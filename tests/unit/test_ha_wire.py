@@ -1,0 +1,214 @@
+"""Replication over TCP (HA_TRANSFER, namesrv.broker.ha_wire and actors.broker_ha_tcp), no Ray: the
+request and answer encodings, bad requests refused with a clear error and nothing changed, and a
+slave's connection against a real remoting server and a real master's commit log (records, the
+long poll woken by a new record, the acknowledgement, the ACL's broker check, a lost connection)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.broker_ha_master import HAMasterService
+from actors.broker_ha_tcp import HAConnection
+from namesrv.acl.plain_acl import AclManager, SessionCredentials
+from namesrv.acl.rpc_hook import AclHook, check_broker
+from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.ha_wire import TransferRequest, parse_transfer_answer, parse_transfer_request, transfer_answer
+from namesrv.broker.role import RoleGuard
+from namesrv.broker.store_types import BrokerRole
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.broker.wire import BrokerWireEncoder
+from namesrv.clock import ManualClock
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.types import InvalidInput
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.pipeline import RequestContext, RequestPipeline
+from namesrv.remoting.server import RemotingServer
+
+GOOD = {"slaveId": "1", "fromOffset": "0", "maxBytes": "1048576", "waitMs": "0"}
+ACL_YAML = """
+accounts:
+  - accessKey: user
+    secretKey: user-secret
+    defaultTopicPerm: PUB|SUB
+  - accessKey: brokers
+    secretKey: broker-secret
+    broker: true
+"""
+BROKER = SessionCredentials(access_key="brokers", secret_key="broker-secret")
+USER = SessionCredentials(access_key="user", secret_key="user-secret")
+
+
+def test_request_round_trips_as_strings() -> None:
+    plain = TransferRequest(2, 4096, 1 << 20, 1_000)
+    assert plain.ext_fields() == {"slaveId": "2", "fromOffset": "4096", "maxBytes": "1048576", "waitMs": "1000"}
+    assert parse_transfer_request(plain.ext_fields(), None) == plain
+    piped = TransferRequest(2, 8192, 1 << 20, 1_000, ack_offset=4096, stream=2**47)
+    assert parse_transfer_request(piped.ext_fields(), b"") == piped
+    assert parse_transfer_request({"slaveId": 2, "fromOffset": 0, "maxBytes": 1, "waitMs": 0}, None) \
+        == TransferRequest(2, 0, 1, 0), "a Ray call into the pipeline may send ints"
+
+
+@pytest.mark.parametrize(
+    ("ext", "body", "says"),
+    [(GOOD | {"fromOffset": "12x"}, None, "fromOffset must be a decimal integer"),
+     (GOOD | {"fromOffset": "-5"}, None, "fromOffset -5 is outside"),
+     (GOOD | {"fromOffset": "9" * 40}, None, "fromOffset must be a decimal integer"),
+     (GOOD | {"waitMs": "600000"}, None, "waitMs 600000 is outside"),
+     (GOOD | {"maxBytes": "0"}, None, "maxBytes 0 is outside"),
+     (GOOD | {"slaveId": "0"}, None, "slaveId 0 is outside"),
+     (GOOD | {"slaveId": True}, None, "slaveId must be an integer, got bool"),
+     (GOOD | {"slaveId": 1.5}, None, "slaveId must be an integer, got float"),
+     (GOOD | {"fromOffset": [1]}, None, "fromOffset must be an integer, got list"),
+     ({k: v for k, v in GOOD.items() if k != "waitMs"}, None, "waitMs is missing"),
+     (GOOD | {"ackOffset": "10"}, None, "stream is missing"),
+     (GOOD, b"x" * 100, "takes no body, got 100 bytes"),
+     (["slaveId"], None, "extFields must be a map")],
+)
+def test_bad_requests_are_refused_clearly(ext: Any, body: bytes | None, says: str) -> None:
+    with pytest.raises(InvalidInput, match=says):
+        parse_transfer_request(ext, body)
+
+
+def test_answer_round_trips_and_errors_keep_their_kind() -> None:
+    reply = {"offset": 100, "data": b"records", "master_max": 300, "waited_ms": 1.25, "moved": False}
+    code, remark, ext, body = transfer_answer(reply)
+    assert (code, remark, body) == (ResponseCode.SUCCESS, None, b"records")
+    assert parse_transfer_answer(code, remark, ext, body) == reply
+    empty = transfer_answer({"offset": 300, "data": b"", "master_max": 300, "waited_ms": 1000.0, "moved": True})
+    assert parse_transfer_answer(*empty) == {"offset": 300, "data": b"", "master_max": 300, "waited_ms": 1000.0,
+                                             "moved": True}
+    refused = transfer_answer({"error": "ReplicaAhead", "remark": "replica asks from 9, past 5", "master_max": 5})
+    assert refused[0] == ResponseCode.SYSTEM_ERROR and refused[2] == {"masterMax": "5"}
+    assert parse_transfer_answer(*refused) == {"error": "ReplicaAhead", "remark": "replica asks from 9, past 5"}
+    assert parse_transfer_answer(ResponseCode.SUCCESS, None, {"offset": "x", "masterMax": "1"}, None)["error"] \
+        == "BadAnswer"
+    assert parse_transfer_answer(ResponseCode.SUCCESS, None, {"offset": "-1", "masterMax": "1"}, None)["error"] \
+        == "BadAnswer"
+
+
+def master(tmp_path: Path) -> tuple[HAMasterService, CommitLog, RoleGuard]:
+    clock = ManualClock()
+    config = BrokerConfig(broker_role=BrokerRole.SYNC_MASTER)
+    store = CommitLog(tmp_path / "m", FlushDiskType.SYNC_FLUSH, clock)
+    guard = RoleGuard(config, 0, clock)
+    return HAMasterService(store, guard, TopicConfigManager(None, clock), ConsumerOffsetManager(None), config), \
+        store, guard
+
+
+async def put(store: CommitLog, i: int) -> int:
+    r = await store.put(MessageInner("T", 0, b"x" * 50, {}, f"id{i}"))
+    return r.commit_log_offset + r.store_size
+
+
+def test_a_malformed_request_changes_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        svc, store, guard = master(tmp_path)
+        await put(store, 0)
+        pipeline = RequestPipeline("m", BrokerWireEncoder("127.0.0.1:1").encode)
+        pipeline.register(svc.processor.handlers)
+        bad = RemotingRequest(BrokerRequestCode.HA_TRANSFER, GOOD | {"fromOffset": "oops"}, None, wire=True)
+        answer = pipeline.handle(bad, RequestContext("c", "127.0.0.1:2"))
+        assert isinstance(answer, RemotingResponse) and answer.code == ResponseCode.SYSTEM_ERROR
+        assert "fromOffset must be a decimal integer" in (answer.remark or "")
+        assert guard.sync.acks == {} and svc.bytes_sent == 0, "not acknowledged, nothing sent"
+        store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_slave_connection_replicates_waits_and_is_checked_by_the_acl(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        svc, store, guard = master(tmp_path)
+        first = await put(store, 0)
+        acl_file = tmp_path / "plain_acl.yml"
+        acl_file.write_text(ACL_YAML)
+        pipeline = RequestPipeline("m", BrokerWireEncoder("127.0.0.1:1").encode)
+        pipeline.add_hook(AclHook(AclManager(str(acl_file)), check_broker))
+        pipeline.register(svc.processor.handlers)
+        server = RemotingServer("m", lambda conn, cmd: pipeline.handle_command(cmd, RequestContext(conn.token,
+                                                                                                   conn.peer)),
+                                lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
+        port = server.bind("127.0.0.1", 0)
+        await server.serve()
+        conn = HAConnection(f"127.0.0.1:{port}", BROKER)
+        await conn.open()
+        try:
+            got = await conn.transfer(TransferRequest(1, 0, 1 << 20, 0), 5)
+            assert (got["offset"], got["data"], got["master_max"]) == (0, store.read_raw(0, first).data, first)
+            assert guard.sync.acks[1] == 0
+            # The long poll: asked from the end, answered when the next record is written.
+            waiting = asyncio.ensure_future(conn.transfer(TransferRequest(1, first, 1 << 20, 5_000), 10))
+            await asyncio.sleep(0.05)
+            assert not waiting.done()
+            second = await put(store, 1)
+            woke = await asyncio.wait_for(waiting, 5)
+            assert (woke["offset"], woke["offset"] + len(woke["data"]), woke["master_max"]) == (first, second, second)
+            assert guard.sync.acks[1] == first, "the request acknowledged what the slave holds"
+            # A client account is no broker: refused, and its request acknowledges nothing.
+            user = HAConnection(f"127.0.0.1:{port}", USER)
+            await user.open()
+            refused = await user.transfer(TransferRequest(2, 0, 1 << 20, 0), 5)
+            assert "Need broker permission" in refused["remark"] and 2 not in guard.sync.acks
+            unsigned = HAConnection(f"127.0.0.1:{port}", None)
+            await unsigned.open()
+            assert "error" in await unsigned.transfer(TransferRequest(3, 0, 1 << 20, 0), 5)
+            user.close()
+            unsigned.close()
+            # A lost connection fails the request waiting on it at once.
+            pending = asyncio.ensure_future(conn.transfer(TransferRequest(1, second, 1 << 20, 5_000), 10))
+            await asyncio.sleep(0.05)
+            await server.stop()
+            with pytest.raises(ConnectionError):
+                await asyncio.wait_for(pending, 5)
+            assert conn.closed
+        finally:
+            conn.close()
+            await server.stop()
+            store.close()
+
+    asyncio.run(scenario())
+
+
+def test_connecting_to_nothing_is_a_connection_error() -> None:
+    async def scenario() -> None:
+        with pytest.raises(ConnectionError, match=r"cannot connect to master 127\.0\.0\.1:1"):
+            await HAConnection("127.0.0.1:1", None).open()
+        with pytest.raises(ValueError, match="bad master address"):
+            await HAConnection("nowhere", None).open()
+
+    asyncio.run(scenario())
+
+
+def test_a_big_batch_arrives_whole_and_in_order(tmp_path: Path) -> None:
+    """A catch-up's batch (megabytes, read off the master's loop) over the same connection."""
+    async def scenario() -> None:
+        svc, store, _ = master(tmp_path)
+        end = 0
+        for i in range(600):
+            r = await store.put(MessageInner("T", i % 4, bytes([i % 251]) * 4000, {}, f"id{i}"))
+            end = r.commit_log_offset + r.store_size
+        pipeline = RequestPipeline("m", BrokerWireEncoder("127.0.0.1:1").encode)
+        pipeline.register(svc.processor.handlers)
+        server = RemotingServer("m", lambda conn, cmd: pipeline.handle_command(cmd, RequestContext(conn.token,
+                                                                                                   conn.peer)),
+                                lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
+        port = server.bind("127.0.0.1", 0)
+        await server.serve()
+        conn = HAConnection(f"127.0.0.1:{port}", None)
+        await conn.open()
+        try:
+            got = await conn.transfer(TransferRequest(1, 0, 4 << 20, 0), 10)
+            assert end > 2 << 20 and (got["offset"], len(got["data"]), got["master_max"]) == (0, end, end)
+            assert got["data"] == store.read_raw(0, end).data
+        finally:
+            conn.close()
+            await server.stop()
+            store.close()
+
+    asyncio.run(scenario())
