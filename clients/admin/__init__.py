@@ -3,6 +3,7 @@
 
 `AdminClient(deployment)` is DefaultMQAdminExt over a Deployment's actors, under its older name."""
 
-from clients.admin.client import AdminClient, AdminError, DefaultMQAdminExt, MQAdminError
+from clients.admin.client import AdminClient, AdminError, DefaultMQAdminExt
+from clients.admin.client_brokers import MQAdminError
 
 __all__ = ["AdminClient", "AdminError", "DefaultMQAdminExt", "MQAdminError"]

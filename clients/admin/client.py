@@ -18,15 +18,12 @@ import logging
 from types import TracebackType
 from typing import Any, TypeVar
 
-from clients.admin.client_messages import MessageQueries
+from clients.admin.client_brokers import BrokerQueries, MQAdminError, checked
 from clients.admin.transport import AdminTransport, RayTransport, ServerUnreachable, describe, unreachable
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.controller.codes import ControllerRequestCode
-from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, Perm
-from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicConfig, TopicList, TopicRouteData
-from namesrv.protocol.running_info import ConsumerRunningInfo
+from namesrv.protocol.models import ClusterInfo, ConfigProperties, TopicConfig, TopicList, TopicRouteData
 from namesrv.remoting.command import RemotingResponse
 
 log = logging.getLogger(__name__)
@@ -35,10 +32,6 @@ T = TypeVar("T")
 
 Outcomes = dict[str, RemotingResponse]
 """Each NameServer's (or broker's) answer to a change; an unreachable one has code UNREACHABLE."""
-
-
-class MQAdminError(RuntimeError):
-    """An admin operation failed; the message is one line for the user."""
 
 
 AdminError = MQAdminError
@@ -66,8 +59,9 @@ def topic_config_ext(tc: TopicConfig) -> dict[str, str]:
             "order": "true" if tc.order else "false"}
 
 
-class DefaultMQAdminExt(MessageQueries):
-    """view_message / query_message: see clients.admin.client_messages."""
+class DefaultMQAdminExt(BrokerQueries):
+    """view_message / query_message: see clients.admin.client_messages; the per-broker queries:
+    clients.admin.client_brokers."""
 
     error = MQAdminError
 
@@ -126,23 +120,15 @@ class DefaultMQAdminExt(MessageQueries):
                 out[ns] = unreachable(e)
         return out
 
-    def _broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None, what: str,
-                props: dict[str, str] | None = None) -> RemotingResponse:
-        try:
-            resp = self.transport.call_broker(broker_addr, code, ext, props)
-        except ServerUnreachable as e:
-            raise MQAdminError(f"broker {broker_addr}: {e}") from None
-        return _ok(broker_addr, resp, what)
-
     # ------------------------------------------------------------------ queries
     def examine_broker_cluster_info(self, namesrv: str | None = None) -> ClusterInfo:
         ns, resp = self._namesrv(namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
-        info: ClusterInfo = _ok(ns, resp, "cluster info").payload
+        info: ClusterInfo = checked(ns, resp, "cluster info").payload
         return info
 
     def fetch_all_topic_list(self) -> list[str]:
         ns, resp = self._namesrv(None, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-        topics: TopicList = _ok(ns, resp, "topic list").payload
+        topics: TopicList = checked(ns, resp, "topic list").payload
         return sorted(topics.topic_list)
 
     def topic_lists(self) -> dict[str, list[str] | str]:
@@ -155,7 +141,7 @@ class DefaultMQAdminExt(MessageQueries):
         ns, resp = self._namesrv(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
-        route: TopicRouteData = _ok(ns, resp, f"route of {topic}").payload
+        route: TopicRouteData = checked(ns, resp, f"route of {topic}").payload
         return route
 
     def examine_topic_route_info(self, topic: str) -> TopicRouteData:
@@ -173,7 +159,7 @@ class DefaultMQAdminExt(MessageQueries):
         ns, resp = self._namesrv(None, RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key})
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
-        return _ok(ns, resp, "KV query").ext_fields.get("value")
+        return checked(ns, resp, "KV query").ext_fields.get("value")
 
     def kv_config_everywhere(self, namespace: str, key: str) -> Outcomes:
         """GET_KV_CONFIG on every NameServer (the value in each answer's ext_fields)."""
@@ -246,65 +232,6 @@ class DefaultMQAdminExt(MessageQueries):
         log.info("topic %s created on %s", topic, ", ".join(masters))
         return outcomes
 
-    def fetch_broker_runtime_stats(self, broker_addr: str) -> dict[str, str]:
-        """GET_BROKER_RUNTIME_INFO's table (what mqadmin clusterList and brokerStatus show)."""
-        resp = self._broker(broker_addr, BrokerRequestCode.GET_BROKER_RUNTIME_INFO, None, "get runtime info")
-        if not isinstance(resp.payload, KVTable):
-            raise MQAdminError(f"broker {broker_addr}: runtime info is not a KVTable")
-        return {str(k): str(v) for k, v in resp.payload.table.items()}
-
-    def _broker_model(self, broker_addr: str, code: int, ext: dict[str, Any] | None, what: str, model: type[T]) -> T:
-        payload = self._broker(broker_addr, code, ext, what).payload
-        if not isinstance(payload, model):
-            raise MQAdminError(f"broker {broker_addr}: {what} answered no {model.__name__}")
-        return payload
-
-    def examine_topic_stats(self, broker_addr: str, topic: str) -> TopicStatsTable:
-        """GET_TOPIC_STATS_INFO of one broker (mqadmin topicStatus asks every broker of the route)."""
-        return self._broker_model(broker_addr, BrokerRequestCode.GET_TOPIC_STATS_INFO, {"topic": topic},
-                                  "topic stats", TopicStatsTable)
-
-    def examine_consume_stats(self, broker_addr: str, group: str, topic: str | None = None) -> ConsumeStats:
-        ext = {"consumerGroup": group} | ({"topic": topic} if topic else {})
-        return self._broker_model(broker_addr, BrokerRequestCode.GET_CONSUME_STATS, ext, "consume stats",
-                                  ConsumeStats)
-
-    def examine_consumer_connection_info(self, broker_addr: str, group: str) -> ConsumerConnection:
-        return self._broker_model(broker_addr, BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST,
-                                  {"consumerGroup": group}, "consumer connections", ConsumerConnection)
-
-    def get_consumer_running_info(self, broker_addr: str, group: str, client_id: str,
-                                  jstack: bool = False) -> ConsumerRunningInfo:
-        """GET_CONSUMER_RUNNING_INFO through a broker the client is a member on (it asks the client)."""
-        return self._broker_model(broker_addr, BrokerRequestCode.GET_CONSUMER_RUNNING_INFO, {
-            "consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}, "consumer running info",
-            ConsumerRunningInfo)
-
-    def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> GroupList:
-        return self._broker_model(broker_addr, BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic},
-                                  "consumer groups", GroupList)
-
-    def get_broker_config(self, broker_addr: str) -> dict[str, str]:
-        """GET_BROKER_CONFIG: every setting under RocketMQ's names."""
-        config = self._broker_model(broker_addr, BrokerRequestCode.GET_BROKER_CONFIG, None, "broker config",
-                                    ConfigProperties)
-        return dict(config.properties)
-
-    def update_broker_config(self, broker_addr: str, props: dict[str, str]) -> None:
-        """UPDATE_BROKER_CONFIG: set RocketMQ config keys on a running broker (raises with its reason)."""
-        self._broker(broker_addr, BrokerRequestCode.UPDATE_BROKER_CONFIG, None, "update broker config", props)
-
-    def view_broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str) -> dict[str, Any] | None:
-        """VIEW_BROKER_STATS_DATA: {statsMinute, statsHour, statsDay} of one key, None when never counted."""
-        resp = self.transport_call(broker_addr, BrokerRequestCode.VIEW_BROKER_STATS_DATA,
-                                   {"statsName": stats_name, "statsKey": stats_key})
-        return resp.payload if resp.ok and isinstance(resp.payload, dict) else None
-    def get_broker_epoch_cache(self, broker_addr: str) -> dict[str, Any]:
-        """GET_BROKER_EPOCH_CACHE (1007) of one broker: its EpochEntryCache (clusterName, brokerName,
-        brokerId, epochList with the last entry ending at maxOffset, maxOffset)."""
-        return self._broker_model(broker_addr, ControllerRequestCode.GET_BROKER_EPOCH_CACHE, None, "epoch cache",
-                                  dict)
-
     def delete_topic_in_broker(self, broker_addrs: list[str], topic: str) -> None:
         for addr in broker_addrs:
             self._broker(addr, BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}, f"delete topic {topic}")
@@ -343,12 +270,6 @@ class DefaultMQAdminExt(MessageQueries):
     def add_write_perm_of_broker(self, broker_name: str) -> dict[str, int]:
         outcomes = require_all(self.write_perm_outcomes(broker_name, wipe=False), "add perm")
         return {ns: int(r.ext_fields["addTopicCount"]) for ns, r in outcomes.items()}
-
-
-def _ok(who: str, resp: RemotingResponse, what: str) -> RemotingResponse:
-    if not resp.ok:
-        raise MQAdminError(f"{what} on {who} failed: {describe(resp)}")
-    return resp
 
 
 class AdminClient(DefaultMQAdminExt):

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from clients.admin.client import MQAdminError
+from clients.admin.client_brokers import MQAdminError
 from namesrv.controller.codes import ControllerRequestCode as Req
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.wire import encode_broker_names

@@ -7,7 +7,8 @@ import argparse
 import logging
 import time
 
-from clients.admin.client import DefaultMQAdminExt, MQAdminError
+from clients.admin.client import DefaultMQAdminExt
+from clients.admin.client_brokers import MQAdminError
 from clients.admin.mqadmin_common import (
     admin_of,
     check_broker_known,

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from clients.admin.client import DefaultMQAdminExt, MQAdminError, Outcomes, failures
+from clients.admin.client import DefaultMQAdminExt, Outcomes, failures
+from clients.admin.client_brokers import MQAdminError
 from clients.cli_support import CLIError, env_credentials
 from namesrv.protocol.models import ClusterInfo
 

@@ -17,7 +17,8 @@ import argparse
 import time
 from typing import Any
 
-from clients.admin.client import DefaultMQAdminExt, MQAdminError
+from clients.admin.client import DefaultMQAdminExt
+from clients.admin.client_brokers import MQAdminError
 from clients.admin.mqadmin_common import admin_of, emit_json
 from clients.admin.mqadmin_stats import _group_masters, version_desc
 from clients.cli_support import CLIError

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from clients.admin.client import DefaultMQAdminExt, MQAdminError
+from clients.admin.client import DefaultMQAdminExt
+from clients.admin.client_brokers import MQAdminError
 from clients.admin.controller_admin import ControllerAdmin
 from clients.admin.mqadmin import _common, broker_name_arg
 from clients.admin.mqadmin_common import admin_of, check_cluster_known, emit_json

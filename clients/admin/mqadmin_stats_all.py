@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from clients.admin.client import DefaultMQAdminExt, MQAdminError
+from clients.admin.client import DefaultMQAdminExt
+from clients.admin.client_brokers import MQAdminError
 from clients.admin.mqadmin_common import admin_of, emit_json
 from clients.admin.mqadmin_stats import masters_of_topic
 from namesrv.broker.stats_items import GROUP_GET_NUMS, TOPIC_PUT_NUMS

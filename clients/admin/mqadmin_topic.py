@@ -6,7 +6,7 @@ import argparse
 
 from pydantic import ValidationError
 
-from clients.admin.client import MQAdminError
+from clients.admin.client_brokers import MQAdminError
 from clients.admin.mqadmin_common import admin_of, check_broker_known, emit_json, require_all
 from clients.cli_support import CLIError
 from clients.render import table

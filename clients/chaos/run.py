@@ -32,10 +32,7 @@ from actors.ray_runtime import head_node_id
 from clients.admin import AdminClient
 from clients.chaos.driver import ChaosDriver, NodeRemover
 from clients.chaos.invariants import (
-    alive_actor_ids,
-    alive_actors,
     check_detections,
-    check_leaks,
     check_no_live_removal,
     check_no_loss,
     check_sends,
@@ -44,10 +41,9 @@ from clients.chaos.invariants import (
     measure_namesrv_detection,
     measure_namesrv_return,
     measure_producer_routes,
-    named_actors,
     spurious_removals,
-    wait_actors_gone,
 )
+from clients.chaos.leaks import alive_actor_ids, alive_actors, check_leaks, named_actors, wait_actors_gone
 from clients.chaos.nodes import await_lost_removals, node_fault_refusal
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
 from clients.chaos.plan import ChaosConfig, Timing, plan_faults, plan_signature, timeline_signature

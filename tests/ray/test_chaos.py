@@ -34,8 +34,8 @@ from clients.chaos.invariants import (
     measure_namesrv_return,
     measure_producer_routes,
     spurious_removals,
-    wait_actors_gone,
 )
+from clients.chaos.leaks import wait_actors_gone
 from clients.chaos.observe import RemovalLog, RouteObservation, RouteObserver
 from clients.chaos.plan import (
     ChaosConfig,
@@ -375,7 +375,7 @@ def test_chaos_faults_an_existing_deployment_and_leaves_it_running(private_ray: 
     import threading
 
     from actors.launcher import connect
-    from clients.chaos.invariants import named_actors
+    from clients.chaos.leaks import named_actors
     from clients.snapshots.collect import collect_once
     from clients.snapshots.dataset import read_snapshots_arrow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.admin.client import MQAdminError
+from clients.admin.client_brokers import MQAdminError
 from clients.admin.controller_admin import ControllerAnswer, _typed_header, require_ok
 from clients.admin.mqadmin_controller import elect_text, epoch_text, metadata_text, sync_state_text
 from clients.cli import build_parser, main
