@@ -86,28 +86,58 @@ class RayBrokerTransport:
         if default_topic is not None:
             kwargs["default_topic"] = default_topic
         name = self.actor_of(mq.broker_name, broker_addr)
-        try:
-            ref = self.handle(name).send_message.remote(mq.topic, mq.queue_id, bytes(msg.body), **kwargs)
-        except RayError as e:  # refused at submission (e.g. too many pending calls)
-            raise RemotingError(f"send to {broker_addr} not submitted: {type(e).__name__}: {e}") from e
-        try:
-            resp = ray.get(ref, timeout=max(timeout_ms, 1) / 1000)
-        except GetTimeoutError as e:
-            ray.cancel(ref)
-            raise RemotingError(f"send to {broker_addr} timed out after {timeout_ms} ms") from e
-        except RayActorError as e:
-            self.forget(name)  # a restarted broker is a new actor: look it up again
-            raise RemotingError(f"broker {broker_addr} is unavailable: {type(e).__name__}") from e
-        except RayTaskError as e:  # the broker raised: what RocketMQ's broker answers as SYSTEM_ERROR
-            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"broker {broker_addr} failed: {_cause(e)}",
-                                mq.broker_name) from e
-        except RayError as e:  # lost, cancelled, out of memory...: no answer
-            raise RemotingError(f"send to {broker_addr} failed in Ray: {type(e).__name__}: {e}") from e
+        deadline = time.monotonic() + max(timeout_ms, 1) / 1000
+        handle = self.handle(name)
+        while True:
+            try:
+                resp = self._call_send(handle, broker_addr, mq, msg, kwargs, deadline, timeout_ms)
+                break
+            except RayActorError as e:
+                self.forget(name)  # a restarted broker is a new actor: look it up again
+                handle = self._restarted(name, handle)
+                if handle is None:
+                    raise RemotingError(f"broker {broker_addr} is unavailable: {type(e).__name__}") from e
+                log.info("broker %s was restarted: the send goes to its new actor", broker_addr)
         if not resp.ok:
             raise MQBrokerError(resp.code, resp.remark, mq.broker_name)
         f = resp.ext_fields
         return SendResult(f["status"], f["msgId"], f["offsetMsgId"], MessageQueue(mq.topic, mq.broker_name,
                           f["queueId"]), f["queueOffset"])
+
+    def _call_send(self, handle: Any, broker_addr: str, mq: MessageQueue, msg: Message, kwargs: dict[str, Any],
+                   deadline: float, timeout_ms: int) -> Any:
+        """One send_message call, answered by `deadline`; RayActorError (the actor is dead) is
+        left to the caller, every other failure raised as the engine's errors."""
+        try:
+            ref = handle.send_message.remote(mq.topic, mq.queue_id, bytes(msg.body), **kwargs)
+        except RayError as e:  # refused at submission (e.g. too many pending calls)
+            raise RemotingError(f"send to {broker_addr} not submitted: {type(e).__name__}: {e}") from e
+        try:
+            return ray.get(ref, timeout=max(deadline - time.monotonic(), 0.001))
+        except GetTimeoutError as e:
+            ray.cancel(ref)
+            raise RemotingError(f"send to {broker_addr} timed out after {timeout_ms} ms") from e
+        except RayActorError:
+            raise
+        except RayTaskError as e:  # the broker raised: what RocketMQ's broker answers as SYSTEM_ERROR
+            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"broker {broker_addr} failed: {_cause(e)}",
+                                mq.broker_name) from e
+        except RayError as e:  # lost, cancelled, out of memory...: no answer
+            raise RemotingError(f"send to {broker_addr} failed in Ray: {type(e).__name__}: {e}") from e
+
+    def _restarted(self, name: str, dead: Any) -> Any | None:
+        """The handle of a new actor now serving `name` (the broker was restarted while this client
+        held the old one), or None: none lives yet, or it is the same dead one. A client that kept
+        a handle across the restart would otherwise fail its first send there, as a TCP client
+        whose connection the restart closed does, and move the message to another broker."""
+        try:
+            fresh = self._handles.get(name)
+        except ValueError:
+            return None
+        if fresh == dead:
+            self.forget(name)
+            return None
+        return fresh
 
     def send_oneway(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str) -> None:
         self.handle(self.actor_of(mq.broker_name, broker_addr)).send_message.remote(

@@ -353,6 +353,31 @@ def test_broker_killed_mid_stream(deployments: DeploymentFactory) -> None:
     assert lost not in {m.body for m in consumed}
 
 
+def test_a_send_after_a_broker_restart_reaches_its_new_actor(deployments: DeploymentFactory) -> None:
+    """A producer that held broker-b's actor handle across a kill and restart (it sent nothing to
+    broker-b meanwhile) sends there again at its first attempt: the dead handle is replaced by the
+    restarted actor's, not reported as a failed attempt (which moved the message to another broker,
+    and with that broker faulted too, failed the send: the chaos soak's unexplained timeout)."""
+    dep = deployments.deploy(brokers=three_brokers(), namesrv_count=1)
+    wait_registered_everywhere(dep)
+    topic = unique("RestartedHandle")
+    create_topic_everywhere(dep, topic)
+    with started_producer(dep, route_push=False, poll_name_server_interval_ms=600_000) as producer:
+        producer.send(Message(topic, b"route"))  # fetches and caches the route
+        info = producer.publish_info(topic)
+        assert info is not None
+        key = next(k for k in (f"key-{i}" for i in range(1000))
+                   if select_by_hash(info.message_queues, Message(topic, b"x"), k).broker_name == "broker-b")
+        first = producer.send_orderly(Message(topic, b"before"), select_by_hash, key)
+        assert first.brokers_tried == ["broker-b"]
+        dep.kill_broker("broker-b-0")
+        ray.get(dep.restart_broker("broker-b-0").ping.remote(), timeout=60)
+        again = producer.send_orderly(Message(topic, b"after"), select_by_hash, key)
+        assert again.brokers_tried == ["broker-b"] and again.message_queue == first.message_queue
+        assert again.queue_offset == first.queue_offset + 1
+    assert {m.body for m in consume(dep, topic)} >= {b"before", b"after"}
+
+
 def test_namesrv_failover(deployments: DeploymentFactory) -> None:
     """Kill the NameServer the producer uses (no restart): it moves to the other one for route
     queries and route push. With every NameServer gone, cached routes still send, and an unknown
