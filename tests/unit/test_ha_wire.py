@@ -122,6 +122,15 @@ def test_a_malformed_request_changes_nothing(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+async def serve(pipeline: RequestPipeline) -> tuple[RemotingServer, int]:
+    """A remoting server on a free loopback port answering through `pipeline`."""
+    server = RemotingServer("m", lambda conn, cmd: pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
+                            lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
+    port = server.bind("127.0.0.1", 0)
+    await server.serve()
+    return server, port
+
+
 def test_a_slave_connection_replicates_waits_and_is_checked_by_the_acl(tmp_path: Path) -> None:
     async def scenario() -> None:
         svc, store, guard = master(tmp_path)
@@ -131,11 +140,7 @@ def test_a_slave_connection_replicates_waits_and_is_checked_by_the_acl(tmp_path:
         pipeline = RequestPipeline("m", BrokerWireEncoder("127.0.0.1:1").encode)
         pipeline.add_hook(AclHook(AclManager(str(acl_file)), check_broker))
         pipeline.register(svc.processor.handlers)
-        server = RemotingServer("m", lambda conn, cmd: pipeline.handle_command(cmd, RequestContext(conn.token,
-                                                                                                   conn.peer)),
-                                lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
-        port = server.bind("127.0.0.1", 0)
-        await server.serve()
+        server, port = await serve(pipeline)
         conn = HAConnection(f"127.0.0.1:{port}", BROKER)
         await conn.open()
         try:
@@ -195,11 +200,7 @@ def test_a_big_batch_arrives_whole_and_in_order(tmp_path: Path) -> None:
             end = r.commit_log_offset + r.store_size
         pipeline = RequestPipeline("m", BrokerWireEncoder("127.0.0.1:1").encode)
         pipeline.register(svc.processor.handlers)
-        server = RemotingServer("m", lambda conn, cmd: pipeline.handle_command(cmd, RequestContext(conn.token,
-                                                                                                   conn.peer)),
-                                lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
-        port = server.bind("127.0.0.1", 0)
-        await server.serve()
+        server, port = await serve(pipeline)
         conn = HAConnection(f"127.0.0.1:{port}", None)
         await conn.open()
         try:
