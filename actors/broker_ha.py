@@ -97,6 +97,7 @@ class HAClient:
         self._no_tcp = False
         """The master said it has no TCP address: Ray calls until the next failure."""
         self._connect_lock = asyncio.Lock()
+        self._answered_over: str | None = None
 
     def reachable(self) -> bool:
         """The master answered within the last two poll waits plus a second."""
@@ -113,7 +114,11 @@ class HAClient:
 
     @property
     def transport(self) -> str:
-        """How transfers travel now: "tcp" (a connection is open) or "ray"."""
+        """How the last answered transfer travelled, "tcp" or "ray" (before the first answer: "tcp"
+        while a connection is open, else "ray"). Kept across a reconnection, so a status read between
+        a failure and the next connection does not report the fallback."""
+        if self._answered_over is not None:
+            return self._answered_over
         return "tcp" if self._tcp is not None and not self._tcp.closed else "ray"
 
     async def _connection(self) -> HAConnection | None:
@@ -146,10 +151,13 @@ class HAClient:
         if conn is not None:
             request = TransferRequest(self.slave_id, from_offset, cfg.ha_transfer_batch_bytes, cfg.ha_poll_wait_ms,
                                       ack_offset, stream)
-            return await conn.transfer(request, cfg.ha_poll_wait_ms / 1000 + CALL_SLACK_S)
+            answer = await conn.transfer(request, cfg.ha_poll_wait_ms / 1000 + CALL_SLACK_S)
+            self._answered_over = "tcp"
+            return answer
         pipelined = () if ack_offset is None else (ack_offset, stream)
         reply: dict[str, Any] = await self._call("ha_transfer", self.slave_id, from_offset, cfg.ha_transfer_batch_bytes,
                                                  cfg.ha_poll_wait_ms, self.channel, *pipelined)
+        self._answered_over = "ray"
         return reply
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ def build_config(args: argparse.Namespace, namespace: str) -> ChaosConfig:
         producers=args.producers, rate=args.rate, topics=args.topics, down_time_s=args.down_time,
         snapshot_interval_ms=round(args.snapshot_interval * 1000), namespace=namespace,
         existing=getattr(args, "namespace", None) is not None, data_dir=args.data_dir, keep_data=args.keep_data,
-        slaves=args.slaves, broker_role=args.broker_role, controller=args.controller,
+        slaves=args.slaves, broker_role=args.broker_role, controller=args.controller, broker_tcp=args.tcp_brokers,
     )
 
 
@@ -138,6 +138,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--controller", action="store_true",
                    help="with --slaves: deploy the controller, so a killed master is replaced by its slave "
                         "(controller mode); without it roles stay as deployed and a killed master's set waits")
+    p.add_argument("--tcp-brokers", action="store_true",
+                   help="the private deployment's brokers listen on TCP (free loopback ports), as `namesrv up` "
+                        "deploys them: producers send over TCP and slaves replicate over HA_TRANSFER; by default "
+                        "brokers are Ray-only (actor calls)")
     p.add_argument("--brokerRole", dest="broker_role", choices=("SYNC_MASTER", "ASYNC_MASTER"), default=None,
                    help="the masters' role with --slaves (default SYNC_MASTER)")
     p.add_argument("--namesrvs", type=int, default=2, help="NameServers of the private deployment (default 2)")

@@ -164,6 +164,11 @@ class ChaosConfig(BaseModel):
     namesrv_overrides: dict[str, Any] = Field(default_factory=dict)
     """NameServer settings of a private deployment (e.g. broker_channel_expired_time_ms); the
     bounds follow them."""
+    broker_tcp: bool = False
+    """A private deployment's brokers listen on TCP (free loopback ports), as `namesrv up` deploys
+    them: routes carry host:port, the producers send over their own connections and slaves
+    replicate over HA_TRANSFER. Off, brokers are Ray-only (a route's address is the actor's name):
+    sends are actor calls and slaves replicate over Ray calls."""
     controller: bool = False
     """A private deployment with the controller: brokers in controller mode, a killed master
     replaced by its slave (actors.broker_replicas); off, roles stay as deployed."""

@@ -318,6 +318,9 @@ class RoleLogCollector:
     clock: Callable[[], int]
     interval_s: float = 0.5
     seen: dict[tuple[str, str], Incarnation] = field(default_factory=dict)
+    transports: set[str] = field(default_factory=set)
+    """How the slaves seen replicating copied their master's log ("tcp": HA_TRANSFER on the
+    master's client port, "ray": Ray calls)."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -328,6 +331,9 @@ class RoleLogCollector:
             except Exception as e:  # dead, restarting, stopped: nothing new from it this round
                 log.debug("role of %s: %s", addr, type(e).__name__)
                 continue
+            ha = status.get("ha")
+            if isinstance(ha, dict) and ha.get("role") == "SLAVE" and ha.get("transfers"):
+                self.transports.add(str(ha.get("transport", "ray")))
             now = self.clock()
             key = (addr, str(status.get("incarnation", "")))
             inc = self.seen.get(key)

@@ -26,7 +26,7 @@ from pydantic.alias_generators import to_snake
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.launcher import BrokerSpec, ClusterSpec, Deployment, connect
-from actors.placement import placement_nodes, spread_sets_over_nodes
+from actors.placement import assign_broker_ports, placement_nodes, spread_sets_over_nodes
 from actors.profiles import get_profile, replication_overrides
 from actors.ray_runtime import head_node_id
 from clients.admin import AdminClient
@@ -120,13 +120,15 @@ def private_target(cfg: ChaosConfig, namespace: str) -> Target:
     data_dir = cfg.data_dir or tempfile.mkdtemp(prefix="namesrv-chaos-")
     overrides = replication_overrides(cfg.slaves, cfg.broker_role) | cfg.broker_overrides
     spec = ClusterSpec(namesrv_count=cfg.namesrvs, brokers=broker_specs(cfg.brokers, cfg.slaves), profile=cfg.profile,
-                       namespace=namespace, data_dir=data_dir, namesrv_port=0, broker_port=None,
+                       namespace=namespace, data_dir=data_dir, namesrv_port=0,
+                       broker_port=0 if cfg.broker_tcp else None,
                        namesrv_overrides=cfg.namesrv_overrides | {"snapshot_interval_ms": cfg.snapshot_interval_ms},
                        broker_overrides=overrides, controller=cfg.controller)
     if any(k in NODE_FAULTS for k in cfg.fault_mix):  # a set's members on different nodes, services on the head
         spread_sets_over_nodes(spec, placement_nodes())
         head = head_node_id()
         spec.namesrv_node_ids = [head] if head is not None else []
+    assign_broker_ports(spec)  # TCP brokers: their host:port, the addresses the run keys them by, known now
     masters = [b.addr for b in spec.brokers if b.broker_id == 0]
     return Target(Deployment(spec), PRIVATE, cfg.timing(), masters, data_dir, own_dir,
                   broker_config=get_profile(cfg.profile).broker_config(**overrides), slaves=cfg.slaves)
@@ -334,7 +336,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     figures = summarize(timeline, detections, driver.recovery_ms if driver else {}, send_counts, loss_counts, timing)
     figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
     figures["spurious_removals"] = spurious
-    figures["replication"] = role_figures
+    figures["replication"] = role_figures | {"slave_transports": sorted(roles.transports) if roles is not None else []}
     report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),
                          route_logs, history, invariants, figures, started_ms, target=target.kind,
                          broker_names=names, snapshot_rows=collector.total_rows if collector else 0,

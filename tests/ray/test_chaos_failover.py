@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.handles import is_tcp_address
 from clients.chaos.plan import ChaosConfig
 from clients.chaos.report import render_report
 from clients.chaos.run import run_chaos
@@ -39,3 +40,21 @@ def test_master_kills_with_failover_lose_nothing_and_never_two_masters(private_r
     kills = [r for r in report.timeline if r.kind in (KILL_MASTER, SIGKILL_MASTER)]
     assert kills and all(r.ok for r in kills), kills
     assert any(r.target.endswith("-1") for r in kills), "a later kill hit the promoted slave, the set's master then"
+
+
+def test_master_kills_on_tcp_brokers_replicate_over_tcp_and_lose_nothing(private_ray: str, tmp_path: Path) -> None:
+    """The same faults on brokers that listen on TCP, as `namesrv up` deploys them: producers send
+    over their own connections and slaves replicate over HA_TRANSFER (the default transport), which
+    the brokers' own status says; a new master is found by its address."""
+    cfg = ChaosConfig(duration_s=12, fault_interval_s=3, seed=4, rate=30, brokers=2, namesrvs=1, slaves=1,
+                      broker_role="SYNC_MASTER", broker_overrides=HA_FAST, controller=True, broker_tcp=True,
+                      faults=((KILL_MASTER, 1), (SIGKILL_MASTER, 1)), namespace=unique_namespace("chaos-fo-tcp"))
+    report = run_chaos(cfg, str(tmp_path / "out"))
+    failing = [i for i in report.invariants if not i.ok]
+    assert not failing, render_report(report)
+    assert report.figures["messages"]["lost"] == 0 and report.figures["sends"]["acknowledged"] > 0
+    kills = [r for r in report.timeline if r.kind in (KILL_MASTER, SIGKILL_MASTER)]
+    assert len(kills) >= 2 and all(r.ok for r in kills), kills
+    assert all(is_tcp_address(r.target) for r in kills), kills
+    assert set(report.broker_names) == {a for a in report.broker_names if is_tcp_address(a)}
+    assert report.figures["replication"]["slave_transports"] == ["tcp"]
