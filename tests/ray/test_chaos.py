@@ -293,6 +293,8 @@ def test_cli_options_build_the_config() -> None:
     cfg = build_config(args, "ns")
     assert (cfg.duration_s, cfg.seed, cfg.brokers, cfg.rate) == (30, 9, 4, 20)
     assert cfg.fault_mix == {KILL_BROKER: 2, KILL_NAMESRV: 1}
+    assert not cfg.broker_tcp
+    assert build_config(parser.parse_args(["chaos", "--tcp-brokers"]), "ns").broker_tcp
     with pytest.raises(ValueError):
         build_config(parser.parse_args(["chaos", "--faults", "kill_everything"]), "ns")
 
