@@ -37,8 +37,9 @@ from namesrv.remoting.server import RemotingServer
 FUNCS: dict[str, list[tuple[str, str]]] = {
     # inclusive (cumulative) times of these functions; the stages are differences of them
     "data_received": [("remoting/server.py", "data_received")],
-    "feed": [("remoting/codec.py", "feed")],
-    "header_wire": [("remoting/codec.py", "decode_json_header"), ("remoting/codec.py", "decode_rocketmq_header")],
+    "feed": [("remoting/frame_decoder.py", "feed")],
+    "header_wire": [("remoting/json_header.py", "decode_json_header"),
+                   ("remoting/rocketmq_header.py", "decode_rocketmq_header")],
     "handle_command": [("remoting/pipeline.py", "handle_command")],
     "to_request": [("remoting/command.py", "to_request")],
     "acl": [("acl/rpc_hook.py", "before")],
