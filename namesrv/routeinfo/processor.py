@@ -3,14 +3,14 @@
 Every handler parses and validates its whole request before touching a table, so a bad request
 gets an error response and changes nothing; the one exception is a registration's topic configs,
 where an invalid one is left out (and named in the remark) and the broker's other topics register.
-`process_request` never raises. The KV config codes are handled in `kv_handlers`, registered in the
-same handler table.
+`process_request` never raises. REGISTER_BROKER is handled in `register_handler`, the KV config
+codes in `kv_handlers`, both registered in the same handler table.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from types import GeneratorType
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel, to_snake
 
-from namesrv.protocol.bodies import body_crc32, json_object, parse_properties
+from namesrv.protocol.bodies import json_object, parse_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import MASTER_ID, ORDER_TOPIC_CONFIG_NAMESPACE
 from namesrv.protocol.headers import (
@@ -29,20 +29,16 @@ from namesrv.protocol.headers import (
     DeleteTopicFromNamesrvRequestHeader,
     GetRouteInfoRequestHeader,
     Header,
-    RegisterBrokerRequestHeader,
     RegisterTopicRequestHeader,
 )
 from namesrv.protocol.models import (
     ConfigProperties,
-    KVTable,
     RegisterTopicBody,
-    TopicConfig,
     TopicList,
     TopicRouteData,
     parse_data_version,
 )
 from namesrv.protocol.msgpack_codec import CodecError, decode_body
-from namesrv.protocol.register_body import SLICE, BodyEncoding, RegisterBody, open_register_body
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.codec import ext_value
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -50,7 +46,7 @@ from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kv_handlers import KVConfigHandlers
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.ready_gate import ReadyGate
-from namesrv.routeinfo.registration import ALL, NONE, Refused, TopicsWanted, covers
+from namesrv.routeinfo.register_handler import RegisterBrokerHandler
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 from namesrv.slices import Steps, run_to_end
 
@@ -81,11 +77,12 @@ class DefaultRequestProcessor:
         self.rim = route_info_manager
         self.kv = kv_config_manager
         self.ready_gate = ready_gate
+        self.registration = RegisterBrokerHandler(route_info_manager, kv_config_manager)
         self.updated_config_keys: set[str] = set()
         """Config keys UPDATE_NAMESRV_CONFIG has set (what the host persists; see config_store)."""
         self.handlers: dict[int, Handler] = {
             **KVConfigHandlers(kv_config_manager, self._order_conf_changed).table(),
-            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.REGISTER_BROKER: self.registration.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_routeinfo_by_topic,
             RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
@@ -172,68 +169,6 @@ class DefaultRequestProcessor:
         return decode_body(request.body, self.config.max_body_size)
 
     # ------------------------------------------------------------------ brokers
-    def register_broker(self, request: RemotingRequest, channel: Any) -> Steps[RemotingResponse]:
-        """REGISTER_BROKER in slices (see `namesrv.routeinfo.registration`): read the body, validate
-        the topics the tables need, then write them; bad input is found before anything is written."""
-        h = self._header(RegisterBrokerRequestHeader, request)
-        seq = self.rim.next_registration_seq()
-        if h.body_crc32 and request.body is not None:  # 0 means "not computed", as in RocketMQ
-            crc = body_crc32(request.body)
-            if crc != h.body_crc32:
-                raise InvalidInput(f"body crc32 {crc} does not match header bodyCrc32 {h.body_crc32}")
-        encoding: BodyEncoding = ("compressed" if h.compressed else "json") if request.wire else "msgpack"
-        body = yield from open_register_body(request.body, encoding, request.version)
-        ident = (h.broker_addr, h.broker_name, h.broker_id, body.data_version)
-        validated: TopicsWanted = NONE
-        configs: list[TopicConfig] = []
-        rejected: dict[str, str] = {}
-        while True:  # validated against what the tables need at `begin` (re-checked in that turn)
-            wanted = self.rim.topics_wanted(*ident) if request.body else NONE
-            if covers(validated, wanted):
-                break
-            configs, rejected = yield from _validate_topics(body, wanted)
-            validated = wanted
-        registration = self.rim.begin_registration(
-            h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr, body.data_version,
-            wanted, body.filter_server_list, channel, h.heartbeat_timeout_millis, seq,
-        )
-        if registration is None:
-            return RemotingResponse(remark="superseded by a later registration of this broker")
-        if isinstance(registration, Refused):  # RocketMQ: SUCCESS, no master/HA address, null remark
-            kv_refused = self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {}
-            return RemotingResponse(ext_fields={"haServerAddr": None, "masterAddr": None},
-                                    remark=registration.remark, payload=KVTable(kv_refused))
-        if registration.wanted != ALL:  # only the topics deleted here, if the broker still has them
-            configs = [tc for tc in configs if tc.topic_name in registration.wanted]
-        reported = [tc.topic_name for tc in configs]
-        configs.reverse()  # written from the end of the list, in the body's order
-        try:
-            while configs:  # each written slice is dropped at once: no 10,000-model free at the end
-                batch = configs[-SLICE:]
-                del configs[-SLICE:]
-                if not registration.apply(reversed(batch)):
-                    break
-                del batch
-                if configs:
-                    yield
-        except BaseException:  # the host gave up on the request (or a bug): nothing half-recorded
-            registration.abandon()
-            raise
-        outcome = registration.outcome()
-        result = registration.finish(reported)
-        if outcome == "removed":
-            return error(ResponseCode.SYSTEM_ERROR, f"broker {h.broker_addr} was removed during its registration")
-        ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
-        kv_table = self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG_NAMESPACE) or {}
-        remark = None
-        if outcome == "superseded":
-            remark = "superseded by a later registration of this broker"
-        elif rejected:
-            log.warning("register %s: %d invalid topics left out: %s", h.broker_addr, len(rejected), rejected)
-            listed = "; ".join(f"{t}: {why}" for t, why in list(rejected.items())[:5])
-            remark = f"{len(rejected)} invalid topics not registered: {listed}"[:1000]
-        return RemotingResponse(ext_fields=ext, remark=remark, payload=KVTable(kv_table))
-
     def unregister_broker(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
         h = self._header(BrokerIdentityHeader, request)
         removed = self.rim.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, channel)
@@ -371,35 +306,3 @@ class DefaultRequestProcessor:
     def get_namesrv_config(self, request: RemotingRequest, channel: Any) -> RemotingResponse:
         props = {to_camel(k): ext_value(v) for k, v in self.config.model_dump().items() if v is not None}
         return RemotingResponse(payload=ConfigProperties(props))
-
-
-def _validate_topics(
-    body: RegisterBody, wanted: TopicsWanted
-) -> Generator[None, None, tuple[list[TopicConfig], dict[str, str]]]:
-    """The wanted topic configs of a body, validated, and {topic: why} for each invalid one (left
-    out, so one bad topic never stops its broker registering the others, as RocketMQ takes every
-    topic as it comes). Yields between slices."""
-    configs: list[TopicConfig] = []
-    rejected: dict[str, str] = {}
-    if not wanted:
-        return configs, rejected
-    validate = TopicConfig.model_validate
-    for n, (key, raw) in enumerate(body.topics(), 1):
-        if n % SLICE == 0:
-            yield
-        label = str(key)[:255]
-        if not isinstance(key, str):
-            rejected[label] = "topicConfigTable keys must be topic names"
-            continue
-        if wanted != ALL and key not in wanted:
-            continue
-        try:
-            tc = validate(raw)
-        except ValidationError as e:
-            rejected[label] = describe_errors(e, "topicConfig")
-            continue
-        if key != tc.topic_name:
-            rejected[label] = f"topicConfigTable key differs from topicName {tc.topic_name!r}"
-            continue
-        configs.append(tc)
-    return configs, rejected
