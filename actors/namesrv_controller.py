@@ -31,7 +31,7 @@ from namesrv.protocol.codes import NAMESRV_LARGE_REQUEST_CODES
 from namesrv.remoting.codec import RemotingCommand
 from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.limits import server_limits
-from namesrv.remoting.pipeline import RequestContext, RequestPipeline
+from namesrv.remoting.pipeline import RequestContext, RequestPipeline, WireAnswer
 from namesrv.remoting.server import Connection, RemotingServer
 from namesrv.remoting.wire_log import WireLogHook
 from namesrv.routeinfo.changes import RemovalCause
@@ -98,7 +98,7 @@ class NamesrvController:
         self.metrics = metrics if metrics is not None else NO_METRICS
         self.remoting_config = remoting
         self.wire = WireEncoder()
-        self.pipeline = RequestPipeline(name, self.wire.encode)
+        self.pipeline = RequestPipeline(name, self.wire.encode_frame)
         """Every request, from TCP or Ray: ACL hook, this NameServer's processor, metrics, wire log."""
         self.acl = AclHook(AclManager(config.acl_file), check_namesrv, self._count_acl_refusal) \
             if config.acl_enable else None
@@ -148,7 +148,7 @@ class NamesrvController:
         self.long_poll.notify_all()
 
     # ------------------------------------------------------------------ requests and changes
-    def _serve_tcp(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def _serve_tcp(self, conn: Connection, cmd: RemotingCommand) -> WireAnswer | Awaitable[WireAnswer]:
         """A TCP request into the pipeline, with its connection's context (built once per connection)."""
         ctx = conn.context
         if ctx is None:

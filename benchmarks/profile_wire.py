@@ -46,7 +46,7 @@ FUNCS: dict[str, list[tuple[str, str]]] = {
     "header_typed": [("protocol/headers.py", "from_ext")],
     "route_lookup": [("routeinfo/processor.py", "route_answer")],
     "hooks_after": [("actors/metrics.py", "after"), ("remoting/wire_log.py", "after")],
-    "wire_encode": [("routeinfo/wire_encoder.py", "encode")],
+    "wire_encode": [("routeinfo/wire_encoder.py", "encode_frame")],
     "conn_write": [("remoting/server.py", "write")],
     "encode_command": [("remoting/codec.py", "encode_command_parts")],
     "transport_write": [("asyncio/selector_events.py", "write"), ("asyncio/selector_events.py", "writelines"),

@@ -11,7 +11,7 @@ response, bit 1 a oneway request. A response is written in the serialization of 
 
 This module is the codec's one import home; its parts live in `wire_command` (the command, its
 flags and codes), `json_header`, `rocketmq_header` and `frame_decoder`; encoding a whole frame is
-here.
+here, the common plain answer (no remark, no extFields) without building its command first.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from namesrv.remoting.wire_command import (
 )
 
 __all__ = [
-    "MAX_LENGTH_FIELD", "ONEWAY_FLAG", "RESPONSE_FLAG", "FrameDecoder", "FrameError", "LanguageCode",
-    "RemotingCommand", "SerializeType", "decode_frame", "decode_json_header", "decode_rocketmq_header",
-    "encode_command", "encode_command_parts", "encode_json_header", "encode_rocketmq_header", "ext_value",
+    "MAX_LENGTH_FIELD", "ONEWAY_FLAG", "PLAIN_BODY_MAX", "RESPONSE_FLAG", "EncodedFrame", "FrameDecoder",
+    "FrameError", "LanguageCode", "RemotingCommand", "SerializeType", "decode_frame", "decode_json_header",
+    "decode_rocketmq_header", "encode_command", "encode_command_parts", "encode_json_header",
+    "encode_plain_response", "encode_rocketmq_header", "ext_value",
 ]
 
 _FRAME_HEAD = struct.Struct(">ii")
@@ -60,3 +61,28 @@ def encode_command_parts(cmd: RemotingCommand) -> tuple[bytes, bytes]:
     if total > MAX_LENGTH_FIELD:
         raise FrameError(f"frame of {total} bytes exceeds the {MAX_FRAME_SIZE}-byte limit")
     return _FRAME_HEAD.pack(total, (int(cmd.serialize_type) << 24) | len(header)) + header, body
+
+
+EncodedFrame = tuple[bytes, bytes]
+"""An answer already encoded as (length fields + header, body), as `encode_command_parts` gives it:
+what a server writes as it is."""
+
+_PLAIN_JSON_HEADER = b'{"code":%d,"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON","version":%d}'
+"""`encode_json_header` of a response with no remark and no extFields (fastjson's field order)."""
+_PLAIN_ROCKETMQ_HEADER = struct.Struct(">hbhiiii")
+"""`encode_rocketmq_header` of the same: the fixed part, then remark length 0, extFields length 0."""
+_ROCKETMQ_MARK = int(SerializeType.ROCKETMQ) << 24
+PLAIN_BODY_MAX = MAX_LENGTH_FIELD - 256
+"""The longest body `encode_plain_response` takes (its header is under 128 bytes)."""
+
+
+def encode_plain_response(code: int, opaque: int, version: int, serialize_type: SerializeType,
+                          body: bytes) -> EncodedFrame:
+    """The frame of a response with no remark and no extFields (flag RESPONSE, language JAVA): the
+    same bytes `encode_command_parts` writes for it, without building the command first. `body` is
+    at most PLAIN_BODY_MAX bytes (the caller checks)."""
+    if serialize_type is SerializeType.ROCKETMQ:
+        header = _PLAIN_ROCKETMQ_HEADER.pack(code, LanguageCode.JAVA, version, opaque, RESPONSE_FLAG, 0, 0)
+        return _FRAME_HEAD.pack(4 + len(header) + len(body), _ROCKETMQ_MARK | len(header)) + header, body
+    header = _PLAIN_JSON_HEADER % (code, opaque, version)
+    return _FRAME_HEAD.pack(4 + len(header) + len(body), len(header)) + header, body

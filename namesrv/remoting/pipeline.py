@@ -27,8 +27,8 @@ from pydantic import ValidationError
 
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.types import InvalidInput, describe_errors
-from namesrv.remoting.codec import RemotingCommand
-from namesrv.remoting.command import RemotingRequest, RemotingResponse, error, to_request
+from namesrv.remoting.codec import EncodedFrame, RemotingCommand
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,9 @@ class RequestContext:
 
 Answer = RemotingResponse | Awaitable[RemotingResponse]
 Handler = Callable[[RemotingRequest, RequestContext], Answer]
-Encoder = Callable[[RemotingCommand, RemotingResponse], RemotingCommand]
+WireAnswer = RemotingCommand | EncodedFrame
+"""A TCP answer: the command to encode, or its frame already encoded."""
+Encoder = Callable[[RemotingCommand, RemotingResponse], WireAnswer]
 
 
 class RPCHook:
@@ -69,7 +71,8 @@ class RPCHook:
 
 class RequestPipeline:
     def __init__(self, name: str, encoder: Encoder) -> None:
-        """`encoder` turns an answer into the wire command answering a TCP request."""
+        """`encoder` turns an answer into the wire command (or its encoded frame) answering a TCP
+        request."""
         self.name = name
         self.encoder = encoder
         self.handlers: dict[int, Handler] = {}
@@ -102,6 +105,10 @@ class RequestPipeline:
         malformed = _malformed(request)
         if malformed is not None:
             return self._after(request, ctx, error(ResponseCode.SYSTEM_ERROR, malformed), started)
+        return self._handle(request, ctx, started)
+
+    def _handle(self, request: RemotingRequest, ctx: RequestContext, started: float) -> Answer:
+        """`handle` of a request known to be well formed (see `_malformed`)."""
         for hook in self._before:
             refused = hook.before(request, ctx)
             if refused is not None:
@@ -140,14 +147,20 @@ class RequestPipeline:
             hook.after(request, ctx, response, elapsed_ms)
         return response
 
-    def handle_command(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand | Awaitable[RemotingCommand]:
-        """A decoded TCP request, answered with the wire command to write back."""
-        answer = self.handle(to_request(cmd), ctx)
+    def handle_command(self, cmd: RemotingCommand, ctx: RequestContext) -> WireAnswer | Awaitable[WireAnswer]:
+        """A decoded TCP request, answered with the wire command (or frame) to write back. The
+        neutral request is `command.to_request`'s, built inline; a decoded frame is well formed by
+        construction (an int code, extFields a map of strings, bytes or no body), so `_malformed`,
+        there for Ray callers, is not asked."""
+        started = time.perf_counter()
+        ext = cmd.ext_fields
+        request = RemotingRequest(cmd.code, dict(ext) if ext else {}, cmd.body, cmd.version, True, cmd.language)
+        answer = self._handle(request, ctx, started)
         if isinstance(answer, RemotingResponse):
             return self.encoder(cmd, answer)
         return self._encode_later(cmd, answer)
 
-    async def _encode_later(self, cmd: RemotingCommand, pending: Awaitable[RemotingResponse]) -> RemotingCommand:
+    async def _encode_later(self, cmd: RemotingCommand, pending: Awaitable[RemotingResponse]) -> WireAnswer:
         return self.encoder(cmd, await pending)
 
 

@@ -32,14 +32,25 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, cast
 
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command, encode_command_parts
+from namesrv.remoting.codec import (
+    ONEWAY_FLAG,
+    RESPONSE_FLAG,
+    EncodedFrame,
+    FrameDecoder,
+    FrameError,
+    RemotingCommand,
+    encode_command,
+    encode_command_parts,
+)
 from namesrv.remoting.invoke import PendingCalls
 from namesrv.remoting.limits import BudgetWaiter, FrameBudget, HeapTrim, ServerLimits, ServerStats
 
 log = logging.getLogger(__name__)
 
 
-Handler = Callable[["Connection", RemotingCommand], RemotingCommand | Awaitable[RemotingCommand | None] | None]
+Answer = RemotingCommand | EncodedFrame | None
+"""What a handler answers a request with: a command, an already encoded frame, or None (no answer)."""
+Handler = Callable[["Connection", RemotingCommand], Answer | Awaitable[Answer]]
 CloseHandler = Callable[["Connection", str], None]
 
 _ids = itertools.count(1)
@@ -126,11 +137,12 @@ class Connection(asyncio.BufferedProtocol):
         out: list[bytes] = []
         self._out = out
         try:
+            server = self.server
             for cmd in commands:
-                if cmd.is_response:  # the answer to a request this server sent (invoke)
-                    self.server.pending.complete(self.token, cmd)
+                if cmd.flag & RESPONSE_FLAG:  # the answer to a request this server sent (invoke)
+                    server.pending.complete(self.token, cmd)
                     continue
-                self.server.requests += 1
+                server.requests += 1
                 self._dispatch(cmd)
         finally:
             self._out = None
@@ -216,12 +228,13 @@ class Connection(asyncio.BufferedProtocol):
         except Exception as e:  # a bug: answer anyway, as RocketMQ's processRequestCommand does
             log.exception("%s: request %d from %s failed", self.server.name, cmd.code, self.peer)
             answer = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-        if type(answer) is RemotingCommand or answer is None or not inspect.isawaitable(answer):
-            self.write(cmd, answer)
+        kind = type(answer)
+        if kind is tuple or kind is RemotingCommand or answer is None or not inspect.isawaitable(answer):
+            self.write(cmd, cast(Answer, answer))
         else:
             self.server.spawn(self._finish(cmd, answer))
 
-    async def _finish(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> None:
+    async def _finish(self, cmd: RemotingCommand, pending: Awaitable[Answer]) -> None:
         try:
             answer = await pending
         except Exception as e:
@@ -229,20 +242,28 @@ class Connection(asyncio.BufferedProtocol):
             answer = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
         self.write(cmd, answer)
 
-    def write(self, request: RemotingCommand, answer: RemotingCommand | None) -> None:
-        if answer is None or request.is_oneway or self.transport is None or self.transport.is_closing():
+    def write(self, request: RemotingCommand, answer: Answer) -> None:
+        """Write the answer to `request` (none to a oneway request): inside a read, with the read's
+        other answers (written once the read is handled, if the connection is still open)."""
+        if answer is None or request.flag & ONEWAY_FLAG:
             return
-        try:
-            head, body = encode_command_parts(answer)
-        except FrameError as e:
-            log.error("%s: answer to %d for %s too large: %s", self.server.name, request.code, self.peer, e)
-            head, body = encode_command_parts(request.response(ResponseCode.SYSTEM_ERROR, str(e)))
+        if type(answer) is tuple:  # encoded by the handler
+            head, body = answer
+        else:
+            try:
+                head, body = encode_command_parts(cast(RemotingCommand, answer))
+            except FrameError as e:
+                log.error("%s: answer to %d for %s too large: %s", self.server.name, request.code, self.peer, e)
+                head, body = encode_command_parts(request.response(ResponseCode.SYSTEM_ERROR, str(e)))
         out = self._out
-        if out is not None:  # inside a read: written with the read's other answers
+        if out is not None:
             out.append(head)
             if body:
                 out.append(body)
-        elif body:
+            return
+        if self.transport is None or self.transport.is_closing():
+            return
+        if body:
             self.transport.writelines((head, body))
         else:
             self.transport.write(head)

@@ -16,7 +16,15 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import format_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import ConfigProperties
-from namesrv.remoting.codec import RESPONSE_FLAG, LanguageCode, RemotingCommand, ext_value
+from namesrv.remoting.codec import (
+    PLAIN_BODY_MAX,
+    RESPONSE_FLAG,
+    EncodedFrame,
+    LanguageCode,
+    RemotingCommand,
+    encode_plain_response,
+    ext_value,
+)
 from namesrv.remoting.command import RemotingResponse
 
 NAMESRV_VERSION = 479
@@ -74,6 +82,18 @@ class WireEncoder:
             self._route_bytes -= len(self._routes.popitem(last=False)[1][1])
         return body
 
+    def encode_frame(self, cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand | EncodedFrame:
+        """What the TCP pipeline writes back: a route answer as its frame, header and all (the
+        cached body and a header that differs from the last only in its opaque: no command built,
+        no general header encoder run); any other answer as `encode` gives it."""
+        if (cmd.code == _ROUTE_CODE and response.code == _SUCCESS and response.remark is None
+                and response.payload is not None):
+            standard = cmd.version >= STANDARD_JSON_FROM_VERSION or wants_standard_json(cmd)
+            body = self._route_body(cmd, response, standard)
+            if len(body) <= PLAIN_BODY_MAX:
+                return encode_plain_response(_SUCCESS, cmd.opaque, NAMESRV_VERSION, cmd.serialize_type, body)
+        return self.encode(cmd, response)
+
     def encode(self, cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand:
         """The wire answer to request `cmd`."""
         body = response.body
@@ -95,3 +115,4 @@ class WireEncoder:
 
 
 _ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+_SUCCESS = int(ResponseCode.SUCCESS)

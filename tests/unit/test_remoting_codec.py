@@ -21,6 +21,7 @@ from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.register_body import read_register_body
 from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.codec import (
+    RESPONSE_FLAG,
     FrameDecoder,
     FrameError,
     LanguageCode,
@@ -29,6 +30,7 @@ from namesrv.remoting.codec import (
     decode_frame,
     decode_json_header,
     encode_command,
+    encode_plain_response,
 )
 
 # A request exactly as rocketmq-client-cpp 2.x (the PyPI `rocketmq` package) sends it, captured off the wire.
@@ -257,3 +259,17 @@ def test_json_headers_parse_as_json_loads_does_around_the_object() -> None:
     for bad in (b'{"code":10} x', '{"code":10}\u2003'.encode(), b'{"code":10}\x1c', b'{"code":10}{}'):
         with pytest.raises(FrameError, match="does not parse"):
             decode_json_header(bad)
+
+
+@pytest.mark.parametrize("kind", list(SerializeType))
+@pytest.mark.parametrize("code, opaque, version, body", [
+    (0, 0, 479, b""), (0, 123_456, 479, b'{"queueDatas":[]}'), (17, -1, 0, b"x" * 1000),
+    (0, 2**31 - 1, 401, b"{}"), (1, -(2**31), 32767, b""),
+])
+def test_a_plain_response_frame_is_what_the_general_encoder_writes(kind: SerializeType, code: int, opaque: int,
+                                                                    version: int, body: bytes) -> None:
+    cmd = RemotingCommand(code, opaque, RESPONSE_FLAG, LanguageCode.JAVA, version, None, None, body or None, kind)
+    head, out_body = encode_plain_response(code, opaque, version, kind, body)
+    assert head + out_body == encode_command(cmd)
+    [back] = FrameDecoder().feed(head + out_body)
+    assert (back.code, back.opaque, back.flag, back.version, back.serialize_type) == (code, opaque, 1, version, kind)

@@ -37,7 +37,13 @@ class Wire:
              kind: SerializeType = SerializeType.JSON, opaque: int = 5) -> RemotingCommand:
         request = RemotingCommand(code, opaque, 0, 1, version, None, ext, body, kind)
         [decoded] = FrameDecoder().feed(encode_command(request))
-        answer = self.encoder.encode(decoded, self.processor.process_request(to_request(decoded), "tcp:peer#1"))
+        response = self.processor.process_request(to_request(decoded), "tcp:peer#1")
+        answer = self.encoder.encode(decoded, response)
+        frame = self.encoder.encode_frame(decoded, response)  # what the TCP pipeline writes
+        if isinstance(frame, RemotingCommand):
+            assert frame == answer
+        else:
+            assert frame[0] + frame[1] == encode_command(answer), "an encoded frame is the command's bytes"
         [wire_answer] = FrameDecoder().feed(encode_command(answer))
         assert wire_answer.opaque == opaque and wire_answer.is_response and wire_answer.serialize_type is kind
         assert wire_answer.version == NAMESRV_VERSION
@@ -144,6 +150,20 @@ def test_route_is_fastjson_for_old_clients_and_standard_for_new_ones(wire: Wire)
         new = wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, version=version)
         assert b'"brokerAddrs":{"0":"10.0.0.1:10911"}' in (new.body or b"")
         assert json.loads(new.body or b"") == route
+
+
+@pytest.mark.parametrize("kind", list(SerializeType))
+@pytest.mark.parametrize("opaque", [0, 7, 123_456, 2**31 - 1, -5])
+def test_a_route_answer_encoded_as_a_frame_is_the_answers_own_bytes(wire: Wire, kind: SerializeType,
+                                                                    opaque: int) -> None:
+    """The TCP path writes a route answer as a frame built without its command (only the opaque
+    differs from one answer to the next): the bytes are the ones the general encoder writes."""
+    answer = wire.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}, kind=kind, opaque=opaque)
+    assert answer.code == ResponseCode.SUCCESS and fastjson.loads(answer.body or b"")["queueDatas"]
+    request = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque, 0, 1, 63, None, {"topic": "TopicA"},
+                              None, kind)
+    frame = wire.encoder.encode_frame(request, wire.processor.process_request(to_request(request)))
+    assert isinstance(frame, tuple), "a route answer is written as its frame"
 
 
 def test_route_json_is_encoded_once_per_route_version(wire: Wire) -> None:
