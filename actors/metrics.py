@@ -29,6 +29,39 @@ LATENCY_BOUNDARIES_MS = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5, 10, 25, 50, 100, 250
 DELAY_BOUNDARIES_MS = [10.0, 50, 100, 500, 1000, 5000, 10_000, 30_000, 60_000, 120_000, 300_000]
 
 
+class Reservoir:
+    """A metric's latency samples since the last flush: every observation has the same chance to be
+    kept (at most SAMPLES_PER_FLUSH, in a uniform slot)."""
+
+    __slots__ = ("rng", "samples", "seen")
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.seen = 0
+        self.samples: list[float] = []
+
+    def add(self, value: float) -> None:
+        seen = self.seen = self.seen + 1
+        samples = self.samples
+        if len(samples) < SAMPLES_PER_FLUSH:
+            samples.append(value)
+        else:  # kept with chance SAMPLES_PER_FLUSH / seen (one random() draw, cheaper than randrange)
+            j = self.rng.random() * seen
+            if j < SAMPLES_PER_FLUSH:
+                samples[int(j)] = value
+
+
+class Tally:
+    """A counter bumped in place on a hot path (`count += 1`, no lookup), added to its metric at
+    the next flush; with the reservoir of the latency that goes with it."""
+
+    __slots__ = ("count", "reservoir")
+
+    def __init__(self, reservoir: Reservoir) -> None:
+        self.count = 0
+        self.reservoir = reservoir
+
+
 class Metrics:
     """Local aggregation in front of Ray's metrics: `inc`, `observe` and `set` are cheap; `flush`
     (from a control-loop step) records them."""
@@ -39,10 +72,10 @@ class Metrics:
         self._counters: dict[str, Counter] = {}
         self._histograms: dict[str, Histogram] = {}
         self._gauges: dict[str, Gauge] = {}
-        self._counts: dict[tuple[str, tuple[tuple[str, str], ...]], float] = collections.defaultdict(float)
-        self._samples: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
-        self._seen: collections.Counter[tuple[str, tuple[tuple[str, str], ...]]] = collections.Counter()
-        self._values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self._counts: dict[MetricKey, float] = collections.defaultdict(float)
+        self._reservoirs: dict[MetricKey, Reservoir] = {}
+        self._tallies: dict[MetricKey, Tally] = {}
+        self._values: dict[MetricKey, float] = {}
         self._rng = random.Random()
 
     def counter(self, name: str, description: str, tag_keys: Sequence[str] = ()) -> None:
@@ -78,16 +111,23 @@ class Metrics:
 
     def observe_key(self, key: MetricKey, value: float) -> None:
         """`observe` of a prebuilt key."""
-        seen = self._seen[key] = self._seen[key] + 1
-        samples = self._samples.get(key)
-        if samples is None:
-            self._samples[key] = [value]
-        elif len(samples) < SAMPLES_PER_FLUSH:
-            samples.append(value)
-        else:  # kept with chance SAMPLES_PER_FLUSH / seen, in a uniform slot (randrange(seen), cheaper)
-            j = self._rng.random() * seen
-            if j < SAMPLES_PER_FLUSH:
-                samples[int(j)] = value
+        self.reservoir(key).add(value)
+
+    def reservoir(self, key: MetricKey) -> Reservoir:
+        """The samples of histogram `key` since the last flush (kept across flushes: a hot path may
+        hold it)."""
+        reservoir = self._reservoirs.get(key)
+        if reservoir is None:
+            reservoir = self._reservoirs[key] = Reservoir(self._rng)
+        return reservoir
+
+    def tally(self, counter: MetricKey, latency: MetricKey) -> Tally:
+        """A counter `counter` to bump in place, with the latency histogram `latency` beside it;
+        both reach Ray at the next flush, as `inc_key` and `observe_key` would."""
+        tally = self._tallies.get(counter)
+        if tally is None:
+            tally = self._tallies[counter] = Tally(self.reservoir(latency))
+        return tally
 
     def set(self, name: str, value: float, **tags: Any) -> None:
         self._values[(name, tuple(sorted((k, str(v)) for k, v in tags.items())))] = value
@@ -95,8 +135,15 @@ class Metrics:
     # ------------------------------------------------------------------ the Ray part
     def flush(self) -> None:
         counts, self._counts = self._counts, collections.defaultdict(float)
-        samples, self._samples = self._samples, {}
-        self._seen.clear()
+        for key, tally in self._tallies.items():
+            if tally.count:
+                counts[key] += tally.count
+                tally.count = 0
+        samples: dict[MetricKey, list[float]] = {}
+        for key, reservoir in self._reservoirs.items():
+            if reservoir.samples:
+                samples[key], reservoir.samples = reservoir.samples, []
+            reservoir.seen = 0
         for (name, tags), value in counts.items():
             self._counters[name].inc(value, tags={"owner": self.owner, **dict(tags)})
         for (name, tags), values in samples.items():
@@ -183,21 +230,25 @@ def _result_name(code: int) -> str:
 
 class RequestMetricsHook(RPCHook):
     """Counts every answered request by code, result and transport, and samples its latency. The
-    tag keys are built once per (code, result, transport), not per request."""
+    tag keys are built once per (code, result, transport), and each such key's count is a `Tally`
+    bumped in place, added up at the flush."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
-        self._keys: dict[tuple[int, int, bool], tuple[MetricKey, MetricKey]] = {}
+        self._tallies: dict[tuple[int, int, bool], Tally] = {}
 
     def after(self, request: RemotingRequest, ctx: RequestContext, response: RemotingResponse,
               elapsed_ms: float) -> None:
         code = request.code
         which = (code, response.code, ctx.remote == RAY_REMOTE)
-        keys = self._keys.get(which) if type(code) is int else None  # a malformed code may not hash
-        if keys is None:
-            keys = (Metrics.key("requests", code=code, result=_result_name(response.code), transport=ctx.transport),
-                    Metrics.key("request_latency_ms", code=code))
-            if type(code) is int and len(self._keys) < 10_000:  # bounded: a caller may make codes up
-                self._keys[which] = keys
-        self.metrics.inc_key(keys[0])
-        self.metrics.observe_key(keys[1], elapsed_ms)
+        tally = self._tallies.get(which) if type(code) is int else None  # a malformed code may not hash
+        if tally is None:
+            counter = Metrics.key("requests", code=code, result=_result_name(response.code), transport=ctx.transport)
+            latency = Metrics.key("request_latency_ms", code=code)
+            if type(code) is not int or len(self._tallies) >= 10_000:  # bounded: a caller may make codes up
+                self.metrics.inc_key(counter)
+                self.metrics.observe_key(latency, elapsed_ms)
+                return
+            tally = self._tallies[which] = self.metrics.tally(counter, latency)
+        tally.count += 1
+        tally.reservoir.add(elapsed_ms)
