@@ -109,6 +109,7 @@ class NamesrvController:
         self.pipeline.add_hook(self.wire_log)
         self.requests = NamesrvRequests(self.processor, self.writer, self.config_store, self.housekeeping,
                                         self.metrics, self.after_change)
+        self.pipeline.register(self.requests.handlers())
         self.pipeline.register_default(self.requests.serve)
         self.remoting = RemotingServer(
             name, self._serve_tcp,

@@ -39,6 +39,7 @@ flight runs in one loop turn), and only one decoded topic table is held at a tim
 
 _REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
 _UPDATE_CONFIG = int(RequestCode.UPDATE_NAMESRV_CONFIG)
+_ROUTE_QUERY = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 
 
 def _token(channel: object) -> object:
@@ -72,11 +73,24 @@ class NamesrvRequests:
         if request.code == _UPDATE_CONFIG:  # what a failed write puts back
             self.config_store.before_update()
         channel = ctx.channel
-        response = self.processor.process_request(request, _token(channel))
+        response = self.processor.process_checked(request, _token(channel))
         self.done(request, channel, response)
         if writer.submitted != before:
             return self._when_durable(response, before)
         return response
+
+    def route_query(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse:
+        """GET_ROUTEINFO_BY_TOPIC, registered in the pipeline on its own: `serve` without what a
+        route query never needs (it reads the tables and ignores its body, so it is neither sliced
+        nor persisted, and no bookkeeping but `after_change`, which opens the 'not ready' gate's
+        waiters when the window ends, applies to it)."""
+        response = self.processor.process_checked(request, ctx.channel)
+        self.after_change()
+        return response
+
+    def handlers(self) -> dict[int, Callable[[RemotingRequest, RequestContext], Answer]]:
+        """The codes the pipeline dispatches here on their own; every other code goes to `serve`."""
+        return {_ROUTE_QUERY: self.route_query}
 
     async def _serve_sliced(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse:
         async with self._sliced_slots:

@@ -55,6 +55,8 @@ class RouteInfoManager:
         self.clock = clock
         self.tables = RouteTables()
         self._routes = RouteAssembler(self.tables)
+        self.route_pickup = self._routes.pickup
+        """`pickup_route_and_version`, bound once: what the route-query handler calls directly."""
         self.registering: dict[str, BrokerRegistration] = {}
         """Broker address -> its registration still being applied (see `registration`)."""
         self._registration_seq = 0
@@ -91,7 +93,8 @@ class RouteInfoManager:
 
     def has_changes(self) -> bool:
         """Whether anything changed since the last drain (cheaper than draining nothing)."""
-        return bool(self.tables.changes)
+        changes = self.tables.changes  # RouteChanges.__bool__, inlined: asked after every request
+        return bool(changes.removed or changes.topics or changes.broker_names or changes.added)
 
     def drain_changes(self) -> RouteChanges:
         """Everything that changed since the previous call (and forget it)."""

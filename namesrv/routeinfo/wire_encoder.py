@@ -89,7 +89,13 @@ class WireEncoder:
         if (cmd.code == _ROUTE_CODE and response.code == _SUCCESS and response.remark is None
                 and response.payload is not None):
             standard = cmd.version >= STANDARD_JSON_FROM_VERSION or wants_standard_json(cmd)
-            body = self._route_body(cmd, response, standard)
+            ext = cmd.ext_fields
+            cached = self._routes.get((ext.get("topic", "") if ext else "", standard))
+            key = (response.ext_fields.get("routeVersion"), response.payload.order_topic_conf)
+            if cached is not None and cached[0] == key and key[0] is not None:  # `_route_body`'s hit, inlined
+                body = cached[1]
+            else:
+                body = self._route_body(cmd, response, standard)
             if len(body) <= PLAIN_BODY_MAX:
                 return encode_plain_response(_SUCCESS, cmd.opaque, NAMESRV_VERSION, cmd.serialize_type, body)
         return self.encode(cmd, response)
