@@ -174,6 +174,10 @@ def address_matches(pattern: str | None, remote: str) -> bool:
 
 
 # ---------------------------------------------------------------------------- decisions
+WHITE_LIST_MEMO = 16_384
+"""Remote addresses whose global white-list answer a validator remembers (then it starts over)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Denied:
     """Why a request was refused: `reason` is the counter key, `remark` goes to the client."""
@@ -186,6 +190,9 @@ class PlainAccessValidator:
     def __init__(self, config: PlainAclConfig) -> None:
         self.config = config
         self.accounts = {a.access_key: a for a in config.accounts}
+        self._white: dict[str, bool] = {}
+        """remote -> whether the global white list takes it (asked on every request of a connection;
+        the rules never change under a validator: a reload builds a new one)."""
 
     @classmethod
     def from_yaml(cls, text: str) -> PlainAccessValidator:
@@ -199,7 +206,13 @@ class PlainAccessValidator:
             raise AclError(f"ACL file is malformed: {_fields_wrong(e)}") from None
 
     def _white_listed(self, remote: str) -> bool:
-        return any(address_matches(p, remote) for p in self.config.global_white_remote_addresses)
+        white = self._white.get(remote)
+        if white is None:
+            white = any(address_matches(p, remote) for p in self.config.global_white_remote_addresses)
+            if len(self._white) >= WHITE_LIST_MEMO:  # connections come and go: a bounded memo
+                self._white.clear()
+            self._white[remote] = white
+        return white
 
     def _authenticate(self, code: int, ext: Mapping[str, str], body: bytes | None,
                       remote: str) -> Account | Denied | None:

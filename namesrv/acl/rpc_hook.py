@@ -50,9 +50,11 @@ class AclHook(RPCHook):
         self.rejections: collections.Counter[str] = collections.Counter()
 
     def before(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse | None:
-        body = request.body if isinstance(request.body, (bytes, bytearray)) else None
-        denied = self.check(self.manager.validator, request, request_ext_strings(request),
-                            bytes(body) if body is not None else None, ctx.remote)
+        body = request.body
+        if body is not None:
+            body = bytes(body) if isinstance(body, (bytes, bytearray)) else None
+        ext = request.ext_fields if request.wire else request_ext_strings(request)  # wire: strings already
+        denied = self.check(self.manager.validator, request, ext, body, ctx.remote)
         if denied is None:
             return None
         self._refused(denied, request.code, ctx.remote)
