@@ -127,8 +127,11 @@ class RequestPipeline:
             except Exception as e:  # a bug: answer anyway, as RocketMQ's processRequestCommand does
                 log.exception("%s: request %s from %s failed", self.name, request.code, ctx.remote)
                 answer = error(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-        if isinstance(answer, RemotingResponse):
-            return self._after(request, ctx, answer, started)
+        if isinstance(answer, RemotingResponse):  # `_after`, inlined: most answers are given at once
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            for hook in self.hooks:
+                hook.after(request, ctx, answer, elapsed_ms)
+            return answer
         return self._after_later(request, ctx, answer, started)
 
     async def _after_later(self, request: RemotingRequest, ctx: RequestContext,
