@@ -44,7 +44,7 @@ FUNCS: dict[str, list[tuple[str, str]]] = {
     "to_request": [("remoting/command.py", "to_request")],
     "acl": [("acl/rpc_hook.py", "before")],
     "header_typed": [("protocol/headers.py", "from_ext")],
-    "route_lookup": [("routeinfo/processor.py", "route_answer")],
+    "route_lookup": [("routeinfo/routes.py", "pickup")],
     "hooks_after": [("actors/metrics.py", "after"), ("remoting/wire_log.py", "after")],
     "wire_encode": [("routeinfo/wire_encoder.py", "encode_frame")],
     "conn_write": [("remoting/server.py", "write")],
