@@ -82,8 +82,8 @@ class NamesrvRequests:
     def route_query(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse:
         """GET_ROUTEINFO_BY_TOPIC, registered in the pipeline on its own: `serve` without what a
         route query never needs (it reads the tables and ignores its body, so it is neither sliced
-        nor persisted, and no bookkeeping but `after_change`, which opens the 'not ready' gate's
-        waiters when the window ends, applies to it)."""
+        nor waits for a write). Of the bookkeeping only `after_change` applies to it: it wakes the
+        long-poll waiters once the 'not ready' window is over."""
         response = self.processor.process_checked(request, ctx.channel)
         self.after_change()
         return response
