@@ -36,7 +36,7 @@ from namesrv.remoting.server import RemotingServer
 
 FUNCS: dict[str, list[tuple[str, str]]] = {
     # inclusive (cumulative) times of these functions; the stages are differences of them
-    "data_received": [("remoting/server.py", "data_received")],
+    "data_received": [("remoting/connection.py", "data_received")],
     "feed": [("remoting/frame_decoder.py", "feed")],
     "header_wire": [("remoting/json_header.py", "decode_json_header"),
                    ("remoting/rocketmq_header.py", "decode_rocketmq_header")],
@@ -47,7 +47,7 @@ FUNCS: dict[str, list[tuple[str, str]]] = {
     "route_lookup": [("routeinfo/routes.py", "pickup")],
     "hooks_after": [("actors/metrics.py", "after"), ("remoting/wire_log.py", "after")],
     "wire_encode": [("routeinfo/wire_encoder.py", "encode_frame")],
-    "conn_write": [("remoting/server.py", "write")],
+    "conn_write": [("remoting/connection.py", "write")],
     "encode_command": [("remoting/codec.py", "encode_command_parts")],
     "transport_write": [("asyncio/selector_events.py", "write"), ("asyncio/selector_events.py", "writelines"),
                         ("uvloop", "write"), ("uvloop", "writelines")],
