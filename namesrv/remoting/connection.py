@@ -12,7 +12,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.codec import (
@@ -24,9 +24,8 @@ from namesrv.remoting.codec import (
     RemotingCommand,
     encode_command_parts,
 )
-
-if TYPE_CHECKING:
-    from namesrv.remoting.server import RemotingServer
+from namesrv.remoting.invoke import PendingCalls
+from namesrv.remoting.limits import FrameBudget, HeapTrim, ServerLimits
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +38,39 @@ _ids = itertools.count(1)
 REFUSED = "too many connections"
 
 
+class ConnectionHost(Protocol):
+    """What a connection reads and counts on its server (namesrv.remoting.server.RemotingServer,
+    which imports this module: named here by what it offers, not by its class)."""
+
+    SPENT_TURN_READ: int
+    name: str
+    limits: ServerLimits
+    handler: Handler
+    on_close: CloseHandler
+    spawn: Callable[[Any], object]
+    idle_timeout_s: float
+    connections: set[Connection]
+    by_token: dict[str, Connection]
+    pending: PendingCalls
+    budget: FrameBudget
+    budget_paused: list[Connection]
+    heap_trim: HeapTrim
+    buffered: int
+    accepted: int
+    requests: int
+    bad_frames: int
+    idle_closed: int
+    refused_connections: int
+
+    def turn_spent(self) -> bool: ...
+
+    def over_read_budget(self, n: int) -> bool: ...
+
+    def read_buffer(self, n: int) -> memoryview: ...
+
+
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: RemotingServer) -> None:
+    def __init__(self, server: ConnectionHost) -> None:
         self.server = server
         limits = server.limits
         self.decoder = FrameDecoder()
