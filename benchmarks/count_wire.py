@@ -10,7 +10,7 @@ are fed to one of its `Connection`s, whose answers go to a transport that only c
 decode, header parse, pipeline, hooks, route lookup, encode and the batched write, without the
 socket calls and the event loop (the same for both servers). The process runs twice under
 `valgrind --tool=cachegrind`, with 100 and 2,600 frames; the difference over the 10,000 extra
-requests is the count per request (start-up and registration cancel out; ±3 % from run to run).
+requests is the count per request (start-up and registration mostly cancel out; ±5 % run to run).
 Not in the README's benchmark list: a diagnosis tool (docs/performance.md quotes it); needs valgrind.
 """
 
