@@ -23,7 +23,7 @@ from typing import Any
 
 from actors.namesrv_controller import NamesrvController
 from namesrv.protocol.codes import RequestCode
-from namesrv.remoting.codec import FrameDecoder, LanguageCode, RemotingCommand, encode_command
+from namesrv.remoting.codec import FrameDecoder, LanguageCode, RemotingCommand, decode_frame, encode_command
 from namesrv.remoting.command import to_request
 from namesrv.remoting.pipeline import RequestContext, resolve
 from namesrv.routeinfo.config import NamesrvConfig
@@ -124,6 +124,9 @@ def route_query(controller: NamesrvController, profile: Profile, topic: str, lab
 
     def answer() -> RemotingCommand:
         answer = controller.pipeline.handle_command(cmd, RequestContext("", "127.0.0.1:2"))
+        if isinstance(answer, tuple):  # a route answer leaves the TCP pipeline as its encoded frame
+            head, body = answer
+            answer = decode_frame((head + body)[4:])
         assert isinstance(answer, RemotingCommand)
         return answer
 
