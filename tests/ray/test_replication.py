@@ -80,7 +80,11 @@ def test_slave_copies_log_config_offsets_and_resumes_after_restart(deployments: 
                "the consumer offset on the slave")
 
     held = ha(dep, SLAVE)["offset"]
+    slave_pid = dep.broker_pid(SLAVE)
     dep.kill_broker(SLAVE)
+    # ray.kill returns before the process is gone: a slave still alive would copy the first of the
+    # next sends (held then counts less than it restarts with); send once it is dead.
+    wait_until(lambda: not Path(f"/proc/{slave_pid}").exists(), 10, "the slave's process gone")
     assert all(r.ok for r in send(dep, 40, start=60))  # ASYNC_MASTER: acknowledged without the slave
     dep.restart_broker(SLAVE)
     wait_until(lambda: caught_up(dep), 30, "the restarted slave to catch up")
