@@ -375,6 +375,8 @@ def test_a_send_after_a_broker_restart_reaches_its_new_actor(deployments: Deploy
         again = producer.send_orderly(Message(topic, b"after"), select_by_hash, key)
         assert again.brokers_tried == ["broker-b"] and again.message_queue == first.message_queue
         assert again.queue_offset == first.queue_offset + 1
+    # The restarted broker registers on its own schedule; a consumer routes by the NameServer's table.
+    wait_for_route_everywhere(dep, topic, lambda r: "broker-b" in broker_names(r), 30, "broker-b back in the route")
     assert {m.body for m in consume(dep, topic)} >= {b"before", b"after"}
 
 
