@@ -142,6 +142,8 @@ class BrokerController:
         self._slave_channels: dict[str, int] = {}
         self.slave_watch = BrokerHousekeepingService(self.loop, self._slave_channel_closed)
         self.ha_master.on_slave_channel = self._watch_slave
+        self.ha_master.processor.is_open = lambda token: self.remoting.connection(token) is not None
+        self.ha_master.processor.on_slave_disconnected = lambda slave_id: self._slave_gone(slave_id, "disconnected")
         ident = {"clusterName": identity.cluster_name, "brokerAddr": identity.broker_addr,
                  "brokerName": identity.broker_name, "brokerId": identity.broker_id}
         self.registrar = NamesrvRegistrar(ident, ha_addr, namesrv_names, namespace, config, channel_of(self.token),
@@ -244,8 +246,11 @@ class BrokerController:
     def _slave_channel_closed(self, token: str, how: str) -> None:
         slave_id = self._slave_channels.pop(token, None)
         if slave_id is not None:
-            log.warning("slave %d %s: out of the SyncStateSet", slave_id, how)
-            self.role.slave_gone(slave_id)
+            self._slave_gone(slave_id, how)
+
+    def _slave_gone(self, slave_id: int, how: str) -> None:
+        log.warning("slave %d %s: out of the SyncStateSet", slave_id, how)
+        self.role.slave_gone(slave_id)
 
     # ------------------------------------------------------------------ roles (controller mode)
     def start_master_services(self) -> None:
@@ -381,6 +386,7 @@ class BrokerController:
 
     def _connection_closed(self, conn: Connection, reason: str) -> None:
         self.processor.channel_closed(conn.token)
+        self.ha_master.processor.connection_closed(conn.token)
 
     def _group_changed(self, group: str, channels: list[str]) -> None:
         self.to_clients.notify_consumer_ids_changed(group, channels)

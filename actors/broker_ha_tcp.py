@@ -23,7 +23,7 @@ from typing import Any
 
 from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.broker.ha_wire import TransferRequest, parse_transfer_answer, parse_transfer_request, transfer_answer
-from namesrv.protocol.codes import BrokerRequestCode
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.codec import (
     MAX_LENGTH_FIELD,
     FrameError,
@@ -52,12 +52,28 @@ class HATransferProcessor:
     def __init__(self, transfer: Transfer) -> None:
         self._transfer = transfer
         self.handlers: dict[int, Handler] = {BrokerRequestCode.HA_TRANSFER: self.transfer}
+        self._slave_on: dict[str, int] = {}
+        """Open connection token -> the slave replicating over it."""
+        self.is_open: Callable[[str], bool] = lambda token: True
+        """Whether the connection with this token is still open (the broker's remoting server)."""
+        self.on_slave_disconnected: Callable[[int], None] = lambda slave_id: None
+        """A slave's last replication connection closed (RocketMQ: its HAConnection closed): it
+        leaves the SyncStateSet at once, as when its actor dies, and rejoins once caught up."""
 
     def transfer(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         """Raises InvalidInput (answered SYSTEM_ERROR by the pipeline, nothing changed) on a request
         that does not parse."""
         parsed = parse_transfer_request(request.ext_fields, request.body)
+        if ctx.transport == "tcp" and isinstance(ctx.channel, str):
+            if not self.is_open(ctx.channel):  # read before the close, run after it: no acknowledgement
+                return request.response(ResponseCode.SYSTEM_ERROR, "replication connection closed")
+            self._slave_on[ctx.channel] = parsed.slave_id
         return self._answer(request, parsed)
+
+    def connection_closed(self, token: str) -> None:
+        slave_id = self._slave_on.pop(token, None)
+        if slave_id is not None and slave_id not in self._slave_on.values():
+            self.on_slave_disconnected(slave_id)
 
     async def _answer(self, request: RemotingRequest, req: TransferRequest) -> RemotingResponse:
         reply = await self._transfer(req.slave_id, req.from_offset, req.max_bytes, req.wait_ms, None,

@@ -75,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: terminated (SIGTERM)", file=sys.stderr)
         return 128 + signal.SIGTERM
     except Exception as e:  # a bug or an environment problem: one line, the traceback with -v
+        interrupt = _interrupt_behind(e)
+        if interrupt is not None:  # the signal's exception surfaced inside C code (Ray's get) as its cause
+            what = "interrupted (SIGINT)" if interrupt is KeyboardInterrupt else "terminated (SIGTERM)"
+            print(f"{prog}: {what}", file=sys.stderr)
+            return 128 + (signal.SIGINT if interrupt is KeyboardInterrupt else signal.SIGTERM)
         hint = "" if args.verbose else " (run with -v for the traceback)"
         what = " ".join(f"{type(e).__name__}: {e}".split())[:500]
         print(f"{prog}: error: {what}{hint}", file=sys.stderr)
@@ -83,6 +88,19 @@ def main(argv: list[str] | None = None) -> int:
 
             traceback.print_exc()
         return 1
+
+
+def _interrupt_behind(e: BaseException) -> type[BaseException] | None:
+    """KeyboardInterrupt or Terminated when it is the cause of `e`: a signal handler that raises while
+    an extension's C function runs makes CPython report a SystemError caused by it."""
+    seen: set[int] = set()
+    cause = e.__cause__ or e.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (KeyboardInterrupt, Terminated)):
+            return type(cause) if isinstance(cause, Terminated) else KeyboardInterrupt
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 if __name__ == "__main__":

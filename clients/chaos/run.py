@@ -252,8 +252,10 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
             collector = SnapshotCollector(dep.namesrvs, out / SNAPSHOTS_DIR, f"chaos-{run_id}",
                                           cfg.snapshot_interval_ms / 1000).start()
         observer = RouteObserver(dep.namesrvs, topics).start()
-        if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers), 60):
-            raise RuntimeError("brokers never showed up in every NameServer's routes")
+        if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers), 90):
+            missing = {n: sorted(a for a in dep.brokers if not observer.advertised(a, n)) for n in observer.namesrvs}
+            raise RuntimeError("brokers never showed up in every NameServer's routes in 90 s: missing "
+                               + "; ".join(f"{n}: {', '.join(a) or 'none'}" for n, a in sorted(missing.items())))
         removals = RemovalLog(dep.namesrvs)
         actor_cls = ray.remote(ProducerActor)
         pin: dict[str, Any] = {}

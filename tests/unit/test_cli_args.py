@@ -84,3 +84,30 @@ def test_replication_overrides() -> None:
     with pytest.raises(ValueError):
         replication_overrides(1, "SLAVE")
 
+
+
+@pytest.mark.parametrize(("interrupt", "code", "said"), [
+    (KeyboardInterrupt, 130, "interrupted (SIGINT)"),
+    ("terminated", 143, "terminated (SIGTERM)"),
+])
+def test_a_signal_surfacing_as_a_system_error_is_still_reported_as_the_signal(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], interrupt: object, code: int,
+        said: str) -> None:
+    """A signal handler that raises while an extension's C function runs (SIGTERM during Ray's
+    `ray.get` in the demo's deploy) reaches the command as a SystemError caused by the signal's
+    exception: it is still the interrupt, exit 128 + the signal, in one line."""
+    import clients.demo
+    from clients.cli_support import Terminated
+
+    cause = Terminated() if interrupt == "terminated" else KeyboardInterrupt()
+
+    def run_demo(*args: object) -> int:
+        try:
+            raise cause
+        except BaseException as e:
+            raise SystemError("<built-in method __new__> returned a result with an exception set") from e
+
+    monkeypatch.setattr(clients.demo, "run_demo", run_demo)
+    assert main(["demo"]) == code
+    err = capsys.readouterr().err
+    assert err.strip() == f"namesrv demo: {said}"

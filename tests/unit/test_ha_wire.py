@@ -213,3 +213,60 @@ def test_a_big_batch_arrives_whole_and_in_order(tmp_path: Path) -> None:
             store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_slaves_closed_connection_takes_it_out_of_the_sync_state_set_at_once(tmp_path: Path) -> None:
+    """RocketMQ drops a slave from the SyncStateSet when its HA connection closes: so here, when its
+    last replication connection closes (long before haMaxTimeSlaveNotCatchup); a request read before
+    the close but run after it acknowledges nothing; the slave rejoins once it asks again, caught up."""
+    async def scenario() -> None:
+        svc, store, guard = master(tmp_path)
+        end = await put(store, 0)
+        pipeline = RequestPipeline("m", BrokerWireEncoder("127.0.0.1:1").encode)
+        pipeline.register(svc.processor.handlers)
+        tokens: list[str] = []
+        server = RemotingServer("m", lambda conn, cmd: tokens.append(conn.token) or pipeline.handle_command(
+                                    cmd, RequestContext(conn.token, conn.peer)),
+                                lambda conn, why: svc.processor.connection_closed(conn.token), 0,
+                                lambda coro: asyncio.ensure_future(coro))
+        svc.processor.is_open = lambda token: server.connection(token) is not None
+        gone: list[int] = []
+        svc.processor.on_slave_disconnected = lambda slave_id: (gone.append(slave_id), guard.slave_gone(slave_id))
+        port = server.bind("127.0.0.1", 0)
+        await server.serve()
+        first, second = HAConnection(f"127.0.0.1:{port}", None), HAConnection(f"127.0.0.1:{port}", None)
+        try:
+            await first.open()
+            await second.open()
+            for conn in (first, second):
+                assert (await conn.transfer(TransferRequest(1, end, 1 << 20, 0), 5))["offset"] == end
+            assert 1 in guard.sync.members and guard.sync.acks[1] == end
+            second_token = tokens[-1]
+            first.close()  # the slave still has a connection
+            await asyncio.wait_for(_until(lambda: len(server.connections) == 1), 5)
+            assert gone == [] and 1 in guard.sync.members
+            second.close()
+            await asyncio.wait_for(_until(lambda: gone == [1]), 5)
+            assert 1 not in guard.sync.members and 1 not in guard.sync.acks
+            late = RemotingRequest(BrokerRequestCode.HA_TRANSFER, TransferRequest(1, end, 1, 0).ext_fields(), None,
+                                   wire=True)
+            answer = pipeline.handle(late, RequestContext(second_token, "127.0.0.1:2"))
+            assert isinstance(answer, RemotingResponse) and answer.code == ResponseCode.SYSTEM_ERROR
+            assert 1 not in guard.sync.acks, "a request of a closed connection acknowledges nothing"
+            again = HAConnection(f"127.0.0.1:{port}", None)
+            await again.open()
+            await again.transfer(TransferRequest(1, end, 1 << 20, 0), 5)
+            assert 1 in guard.sync.members, "caught up again: back in"
+            again.close()
+        finally:
+            first.close()
+            second.close()
+            await server.stop()
+            store.close()
+
+    asyncio.run(scenario())
+
+
+async def _until(predicate: Any) -> None:
+    while not predicate():
+        await asyncio.sleep(0.01)
