@@ -251,6 +251,7 @@ class BrokerController:
     def _slave_gone(self, slave_id: int, how: str) -> None:
         log.warning("slave %d %s: out of the SyncStateSet", slave_id, how)
         self.role.slave_gone(slave_id)
+        self.ha_master.lag.forget(slave_id)
 
     # ------------------------------------------------------------------ roles (controller mode)
     def start_master_services(self) -> None:

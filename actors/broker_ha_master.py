@@ -17,6 +17,7 @@ from namesrv.broker.commit_log import CommitLog
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.ha import ReplicationError
+from namesrv.broker.ha_lag import ReplicationLag
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.topic_config_manager import TopicConfigManager
 
@@ -37,6 +38,8 @@ class HAMasterService:
         self._cursors: dict[int, tuple[int, int]] = {}
         """slave id -> (its stream, where the next pipelined answer starts)."""
         self.bytes_sent = 0
+        self.lag = ReplicationLag()
+        """How long each written batch waited for each slave's acknowledgement (status: slave_lag_ms)."""
         self.on_slave_channel: Callable[[int, BrokerChannel], None] = lambda slave_id, channel: None
         """Told each slave's actor channel: its death takes it out of the SyncStateSet at once,
         instead of after haMaxTimeSlaveNotCatchup (RocketMQ sees its HA connection close)."""
@@ -48,6 +51,7 @@ class HAMasterService:
         """HA_TRANSFER on the broker's remoting port (its `handlers` go on the request pipeline)."""
 
     def _wake(self) -> None:
+        self.lag.written(self.store.size_bytes())
         self._new_data.set()
         self._new_data = asyncio.Event()
 
@@ -66,6 +70,7 @@ class HAMasterService:
             self.on_slave_channel(slave_id, channel)
         end = self.store.size_bytes()
         self.role.on_slave_request(slave_id, from_offset if ack_offset is None else ack_offset, end)
+        self.lag.acked(slave_id, from_offset if ack_offset is None else ack_offset)
         if ack_offset is not None:
             at = self._cursors.get(slave_id)
             if at is None or at[0] != stream:

@@ -11,8 +11,11 @@ behind it runs under load, and how fast a slave that missed a lot of log catches
    slave replicates over Ray calls, ha_transport "ray", instead of its one TCP connection to the
    master's client port, the default). Printed side by side:
    msg/s, ack p50/p99 (the master's replication state is sampled in every configuration alike), the
-   slave's lag in time: for each sample of the master's log end, how long until the slave held it
-   (sampled every 10 ms, so ±10 ms), and where the SYNC_MASTER's slave spends a transfer.
+   slave's lag in time twice: probed (for each sample of the master's log end, how long until a
+   later sample showed the slave holding it; a sample is a Ray call to the busy master plus 10 ms,
+   so this reads at least one probe interval) and timed by the master (from each batch's write to
+   the slave's acknowledgement that covers it, both on the master's clock: its status'
+   replication_lag_ms, the last 4,096 batches), and where the SYNC_MASTER's slave spends a transfer.
    Targets (issue 21): SYNC_MASTER >= 0.7x unreplicated msg/s; lag p99 <= 50 ms.
 2. Catch-up: a master alone takes N MB (16 KiB bodies), then its slave starts empty; the time from
    the slave's first request to holding the master's whole log (its own clock), in MB/s (target
@@ -103,8 +106,9 @@ def load(dep: Deployment, seconds: float, replicated: bool) -> dict[str, Any]:
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
+    timed = ray.get(master.status.remote(), timeout=60)["replication_lag_ms"].get(1) if replicated else None
     return {"msgs": len(lat), "rate": len(lat) / elapsed, "lat": lat, "failed": failed[0],
-            "lag_ms": lag_ms(samples) if replicated else []}
+            "lag_ms": lag_ms(samples) if replicated else [], "lag_timed": timed}
 
 
 def lag_ms(samples: list[tuple[float, int, int]]) -> list[float]:
@@ -191,6 +195,10 @@ def main() -> None:
             lag = r["lag_ms"]
             lag_text = f"; slave lag p50 {percentile(lag, 0.5) or 0:.1f} ms, p99 {percentile(lag, 0.99) or 0:.1f} ms" \
                 if lag else ""
+            timed = r["lag_timed"]
+            if timed:
+                lag_text += (f" probed, {timed['p50']:.1f} / {timed['p99']:.1f} ms timed by the master "
+                             f"({timed['n']:,} batches)")
             print(f"  {name:22s} {r['rate']:8,.0f} msg/s ({r['msgs']:,} sent, {r['failed']} not SEND_OK), "
                   f"ack {latency_ms(r['lat'])}{lag_text}")
         for how, p in ((after.get("transport", "ray"), parts),) + ((("ray", ray_parts),) if ray_parts else ()):
