@@ -286,9 +286,8 @@ class BrokerActor:
     async def status(self) -> dict[str, Any]:
         """Role and replication at a glance: role, masterEpoch, role_log ({atMs, role, epoch}, every
         role this broker held), registered brokerId, replication lag, and in controller mode the
-        controller's view (controller brokerId, SyncStateSet, epoch entries, truncations).
-        replication_lag_ms (a master's): per slave, n / p50 / p99 / max ms from a batch's write to
-        the slave's acknowledgement of it, over its last 4,096 batches."""
+        controller's view (controller brokerId, SyncStateSet, epoch entries, truncations); a
+        master's replication_lag_ms per slave (namesrv.broker.ha_lag)."""
         c = self.controller
         ha = c.ha_client.info() if c.ha_client is not None else c.ha_master.info()
         lag = ha.get("lag_bytes") if c.ha_client is not None else max(ha["slave_lag_bytes"].values(), default=0)
@@ -297,9 +296,8 @@ class BrokerActor:
                 "actor_name": self.actor_name, "broker_id": c.identity.broker_id,
                 "role": str(c.config.broker_role), "masterEpoch": c.role.master_epoch,
                 "role_log": list(c.role.role_log), "controller_mode": c.replicas is not None,
-                "max_offset": c.store.size_bytes(), "replication_lag_bytes": lag,
+                "max_offset": c.store.size_bytes(), "replication_lag_bytes": lag, "fenced_sends": c.role.fenced_sends,
                 "replication_lag_ms": c.ha_master.lag.summary() if c.ha_client is None else None,
-                "fenced_sends": c.role.fenced_sends,
                 "ha": ha, "controller": c.replicas.status() if c.replicas is not None else None}
 
     async def get_ha_info(self) -> dict[str, Any]:
