@@ -39,7 +39,7 @@ class HAMasterService:
         """slave id -> (its stream, where the next pipelined answer starts)."""
         self.bytes_sent = 0
         self.lag = ReplicationLag()
-        """How long each written batch waited for each slave's acknowledgement (status: slave_lag_ms)."""
+        """How long each written batch waited for each slave's acknowledgement (status: replication_lag_ms)."""
         self.on_slave_channel: Callable[[int, BrokerChannel], None] = lambda slave_id, channel: None
         """Told each slave's actor channel: its death takes it out of the SyncStateSet at once,
         instead of after haMaxTimeSlaveNotCatchup (RocketMQ sees its HA connection close)."""
@@ -69,8 +69,9 @@ class HAMasterService:
         if isinstance(channel, BrokerChannel):
             self.on_slave_channel(slave_id, channel)
         end = self.store.size_bytes()
-        self.role.on_slave_request(slave_id, from_offset if ack_offset is None else ack_offset, end)
-        self.lag.acked(slave_id, from_offset if ack_offset is None else ack_offset)
+        holds = from_offset if ack_offset is None else ack_offset
+        self.role.on_slave_request(slave_id, holds, end)
+        self.lag.acked(slave_id, holds)
         if ack_offset is not None:
             at = self._cursors.get(slave_id)
             if at is None or at[0] != stream:

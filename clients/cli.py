@@ -68,18 +68,12 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush is quiet too
         return 128 + signal.SIGPIPE
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted (SIGINT)", file=sys.stderr)
-        return 128 + signal.SIGINT
-    except Terminated:
-        print(f"{prog}: terminated (SIGTERM)", file=sys.stderr)
-        return 128 + signal.SIGTERM
+    except (KeyboardInterrupt, Terminated) as e:
+        return _interrupted(prog, e)
     except Exception as e:  # a bug or an environment problem: one line, the traceback with -v
         interrupt = _interrupt_behind(e)
         if interrupt is not None:  # the signal's exception surfaced inside C code (Ray's get) as its cause
-            what = "interrupted (SIGINT)" if interrupt is KeyboardInterrupt else "terminated (SIGTERM)"
-            print(f"{prog}: {what}", file=sys.stderr)
-            return 128 + (signal.SIGINT if interrupt is KeyboardInterrupt else signal.SIGTERM)
+            return _interrupted(prog, interrupt)
         hint = "" if args.verbose else " (run with -v for the traceback)"
         what = " ".join(f"{type(e).__name__}: {e}".split())[:500]
         print(f"{prog}: error: {what}{hint}", file=sys.stderr)
@@ -90,14 +84,23 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _interrupt_behind(e: BaseException) -> type[BaseException] | None:
-    """KeyboardInterrupt or Terminated when it is the cause of `e`: a signal handler that raises while
-    an extension's C function runs makes CPython report a SystemError caused by it."""
+def _interrupted(prog: str, interrupt: BaseException) -> int:
+    """One line for the signal behind `interrupt` (Terminated or KeyboardInterrupt); 128 + it."""
+    if isinstance(interrupt, Terminated):
+        print(f"{prog}: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    print(f"{prog}: interrupted (SIGINT)", file=sys.stderr)
+    return 128 + signal.SIGINT
+
+
+def _interrupt_behind(e: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt or Terminated among the causes of `e`: a signal handler that raises
+    while an extension's C function runs makes CPython report a SystemError caused by it."""
     seen: set[int] = set()
     cause = e.__cause__ or e.__context__
     while cause is not None and id(cause) not in seen:
         if isinstance(cause, (KeyboardInterrupt, Terminated)):
-            return type(cause) if isinstance(cause, Terminated) else KeyboardInterrupt
+            return cause
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
     return None

@@ -75,6 +75,10 @@ from namesrv.routeinfo.config import NamesrvConfig
 
 log = logging.getLogger(__name__)
 
+BROKERS_SHOW_UP_S = 90.0
+"""How long the set-up waits for every broker in every NameServer's routes (a 3-raylet cluster on 2
+loaded cores can take a while)."""
+
 
 class ChaosSetupError(RuntimeError):
     """The run cannot start as asked (no deployment to fault, no fault fits, output in the way);
@@ -252,10 +256,12 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
             collector = SnapshotCollector(dep.namesrvs, out / SNAPSHOTS_DIR, f"chaos-{run_id}",
                                           cfg.snapshot_interval_ms / 1000).start()
         observer = RouteObserver(dep.namesrvs, topics).start()
-        if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers), 90):
+        if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers),
+                                 BROKERS_SHOW_UP_S):
             missing = {n: sorted(a for a in dep.brokers if not observer.advertised(a, n)) for n in observer.namesrvs}
-            raise RuntimeError("brokers never showed up in every NameServer's routes in 90 s: missing "
-                               + "; ".join(f"{n}: {', '.join(a) or 'none'}" for n, a in sorted(missing.items())))
+            raise RuntimeError(f"brokers never showed up in every NameServer's routes in {BROKERS_SHOW_UP_S:g} s: "
+                               "missing " + "; ".join(f"{n}: {', '.join(a) or 'none'}"
+                                                      for n, a in sorted(missing.items())))
         removals = RemovalLog(dep.namesrvs)
         actor_cls = ray.remote(ProducerActor)
         pin: dict[str, Any] = {}

@@ -39,10 +39,11 @@ class ReplicationLag:
         self._lags: dict[int, deque[float]] = {}
 
     def written(self, end: int) -> None:
-        """The log now ends at `end` (after a batch)."""
-        now = self.clock()
-        if self._first < len(self._ends) and end <= self._ends[-1]:
+        """The log now ends at `end` (after a batch). Kept only while some slave stands somewhere:
+        a slave's first acknowledgement times nothing, so ends written before it are never needed."""
+        if not self._acked or (self._first < len(self._ends) and end <= self._ends[-1]):
             return
+        now = self.clock()
         self._ends.append(end)
         self._times.append(now)
         while self._first < len(self._ends) and (now - self._times[self._first] > self.keep_s

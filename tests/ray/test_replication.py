@@ -174,7 +174,7 @@ def test_a_sync_master_replicates_over_tcp_and_over_the_ray_fallback(deployments
     info = ha(dep, SLAVE)
     assert info["transport"] == used and info["last_error"] is None, info
     # The master timed the batches of those sends until the slave acknowledged them (each send waited for it).
-    timed = ray.get(dep.brokers[dep.addr_of(MASTER)].status.remote(), timeout=30)["replication_lag_ms"][1]
+    timed = ray.get(actor(dep, MASTER).status.remote(), timeout=30)["replication_lag_ms"][1]
     assert timed["n"] >= 1 and 0 < timed["p50"] <= timed["p99"] <= timed["max"] < 30_000, timed
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)

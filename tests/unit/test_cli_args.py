@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clients.cli import main
-from clients.cli_support import ray_executable
+from clients.cli_support import Terminated, ray_executable
 from clients.consumer import ConsumedMessage
 from clients.demo import explain_duplicates
 
@@ -85,25 +85,21 @@ def test_replication_overrides() -> None:
         replication_overrides(1, "SLAVE")
 
 
-
 @pytest.mark.parametrize(("interrupt", "code", "said"), [
     (KeyboardInterrupt, 130, "interrupted (SIGINT)"),
-    ("terminated", 143, "terminated (SIGTERM)"),
+    (Terminated, 143, "terminated (SIGTERM)"),
 ])
 def test_a_signal_surfacing_as_a_system_error_is_still_reported_as_the_signal(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], interrupt: object, code: int,
-        said: str) -> None:
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], interrupt: type[BaseException],
+        code: int, said: str) -> None:
     """A signal handler that raises while an extension's C function runs (SIGTERM during Ray's
     `ray.get` in the demo's deploy) reaches the command as a SystemError caused by the signal's
     exception: it is still the interrupt, exit 128 + the signal, in one line."""
     import clients.demo
-    from clients.cli_support import Terminated
-
-    cause = Terminated() if interrupt == "terminated" else KeyboardInterrupt()
 
     def run_demo(*args: object) -> int:
         try:
-            raise cause
+            raise interrupt()
         except BaseException as e:
             raise SystemError("<built-in method __new__> returned a result with an exception set") from e
 

@@ -35,6 +35,7 @@ def test_a_first_or_renewed_acknowledgement_times_nothing_and_old_ends_are_forgo
     clock = Clock()
     lag = ReplicationLag(clock, keep_s=1.0)
     lag.written(100)
+    assert lag._ends == [], "no slave yet: nothing could time it, nothing is kept"
     clock.now += 5
     lag.acked(2, 100)  # first: its history before it asked is not its lag
     assert lag.summary() == {}

@@ -29,6 +29,7 @@ from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
 from namesrv.remoting.server import RemotingServer
+from tests.unit.test_remoting_limits import until
 
 GOOD = {"slaveId": "1", "fromOffset": "0", "maxBytes": "1048576", "waitMs": "0"}
 ACL_YAML = """
@@ -243,10 +244,10 @@ def test_a_slaves_closed_connection_takes_it_out_of_the_sync_state_set_at_once(t
             assert 1 in guard.sync.members and guard.sync.acks[1] == end
             second_token = tokens[-1]
             first.close()  # the slave still has a connection
-            await asyncio.wait_for(_until(lambda: len(server.connections) == 1), 5)
+            await asyncio.wait_for(until(lambda: len(server.connections) == 1, "the first connection closed"), 5)
             assert gone == [] and 1 in guard.sync.members
             second.close()
-            await asyncio.wait_for(_until(lambda: gone == [1]), 5)
+            await asyncio.wait_for(until(lambda: gone == [1], "the slave gone"), 5)
             assert 1 not in guard.sync.members and 1 not in guard.sync.acks
             late = RemotingRequest(BrokerRequestCode.HA_TRANSFER, TransferRequest(1, end, 1, 0).ext_fields(), None,
                                    wire=True)
@@ -265,8 +266,3 @@ def test_a_slaves_closed_connection_takes_it_out_of_the_sync_state_set_at_once(t
             store.close()
 
     asyncio.run(scenario())
-
-
-async def _until(predicate: Any) -> None:
-    while not predicate():
-        await asyncio.sleep(0.01)
