@@ -55,6 +55,9 @@ class NoopRemotingActor:
     async def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    async def pid(self) -> int:
+        return os.getpid()
+
 
 def register_brokers(addr: str, brokers: int, topics: int) -> None:
     """Register `brokers` fake brokers over TCP, each hosting every topic (full registrations)."""
@@ -151,21 +154,33 @@ def _worker(addr: str, conns: int, inflight: int, seconds: float, topics: int, o
     out.put((latencies, (end.ru_utime - start.ru_utime) + (end.ru_stime - start.ru_stime)))
 
 
-def measure(addr: str, conns: int, inflight: int, seconds: float, topics: int, procs: int) -> dict[str, float]:
-    """QPS and latency with `conns` connections spread over `procs` load processes."""
+def _cpu_s(server: psutil.Process | None) -> float:
+    if server is None:
+        return 0.0
+    t = server.cpu_times()
+    return float(t.user + t.system)
+
+
+def measure(addr: str, conns: int, inflight: int, seconds: float, topics: int, procs: int,
+            server: psutil.Process | None = None) -> dict[str, float]:
+    """QPS and latency with `conns` connections spread over `procs` load processes (and the CPU
+    `server`'s process used per request meanwhile, when given)."""
     ctx = mp.get_context("fork")
     queue: Any = ctx.Queue()
     share = [conns // procs + (1 if i < conns % procs else 0) for i in range(procs)]
     workers = [ctx.Process(target=_worker, args=(addr, n, inflight, seconds, topics, queue)) for n in share if n]
+    cpu_before = _cpu_s(server)
     for w in workers:
         w.start()
     results = [queue.get(timeout=seconds + 120) for _ in workers]
+    server_cpu = _cpu_s(server) - cpu_before
     for w in workers:
         w.join()
     lat = [x for r in results for x in r[0]]
     cpu = sum(r[1] for r in results)
     return {"qps": len(lat) / seconds, "p50_ms": (percentile(lat, 0.5) or 0) * 1000,
-            "p99_ms": (percentile(lat, 0.99) or 0) * 1000, "loadgen_cpu_s": cpu}
+            "p99_ms": (percentile(lat, 0.99) or 0) * 1000, "loadgen_cpu_s": cpu,
+            "server_cpu_us": server_cpu / max(len(lat), 1) * 1e6}
 
 
 def main() -> None:
@@ -200,6 +215,7 @@ def main() -> None:
         route_body = c.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BenchTopic0"}).body or b""
     noop = NoopRemotingActor.remote(route_body)
     noop_addr = ray.get(noop.address.remote())
+    ns_proc, noop_proc = psutil.Process(status["pid"]), psutil.Process(ray.get(noop.pid.remote()))
 
     print_machine()
     print(f"NameServer RSS with {args.topics:,} topics on {args.brokers} brokers: {rss / 2**20:.0f} MiB; "
@@ -208,13 +224,15 @@ def main() -> None:
     for conns in (int(x) for x in args.connections.split(",")):
         rows: dict[str, list[dict[str, float]]] = {"ns": [], "noop": []}
         for _ in range(args.rounds):
-            rows["ns"].append(measure(addr, conns, args.inflight, args.seconds, args.topics, args.procs))
-            rows["noop"].append(measure(noop_addr, conns, args.inflight, args.seconds, args.topics, args.procs))
+            rows["ns"].append(measure(addr, conns, args.inflight, args.seconds, args.topics, args.procs, ns_proc))
+            rows["noop"].append(measure(noop_addr, conns, args.inflight, args.seconds, args.topics, args.procs,
+                                        noop_proc))
         best = {k: max(v, key=lambda r: r["qps"]) for k, v in rows.items()}
         n, o = best["ns"], best["noop"]
         table_rows += [(f"{conns} conns: QPS", o["qps"], n["qps"]),
                        (f"{conns} conns: p50 ms", o["p50_ms"], n["p50_ms"]),
                        (f"{conns} conns: p99 ms", o["p99_ms"], n["p99_ms"]),
+                       (f"{conns} conns: server CPU us/request", o["server_cpu_us"], n["server_cpu_us"]),
                        (f"{conns} conns: loadgen CPU s/s", o["loadgen_cpu_s"] / args.seconds,
                         n["loadgen_cpu_s"] / args.seconds)]
         summary.append({"connections": conns, "namesrv": n, "noop": o, "ratio": n["qps"] / o["qps"]})

@@ -5,7 +5,7 @@ A request arrives as a `RemotingCommand` (extFields as strings, JSON bodies) and
 serves both. The answer goes back as RocketMQ words it: only the response-header fields RocketMQ's
 NameServer sets for that code, bodies as fastjson writes them (standard JSON when the client asks
 for it), remark and codes unchanged. A route's JSON is encoded once per route version, not once per
-request.
+request, and from its parts' JSON, each part written once (`namesrv.routeinfo.route_json`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from namesrv.remoting.codec import (
     ext_value,
 )
 from namesrv.remoting.command import RemotingResponse
+from namesrv.routeinfo.route_json import RouteJson
 
 NAMESRV_VERSION = 479
 """The version this NameServer puts in its responses: MQVersion.Version.V5_3_3.ordinal()."""
@@ -61,6 +62,8 @@ class WireEncoder:
     def __init__(self) -> None:
         self._routes: OrderedDict[tuple[str, bool], tuple[object, bytes]] = OrderedDict()
         self._route_bytes = 0
+        self.route_json = RouteJson()
+        """Writes a route's body from its parts' JSON, each part written once (see `route_json`)."""
         self.route_encodings = 0
         """How many route bodies were actually encoded (the rest came from the cache)."""
 
@@ -71,7 +74,7 @@ class WireEncoder:
         cached = self._routes.get((topic, standard))
         if cached is not None and cached[0] == key and key[0] is not None:
             return cached[1]
-        body = fastjson.dumps(route.to_wire(), standard=standard)
+        body = self.route_json.dumps(route, standard=standard)
         self.route_encodings += 1
         if cached is not None:
             self._route_bytes -= len(cached[1])
