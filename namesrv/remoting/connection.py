@@ -81,6 +81,10 @@ class Connection(asyncio.BufferedProtocol):
         self.reserved = 0
         """Budget reserved for the large frame being read (0: none)."""
         self.waiting_for_budget = False
+        self.bulk = False
+        """This client has sent a frame longer than the small-frame limit (a broker registering, a
+        producer's big batch): in a loop turn whose read budget is spent it stops reading at once,
+        before its read of the turn (`pause_for_turn`), and reads on in a later turn."""
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.token = ""
@@ -141,7 +145,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close(f"bad frame: {e}")
             return
         self._account(completed)
-        if over_budget and self.decoder.pending_bytes and self.transport is not None and not self.waiting_for_budget:
+        if (over_budget and self.decoder.pending_bytes and self.transport is not None and not self.waiting_for_budget
+                and self.transport.is_reading()):
             self.transport.pause_reading()  # inside a frame: the rest in a later turn (READ_BUDGET)
             self.server.budget_paused.append(self)
         if not commands:
@@ -174,6 +179,7 @@ class Connection(asyncio.BufferedProtocol):
         size = self.decoder.head_frame_size
         if self.reserved or size <= server.limits.small_frame_max_length:
             return
+        self.bulk = True
         if server.budget.reserve(size):
             self.reserved = size
         elif not self.waiting_for_budget and self.transport is not None:
@@ -227,6 +233,14 @@ class Connection(asyncio.BufferedProtocol):
         self.write_paused = False
         if self.transport is not None and not self.transport.is_closing() and not self.waiting_for_budget:
             self.transport.resume_reading()
+
+    def pause_for_turn(self) -> bool:
+        """Stop reading until a later turn (the turn's read budget is spent); False: not reading."""
+        transport = self.transport
+        if transport is None or transport.is_closing() or not transport.is_reading():
+            return False
+        transport.pause_reading()
+        return True
 
     def resume_after_budget(self) -> None:
         if (self.transport is not None and not self.transport.is_closing() and not self.write_paused

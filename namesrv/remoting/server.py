@@ -41,12 +41,14 @@ log = logging.getLogger(__name__)
 class RemotingServer:
     READ_CHUNK = 256 * 1024
     """At most this much is read from a socket at once (asyncio's own read size)."""
-    READ_BUDGET = 2 * 1024 * 1024
+    READ_BUDGET = 1024 * 1024
     """Bytes read from all connections in one loop turn before the rest waits for the next turn:
     300 brokers sending 1.6 MB registrations at once would otherwise be read (and copied) in one
-    turn of tens of ms while route queries wait. Once it is spent, further reads in the turn are
-    SPENT_TURN_READ bytes at most, a connection left inside a frame pauses (a route query never
-    does), and paused ones resume RESUME_PER_TURN a turn, in order."""
+    turn of tens of ms while route queries wait (2 MiB still made turns of 10-14 ms of reads at
+    the start of such a burst). Once it is spent, further reads in the turn are SPENT_TURN_READ
+    bytes at most, a connection left inside a frame pauses (a route query never does), a client
+    known to send big frames pauses before its read (`_pause_bulk`), and paused ones resume
+    RESUME_PER_TURN a turn, in order."""
     SPENT_TURN_READ = 4096
     RESUME_PER_TURN = READ_BUDGET // READ_CHUNK
 
@@ -110,11 +112,24 @@ class RemotingServer:
         if not self._turn_reset_scheduled:
             self._turn_reset_scheduled = True
             asyncio.get_event_loop().call_soon(self._next_turn)  # runs after this turn's reads
+        spent_before = self._turn_bytes > self.READ_BUDGET
         self._turn_bytes += n
         if self._turn_bytes > self.READ_BUDGET:
             self.budget_pauses += 1
+            if not spent_before:
+                self._pause_bulk()
             return True
         return False
+
+    def _pause_bulk(self) -> None:
+        """The turn's budget is just spent: every client that sends big frames stops reading before
+        the loop gets to its read in this turn (at a burst's start, 300 brokers' connections are
+        ready at once: a small read, a decode and a pause each cost the turn ~10 ms); they resume
+        RESUME_PER_TURN a turn with the others. Clients of small requests read on."""
+        paused = self.budget_paused
+        for conn in self.connections:
+            if conn.bulk and conn.pause_for_turn():
+                paused.append(conn)
 
     def turn_spent(self) -> bool:  # this loop turn has read its READ_BUDGET
         return self._turn_bytes > self.READ_BUDGET

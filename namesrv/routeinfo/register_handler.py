@@ -21,7 +21,7 @@ from namesrv.protocol.register_body import SLICE, BodyEncoding, RegisterBody, op
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.routeinfo.kvconfig import KVConfigManager
-from namesrv.routeinfo.registration import ALL, NONE, Refused, TopicsWanted, covers
+from namesrv.routeinfo.registration import ALL, NONE, Refused, TopicEntry, TopicsWanted, covers, topic_entry
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 from namesrv.slices import Steps
 
@@ -46,7 +46,7 @@ class RegisterBrokerHandler:
         body = yield from open_register_body(request.body, encoding, request.version)
         ident = (h.broker_addr, h.broker_name, h.broker_id, body.data_version)
         validated: TopicsWanted = NONE
-        configs: list[TopicConfig] = []
+        configs: list[TopicEntry] = []
         rejected: dict[str, str] = {}
         while True:  # validated against what the tables need at `begin` (re-checked in that turn)
             wanted = self.rim.topics_wanted(*ident) if request.body else NONE
@@ -65,11 +65,11 @@ class RegisterBrokerHandler:
             return RemotingResponse(ext_fields={"haServerAddr": None, "masterAddr": None},
                                     remark=registration.remark, payload=KVTable(kv_refused))
         if registration.wanted != ALL:  # only the topics deleted here, if the broker still has them
-            configs = [tc for tc in configs if tc.topic_name in registration.wanted]
-        reported = [tc.topic_name for tc in configs]
+            configs = [entry for entry in configs if entry[0] in registration.wanted]
+        reported = [entry[0] for entry in configs]
         configs.reverse()  # written from the end of the list, in the body's order
         try:
-            while configs:  # each written slice is dropped at once: no 10,000-model free at the end
+            while configs:  # each written slice is dropped at once: no 10,000-entry free at the end
                 batch = configs[-SLICE:]
                 del configs[-SLICE:]
                 if not registration.apply(reversed(batch)):
@@ -98,11 +98,11 @@ class RegisterBrokerHandler:
 
 def _validate_topics(
     body: RegisterBody, wanted: TopicsWanted
-) -> Generator[None, None, tuple[list[TopicConfig], dict[str, str]]]:
+) -> Generator[None, None, tuple[list[TopicEntry], dict[str, str]]]:
     """The wanted topic configs of a body, validated, and {topic: why} for each invalid one (left
     out, so one bad topic never stops its broker registering the others, as RocketMQ takes every
     topic as it comes). Yields between slices."""
-    configs: list[TopicConfig] = []
+    configs: list[TopicEntry] = []
     rejected: dict[str, str] = {}
     if not wanted:
         return configs, rejected
@@ -124,5 +124,5 @@ def _validate_topics(
         if key != tc.topic_name:
             rejected[label] = f"topicConfigTable key differs from topicName {tc.topic_name!r}"
             continue
-        configs.append(tc)
+        configs.append(topic_entry(tc))  # the model itself is dropped at once (see TopicEntry)
     return configs, rejected

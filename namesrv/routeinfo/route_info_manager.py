@@ -43,7 +43,15 @@ from namesrv.routeinfo import removal
 from namesrv.routeinfo.changes import RemovalCause, RouteChanges
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.inspection import dump_tables
-from namesrv.routeinfo.registration import ALL, NONE, BrokerRegistration, Refused, TopicsWanted, refusal
+from namesrv.routeinfo.registration import (
+    ALL,
+    NONE,
+    BrokerRegistration,
+    Refused,
+    TopicsWanted,
+    refusal,
+    topic_entry,
+)
 from namesrv.routeinfo.routes import RouteAssembler
 from namesrv.routeinfo.tables import RouteTables
 
@@ -217,9 +225,9 @@ class RouteInfoManager:
         if isinstance(registration, Refused):
             return RegisterBrokerResult(refused=registration.remark)
         if registration.wanted == ALL:
-            registration.apply(table.values())
+            registration.apply(topic_entry(tc) for tc in table.values())
         else:
-            registration.apply(table[t] for t in registration.wanted if t in table)
+            registration.apply(topic_entry(table[t]) for t in registration.wanted if t in table)
         return registration.finish(table)
 
     def registered_addrs(self) -> set[str]:

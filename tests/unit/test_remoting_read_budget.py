@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from typing import Any
 
 from namesrv.remoting.codec import FrameDecoder, RemotingCommand, encode_command
 from namesrv.remoting.server import Connection, RemotingServer
@@ -99,3 +100,59 @@ def test_a_burst_from_many_connections_reads_about_the_budget_per_turn_and_never
                           + clients * RemotingServer.SPENT_TURN_READ + 65536)
     assert answered > 0 and not querier_paused, "small requests were answered during the burst, never paused"
     assert server.budget_paused == [], "every paused connection was resumed"
+
+
+class _CountingServer(RemotingServer):
+    """Counts the reads made after the turn's budget was spent."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spent_reads = 0
+
+    def over_read_budget(self, n: int) -> bool:
+        self.spent_reads += self.turn_spent()
+        return super().over_read_budget(n)
+
+
+async def _two_bursts(clients: int) -> tuple[_CountingServer, int]:
+    """Every client sends a big frame and waits for its answer, one after the other; then all send
+    another at once: (the server, its reads after a turn's budget was spent during the second)."""
+
+    def handler(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(0, str(zlib.crc32(cmd.body or b"")))
+
+    server = _CountingServer("t", handler, lambda conn, why: None, 0, lambda coro: asyncio.ensure_future(coro))
+    port = server.bind("127.0.0.1", 0)
+    await server.serve()
+    streams = [await asyncio.open_connection("127.0.0.1", port) for _ in range(clients)]
+
+    async def exchange(i: int) -> int:
+        reader, writer = streams[i]
+        writer.write(encode_command(RemotingCommand(code=103, opaque=i, body=bytes([i]) * BODY)))
+        decoder = FrameDecoder()
+        while not (answers := decoder.feed(await reader.read(65536))):
+            pass
+        return int(answers[0].remark or "0")
+
+    try:
+        for i in range(clients):  # one at a time: each connection is now known to send big frames
+            await exchange(i)
+        assert all(c.bulk for c in server.connections)
+        server.spent_reads = 0
+        answers = await asyncio.wait_for(asyncio.gather(*(exchange(i) for i in range(clients))), 60)
+        assert answers == [zlib.crc32(bytes([i]) * BODY) for i in range(clients)], "each answered with its own"
+        assert server.budget_paused == [], "every paused connection was resumed"
+    finally:
+        for _, writer in streams:
+            writer.close()
+        await server.stop()
+    return server, server.spent_reads
+
+
+def test_clients_known_for_big_frames_stop_reading_before_their_read_once_the_turn_is_spent() -> None:
+    # Without the early pause a spent turn still read a few KiB from each ready connection (52 such
+    # reads here for 30 clients); now the connections that send big frames are paused before the
+    # loop gets to their reads.
+    server, spent_reads = asyncio.run(_two_bursts(30))
+    assert server.budget_pauses > 0, "the burst was spread over turns"
+    assert spent_reads <= 3, spent_reads
