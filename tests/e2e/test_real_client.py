@@ -94,7 +94,7 @@ def test_produce_and_consume_with_tags_keys_and_properties(tcp_cluster: Deployme
     create_topic(dep, "RoundTrip")
     sends = run_client("produce", dep.namesrv_addr(), "RoundTrip", "40", "--tag", "TagB")
     acked = {s["msg_id"]: s for s in sends if "error" not in s}
-    assert len(acked) == 40
+    assert len(acked) == 40, [s for s in sends if "error" in s]  # what the client said about a failed send
     got = run_client("consume", dep.namesrv_addr(), "CID_round_trip", "RoundTrip", "40", "--timeout", "60")
     by_id = {m["msg_id"]: m for m in got}
     assert set(by_id) == set(acked)
