@@ -99,9 +99,9 @@ class RegisterBrokerHandler:
 def _validate_topics(
     body: RegisterBody, wanted: TopicsWanted
 ) -> Generator[None, None, tuple[list[TopicEntry], dict[str, str]]]:
-    """The wanted topic configs of a body, validated, and {topic: why} for each invalid one (left
-    out, so one bad topic never stops its broker registering the others, as RocketMQ takes every
-    topic as it comes). Yields between slices."""
+    """The wanted topics of a body, validated, as (name, shape) entries, and {topic: why} for each
+    invalid one (left out, so one bad topic never stops its broker registering the others, as
+    RocketMQ takes every topic as it comes). Yields between slices."""
     configs: list[TopicEntry] = []
     rejected: dict[str, str] = {}
     if not wanted:

@@ -36,18 +36,7 @@ class RouteJson:
         """`fastjson.dumps(route.to_wire(), standard=standard)`, byte for byte."""
         queues = self._queues[standard]
         groups = self._groups[standard]
-        out = [b'{"brokerDatas":[']
-        first = True
-        for bd in route.broker_datas:
-            held = groups.get(id(bd))
-            if held is None or held[0] is not bd:
-                held = self._remember_group(groups, bd, standard)
-            if first:
-                first = False
-            else:
-                out.append(b",")
-            out.append(held[1])
-        out.append(b"]")
+        out = [b'{"brokerDatas":[', b",".join([self._group(groups, bd, standard) for bd in route.broker_datas]), b"]"]
         servers = route.filter_server_table
         if servers is not None:
             out.append(b',"filterServerTable":')
@@ -55,31 +44,23 @@ class RouteJson:
         if route.order_topic_conf is not None:
             out.append(b',"orderTopicConf":')
             out.append(fastjson.dumps(route.order_topic_conf, standard=standard))
-        out.append(b',"queueDatas":[')
-        first = True
-        for qd in route.queue_datas:
-            part = queues.get(qd)
-            if part is None:
-                part = self._remember_queue(queues, qd, standard)
-            if first:
-                first = False
-            else:
-                out.append(b",")
-            out.append(part)
-        out.append(b"]}")
+        out += [b',"queueDatas":[', b",".join([self._queue(queues, qd, standard) for qd in route.queue_datas]), b"]}"]
         return b"".join(out)
 
-    def _remember_queue(self, queues: dict[QueueData, bytes], qd: QueueData, standard: bool) -> bytes:
-        if len(queues) >= PARTS_MAX:
-            queues.clear()
-        part = queues[qd] = fastjson.dumps(qd.to_wire(), standard=standard)
-        self.parts_written += 1
+    def _queue(self, queues: dict[QueueData, bytes], qd: QueueData, standard: bool) -> bytes:
+        part = queues.get(qd)
+        if part is None:
+            if len(queues) >= PARTS_MAX:
+                queues.clear()
+            part = queues[qd] = fastjson.dumps(qd.to_wire(), standard=standard)
+            self.parts_written += 1
         return part
 
-    def _remember_group(self, groups: dict[int, tuple[BrokerData, bytes]], bd: BrokerData,
-                        standard: bool) -> tuple[BrokerData, bytes]:
-        if len(groups) >= PARTS_MAX:
-            groups.clear()
-        held = groups[id(bd)] = (bd, fastjson.dumps(bd.to_wire(), standard=standard))
-        self.parts_written += 1
-        return held
+    def _group(self, groups: dict[int, tuple[BrokerData, bytes]], bd: BrokerData, standard: bool) -> bytes:
+        held = groups.get(id(bd))
+        if held is None or held[0] is not bd:
+            if len(groups) >= PARTS_MAX:
+                groups.clear()
+            held = groups[id(bd)] = (bd, fastjson.dumps(bd.to_wire(), standard=standard))
+            self.parts_written += 1
+        return held[1]
