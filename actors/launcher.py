@@ -34,11 +34,16 @@ from actors.placement import alive_node_ids, assign_broker_ports, free_port, ser
 from actors.profiles import get_profile
 from actors.ray_runtime import head_node_id as head_node_id  # part of the launcher's API
 from actors.registry import REGISTRY_NAME, DeploymentRegistry
+from namesrv.protocol.constants import MASTER_ID
 from namesrv.remoting.config import LOOPBACK, RemotingServerConfig
+from namesrv.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0
+CONTROLLER_JOIN_S = 30.0
+"""How long `Deployment.start` waits for the configured masters to join the controller before it
+starts their slaves."""
 SOFT_PLACEMENT_MEMORY = 1024 * 1024
 
 
@@ -152,13 +157,37 @@ class Deployment:
         for name in self.spec.namesrv_names:
             self.start_namesrv(name)
         ray.get([h.ping.remote() for h in self.namesrvs.values()])  # a NameServer that cannot bind fails here
+        first, rest = list(self.spec.brokers), []
         if self.spec.controller:
             self.start_controller()
-        for spec in self.spec.brokers:
+            first = [b for b in self.spec.brokers if b.broker_id == MASTER_ID]
+            rest = [b for b in self.spec.brokers if b.broker_id != MASTER_ID]
+        for spec in first:
             self.start_broker(spec)
         ray.get([h.ping.remote() for h in self.brokers.values()])
+        if rest:
+            self._await_joined(first)
+            for spec in rest:
+                self.start_broker(spec)
+            ray.get([h.ping.remote() for h in self.brokers.values()])
         log.info("deployed %d NameServers and %d brokers", len(self.namesrvs), len(self.brokers))
         return self
+
+    def _await_joined(self, specs: list[BrokerSpec]) -> None:
+        """Controller mode: wait (at most CONTROLLER_JOIN_S) until these brokers have joined the
+        controller, so that a new set's configured master is elected before its slaves start. Started
+        together, a slave whose node came up first would win the set's first election after its
+        `controller_first_elect_delay_ms`. On timeout the slaves start anyway (the controller decides)."""
+        handles = [self.brokers[s.addr] for s in specs]
+
+        def joined() -> bool:
+            return all((st.get("controller") or {}).get("registered")
+                       for st in ray.get([h.status.remote() for h in handles], timeout=START_TIMEOUT_S))
+
+        try:
+            wait_until(joined, CONTROLLER_JOIN_S, "the configured masters to join the controller", interval_s=0.05)
+        except WaitTimeout as e:
+            log.warning("starting the slaves anyway: %s", e)
 
     def start_controller(self) -> Any:
         """The controller of this deployment's namespace (started once, found again after); the

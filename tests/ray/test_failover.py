@@ -73,6 +73,18 @@ def log_bytes(dep: Deployment, broker: str) -> bytes:
     return b"".join(p.read_bytes() for p in segment_paths(Path(info["store_dir"]) / "store" / "commitlog"))
 
 
+def test_a_new_sets_configured_master_wins_its_first_election(deployments: DeploymentFactory) -> None:
+    """Deployment.start brings a controller-mode set's brokerId-0 broker up first and waits until it
+    has joined the controller: its slave, asking at once (no first-elect delay), never wins the set's
+    first election. (Started together, whichever replica reached the controller first won.)"""
+    dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1,
+                             controller=True, broker_overrides=HA | {"controller_first_elect_delay_ms": 0})
+    wait_until(lambda: status(dep, A1)["role"] == "SLAVE", 30, f"{A1} a slave")
+    master, slave = status(dep, A0), status(dep, A1)
+    assert master["role"] == "SYNC_MASTER" and master["masterEpoch"] == 1, master["role_log"]
+    assert {e["role"] for e in slave["role_log"]} == {"SLAVE"}, slave["role_log"]
+
+
 @pytest.mark.timeout(240)
 def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployments: DeploymentFactory,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
