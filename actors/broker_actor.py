@@ -398,3 +398,15 @@ class BrokerActor:
 
     async def ping(self) -> str:
         return self.broker_addr
+
+    async def await_role(self, timeout_s: float) -> bool:
+        """Controller mode: whether the controller has decided this broker's role, waiting up to
+        `timeout_s` for it (True at once without a controller: the role is the configured one)."""
+        replicas = self.controller.replicas
+        if replicas is None:
+            return True
+        try:
+            await asyncio.wait_for(replicas.role_decided.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True

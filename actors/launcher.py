@@ -36,14 +36,13 @@ from actors.ray_runtime import head_node_id as head_node_id  # part of the launc
 from actors.registry import REGISTRY_NAME, DeploymentRegistry
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.remoting.config import LOOPBACK, RemotingServerConfig
-from namesrv.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0
 CONTROLLER_JOIN_S = 30.0
-"""How long `Deployment.start` waits for the configured masters to join the controller before it
-starts their slaves."""
+"""How long `Deployment.start` waits for the controller to decide the configured masters' roles
+before it starts their slaves."""
 SOFT_PLACEMENT_MEMORY = 1024 * 1024
 
 
@@ -164,30 +163,26 @@ class Deployment:
             rest = [b for b in self.spec.brokers if b.broker_id != MASTER_ID]
         for spec in first:
             self.start_broker(spec)
-        ray.get([h.ping.remote() for h in self.brokers.values()])
+        ray.get([self.brokers[s.addr].ping.remote() for s in first])
         if rest:
-            self._await_joined(first)
+            self._await_roles(first)
             for spec in rest:
                 self.start_broker(spec)
-            ray.get([h.ping.remote() for h in self.brokers.values()])
+            ray.get([self.brokers[s.addr].ping.remote() for s in rest])
         log.info("deployed %d NameServers and %d brokers", len(self.namesrvs), len(self.brokers))
         return self
 
-    def _await_joined(self, specs: list[BrokerSpec]) -> None:
-        """Controller mode: wait (at most CONTROLLER_JOIN_S) until these brokers have joined the
-        controller, so that a new set's configured master is elected before its slaves start. Started
-        together, a slave whose node came up first would win the set's first election after its
-        `controller_first_elect_delay_ms`. On timeout the slaves start anyway (the controller decides)."""
-        handles = [self.brokers[s.addr] for s in specs]
-
-        def joined() -> bool:
-            return all((st.get("controller") or {}).get("registered")
-                       for st in ray.get([h.status.remote() for h in handles], timeout=START_TIMEOUT_S))
-
-        try:
-            wait_until(joined, CONTROLLER_JOIN_S, "the configured masters to join the controller", interval_s=0.05)
-        except WaitTimeout as e:
-            log.warning("starting the slaves anyway: %s", e)
+    def _await_roles(self, specs: list[BrokerSpec]) -> None:
+        """Controller mode: wait (at most CONTROLLER_JOIN_S) until the controller has decided these
+        brokers' roles, so that a new set's configured master is elected before its slaves start.
+        Started together, a slave whose node came up first would win the set's first election after
+        its `controller_first_elect_delay_ms`. On timeout the slaves start anyway (the controller decides)."""
+        decided = ray.get([self.brokers[s.addr].await_role.remote(CONTROLLER_JOIN_S) for s in specs],
+                          timeout=START_TIMEOUT_S)
+        late = [s.actor_name for s, ok in zip(specs, decided, strict=True) if not ok]
+        if late:
+            log.warning("starting the slaves anyway: no role decided for %s in %g s", ", ".join(late),
+                        CONTROLLER_JOIN_S)
 
     def start_controller(self) -> Any:
         """The controller of this deployment's namespace (started once, found again after); the
