@@ -284,10 +284,26 @@ class AdminClient(DefaultMQAdminExt):
         self.timeout_s = timeout_s
 
     def master_addrs(self, cluster: str | None = None) -> list[str]:
-        """The masters the deployment started (alive), registered or not yet."""
-        masters = sorted(addr for addr, spec in self.dep.broker_specs.items()
-                         if spec.broker_id == MASTER_ID and addr in self.dep.brokers
-                         and (cluster is None or spec.cluster == cluster))
+        """Each broker set's master among the deployment's live brokers: the one the NameServers
+        have registered as brokerId 0 (after a failover, the elected one), else, for a set not
+        registered yet, the one the spec started as brokerId 0."""
+        try:
+            info = self.examine_broker_cluster_info()
+        except MQAdminError as e:
+            log.info("no cluster info (%s): the spec's masters", e)
+            info = ClusterInfo(broker_addr_table={}, cluster_addr_table={})
+        sets: dict[str, list[tuple[str, int]]] = {}
+        for addr, spec in self.dep.broker_specs.items():
+            if addr in self.dep.brokers and (cluster is None or spec.cluster == cluster):
+                sets.setdefault(spec.broker_name, []).append((addr, spec.broker_id))
+        masters = []
+        for name, members in sets.items():
+            registered = bd.broker_addrs.get(MASTER_ID) if (bd := info.broker_addr_table.get(name)) else None
+            if registered in {addr for addr, _ in members}:
+                masters.append(registered)
+            else:
+                masters.extend(addr for addr, broker_id in members if broker_id == MASTER_ID)
+        masters.sort()
         if not masters:
             raise MQAdminError(f"no master broker in cluster {cluster!r}")
         return masters

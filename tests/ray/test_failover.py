@@ -19,6 +19,7 @@ from ray.exceptions import RayActorError
 
 from actors.controller import controller_config, start_controller
 from actors.launcher import BrokerSpec, Deployment
+from clients.admin import AdminClient
 from clients.cli import main as namesrv_main
 from clients.consumer import PullConsumer
 from clients.producer import Message, MQClientError, Producer
@@ -140,6 +141,10 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     assert log_bytes(dep, A0) == log_bytes(dep, A1)
     refused = ray.get(dep.brokers[dep.addr_of(A0)].send_message.remote(TOPIC, 0, b"no"), timeout=30)
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    admin = AdminClient(dep)  # topics go to the elected master, not to the spec's brokerId 0
+    assert admin.master_addrs() == [dep.addr_of(A1)]
+    assert list(admin.create_topic("AfterFailoverT", read_queue_nums=2, write_queue_nums=2)) == [dep.addr_of(A1)]
+    wait_for_route_everywhere(dep, "AfterFailoverT", routes_master_to(dep.addr_of(A1)), 15, "the new topic's route")
 
     capsys.readouterr()
     assert namesrv_main(["getBrokerEpoch", "-b", "broker-a", "--json", "--namespace", dep.spec.namespace]) == 0

@@ -535,7 +535,7 @@ def test_message_and_stats_verbs_over_tcp_and_ray(dep: Deployment, addr: str,
                    + [dep.brokers[b].send_message.remote("MsgTopic", 1, b"b0", {"KEYS": "shared"}, "UB0")], timeout=60)
     assert all(r.ok for r in sent)
     offset_ids = [r.ext_fields["offsetMsgId"] for r in sent]
-    # the four sends to broker-a run concurrently on its actor: the store's order, not the call order, says which is newest
+    # the four sends to broker-a run concurrently on its actor: the store order, not the call order, is newest-first
     newest_odd = max(("a1", "a3"), key=lambda body: int(sent[int(body[1])].ext_fields["queueOffset"]))
     for ask in (lambda *argv: tcp_json(addr, *argv), lambda *argv: ray_json(dep, capsys, *argv)):
         shared = ask("queryMsgByKey", "-t", "MsgTopic", "-k", "shared")["messages"]
