@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import ray
 from pydantic import ValidationError
 
 from actors.broker_controller import BrokerController
+from actors.broker_status import broker_status, ha_info, runtime_info
 from actors.controller_actor import CONTROLLER_NAME
 from actors.housekeeping import SUPERSEDED, BrokerChannel
 from actors.metrics import broker_metrics
@@ -284,26 +283,12 @@ class BrokerActor:
         return replicas.epoch_entries()
 
     async def status(self) -> dict[str, Any]:
-        """Role and replication at a glance: role, masterEpoch, role_log ({atMs, role, epoch}, every
-        role this broker held), registered brokerId, replication lag, and in controller mode the
-        controller's view (controller brokerId, SyncStateSet, epoch entries, truncations); a
-        master's replication_lag_ms per slave (namesrv.broker.ha_lag)."""
-        c = self.controller
-        ha = c.ha_client.info() if c.ha_client is not None else c.ha_master.info()
-        lag = ha.get("lag_bytes") if c.ha_client is not None else max(ha["slave_lag_bytes"].values(), default=0)
-        return {"broker_name": c.identity.broker_name, "broker_addr": self.broker_addr,
-                "broker_role": str(c.config.broker_role), "incarnation": c.incarnation,
-                "actor_name": self.actor_name, "broker_id": c.identity.broker_id,
-                "role": str(c.config.broker_role), "masterEpoch": c.role.master_epoch,
-                "role_log": list(c.role.role_log), "controller_mode": c.replicas is not None,
-                "max_offset": c.store.size_bytes(), "replication_lag_bytes": lag, "fenced_sends": c.role.fenced_sends,
-                "replication_lag_ms": c.ha_master.lag.summary() if c.ha_client is None else None,
-                "ha": ha, "controller": c.replicas.status() if c.replicas is not None else None}
+        """Role and replication at a glance (actors.broker_status.broker_status)."""
+        return broker_status(self.controller, self.actor_name)
 
     async def get_ha_info(self) -> dict[str, Any]:
         """Role and replication state: a master's SyncStateSet and slave lags, a slave's offsets."""
-        c = self.controller
-        return c.ha_client.info() if c.ha_client is not None else c.ha_master.info()
+        return ha_info(self.controller)
 
     async def end_transaction(self, producer_group: str, tran_state_table_offset: int, commit_log_offset: int,
                               commit_or_rollback: int, from_transaction_check: bool = False,
@@ -357,44 +342,8 @@ class BrokerActor:
         return self.controller.processor.runtime_info()
 
     async def get_runtime_info(self) -> dict[str, Any]:
-        c = self.controller
-        rec = c.store.recovery
-        return {
-            "broker_addr": self.broker_addr,
-            "actor_name": self.actor_name,
-            "broker_name": c.identity.broker_name,
-            "broker_id": c.identity.broker_id,
-            "cluster": c.identity.cluster_name,
-            "incarnation": c.incarnation,
-            "token": c.token,
-            "pid": os.getpid(),
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "store_dir": str(c.store_dir),
-            "config": c.config.model_dump(exclude={"credentials"}),
-            "signs_as": c.config.credentials.access_key if c.config.credentials else None,
-            "data_version": c.topics.data_version.to_wire(),
-            "topics": len(c.topics.topic_config_table),
-            "master_addr": c.registrar.master_addr,
-            "permission": c.config.broker_permission,
-            "recovered_messages": sum(c.store.queues().values()),
-            "recovery_scanned_records": rec.records,
-            "recovery_scanned_from": rec.scanned_from,
-            "truncated_bytes": rec.truncated_bytes,
-            "consume_queue_entries_dropped": rec.consume_queue_entries_dropped,
-            "min_physical_offset": c.store.min_physical_offset(),
-            "corrupt_ranges": rec.corrupt_ranges,
-            "recovery_ms": c.recovery_ms,
-            "store_fsyncs": c.store.fsyncs,
-            "store_batches": c.store.batches,
-            "stats": dict(c.registrar.stats),
-            "remoting": asdict(c.remoting.stats()),
-            "consumer_groups": {g: c.processor.consumers.consumer_ids(g) for g in c.processor.consumers.groups},
-            "held_pulls": c.processor.hold.held,
-            "transactions_dropped": c.processor.context.transactions.discarded,
-            "queues": {f"{t}:{q}": n for (t, q), n in c.store.queues().items()},
-            "broker_role": str(c.config.broker_role),
-            "ha": c.ha_client.info() if c.ha_client is not None else c.ha_master.info(),
-        }
+        """Store, recovery, registration, remoting and consumers (actors.broker_status.runtime_info)."""
+        return runtime_info(self.controller, self.actor_name)
 
     async def ping(self) -> str:
         return self.broker_addr
