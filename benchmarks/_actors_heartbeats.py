@@ -18,8 +18,9 @@ import msgpack
 import ray
 from _common import latency_ms
 
-from actors.launcher import BrokerSpec, Deployment
-from namesrv.clock import ManualClock
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode
 from namesrv.protocol.constants import PERM_ALL, Perm

@@ -13,7 +13,7 @@ import pyarrow as pa
 import ray
 
 from clients.analysis.bridge import table_to_arrow_ipc
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 from namesrv.routeinfo.snapshot import arrow_schema, snapshot_record_batch

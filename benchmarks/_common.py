@@ -1,7 +1,7 @@
 """What every benchmark shares: the machine it ran on, latency figures, a side-by-side ratio table.
 
-Percentiles come from `namesrv.stats` (the project's one percentile); tables are rendered with
-`clients.render.table`. Benchmarks import this module as `_common` (run as scripts, their own
+Percentiles come from `namesrv.common.stats` (the project's one percentile); tables are rendered with
+`clients.cli.render.table`. Benchmarks import this module as `_common` (run as scripts, their own
 directory is on sys.path).
 """
 
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from clients.render import table
-from namesrv.stats import percentile
+from clients.cli.render import table
+from namesrv.common.stats import percentile
 
 if TYPE_CHECKING:
-    from actors.launcher import Deployment
+    from actors.deployment.launcher import Deployment
 
 
 # ---------------------------------------------------------------------------- the machine

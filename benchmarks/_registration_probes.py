@@ -106,7 +106,7 @@ class RssSampler:
 
 
 def loop_stalls(probe: dict[str, Any], start: float, end: float, worst: int = 3) -> list[str]:
-    """Lines on the NameServer's own loop stalls (namesrv.loop_probe) between start and end: how many,
+    """Lines on the NameServer's own loop stalls (namesrv.common.loop_probe) between start and end: how many,
     and the worst ones split by cause (the loop computing, other threads of its process, GC, and
     the rest: the process not run at all)."""
     stalls = [s for s in probe.get("stalls", []) if start <= s["at"] <= end + 0.05]

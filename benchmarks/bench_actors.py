@@ -35,7 +35,8 @@ import ray
 from _actors_heartbeats import bench_heartbeats, print_heartbeats
 from _common import latency_ms, pct_ms, print_machine, ratio_table
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec, ClusterSpec
 from namesrv.protocol.models import TopicRouteData
 from namesrv.remoting.command import RemotingResponse
 

@@ -6,8 +6,8 @@ brokers in the same run (a private local Ray: 1 NameServer, 2 brokers, fast prof
 
 1. Sync sends: one sender each, sequential sync sends back to back, the same body size and count.
    Real client: PyPI `rocketmq` 0.4.4 (rocketmq-client-cpp) in a process of its own
-   (clients/real_client.py produce), over TCP to the NameServer and brokers. Ray-native:
-   clients.producer.Producer in this driver, route from the NameServer actor, sends over its own
+   (clients/interop/real_client.py produce), over TCP to the NameServer and brokers. Ray-native:
+   clients.producer.producer.Producer in this driver, route from the NameServer actor, sends over its own
    TCP connection to each broker (the default, broker_transport="tcp"); then the same producer with
    broker_transport="ray" (one actor call per send). The first --warmup sends of each (route
    lookup, connections) are left out; sends/s is the measured sends over the time they took,
@@ -17,7 +17,7 @@ brokers in the same run (a private local Ray: 1 NameServer, 2 brokers, fast prof
    the load of a shared machine drifts between rounds more than within one, so each ratio is taken
    within a round, every round's is printed, and the tables show the round with the median ratio.
 2. Consumption of everything both producers stored: the real client's PushConsumer
-   (clients/real_client.py consume, messages/s from its first delivery to its last, its start-up and
+   (clients/interop/real_client.py consume, messages/s from its first delivery to its last, its start-up and
    rebalance left out) and the Ray-native PullConsumer.consume_all in this driver.
 """
 
@@ -34,11 +34,12 @@ from typing import Any
 
 from _common import latency_ms, local_ray_run, pct_ms, ratio_table
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
-from clients.admin import AdminClient
-from clients.consumer import PullConsumer
-from clients.producer import Message, Producer
-from clients.real_client import command, parse_lines
+from actors.deployment.launcher import Deployment, deploy
+from actors.deployment.spec import BrokerSpec, ClusterSpec
+from clients.admin.client import AdminClient
+from clients.consumer.pull_consumer import PullConsumer
+from clients.interop.real_client import command, parse_lines
+from clients.producer.producer import Message, Producer
 
 BASE, MEASURED = "real client (TCP)", "Ray-native"
 

@@ -25,7 +25,7 @@ from typing import Any
 import ray
 from _common import latency_ms, local_ray_run, pct_ms, ratio_table
 
-from actors.controller import controller_config, start_controller
+from actors.controller.start import controller_config, start_controller
 
 CLUSTER = "DefaultCluster"
 

@@ -26,7 +26,8 @@ from collections.abc import Callable
 
 from _common import print_machine
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
+from namesrv.common.stats import percentile
 from namesrv.protocol.codes import RequestCode
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.protocol.msgpack_codec import encode_body
@@ -35,7 +36,6 @@ from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
-from namesrv.stats import percentile
 
 BROKERS = 100
 REPLICAS = 3

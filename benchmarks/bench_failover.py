@@ -25,7 +25,8 @@ from typing import Any
 import ray
 from _common import latency_ms, local_ray_run, pct_ms, ratio_table
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec, ClusterSpec
 
 TOPIC = "BenchFailover"
 NAMES = ("broker-a-0", "broker-a-1")

@@ -26,9 +26,10 @@ from pathlib import Path
 import psutil
 from _common import print_machine, ratio_table
 
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
-from namesrv.broker.index_service import IndexService
-from namesrv.stats import percentile
+from namesrv.common.stats import percentile
+from namesrv.store.index.index_service import IndexService
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import FlushDiskType, MessageInner
 
 TOPIC = "IndexedTopic"
 BATCH = 1024

@@ -29,17 +29,18 @@ from typing import Any
 import ray
 from _common import local_ray_run
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
-from clients.admin import AdminClient
-from clients.producer import Message, Producer
-from clients.producer_actor import ProducerActor
-from namesrv.broker.commit_log import FlushDiskType
+from actors.deployment.launcher import Deployment, deploy
+from actors.deployment.spec import BrokerSpec, ClusterSpec
+from clients.admin.client import AdminClient
+from clients.producer.actor import ProducerActor
+from clients.producer.producer import Message, Producer
 from namesrv.client.config import ProducerConfig
 from namesrv.client.publish_info import topic_route_data_to_publish_info
 from namesrv.client.send_engine import SendEngine
+from namesrv.common.stats import percentile
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.models import TopicRouteData
-from namesrv.stats import percentile
+from namesrv.store.types import FlushDiskType
 
 BROKERS = ("broker-a", "broker-b", "broker-c")
 QUEUES = 4

@@ -35,22 +35,24 @@ from pathlib import Path
 
 from _common import latency_ms, pct_ms, print_machine, ratio_table
 
-from namesrv.broker.message_codec import properties_to_string
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, encode_command
+from namesrv.protocol.message.properties import properties_to_string
+from namesrv.remoting.codec import encode_command
+from namesrv.remoting.frame_decoder import FrameDecoder
+from namesrv.remoting.wire_command import RemotingCommand
 
 TOPIC = "BenchWakeup"
 
 
 def broker_main(store_dir: str, queues: int, flush: str, pipe: Connection) -> None:
     """The child: one broker serving TCP until the parent says stop."""
-    from actors.broker_controller import BrokerController
-    from actors.housekeeping import BrokerChannel
-    from namesrv.broker.commit_log import FlushDiskType
+    from actors.broker.lifecycle import BrokerController
+    from actors.namesrv.housekeeping import BrokerChannel
     from namesrv.broker.config import BrokerConfig
     from namesrv.protocol.models import TopicConfig
     from namesrv.remoting.config import RemotingServerConfig
+    from namesrv.store.types import FlushDiskType
 
     async def serve() -> None:
         config = BrokerConfig(flush_disk_type=FlushDiskType(flush))

@@ -25,7 +25,7 @@ running): the side-by-side baseline for that phase's route-query figures. Printe
 registration wall time, per-registration answer time, route-query p50/p99/max, the longest gap
 between consecutive answers (the loop stall; target <= 5 ms), and the NameServer's RSS (psutil on
 the actor's pid) against the empty NameServer's; then the NameServer's own loop stalls over 5 ms,
-the worst split into its loop's CPU, GC, other threads' CPU and time not run (namesrv.loop_probe).
+the worst split into its loop's CPU, GC, other threads' CPU and time not run (namesrv.common.loop_probe).
 """
 
 from __future__ import annotations
@@ -49,14 +49,15 @@ from _common import fmt, pct_ms, print_machine, ratio_table
 from _registration_probes import QueryLog, RssSampler, loop_stalls, query_loop
 from registration_slices import Profile, concurrent_loop_turns, profile_registrations
 
-from actors.launcher import ClusterSpec, Deployment
-from clients.render import table
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import ClusterSpec
+from clients.cli.render import table
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import body_crc32, encode_compressed_register_body
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import DataVersion, TopicConfig
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from namesrv.remoting.codec import ext_value
+from namesrv.remoting.wire_command import ext_value
 
 CLUSTER = "BenchCluster"
 QUERY_TOPICS = 64
@@ -125,7 +126,7 @@ class Phase:
     """CPU the NameServer process used during the phase (user + system)."""
     load_avg: float = 0.0
     loop: dict[str, Any] = field(default_factory=dict)
-    """The NameServer's loop-lag probe over the phase (namesrv.loop_probe): its stalls and GC."""
+    """The NameServer's loop-lag probe over the phase (namesrv.common.loop_probe): its stalls and GC."""
 
 
 def register_all(brokers: list[SimBroker], body: bytes, compressed: bool, parallel: int) -> tuple[float, float,

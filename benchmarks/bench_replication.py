@@ -33,8 +33,9 @@ from typing import Any
 import ray
 from _common import latency_ms, local_ray_run, pct_ms, ratio_table
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
-from namesrv.stats import percentile
+from actors.deployment.launcher import Deployment, deploy
+from actors.deployment.spec import BrokerSpec, ClusterSpec
+from namesrv.common.stats import percentile
 
 TOPIC = "BenchRepl"
 SENDERS = 16

@@ -25,9 +25,9 @@ from pathlib import Path
 import psutil
 from _common import print_machine
 
+from namesrv.common.stats import percentile
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
-from namesrv.stats import percentile
 
 
 def _rss() -> int:

@@ -52,7 +52,7 @@ accounts:
 
 # ---------------------------------------------------------------------------- the server side
 def _serve(kind: str, data: Path) -> None:
-    from actors.housekeeping import BrokerChannel
+    from actors.namesrv.housekeeping import BrokerChannel
     from namesrv.remoting.config import RemotingServerConfig
 
     acl = data / "plain_acl.yml"
@@ -62,14 +62,14 @@ def _serve(kind: str, data: Path) -> None:
 
     async def main() -> None:
         if kind == "namesrv":
-            from actors.namesrv_controller import NamesrvController
+            from actors.namesrv.lifecycle import NamesrvController
             from namesrv.routeinfo.config import NamesrvConfig
 
             ns = NamesrvController("ns", NamesrvConfig(kv_config_path=str(data / "kv.json"), acl_enable=True,
                                                        acl_file=str(acl)), data, remoting=remoting, restarted=False)
             server = ns.remoting
         else:
-            from actors.broker_controller import BrokerController
+            from actors.broker.lifecycle import BrokerController
             from namesrv.broker.config import BrokerConfig
 
             bc = BrokerController("C", "b", 0, data, BrokerConfig(acl_enable=True, acl_file=str(acl)), [], "", remoting,

@@ -19,7 +19,7 @@ import time
 import ray
 from _common import pct_ms, print_machine, ratio_table
 
-from actors.namesrv_actor import NameServerActor
+from actors.namesrv.actor import NameServerActor
 from namesrv.protocol.models import TopicConfigSerializeWrapper
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.routeinfo.config import NamesrvConfig

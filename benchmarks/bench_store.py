@@ -33,9 +33,10 @@ from typing import Any
 
 from _common import latency_ms, pct_ms, print_machine, ratio_table
 
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
-from namesrv.broker.store_cleanup import CleanCommitLogService, RetentionPolicy
-from namesrv.clock import system_clock
+from namesrv.common.clock import system_clock
+from namesrv.store.message_store import CommitLog
+from namesrv.store.retention import CleanCommitLogService, RetentionPolicy
+from namesrv.store.types import FlushDiskType, MessageInner
 
 TOPIC = "BenchStore"
 BODY = 1024

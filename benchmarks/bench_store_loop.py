@@ -34,14 +34,15 @@ from typing import Any
 
 from _common import latency_ms, pct_ms, print_machine, ratio_table
 
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.processor import BrokerProcessor
-from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.processor.dispatcher import BrokerProcessor
+from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.clock import system_clock
+from namesrv.common.clock import system_clock
 from namesrv.protocol.models import TopicConfig
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import FlushDiskType, MessageInner
 
 TOPIC = "BenchLoop"
 QUEUES = 4

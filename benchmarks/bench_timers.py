@@ -20,11 +20,12 @@ from pathlib import Path
 
 from _common import print_machine, ratio_table
 
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
-from namesrv.broker.schedule import parse_delay_levels, transform
-from namesrv.broker.schedule_service import ScheduleService
-from namesrv.clock import system_clock
-from namesrv.stats import percentile
+from namesrv.broker.schedule.delivery import parse_delay_levels, transform
+from namesrv.broker.schedule.service import ScheduleService
+from namesrv.common.clock import system_clock
+from namesrv.common.stats import percentile
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import FlushDiskType, MessageInner
 
 TOPIC = "TimedTopic"
 

@@ -28,12 +28,14 @@ import psutil
 import ray
 from _common import print_machine, ratio_table
 
+from namesrv.common.stats import percentile
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.codec import encode_command
+from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.server import RemotingServer
-from namesrv.stats import percentile
+from namesrv.remoting.wire_command import RemotingCommand
 
 # ---------------------------------------------------------------------------- the two servers
 
@@ -197,7 +199,8 @@ def main() -> None:
     if args.quick:
         args.connections, args.seconds, args.rounds, args.topics = "1,16", 1.0, 1, 2_000
 
-    from actors.launcher import ClusterSpec, deploy
+    from actors.deployment.launcher import deploy
+    from actors.deployment.spec import ClusterSpec
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     dep = deploy(ClusterSpec(namesrv_count=1, brokers=[], namesrv_port=0, broker_port=None,

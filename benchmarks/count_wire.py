@@ -30,8 +30,10 @@ from typing import Any
 from bench_wire import _keep, register_brokers, warm_up
 
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.remoting.codec import RemotingCommand, encode_command
-from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.remoting.codec import encode_command
+from namesrv.remoting.connection import Connection
+from namesrv.remoting.server import RemotingServer
+from namesrv.remoting.wire_command import RemotingCommand
 
 FRAMES_FEW, FRAMES_MANY = 100, 2_600
 REQUESTS_PER_FRAME = 4
@@ -72,8 +74,8 @@ class CountingTransport:
 
 async def feed(args: argparse.Namespace) -> None:
     """One measured process: serve, register, ask every route once, then feed `args.frames`."""
-    from actors.metrics import Metrics
-    from actors.namesrv_controller import NamesrvController
+    from actors.namesrv.lifecycle import NamesrvController
+    from actors.runtime.metrics import Metrics
     from namesrv.remoting.config import RemotingServerConfig
     from namesrv.routeinfo.config import NamesrvConfig
 

@@ -45,7 +45,7 @@ FUNCS: dict[str, list[tuple[str, str]]] = {
     "acl": [("acl/rpc_hook.py", "before")],
     "header_typed": [("protocol/headers.py", "from_ext")],
     "route_lookup": [("routeinfo/routes.py", "pickup")],
-    "hooks_after": [("actors/metrics.py", "after"), ("remoting/wire_log.py", "after")],
+    "hooks_after": [("actors/runtime/metrics.py", "after"), ("remoting/wire_log.py", "after")],
     "wire_encode": [("routeinfo/wire_encoder.py", "encode_frame")],
     "conn_write": [("remoting/connection.py", "write")],
     "encode_command": [("remoting/codec.py", "encode_command_parts")],
@@ -75,8 +75,8 @@ def _serve(kind: str, acl: bool, use_uvloop: bool, brokers: int, topics: int, pr
 
 async def _serve_async(kind: str, acl: bool, brokers: int, topics: int, profile_to: str | None,
                        ready: Any, stop: Any, out: Any) -> None:
-    from actors.metrics import Metrics
-    from actors.namesrv_controller import NamesrvController
+    from actors.namesrv.lifecycle import NamesrvController
+    from actors.runtime.metrics import Metrics
     from namesrv.remoting.config import RemotingServerConfig
     from namesrv.routeinfo.config import NamesrvConfig
 

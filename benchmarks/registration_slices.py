@@ -21,11 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.namesrv_controller import NamesrvController
+from actors.namesrv.lifecycle import NamesrvController
 from namesrv.protocol.codes import RequestCode
-from namesrv.remoting.codec import FrameDecoder, LanguageCode, RemotingCommand, decode_frame, encode_command
+from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import to_request
+from namesrv.remoting.frame_decoder import FrameDecoder, decode_frame
 from namesrv.remoting.pipeline import RequestContext, resolve
+from namesrv.remoting.wire_command import LanguageCode, RemotingCommand
 from namesrv.routeinfo.config import NamesrvConfig
 
 READ_SIZE = 64 * 1024

@@ -8,7 +8,7 @@ outcome as a `RemotingResponse`. Topics are created and deleted on the master br
 the cluster info, as mqadmin's CommandUtil does.
 
 `AdminClient(deployment)` is the same client over a Deployment this driver holds (started here or
-found with `actors.launcher.connect`); it finds the master brokers from the deployment's own specs,
+found with `actors.deployment.launcher.connect`); it finds the master brokers from the deployment's own specs,
 so it works before the brokers' first registration lands, and adds `status()`.
 """
 
@@ -18,7 +18,7 @@ import logging
 from types import TracebackType
 from typing import Any, TypeVar
 
-from clients.admin.client_brokers import BrokerQueries, MQAdminError, checked
+from clients.admin.brokers import BrokerQueries, MQAdminError, checked
 from clients.admin.transport import AdminTransport, RayTransport, ServerUnreachable, describe, unreachable
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
@@ -32,10 +32,6 @@ T = TypeVar("T")
 
 Outcomes = dict[str, RemotingResponse]
 """Each NameServer's (or broker's) answer to a change; an unreachable one has code UNREACHABLE."""
-
-
-AdminError = MQAdminError
-"""The name `AdminClient` callers know."""
 
 
 def failures(outcomes: Outcomes) -> str | None:
@@ -60,8 +56,8 @@ def topic_config_ext(tc: TopicConfig) -> dict[str, str]:
 
 
 class DefaultMQAdminExt(BrokerQueries):
-    """view_message / query_message: see clients.admin.client_messages; the per-broker queries:
-    clients.admin.client_brokers."""
+    """view_message / query_message: see clients.admin.messages; the per-broker queries:
+    clients.admin.brokers."""
 
     error = MQAdminError
 
@@ -72,14 +68,14 @@ class DefaultMQAdminExt(BrokerQueries):
     def over_tcp(cls, namesrv_addr: str, timeout_s: float = 3.0,
                  credentials: SessionCredentials | None = None) -> DefaultMQAdminExt:
         """RocketMQ's remoting protocol to `namesrv_addr` ("host:port;host:port") and the brokers."""
-        from clients.admin.tcp_admin import TcpTransport
+        from clients.admin.tcp import TcpTransport
 
         return cls(TcpTransport(namesrv_addr, timeout_s, credentials))
 
     @classmethod
     def over_ray(cls, deployment: Any, timeout_s: float = 5.0,
                  credentials: SessionCredentials | None = None) -> DefaultMQAdminExt:
-        """The actors of a Deployment (`actors.launcher.deploy` or `connect`)."""
+        """The actors of a Deployment (`actors.deployment.launcher.deploy` or `connect`)."""
         return cls(RayTransport(deployment, timeout_s, credentials))
 
     def close(self) -> None:
@@ -273,8 +269,8 @@ class DefaultMQAdminExt(BrokerQueries):
 
 
 class AdminClient(DefaultMQAdminExt):
-    """DefaultMQAdminExt over the actors of a Deployment this driver holds. Kept under this name
-    (and `route` / `cluster_info`) for the callers that know it."""
+    """DefaultMQAdminExt over the actors of a Deployment this driver holds: the deployment's own
+    specs find its masters before the first registration lands, and `status()` asks every actor."""
 
     def __init__(self, deployment: Any, timeout_s: float = 10.0,
                  credentials: SessionCredentials | None = None) -> None:

@@ -1,7 +1,7 @@
 """How the admin client (`clients.admin.client.DefaultMQAdminExt`) reaches a cluster: one
 interface, two ways in.
 
-- `TcpTransport` (clients.admin.tcp_admin): RocketMQ's remoting protocol to the NameServers of a
+- `TcpTransport` (clients.admin.tcp): RocketMQ's remoting protocol to the NameServers of a
   namesrvAddr (`host:9876;host:9877`) and to the brokers' TCP addresses, as mqadmin does.
 - `RayTransport` (here): the actor handles of a deployment found by its Ray namespace; each request
   goes through the actor's `process`, the same pipeline (ACL, processors) as a TCP frame.
@@ -17,17 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from namesrv.broker.message_decoder import decode_messages
 from namesrv.controller.codes import ControllerRequestCode
 from namesrv.protocol import fastjson
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
 from namesrv.protocol.bodies import format_properties, parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.keyed_json import loads_keyed
+from namesrv.protocol.message.decoder import decode_messages
 from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicList, TopicRouteData
 from namesrv.protocol.running_info import ConsumerRunningInfo
-from namesrv.remoting.codec import ext_value
 from namesrv.remoting.command import RemotingResponse
+from namesrv.remoting.wire_command import ext_value
 
 UNREACHABLE = -1
 """The response code of a server that could not be asked (refused, timed out, gone)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from clients.render import clock, duration, since
+from clients.cli.render import clock, duration, since
 
 DURATION_SUFFIXES: tuple[str, ...] = ("duration_ms", "exposure_ms", "delay_ms", "elapsed_ms")
 

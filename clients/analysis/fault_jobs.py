@@ -17,13 +17,13 @@ from clients.analysis.steps import (
     KIND_BROKER,
     KIND_TOPIC,
     TOPIC_KEY_SEP,
-    _check_snapshots,
     _death_periods,
     _faults_or_empty,
     _in_dead_period,
     _revival_periods,
     _runs,
     broker_presence,
+    check_snapshots,
     snapshot_steps,
 )
 
@@ -48,7 +48,7 @@ def detection_delays(spark: SparkSession, snapshots: DataFrame, faults: DataFram
       all_removed boolean
       removals array<struct<namesrv string, removal_ms long, delay_ms long>>  sorted by namesrv
     """
-    _check_snapshots(snapshots)
+    check_snapshots(snapshots)
     periods = F.broadcast(_death_periods(snapshots, _faults_or_empty(spark, faults)))
     steps = snapshot_steps(snapshots).select("namesrv", "snapshot_ms")
     present = snapshots.select("namesrv", "snapshot_ms", "broker_addr").distinct()
@@ -120,7 +120,7 @@ def return_delays(spark: SparkSession, snapshots: DataFrame, faults: DataFrame |
       all_back boolean
       backs array<struct<namesrv string, back_ms long, delay_ms long>>  sorted by namesrv
     """
-    _check_snapshots(snapshots)
+    check_snapshots(snapshots)
     periods = F.broadcast(_revival_periods(snapshots, _faults_or_empty(spark, faults)))
     steps = snapshot_steps(snapshots).select("namesrv", "snapshot_ms")
     present = snapshots.select("namesrv", "snapshot_ms", "broker_addr").distinct()
@@ -183,7 +183,7 @@ def divergence_opened_by(
     Output schema: the windows' columns, then
       opened_by_fault_id long, opened_by_kind string, opened_by_target string, opened_by_ms long
     """
-    _check_snapshots(snapshots)
+    check_snapshots(snapshots)
     names = snapshots.select(F.col("broker_addr").alias("n_addr"), F.col("broker_name").alias("n_name")).distinct()
     win_cols = windows.columns
     key = ["kind", "key", "namesrv_with", "namesrv_without", "start_ms"]
@@ -265,7 +265,7 @@ def stale_route_exposure(
       ended_by string        'removed' (next snapshot lacks it) | 'revived' (revive fault first) |
                              'recovered' (heartbeat resumed) | 'open' (still stale at the last snapshot)
     """
-    _check_snapshots(snapshots)
+    check_snapshots(snapshots)
     steps = snapshot_steps(snapshots)
     pres = broker_presence(snapshots)
     periods = F.broadcast(_death_periods(snapshots, _faults_or_empty(spark, faults)))

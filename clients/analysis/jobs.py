@@ -35,9 +35,9 @@ from clients.analysis.steps import (
     KIND_BROKER,
     KIND_TOPIC,
     TOPIC_KEY_SEP,
-    _check_snapshots,
     _runs,
     broker_presence,
+    check_snapshots,
     snapshot_steps,
 )
 
@@ -126,7 +126,7 @@ def divergence_instants(
       namesrv_without string does not
       snapshot_ms_with long, snapshot_ms_without long   the snapshots compared
     """
-    _check_snapshots(snapshots)
+    check_snapshots(snapshots)
     carry = bucket_ms if carry_ms is None else carry_ms
     asof = _asof_steps(snapshots, bucket_ms, carry)
     present = asof.groupBy("bucket").agg(F.collect_set("namesrv").alias("present_set"))
@@ -193,7 +193,7 @@ def divergence_windows(
       resolved boolean
       instants long          divergent instants in the window
     """
-    _check_snapshots(snapshots)
+    check_snapshots(snapshots)
     carry = bucket_ms if carry_ms is None else carry_ms
     if instants is None:
         instants = divergence_instants(spark, snapshots, bucket_ms=bucket_ms, carry_ms=carry)
@@ -263,7 +263,7 @@ def liveness_intervals(spark: SparkSession, snapshots: DataFrame) -> DataFrame:
       end_ms long            first step out of it (closed), else the last step in it
       duration_ms long, closed boolean, snapshots long
     """
-    _check_snapshots(snapshots)
+    check_snapshots(snapshots)
     steps = snapshot_steps(snapshots)
     pres = broker_presence(snapshots).join(
         steps.select("namesrv", "snapshot_ms", "seq"), ["namesrv", "snapshot_ms"]

@@ -16,7 +16,7 @@ import pandas as pd
 from clients.analysis.inputs import ChaosRun
 from clients.chaos.schema import BROKER_FAULTS
 from clients.chaos.summary import SUMMARY_COLUMNS, fault_summary, followed, lost_text, revival_of
-from clients.render import clock, duration, since
+from clients.cli.render import clock, duration, since
 
 SPARK_COLUMNS: tuple[str, ...] = (
     "spark_namesrvs", "spark_removed", "spark_detect_delay_ms",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
-from clients.analysis.steps import _check_snapshots
+from clients.analysis.steps import check_snapshots
 from namesrv.protocol.constants import (
     DLQ_GROUP_TOPIC_PREFIX,
     MASTER_ID,
@@ -57,7 +57,7 @@ def topic_placement_skew(
       imbalance_ratio double  max/min write queues (null when min is 0)
       placement_skewed boolean, write_wiped boolean, queue_imbalanced boolean, any_issue boolean
     """
-    _check_snapshots(snapshots)
+    check_snapshots(snapshots)
     latest = snapshots.groupBy("namesrv").agg(F.max("snapshot_ms").alias("snapshot_ms"))
     rows = snapshots.join(latest, ["namesrv", "snapshot_ms"])
     groups = rows.groupBy("namesrv", "snapshot_ms", "cluster").agg(

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from clients.analysis import jobs, per_fault
 from clients.analysis.display import humanize
 from clients.analysis.inputs import ChaosRun
-from clients.render import clock, table
+from clients.cli.render import clock, table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

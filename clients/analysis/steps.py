@@ -29,7 +29,7 @@ def _require(df: DataFrame, columns: list[str], what: str) -> None:
         raise AnalysisInputError(f"{what} lacks columns {missing}")
 
 
-def _check_snapshots(snapshots: DataFrame) -> None:
+def check_snapshots(snapshots: DataFrame) -> None:
     _require(snapshots, [name for name, _ in SNAPSHOT_COLUMNS], "snapshot DataFrame")
 
 

@@ -59,7 +59,7 @@ def _announce(cfg: ChaosConfig, faults: str) -> bool:
         print(f"target: a PRIVATE deployment ({cfg.brokers} brokers, {cfg.namesrvs} NameServers, profile "
               f"{cfg.profile}) in the fresh namespace {cfg.namespace}, torn down afterwards", flush=True)
         return True
-    from actors.launcher import connect
+    from actors.deployment.launcher import connect
 
     dep = connect(str(cfg.namespace))
     if not dep.namesrvs:

@@ -15,8 +15,8 @@ import ray
 from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.launcher import Deployment
-from actors.ray_runtime import head_node_id
+from actors.deployment.launcher import Deployment
+from actors.runtime.ray_info import head_node_id
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector
 from clients.chaos.plan import ChaosConfig, FaultRecord, PlannedFault, Timing
 from clients.chaos.roles import MASTER_ROLES, broker_status, current_role
@@ -38,7 +38,7 @@ from clients.chaos.schema import (
     SIGSTOP_BROKER,
     TIMELINE_KINDS,
 )
-from namesrv.clock import system_clock as now_ms
+from namesrv.common.clock import system_clock as now_ms
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 import ray
 
 from clients.chaos.invariants import Invariant
-from namesrv.waiting import WaitTimeout, wait_until
+from namesrv.common.waiting import WaitTimeout, wait_until
 
 
 def alive_actor_ids(job_id: str | None = None, exclude: Collection[str] = ()) -> set[str]:

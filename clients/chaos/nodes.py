@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from actors.launcher import Deployment
-from actors.placement import placement_nodes, shared_set_nodes
+from actors.deployment.launcher import Deployment
+from actors.deployment.placement import placement_nodes, shared_set_nodes
 from clients.chaos.driver import NodeRemover
 from clients.chaos.observe import RemovalLog
 from clients.chaos.plan import ChaosConfig, Timing
 from clients.chaos.schema import NODE_FAULTS
-from namesrv.clock import system_clock as now_ms
-from namesrv.waiting import WaitTimeout, wait_until
+from namesrv.common.clock import system_clock as now_ms
+from namesrv.common.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from namesrv.clock import system_clock as now_ms
+from namesrv.common.clock import system_clock as now_ms
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.models import TopicRouteData
-from namesrv.waiting import wait_until
 
 log = logging.getLogger(__name__)
 

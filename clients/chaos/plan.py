@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from actors.profiles import get_profile
+from actors.deployment.profiles import get_profile
 from clients.chaos.schema import (
     BROKER_FAULTS,
     FAULT_KINDS,
@@ -171,7 +171,7 @@ class ChaosConfig(BaseModel):
     sends are actor calls and slaves replicate over Ray calls."""
     controller: bool = False
     """A private deployment with the controller: brokers in controller mode, a killed master
-    replaced by its slave (actors.broker_replicas); off, roles stay as deployed."""
+    replaced by its slave (actors.broker.ha.replicas_manager); off, roles stay as deployed."""
     namespace: str | None = None
     existing: bool = False
     """Fault the deployment already running in `namespace` (which must be given) instead of a private one."""

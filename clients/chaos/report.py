@@ -37,8 +37,8 @@ from clients.chaos.schema import (
     TIMELINE_SCHEMA,
 )
 from clients.chaos.summary import fault_summary, followed, lost_text
-from clients.render import clock, duration, since, table
-from namesrv.stats import summarize as stats_of
+from clients.cli.render import clock, duration, since, table
+from namesrv.common.stats import summarize as stats_of
 
 PRIVATE, EXISTING = "private", "existing"
 

@@ -25,11 +25,12 @@ import ray
 from pydantic.alias_generators import to_snake
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment, connect
-from actors.placement import assign_broker_ports, placement_nodes, spread_sets_over_nodes
-from actors.profiles import get_profile, replication_overrides
-from actors.ray_runtime import head_node_id
-from clients.admin import AdminClient
+from actors.deployment.launcher import Deployment, connect
+from actors.deployment.placement import assign_broker_ports, placement_nodes, spread_sets_over_nodes
+from actors.deployment.profiles import get_profile, replication_overrides
+from actors.deployment.spec import BrokerSpec, ClusterSpec
+from actors.runtime.ray_info import head_node_id
+from clients.admin.client import AdminClient
 from clients.chaos.driver import ChaosDriver, NodeRemover
 from clients.chaos.invariants import (
     check_detections,
@@ -66,11 +67,11 @@ from clients.chaos.schema import (
     RESTART_BROKER,
     SNAPSHOTS_DIR,
 )
-from clients.cli_support import env_credentials
-from clients.consumer import PullConsumer
-from clients.producer_actor import ProducerActor
+from clients.cli.support import env_credentials
+from clients.consumer.pull_consumer import PullConsumer
+from clients.producer.actor import ProducerActor
 from namesrv.broker.config import BrokerConfig
-from namesrv.clock import system_clock as now_ms
+from namesrv.common.clock import system_clock as now_ms
 from namesrv.routeinfo.config import NamesrvConfig
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from clients.chaos.schema import BROKER_FAULTS, BROKER_REVIVALS, KILL_NAMESRV, MIX_KINDS, RESTART_NAMESRV
-from clients.render import duration
+from clients.cli.render import duration
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "fault_id", "t_ms", "kind", "target", "broker_name",

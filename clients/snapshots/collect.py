@@ -48,7 +48,7 @@ def collect_once(namesrvs: dict[str, Any], out: str | Path, timeout_s: float = 3
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from actors.launcher import connect, ensure_ray
+    from actors.deployment.launcher import connect, ensure_ray
 
     ensure_ray(address=args.address, namespace=args.namespace)
     dep = connect(args.namespace)

@@ -28,7 +28,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from clients.snapshots import SnapshotDatasetError
-from namesrv.persist import fsync_dir
+from namesrv.common.persist import fsync_dir
 from namesrv.routeinfo.snapshot import SNAPSHOT_COLUMNS, arrow_schema
 
 if TYPE_CHECKING:

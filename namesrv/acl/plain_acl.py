@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.types import describe_errors
-from namesrv.remoting.codec import ext_value
+from namesrv.remoting.wire_command import ext_value
 
 log = logging.getLogger(__name__)
 

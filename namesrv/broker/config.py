@@ -7,15 +7,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.broker.store_types import (
+from namesrv.protocol.constants import MAX_MESSAGE_SIZE, Perm
+from namesrv.store.transfer_caps import TransferCaps
+from namesrv.store.types import (
     MAPPED_FILE_SIZE_COMMIT_LOG,
     MAPPED_FILE_SIZE_CONSUME_QUEUE,
     MIN_SEGMENT_SIZE,
     BrokerRole,
     FlushDiskType,
 )
-from namesrv.broker.transfer_caps import TransferCaps
-from namesrv.protocol.constants import MAX_MESSAGE_SIZE, Perm
 
 REGISTER_PERIOD_MIN_MS = 10_000
 REGISTER_PERIOD_MAX_MS = 60_000
@@ -155,7 +155,7 @@ class BrokerConfig(BaseModel):
     ha_transport: Literal["tcp", "ray"] = "tcp"
     """Not in RocketMQ (its slave always streams over the master's haListenPort). "tcp": a slave
     replicates over one remoting connection to its master's client port (HA_TRANSFER,
-    namesrv.broker.ha_wire) when the master has one, else over Ray calls; "ray": always over Ray
+    namesrv.store.ha.wire) when the master has one, else over Ray calls; "ray": always over Ray
     calls to the master's actor (the fallback; a master without TCP is always asked over Ray).
     bench_replication: a transfer's round trip 2.0-2.4 ms over TCP vs 8.1-8.7 ms over Ray calls; SYNC_MASTER
     0.68-0.74x an unreplicated master over TCP, 0.58-0.60x over Ray calls (load avg 3-9 on 2 cores)."""
@@ -168,8 +168,8 @@ class BrokerConfig(BaseModel):
     slave_sync_interval_ms: int = Field(default=10_000, gt=0)
     """A slave copies its master's topic config and consumer offsets this often (SlaveSynchronize)."""
     enable_controller_mode: bool = False
-    """RocketMQ 5's enableControllerMode: the controller (actors.controller) decides the role, not
-    brokerId/brokerRole (actors.broker_replicas). Also on when a controller runs in the namespace."""
+    """RocketMQ 5's enableControllerMode: the controller (actors.controller.start) decides the role, not
+    brokerId/brokerRole (actors.broker.ha.replicas_manager). Also on when a controller runs in the namespace."""
     controller_heartbeat_interval_ms: int = Field(default=1_000, gt=0)
     """BROKER_HEARTBEAT to the controller (RocketMQ's controllerHeartBeatTimeoutMills is the
     controller's side; brokers beat every second)."""

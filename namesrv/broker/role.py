@@ -12,7 +12,7 @@ object the processor calls from three places: before a send, after a send is sto
 - A master with slaveReadEnable points a consumer lagging by more than the in-memory window to
   whichBrokerWhenConsumeSlowly (RocketMQ's suggestPullingFromSlave).
 
-In controller mode (actors.broker_replicas) the role changes at runtime through `change_role`,
+In controller mode (actors.broker.ha.replicas_manager) the role changes at runtime through `change_role`,
 and every change is kept in `role_log` ({atMs, role, epoch}; the broker's clock, wall-clock ms):
 the chaos invariant "at most one writable master per broker set at any instant" is read from it.
 A deposed master fences at once: the next send is refused, and a send stored but not yet answered
@@ -28,12 +28,12 @@ import asyncio
 from collections.abc import Callable
 
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.ha_sync import SyncStateSet
-from namesrv.broker.processor_types import BrokerError
-from namesrv.broker.store_types import BrokerRole
-from namesrv.clock import Clock
+from namesrv.broker.processor.types import BrokerError
+from namesrv.common.clock import Clock
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MASTER_ID
+from namesrv.store.ha.sync_state import SyncStateSet
+from namesrv.store.types import BrokerRole
 
 SLAVE_REFUSES_SEND = ("service not available now. It may be caused by one of the following reasons: "
                       "messages are put to the slave, ...")

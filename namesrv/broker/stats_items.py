@@ -16,7 +16,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
-from namesrv.clock import Clock
+from namesrv.common.clock import Clock
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 GROUP_GET_NUMS = "GROUP_GET_NUMS"

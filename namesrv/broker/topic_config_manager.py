@@ -10,8 +10,8 @@ import json
 import logging
 from pathlib import Path
 
-from namesrv.clock import Clock, system_clock
-from namesrv.persist import FileWriter, Undo, write_now
+from namesrv.common.clock import Clock, system_clock
+from namesrv.common.persist import FileWriter, Undo, write_now
 from namesrv.protocol.constants import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PERM_ALL,

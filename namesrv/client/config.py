@@ -37,7 +37,7 @@ class ProducerConfig(BaseModel):
     broker_transport: Literal["tcp", "ray"] = "tcp"
     """How sends reach a broker: "tcp", over a remoting connection of the producer's own to each
     broker whose route address is a TCP host:port (an actor call to any other); "ray", one actor
-    call per send. The route comes from the NameServer actors either way (clients/broker_tcp.py)."""
+    call per send. The route comes from the NameServer actors either way (clients/impl/broker_tcp.py)."""
     credentials: SessionCredentials | None = None
     """Sign every request with this account (NameServers and brokers with ACL on)."""
 

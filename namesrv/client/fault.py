@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from namesrv.clock import Clock, system_clock
+from namesrv.common.clock import Clock, system_clock
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,8 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from namesrv.client.message import MessageQueue
 from namesrv.protocol.constants import MASTER_ID, is_writeable
-from namesrv.protocol.models import TopicRouteData
+from namesrv.protocol.models import MessageQueue, TopicRouteData
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Where a client gets routes from: the one seam between the client core and any transport.
 
-`clients.namesrv_client.NameServerClient` serves routes from NameServer actors over Ray; tests pass
+`clients.impl.namesrv_client.NameServerClient` serves routes from NameServer actors over Ray; tests pass
 their own. The client core (route cache, TBW102 fallback, send engine) only sees this protocol.
 """
 

@@ -20,10 +20,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from namesrv.client.errors import MQBrokerError, MQClientError, RemotingError, SendFailedError, classify_failure
-from namesrv.client.message import Message, MessageQueue
+from namesrv.client.message import Message
 from namesrv.client.publish_info import TopicPublishInfo, master_addr
 from namesrv.client.send_result import SendResult
-from namesrv.clock import Clock
+from namesrv.common.clock import Clock
+from namesrv.protocol.models import MessageQueue
 
 
 class SendEngineParts(Protocol):

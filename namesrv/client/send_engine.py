@@ -19,12 +19,13 @@ from typing import Protocol
 from namesrv.client.config import ProducerConfig
 from namesrv.client.errors import MQBrokerError, MQClientError, RemotingError, SendFailedError, classify_failure
 from namesrv.client.fault import LatencyFaultTolerance
-from namesrv.client.message import Message, MessageQueue, check_message
+from namesrv.client.message import Message, check_message
 from namesrv.client.publish_info import TopicPublishInfo, master_addr
 from namesrv.client.send_async import AnswerCallback, AsyncSend, Submit
 from namesrv.client.send_result import SendResult as SendResult
-from namesrv.clock import Clock, system_clock
+from namesrv.common.clock import Clock, system_clock
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.models import MessageQueue
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from namesrv.client.message import MessageQueue
+from namesrv.protocol.models import MessageQueue
 
 
 @dataclass(slots=True)

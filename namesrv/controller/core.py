@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from namesrv.clock import Clock
+from namesrv.common.clock import Clock
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
 from namesrv.controller.event_log import EventLog

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from namesrv.clock import Clock
+from namesrv.common.clock import Clock
 from namesrv.controller.config import ControllerConfig
 
 LOWEST_ELECTION_PRIORITY = 2**31 - 1

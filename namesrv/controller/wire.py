@@ -15,7 +15,7 @@ from typing import Any
 from namesrv.controller.codes import ControllerRequestCode as Req
 from namesrv.controller.replicas_info_manager import ControllerResult
 from namesrv.protocol import fastjson
-from namesrv.remoting.codec import ext_value
+from namesrv.remoting.wire_command import ext_value
 
 CLEAN_BROKER_DATA = 1011
 """mqadmin cleanBrokerMetadata (RocketMQ's RequestCode.CLEAN_BROKER_DATA)."""

@@ -14,13 +14,13 @@ from namesrv.protocol.models import MessageQueue
 from namesrv.protocol.types import InvalidInput
 
 
-def _mq(key: object) -> MessageQueue:
+def mq_of(key: object) -> MessageQueue:
     if isinstance(key, JsonKey):
         return MessageQueue.from_wire(key.fields())
     raise InvalidInput(f"offset table key is not a MessageQueue: {key!r}"[:300])
 
 
-def _table(raw: object, what: str) -> Mapping[object, Any]:
+def table_of(raw: object, what: str) -> Mapping[object, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -63,7 +63,7 @@ class TopicStatsTable:
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> TopicStatsTable:
-        table = {_mq(k): TopicOffset.from_wire(v) for k, v in _table(d.get("offsetTable"), "offsetTable").items()}
+        table = {mq_of(k): TopicOffset.from_wire(v) for k, v in table_of(d.get("offsetTable"), "offsetTable").items()}
         return cls(table, float(d.get("topicPutTps") or 0.0))
 
 
@@ -100,7 +100,7 @@ class ConsumeStats:
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> ConsumeStats:
-        table = {_mq(k): OffsetWrapper.from_wire(v) for k, v in _table(d.get("offsetTable"), "offsetTable").items()}
+        table = {mq_of(k): OffsetWrapper.from_wire(v) for k, v in table_of(d.get("offsetTable"), "offsetTable").items()}
         return cls(table, float(d.get("consumeTps") or 0.0))
 
 
@@ -142,7 +142,7 @@ class ConsumerConnection:
         if not isinstance(connections, list):
             raise InvalidInput("connectionSet is not a list")
         return cls([Connection.from_wire(c) for c in connections if isinstance(c, dict)],
-                    {str(k): v for k, v in _table(d.get("subscriptionTable"), "subscriptionTable").items()},
+                    {str(k): v for k, v in table_of(d.get("subscriptionTable"), "subscriptionTable").items()},
                     str(d.get("consumeType", "")), str(d.get("messageModel", "")), str(d.get("consumeFromWhere", "")))
 
 

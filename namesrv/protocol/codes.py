@@ -44,7 +44,7 @@ class BrokerRequestCode(IntEnum):
     """mqadmin / dashboard: the broker's whole topic table and its DataVersion."""
     UPDATE_BROKER_CONFIG = 25
     """mqadmin updateBrokerConfig: change broker settings (a properties body): brokerPermission and the
-    retention settings (namesrv.broker.broker_config_update.LIVE_KEYS)."""
+    retention settings (namesrv.broker.config_update.LIVE_KEYS)."""
     UPDATE_CONSUMER_OFFSET = 15
     GET_BROKER_CONFIG = 26
     """mqadmin getBrokerConfig: every setting as Java properties text, under RocketMQ's names."""
@@ -87,7 +87,7 @@ class BrokerRequestCode(IntEnum):
     SEND_BATCH_MESSAGE = 320
     HA_TRANSFER = 9001
     """Not RocketMQ's (it has no remoting code for HA; 5.3 uses none between 3010 and 200050): a
-    slave's replication long poll on its master's client port (namesrv.broker.ha_wire)."""
+    slave's replication long poll on its master's client port (namesrv.store.ha.wire)."""
 
 
 NAMESRV_LARGE_REQUEST_CODES = frozenset({RequestCode.REGISTER_BROKER, RequestCode.REGISTER_TOPIC_IN_NAMESRV,

@@ -31,6 +31,7 @@ from typing import Any
 
 import msgpack
 
+from namesrv.common.slices import run_to_end
 from namesrv.protocol.bodies import json_object
 from namesrv.protocol.models import DataVersion, parse_data_version
 from namesrv.protocol.register_body_base import (
@@ -47,7 +48,6 @@ from namesrv.protocol.register_body_base import (
 )
 from namesrv.protocol.register_body_compressed import open_compressed
 from namesrv.protocol.types import InvalidInput
-from namesrv.slices import run_to_end
 
 __all__ = ["SLICE", "BodyEncoding", "RegisterBody", "open_register_body", "read_register_body"]
 

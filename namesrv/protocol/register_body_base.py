@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from namesrv.common.slices import Steps
 from namesrv.protocol.models import DataVersion
 from namesrv.protocol.types import InvalidInput
-from namesrv.slices import Steps
 
 BodyEncoding = Literal["msgpack", "json", "compressed"]
 

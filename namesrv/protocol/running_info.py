@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from namesrv.protocol.admin_bodies import _mq, _table
+from namesrv.protocol.admin_bodies import mq_of, table_of
 from namesrv.protocol.fastjson import JsonError
 from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.models import MessageQueue
@@ -64,10 +64,10 @@ class ConsumerRunningInfo:
         if not isinstance(subs, list) or not all(isinstance(s, dict) for s in subs):
             raise InvalidInput("subscriptionSet is not a list of objects")
         jstack = d.get("jstack")
-        return cls({str(k): _java_text(v) for k, v in _table(d.get("properties"), "properties").items()},
+        return cls({str(k): _java_text(v) for k, v in table_of(d.get("properties"), "properties").items()},
                    [dict(s) for s in subs], _queues(d.get("mqTable"), "mqTable"),
                    _queues(d.get("mqPopTable"), "mqPopTable"), _objects(d.get("statusTable"), "statusTable"),
-                   {str(k): _java_text(v) for k, v in _table(d.get("userConsumerInfo"), "userConsumerInfo").items()},
+                   {str(k): _java_text(v) for k, v in table_of(d.get("userConsumerInfo"), "userConsumerInfo").items()},
                    None if jstack is None else str(jstack))
 
     def format_string(self) -> str:
@@ -109,17 +109,17 @@ def _float(value: object) -> float:
 
 
 def _objects(raw: object, what: str) -> dict[str, dict[str, Any]]:
-    table = _table(raw, what)
+    table = table_of(raw, what)
     if not all(isinstance(v, dict) for v in table.values()):
         raise InvalidInput(f"{what} values are not objects")
     return {str(k): dict(v) for k, v in table.items()}
 
 
 def _queues(raw: object, what: str) -> dict[MessageQueue, dict[str, Any]]:
-    table = _table(raw, what)
+    table = table_of(raw, what)
     if not all(isinstance(v, dict) for v in table.values()):
         raise InvalidInput(f"{what} values are not objects")
-    return {_mq(k): dict(v) for k, v in table.items()}
+    return {mq_of(k): dict(v) for k, v in table.items()}
 
 
 def running_info_problem(body: bytes | None) -> str | None:

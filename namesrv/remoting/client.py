@@ -12,14 +12,9 @@ import socket
 import threading
 from typing import Any
 
-from namesrv.remoting.codec import (
-    FrameDecoder,
-    LanguageCode,
-    RemotingCommand,
-    SerializeType,
-    encode_command,
-    ext_value,
-)
+from namesrv.remoting.codec import encode_command
+from namesrv.remoting.frame_decoder import FrameDecoder
+from namesrv.remoting.wire_command import LanguageCode, RemotingCommand, SerializeType, ext_value
 
 
 class RemotingConnectError(ConnectionError):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import LanguageCode, RemotingCommand, ext_value
+from namesrv.remoting.wire_command import LanguageCode, RemotingCommand, ext_value
 
 
 @dataclass(slots=True)

@@ -15,17 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import (
-    ONEWAY_FLAG,
-    RESPONSE_FLAG,
-    EncodedFrame,
-    FrameDecoder,
-    FrameError,
-    RemotingCommand,
-    encode_command_parts,
-)
+from namesrv.remoting.codec import EncodedFrame, encode_command_parts
+from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.invoke import PendingCalls
 from namesrv.remoting.limits import FrameBudget, HeapTrim, ServerLimits
+from namesrv.remoting.wire_command import ONEWAY_FLAG, RESPONSE_FLAG, FrameError, RemotingCommand
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ import itertools
 import logging
 
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand
+from namesrv.remoting.frame_decoder import FrameDecoder
+from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
 

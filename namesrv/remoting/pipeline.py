@@ -27,8 +27,9 @@ from pydantic import ValidationError
 
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.types import InvalidInput, describe_errors
-from namesrv.remoting.codec import EncodedFrame, RemotingCommand
+from namesrv.remoting.codec import EncodedFrame
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-from namesrv.clock import Clock
+from namesrv.common.clock import Clock
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RAY_REMOTE, RequestContext, RPCHook
 

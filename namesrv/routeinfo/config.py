@@ -34,7 +34,7 @@ class NamesrvConfig(BaseModel):
     not_ready_window_ms: int = Field(default=46_000, ge=0)
     """After a restart, route queries answer 'not ready' for at most this long, until every broker
     known before it has registered again (beyond RocketMQ 4.9; #5322). The profiles size it from
-    the brokers' period, timeout and an actor's restart (actors.profiles.not_ready_window_ms)."""
+    the brokers' period, timeout and an actor's restart (actors.deployment.profiles.not_ready_window_ms)."""
     config_black_list: str = CONFIG_BLACKLIST_DEFAULT
     snapshot_interval_ms: int = Field(default=10_000, ge=0)
     """Route snapshots for the Spark analysis: one every interval while a collector holds a lease

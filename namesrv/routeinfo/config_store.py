@@ -3,7 +3,7 @@ properties to `configStorePath`).
 
 Only the keys an update has ever set are stored ({snake_case key: value}, JSON), so the rest keep
 following the deployment's profile. The host writes the file off its event loop with
-`namesrv.persist.atomic_write` after every accepted update, and loads it at start before anything
+`namesrv.common.persist.atomic_write` after every accepted update, and loads it at start before anything
 reads the config. A stored key the config no longer takes, or one on the black list, is ignored with
 a warning; a corrupt file is an error (never guessed).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from pydantic.alias_generators import to_snake
 
-from namesrv.persist import FileWriter, Undo
+from namesrv.common.persist import FileWriter, Undo
 from namesrv.protocol.types import InvalidInput
 from namesrv.routeinfo.config import NamesrvConfig
 

@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from namesrv.persist import FileWriter
+from namesrv.common.persist import FileWriter
 
 log = logging.getLogger(__name__)
 

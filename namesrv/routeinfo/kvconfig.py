@@ -6,7 +6,7 @@ import json
 import logging
 from pathlib import Path
 
-from namesrv.persist import FileWriter, Undo, write_now
+from namesrv.common.persist import FileWriter, Undo, write_now
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel, to_snake
 
+from namesrv.common.slices import Steps, run_to_end
 from namesrv.protocol.bodies import json_object, parse_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import MASTER_ID, ORDER_TOPIC_CONFIG_NAMESPACE
@@ -40,15 +41,14 @@ from namesrv.protocol.models import (
 )
 from namesrv.protocol.msgpack_codec import CodecError, decode_body
 from namesrv.protocol.types import InvalidInput, describe_errors
-from namesrv.remoting.codec import ext_value
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.wire_command import ext_value
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kv_handlers import KVConfigHandlers
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.ready_gate import ReadyGate
 from namesrv.routeinfo.register_handler import RegisterBrokerHandler
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
-from namesrv.slices import Steps, run_to_end
 
 log = logging.getLogger(__name__)
 

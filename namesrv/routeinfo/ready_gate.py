@@ -4,14 +4,14 @@ An empty NameServer that answers route queries hands out partial routes until ev
 heartbeated again. The gate refuses route queries until every broker the NameServer knew before
 (`expected`, fixed at start: it never shrinks while the gate is shut) has registered again, or at
 most `window_ms` (sized from the brokers' registration period, timeout and an actor's restart:
-actors.profiles.not_ready_window_ms).
+actors.deployment.profiles.not_ready_window_ms).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from namesrv.clock import Clock
+from namesrv.common.clock import Clock
 
 
 class ReadyGate:

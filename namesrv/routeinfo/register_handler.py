@@ -12,18 +12,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from namesrv.common.slices import Steps
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE
 from namesrv.protocol.headers import RegisterBrokerRequestHeader
 from namesrv.protocol.models import KVTable, TopicConfig
-from namesrv.protocol.register_body import SLICE, BodyEncoding, RegisterBody, open_register_body
+from namesrv.protocol.register_body import open_register_body
+from namesrv.protocol.register_body_base import SLICE, BodyEncoding, RegisterBody
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.registration import ALL, NONE, Refused, TopicEntry, TopicsWanted, covers, topic_entry
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
-from namesrv.slices import Steps
 
 log = logging.getLogger(__name__)
 

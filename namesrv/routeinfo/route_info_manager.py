@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from namesrv.clock import Clock, system_clock
+from namesrv.common.clock import Clock, system_clock
 from namesrv.protocol.constants import MASTER_ID, Perm
 from namesrv.protocol.models import (
     BrokerData,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Any
 
+from namesrv.common.slices import Steps
 from namesrv.protocol.models import BrokerData
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
-from namesrv.slices import Steps
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -16,16 +16,9 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import format_properties
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import ConfigProperties
-from namesrv.remoting.codec import (
-    PLAIN_BODY_MAX,
-    RESPONSE_FLAG,
-    EncodedFrame,
-    LanguageCode,
-    RemotingCommand,
-    encode_plain_response,
-    ext_value,
-)
+from namesrv.remoting.codec import PLAIN_BODY_MAX, EncodedFrame, encode_plain_response
 from namesrv.remoting.command import RemotingResponse
+from namesrv.remoting.wire_command import RESPONSE_FLAG, LanguageCode, RemotingCommand, ext_value
 from namesrv.routeinfo.route_json import RouteJson
 
 NAMESRV_VERSION = 479

@@ -1,2 +1,2 @@
 """The end-to-end tests use the shared Ray fixtures of tests/conftest.py; the real RocketMQ client
-runs in its own process through clients/real_client.py."""
+runs in its own process through clients/interop/real_client.py."""

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
 from tests.e2e.test_real_client import create_topic, finish, run_client, start_client
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere, wait_until
 from tests.ray.test_mqadmin import fails, ok, tcp, tcp_json

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
 from tests.e2e.test_real_client import run_client
 from tests.ray.helpers import DeploymentFactory, pull_all, wait_registered_everywhere, wait_until
 

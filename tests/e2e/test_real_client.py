@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
-from clients.consumer import PullConsumer
-from clients.producer import Message, Producer
-from clients.real_client import command
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.consumer.pull_consumer import PullConsumer
+from clients.interop.real_client import command
+from clients.producer.producer import Message, Producer
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
-from namesrv.remoting.codec import LanguageCode
+from namesrv.remoting.wire_command import LanguageCode
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere, wait_until
 
 CPP = int(LanguageCode.CPP)

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
 from tests.e2e.test_real_client import finish, run_client, start_client
 from tests.ray.helpers import DeploymentFactory, wait_for_route_everywhere, wait_until
 

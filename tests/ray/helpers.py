@@ -35,9 +35,10 @@ from typing import Any, TypeVar
 import ray
 from ray.exceptions import ActorUnavailableError
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment, deploy
-from actors.long_poll import RouteChange
+from actors.deployment.launcher import Deployment, deploy
+from actors.deployment.spec import BrokerSpec, ClusterSpec
 from namesrv.remoting.command import RemotingResponse
+from namesrv.routeinfo.long_poll import RouteChange
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,16 @@ import ray
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient, AdminError
-from clients.namesrv_client import NameServerClient
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.brokers import MQAdminError
+from clients.admin.client import AdminClient
+from clients.impl.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.client.errors import MQClientError
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from namesrv.remoting.codec import SerializeType
+from namesrv.remoting.wire_command import SerializeType
 from tests.ray.helpers import DeploymentFactory, stable_tables, wait_until
 
 ACL = """
@@ -119,7 +121,7 @@ def test_the_ray_path_carries_credentials(dep: Deployment) -> None:
     assert route.broker_datas
     with pytest.raises(MQClientError, match="No accessKey"):
         NameServerClient(names, dep.spec.namespace).get_topic_route("Guarded")
-    with pytest.raises(AdminError, match="Need admin permission"):
+    with pytest.raises(MQAdminError, match="Need admin permission"):
         AdminClient(dep, credentials=APP).wipe_write_perm_of_broker("broker-a")
     with pytest.raises(ray.exceptions.RayTaskError, match="No accessKey"):
         ray.get(dep.namesrvs["namesrv-0"].listen_for_change.remote({"Guarded": -1}, 0.1), timeout=60)

@@ -19,9 +19,10 @@ import pytest
 import ray
 from ray.exceptions import RayActorError
 
-from actors.housekeeping import BrokerChannel
-from actors.launcher import BrokerSpec, Deployment, connect
-from actors.profiles import get_profile
+from actors.deployment.launcher import Deployment, connect
+from actors.deployment.profiles import get_profile
+from actors.deployment.spec import BrokerSpec
+from actors.namesrv.housekeeping import BrokerChannel
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_ALL, Perm

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
-from clients.consumer import PullConsumer, PullError
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.consumer.pull_consumer import PullConsumer, PullError
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
-from namesrv.broker.message_codec import decode_offset_msg_id, ray_send_ext
 from namesrv.protocol.broker_headers import broker_permission_body, create_topic_ext, pull_message_ext
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.codec import decode_offset_msg_id, ray_send_ext
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.ray.helpers import DeploymentFactory, wait_until
 

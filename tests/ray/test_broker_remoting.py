@@ -11,11 +11,12 @@ import ray
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
-from namesrv.broker.message_codec import properties_to_string
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import MAX_FRAME_SIZE
+from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.client import RemotingClient
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere
 

@@ -2,7 +2,7 @@
 `namesrv restart-broker` verb), on several Ray nodes (test_multinode's `cluster`: a head without
 CPUs plus three one-CPU raylets on this machine).
 
-The deployment's registry (actors.registry) records each broker's node, data dir, profile and port,
+The deployment's registry (actors.deployment.registry) records each broker's node, data dir, profile and port,
 so a restart comes back on the broker's node with its commit log; a broker whose node is dead or
 holds no store of it is refused with a clear error, unless started empty on purpose.
 """
@@ -16,8 +16,8 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from actors.launcher import BrokerRestartError, connect
-from clients.cli import main as namesrv_cli
+from actors.deployment.launcher import BrokerRestartError, connect
+from clients.cli.main import main as namesrv_cli
 from tests.ray import test_multinode
 from tests.ray.helpers import broker_info, broker_names, wait_for_route_everywhere, wait_until
 from tests.ray.test_multinode import TOPIC, alive_node_ids, deployed, node_of, spread_spec, with_topic_everywhere

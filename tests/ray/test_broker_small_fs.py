@@ -27,11 +27,12 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
-from clients.cli import main as namesrv_main
-from namesrv.broker.message_codec import properties_to_string
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.cli.main import main as namesrv_main
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.ray.helpers import DeploymentFactory, broker_info, pull_all, wait_registered_everywhere, wait_until
 from tests.ray.test_broker_acl import heartbeat

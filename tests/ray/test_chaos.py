@@ -20,8 +20,9 @@ import pytest
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment
-from clients.admin import AdminClient
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec, ClusterSpec
+from clients.admin.client import AdminClient
 from clients.chaos.cli import build_config
 from clients.chaos.driver import ChaosDriver
 from clients.chaos.invariants import (
@@ -60,8 +61,8 @@ from clients.chaos.schema import (
     SIGSTOP_BROKER,
     TIMELINE_KINDS,
 )
-from clients.consumer import ConsumedMessage
-from namesrv.clock import system_clock as now_ms
+from clients.consumer.pull_consumer import ConsumedMessage
+from namesrv.common.clock import system_clock as now_ms
 from tests.ray.helpers import local_ray, unique_namespace
 
 pytestmark = pytest.mark.timeout(300)
@@ -324,7 +325,7 @@ def test_namesrv_pays_for_pyarrow_first_use_before_serving(private_ray: str, tmp
     event loop at the first registration, stalling the NameServer 0.3-3 s so live brokers expired."""
     import sys
 
-    from actors.namesrv_actor import NameServerActor
+    from actors.namesrv.actor import NameServerActor
 
     handle = ray.remote(NameServerActor).options(num_cpus=0).remote("namesrv-probe", None, str(tmp_path))
     try:
@@ -376,7 +377,7 @@ def test_chaos_faults_an_existing_deployment_and_leaves_it_running(private_ray: 
     operator's collector drains the same NameServers; both datasets see the faults, the deployment stays."""
     import threading
 
-    from actors.launcher import connect
+    from actors.deployment.launcher import connect
     from clients.chaos.leaks import named_actors
     from clients.snapshots.collect import collect_once
     from clients.snapshots.dataset import read_snapshots_arrow
@@ -461,7 +462,7 @@ def three_nodes() -> Iterator[tuple[Any, list[Any], str]]:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_losing_a_node_drops_its_broker_from_every_route(three_nodes: tuple[Any, list[Any], str]) -> None:
-    from clients.producer_actor import ProducerActor
+    from clients.producer.actor import ProducerActor
 
     cluster, (head, node_1, node_2), namespace = three_nodes
     cfg = ChaosConfig(margin_ms=1_500)  # generous: this machine runs three raylets on two cores

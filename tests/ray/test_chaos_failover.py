@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.handles import is_tcp_address
+from actors.runtime.handles import is_tcp_address
 from clients.chaos.plan import ChaosConfig
 from clients.chaos.report import render_report
 from clients.chaos.run import run_chaos

@@ -12,11 +12,11 @@ import ray
 from ray.exceptions import RayActorError
 from ray.experimental import internal_kv
 
-from actors.controller import start_controller
-from actors.controller_actor import CONTROLLER_NAME, kv_prefix
-from actors.gcs_kv import KV_NAMESPACE
-from actors.housekeeping import BrokerChannel
-from actors.launcher import BrokerSpec
+from actors.controller.actor import CONTROLLER_NAME, kv_prefix
+from actors.controller.gcs_kv import KV_NAMESPACE
+from actors.controller.start import start_controller
+from actors.deployment.spec import BrokerSpec
+from actors.namesrv.housekeeping import BrokerChannel
 from namesrv.controller.codes import ControllerRequestCode as Req
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig

@@ -17,14 +17,15 @@ import pytest
 import ray
 from ray.exceptions import RayActorError
 
-from actors.controller import controller_config, start_controller
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
-from clients.cli import main as namesrv_main
-from clients.consumer import PullConsumer
-from clients.producer import Message, MQClientError, Producer
-from namesrv.broker.mapped_file_queue import segment_paths
+from actors.controller.start import controller_config, start_controller
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.cli.main import main as namesrv_main
+from clients.consumer.pull_consumer import PullConsumer
+from clients.producer.producer import Message, MQClientError, Producer
 from namesrv.protocol.codes import ResponseCode
+from namesrv.store.mapped_file_queue import segment_paths
 from tests.ray.helpers import (
     FAILOVER_HA,
     DeploymentFactory,

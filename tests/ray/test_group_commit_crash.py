@@ -18,9 +18,9 @@ import pytest
 import ray
 from ray.exceptions import RayActorError
 
-from actors.launcher import BrokerSpec
-from namesrv.broker.store_cleanup import disk_used_ratio
+from actors.deployment.spec import BrokerSpec
 from namesrv.protocol.codes import ResponseCode
+from namesrv.store.retention import disk_used_ratio
 from tests.ray.helpers import (
     DeploymentFactory,
     broker_info,
@@ -101,8 +101,8 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
 
 
 def _found_by_key(broker: object, key: str, body: bytes) -> bool:
-    from namesrv.broker.message_decoder import decode_messages
     from namesrv.protocol.codes import BrokerRequestCode
+    from namesrv.protocol.message.decoder import decode_messages
     from namesrv.remoting.command import RemotingRequest
 
     ext = {"topic": TOPIC, "key": key, "maxNum": 4, "beginTimestamp": 0, "endTimestamp": 2**63 - 1}

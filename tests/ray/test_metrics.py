@@ -9,9 +9,9 @@ from collections.abc import Callable
 import ray
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors.launcher import BrokerSpec
-from clients.admin import AdminClient
-from clients.producer_actor import ProducerActor
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.producer.actor import ProducerActor
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere, wait_until

@@ -3,7 +3,7 @@ two brokers, all on free TCP ports on 127.0.0.1):
 
 - over TCP (`-n "host:port;host:port"`): the installed `namesrv` entry point in a subprocess, which
   speaks RocketMQ's remoting protocol to the NameServers and brokers;
-- over the Ray namespace: `clients.cli.main` in this driver (one run through a subprocess too);
+- over the Ray namespace: `clients.cli.main.main` in this driver (one run through a subprocess too);
 - bad input: one line on stderr, a non-zero exit, no traceback, and the NameServers' tables as before;
 - `namesrv top` under a pseudo-terminal, its screen read back.
 
@@ -27,9 +27,10 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
-from actors.placement import free_port
-from clients.cli import main as namesrv_main
+from actors.deployment.launcher import Deployment
+from actors.deployment.placement import free_port
+from actors.deployment.spec import BrokerSpec
+from clients.cli.main import main as namesrv_main
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.ray.helpers import (
@@ -352,7 +353,8 @@ def test_every_verb_over_the_ray_namespace(dep: Deployment, capsys: pytest.Captu
 def test_one_admin_client_over_either_transport(dep: Deployment, addr: str) -> None:
     """The Python API the verbs use: one DefaultMQAdminExt, over TCP and over Ray, gives RocketMQ's
     typed models, the same ones either way; AdminClient is that client over the deployment."""
-    from clients.admin import AdminClient, DefaultMQAdminExt, MQAdminError
+    from clients.admin.brokers import MQAdminError
+    from clients.admin.client import AdminClient, DefaultMQAdminExt
     from namesrv.protocol.models import ClusterInfo, TopicRouteData
 
     with DefaultMQAdminExt.over_tcp(addr) as by_tcp, DefaultMQAdminExt.over_ray(dep) as by_ray:
@@ -478,7 +480,7 @@ def test_top_shows_brokers_ages_disagreements_and_removals(dep: Deployment, addr
 def test_the_query_verbs_over_tcp_and_ray(dep: Deployment, addr: str, capsys: pytest.CaptureFixture[str]) -> None:
     """topicStatus, topicClusterList, consumerProgress, consumerConnection and getBrokerConfig: what
     each broker reports, the same over TCP and over Ray; checked against the store and offsets."""
-    from clients.admin import AdminClient
+    from clients.admin.client import AdminClient
     from tests.ray.test_broker_acl import heartbeat
 
     AdminClient(dep).create_topic("StatsTopic", read_queue_nums=2, write_queue_nums=2)
@@ -524,8 +526,8 @@ def test_message_and_stats_verbs_over_tcp_and_ray(dep: Deployment, addr: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """queryMsgByKey, queryMsgById, queryMsgByUniqueKey and statsAll on both brokers, the same over
     TCP and over Ray, checked against what the sends answered; bad ids are one line and exit 1."""
-    from clients.admin import AdminClient
-    from namesrv.broker.message_codec import offset_msg_id
+    from clients.admin.client import AdminClient
+    from namesrv.protocol.message.codec import offset_msg_id
 
     AdminClient(dep).create_topic("MsgTopic", read_queue_nums=2, write_queue_nums=2)
     wait_until(lambda: all(routes(dep, "MsgTopic").values()), 15, "the route of MsgTopic")
@@ -569,8 +571,8 @@ def test_consumer_status_of_a_ray_native_consumer_over_tcp_and_ray(dep: Deployme
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """consumerStatus through the brokers: a Ray-native consumer is answered for from its latest
     heartbeat (its offsets and last pulls, nothing it does not have); an unknown client is one line."""
-    from clients.admin import AdminClient
-    from clients.consumer import PullConsumer
+    from clients.admin.client import AdminClient
+    from clients.consumer.pull_consumer import PullConsumer
 
     AdminClient(dep).create_topic("StatusTopic", read_queue_nums=2, write_queue_nums=2)
     wait_until(lambda: all(routes(dep, "StatusTopic").values()), 15, "the route of StatusTopic")

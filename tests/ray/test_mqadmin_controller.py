@@ -3,7 +3,7 @@ broker on free ports) and a controller actor in its namespace serving TCP too:
 
 - over TCP: the installed `namesrv` entry point in a subprocess, `-a` the controller's address,
   `-n` the NameServer (for -c and for the brokers of getBrokerEpoch);
-- over the Ray namespace: `clients.cli.main` in this driver.
+- over the Ray namespace: `clients.cli.main.main` in this driver.
 
 The controller's broker set is made through the actor's own methods (ids 1 and 2, heartbeating from
 this test); what electMaster changed is checked through the actor, not through the verb.
@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 import ray
 
-from actors.controller import start_controller
-from actors.launcher import BrokerSpec, Deployment
-from clients.cli import main as namesrv_main
+from actors.controller.start import start_controller
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.cli.main import main as namesrv_main
 from namesrv.controller.config import ControllerConfig
 from namesrv.remoting.config import RemotingServerConfig
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere

@@ -28,11 +28,12 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from actors.launcher import BrokerSpec, ClusterSpec, Deployment
-from actors.placement import placement_nodes, spread_over_nodes
-from clients.admin import AdminClient
-from clients.cli import main as namesrv_cli
-from clients.producer import Message, MQClientError, Producer
+from actors.deployment.launcher import Deployment
+from actors.deployment.placement import placement_nodes, spread_over_nodes
+from actors.deployment.spec import BrokerSpec, ClusterSpec
+from clients.admin.client import AdminClient
+from clients.cli.main import main as namesrv_cli
+from clients.producer.producer import Message, MQClientError, Producer
 from tests.ray.helpers import (
     FAILOVER_HA,
     await_master_and_slave_in_sync,

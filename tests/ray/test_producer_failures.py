@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
-from clients.consumer import PullConsumer
-from clients.producer import Message, Producer, SendFailedError, SendResult
-from clients.producer_actor import ProducerActor
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.consumer.pull_consumer import PullConsumer
+from clients.producer.actor import ProducerActor
+from clients.producer.producer import Message, Producer, SendFailedError, SendResult
 from tests.ray.helpers import (
     DeploymentFactory,
     broker_names,

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
-from clients.consumer import ConsumedMessage, PullConsumer
-from clients.producer import Message, MQClientError, Producer, SendFailedError, SendResult, select_by_hash
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.consumer.pull_consumer import ConsumedMessage, PullConsumer
+from clients.producer.producer import Message, MQClientError, Producer, SendFailedError, SendResult, select_by_hash
 from namesrv.client.errors import NoNameServerAvailable
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_ALL, Perm
 from tests.ray.helpers import (

@@ -1,5 +1,5 @@
 """Ray-native producers sending over their own TCP connections to brokers that listen for clients
-(broker_transport="tcp", the default; clients/broker_tcp.py): the route still comes from the
+(broker_transport="tcp", the default; clients/impl/broker_tcp.py): the route still comes from the
 NameServer actors, every send mode stores what it acknowledged, a dead broker's sends are retried
 on another, and broker_transport="ray" keeps one actor call per send. Real brokers on free ports."""
 
@@ -8,10 +8,11 @@ from __future__ import annotations
 import socket
 import uuid
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
-from clients.consumer import PullConsumer
-from clients.producer import Message, Producer, select_by_hash
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.consumer.pull_consumer import PullConsumer
+from clients.producer.producer import Message, Producer, select_by_hash
 from tests.ray.helpers import (
     DeploymentFactory,
     broker_names,

@@ -11,8 +11,9 @@ import socket
 import struct
 from typing import Any
 
-from actors.launcher import BrokerSpec, Deployment
-from clients.admin import AdminClient
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
 from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere
 from tests.unit.test_broker_processor import decode_messages
 

@@ -1,4 +1,4 @@
-"""actors.ray_runtime: an actor learns whether Ray restarted it, and no deprecation warning comes
+"""actors.runtime.ray_info: an actor learns whether Ray restarted it, and no deprecation warning comes
 out of asking (Ray's own property reads its deprecated `actor_id` inside itself)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import warnings
 
 import ray
 
-from actors.ray_runtime import was_restarted
+from actors.runtime.ray_info import was_restarted
 from tests.ray.helpers import wait_until
 
 

@@ -13,8 +13,8 @@ import pytest
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from actors.housekeeping import SUPERSEDED, BrokerChannel
-from actors.launcher import BrokerSpec
+from actors.deployment.spec import BrokerSpec
+from actors.namesrv.housekeeping import SUPERSEDED, BrokerChannel
 from namesrv.protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE
 from namesrv.protocol.msgpack_codec import encode_body
 from tests.ray.helpers import (
@@ -190,7 +190,7 @@ def test_namesrv_config_update_survives_an_actor_restart(deployments: Deployment
 
 
 def test_producer_records_are_bounded_and_drops_counted(deployments: DeploymentFactory) -> None:
-    from clients.producer_actor import RECORDS_KEPT, ProducerActor
+    from clients.producer.actor import RECORDS_KEPT, ProducerActor
 
     dep = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1)
     wait_registered_everywhere(dep, 30)

@@ -13,12 +13,14 @@ import ray
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.launcher import BrokerSpec, Deployment
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from namesrv.remoting.codec import SerializeType, encode_command
+from namesrv.remoting.codec import encode_command
+from namesrv.remoting.wire_command import SerializeType
 from tests.ray.helpers import (
     DeploymentFactory,
     route_of,

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec, Deployment
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.broker.mapped_file_queue import segment_paths
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest
+from namesrv.store.mapped_file_queue import segment_paths
 from tests.ray.helpers import DeploymentFactory, broker_info, stopped, wait_until
 
 TOPIC = "ReplT"

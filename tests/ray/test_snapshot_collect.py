@@ -6,8 +6,8 @@ import pyarrow.compute as pc
 import pytest
 import ray
 
-from actors.launcher import BrokerSpec
-from clients.cli import main
+from actors.deployment.spec import BrokerSpec
+from clients.cli.main import main
 from clients.snapshots.collect import collect_once
 from clients.snapshots.dataset import list_data_files, read_snapshots_arrow
 from tests.ray.helpers import broker_names, wait_for_route_everywhere, wait_until

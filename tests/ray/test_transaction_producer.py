@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from actors.launcher import BrokerSpec
-from clients.admin import AdminClient
-from clients.transaction_producer import (
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.producer.transaction import (
     CheckedMessage,
     LocalTransactionState,
     TransactionListener,

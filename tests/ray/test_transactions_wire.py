@@ -9,10 +9,11 @@ import json
 
 import ray
 
-from actors.launcher import BrokerSpec
-from clients.admin import AdminClient
-from namesrv.broker.message_codec import decode_offset_msg_id, properties_to_string
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.codec import decode_offset_msg_id
+from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.ray.helpers import DeploymentFactory, pull_all, wait_registered_everywhere, wait_until
 

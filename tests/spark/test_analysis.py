@@ -31,16 +31,17 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("raydp")
 
 from clients.analysis import bridge, cli, jobs, report  # noqa: E402
-from clients.analysis.errors import FaultTimelineError, SnapshotDatasetError  # noqa: E402
+from clients.analysis.errors import FaultTimelineError  # noqa: E402
 from clients.analysis.faults import read_faults_spark, write_faults  # noqa: E402
 from clients.analysis.spark import SparkSettings, jdk17_java_options  # noqa: E402
+from clients.snapshots import SnapshotDatasetError  # noqa: E402
 from clients.snapshots.dataset import (  # noqa: E402
     append_snapshots,
     read_snapshots_arrow,
     read_snapshots_spark,
     validate_dataset,
 )
-from namesrv.clock import ManualClock  # noqa: E402
+from namesrv.common.clock import ManualClock  # noqa: E402
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper  # noqa: E402
 from namesrv.routeinfo.route_info_manager import RouteInfoManager  # noqa: E402
 from namesrv.routeinfo.snapshot import snapshot_record_batch  # noqa: E402

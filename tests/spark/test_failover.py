@@ -41,7 +41,7 @@ from clients.chaos.plan import FaultRecord
 from clients.chaos.roles import Incarnation, role_spans
 from clients.chaos.schema import FAULTS_FILE, ROLE_SCHEMA, ROLES_FILE, SEND_SCHEMA, SENDS_FILE, SNAPSHOTS_DIR
 from clients.snapshots.dataset import append_snapshots, read_snapshots_spark
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 from namesrv.routeinfo.snapshot import snapshot_record_batch

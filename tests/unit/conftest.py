@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor

@@ -9,14 +9,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from actors.broker_controller import BrokerController
-from actors.housekeeping import BrokerChannel
-from actors.namesrv_controller import NamesrvController
+from actors.broker.lifecycle import BrokerController
+from actors.namesrv.housekeeping import BrokerChannel
+from actors.namesrv.lifecycle import NamesrvController
 from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.broker.config import BrokerConfig
 from namesrv.protocol.models import TopicConfig
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.remoting.codec import encode_command
 from namesrv.remoting.config import RemotingServerConfig
+from namesrv.remoting.frame_decoder import FrameDecoder
+from namesrv.remoting.wire_command import RemotingCommand, SerializeType
 from namesrv.routeinfo.config import NamesrvConfig
 
 ACL_YAML = """

@@ -17,21 +17,24 @@ from hypothesis import strategies as st
 
 from namesrv.acl.broker_resources import wire_resources
 from namesrv.acl.plain_acl import PUB, SUB
-from namesrv.broker.commit_log import CommitLog, MessageInner
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.processor import BrokerProcessor
-from namesrv.broker.processor_types import BrokerIdentity
+from namesrv.broker.processor.dispatcher import BrokerProcessor
+from namesrv.broker.processor.types import BrokerIdentity
+from namesrv.broker.processor.wire import BrokerWireEncoder
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.broker.wire import BrokerWireEncoder
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY
 from namesrv.protocol.models import TopicConfig
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, to_request
+from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestContext
+from namesrv.remoting.wire_command import RemotingCommand, SerializeType
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import MessageInner
 
 TOPICS = ["Allowed", "Denied", "%RETRY%G1"]
 GROUPS = ["G1", "G2"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import SerializeType
+from namesrv.remoting.wire_command import SerializeType
 from tests.unit.security_servers import APP, Client, broker_server
 
 
@@ -51,8 +51,8 @@ def test_an_offset_commit_cannot_name_its_group_in_python_spelling(tmp_path: Pat
 def test_messages_by_key_and_by_id_need_sub_on_their_own_topic(tmp_path: Path) -> None:
     """QUERY_MESSAGE needs SUB on the topic it names; VIEW_MESSAGE_BY_ID on the topic of the message
     it finds, whatever topic the request names."""
-    from namesrv.broker.commit_log import MessageInner
-    from namesrv.broker.message_decoder import decode_messages
+    from namesrv.protocol.message.decoder import decode_messages
+    from namesrv.store.types import MessageInner
 
     async def scenario() -> None:
         async with broker_server(tmp_path) as bc:

@@ -11,17 +11,19 @@ from typing import Any
 import pytest
 
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.broker.admin_queries import AdminQueries
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.wire import BrokerWireEncoder
+from namesrv.broker.processor.admin_queries import AdminQueries
+from namesrv.broker.processor.wire import BrokerWireEncoder
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicOffset, TopicStatsTable
 from namesrv.protocol.bodies import parse_properties
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.models import MessageQueue
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.codec import encode_command
+from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
+from namesrv.remoting.wire_command import RemotingCommand
 from tests.unit.test_broker_processor import ADDR, Broker, heartbeat
 
 CLIENT = RequestContext("tcp:127.0.0.1:5555#1", "127.0.0.1:5555")

@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from actors.broker_controller import BrokerController
-from actors.housekeeping import BrokerChannel
-from namesrv.broker.broker_config_update import CONFIG_FILE, BrokerConfigFile, ConfigUpdateError, validate_update
-from namesrv.broker.commit_log import MessageInner
+from actors.broker.lifecycle import BrokerController
+from actors.namesrv.housekeeping import BrokerChannel
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.mapped_file_queue import segment_paths
-from namesrv.clock import ManualClock
+from namesrv.broker.config_update import CONFIG_FILE, BrokerConfigFile, ConfigUpdateError, validate_update
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.bodies import format_properties, parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext, resolve
+from namesrv.store.mapped_file_queue import segment_paths
+from namesrv.store.types import MessageInner
 from tests.unit.test_store_retention import HOUR_MS, at_local_hour
 
 

@@ -13,31 +13,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from namesrv.broker.commit_log import CommitLog, MessageInner
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.message_codec import (
-    BatchEntry,
-    decode_offset_msg_id,
-    encode_batch,
-    offset_msg_id,
-    properties_to_string,
-    string_to_properties,
-)
-from namesrv.broker.processor import BrokerProcessor
-from namesrv.broker.processor_types import BrokerIdentity
-from namesrv.broker.schedule import parse_delay_levels
-from namesrv.broker.schedule_service import ScheduleService
+from namesrv.broker.processor.dispatcher import BrokerProcessor
+from namesrv.broker.processor.types import BrokerIdentity
+from namesrv.broker.processor.wire import BrokerWireEncoder
+from namesrv.broker.schedule.delivery import parse_delay_levels
+from namesrv.broker.schedule.service import ScheduleService
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.broker.wire import BrokerWireEncoder
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE, SCHEDULE_TOPIC
+from namesrv.protocol.message.codec import BatchEntry, decode_offset_msg_id, encode_batch, offset_msg_id
+from namesrv.protocol.message.properties import properties_to_string, string_to_properties
 from namesrv.protocol.models import TopicConfig
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingResponse, to_request
+from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestContext
+from namesrv.remoting.wire_command import RemotingCommand, SerializeType
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import MessageInner
 
 ADDR = "127.0.0.1:10911"
 LEVELS = parse_delay_levels()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from namesrv.broker.broker_stats import BrokerStats, format_runtime, human_readable_bytes
-from namesrv.clock import ManualClock
+from namesrv.broker.stats import BrokerStats, format_runtime, human_readable_bytes
+from namesrv.common.clock import ManualClock
 
 
 def local_ms(*args: int) -> int:

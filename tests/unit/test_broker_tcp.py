@@ -1,4 +1,4 @@
-"""A producer's own connection to a broker (clients.broker_tcp.BrokerConnection) against a real
+"""A producer's own connection to a broker (clients.impl.broker_tcp.BrokerConnection) against a real
 RemotingServer on 127.0.0.1, no Ray: answers reach the thread that asked for them however many
 threads share the connection, a late answer is dropped, and a lost connection fails every waiter
 at once and is never used again."""
@@ -14,10 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from clients.broker_tcp import BrokerConnection, tcp_address
+from clients.impl.broker_tcp import BrokerConnection, tcp_address
 from namesrv.client.errors import RemotingError
-from namesrv.remoting.codec import RemotingCommand
-from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.remoting.connection import Connection
+from namesrv.remoting.server import RemotingServer
+from namesrv.remoting.wire_command import RemotingCommand
 
 
 class Server:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from actors.cluster_spec import BrokerSpec, ClusterSpec
-from actors.placement import shared_set_nodes, spread_sets_over_nodes
+from actors.deployment.placement import shared_set_nodes, spread_sets_over_nodes
+from actors.deployment.spec import BrokerSpec, ClusterSpec
 from clients.chaos.invariants import explain_failure, impaired_windows
 from clients.chaos.plan import ChaosConfig, FaultRecord, plan_faults
 from clients.chaos.roles import (
@@ -149,7 +149,7 @@ def test_namesrv_chaos_refuses_lose_master_node_before_starting_anything(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
-    from clients.cli import main
+    from clients.cli.main import main
 
     started: list[object] = []  # whatever Ray an earlier test of the session left up, this one starts none
     monkeypatch.setattr(ray, "init", lambda *a, **kw: started.append((a, kw)))

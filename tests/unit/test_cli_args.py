@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from clients.cli import main
-from clients.cli_support import Terminated, ray_executable
-from clients.consumer import ConsumedMessage
-from clients.demo import explain_duplicates
+from clients.cli.demo import explain_duplicates
+from clients.cli.main import main
+from clients.cli.support import Terminated, ray_executable
+from clients.consumer.pull_consumer import ConsumedMessage
 
 BAD_ARGS = [
     (["route", ""], "topic is blank"),
@@ -75,7 +75,7 @@ def test_duplicates_are_explained_with_where_each_copy_was_stored() -> None:
 
 
 def test_replication_overrides() -> None:
-    from actors.profiles import replication_overrides
+    from actors.deployment.profiles import replication_overrides
 
     assert replication_overrides(0, None) == {}
     assert replication_overrides(0, "SYNC_MASTER") == {"broker_role": "SYNC_MASTER"}
@@ -95,7 +95,7 @@ def test_a_signal_surfacing_as_a_system_error_is_still_reported_as_the_signal(
     """A signal handler that raises while an extension's C function runs (SIGTERM during Ray's
     `ray.get` in the demo's deploy) reaches the command as a SystemError caused by the signal's
     exception: it is still the interrupt, exit 128 + the signal, in one line."""
-    import clients.demo
+    import clients.cli.demo
 
     def run_demo(*args: object) -> int:
         try:
@@ -103,7 +103,7 @@ def test_a_signal_surfacing_as_a_system_error_is_still_reported_as_the_signal(
         except BaseException as e:
             raise SystemError("<built-in method __new__> returned a result with an exception set") from e
 
-    monkeypatch.setattr(clients.demo, "run_demo", run_demo)
+    monkeypatch.setattr(clients.cli.demo, "run_demo", run_demo)
     assert main(["demo"]) == code
     err = capsys.readouterr().err
     assert err.strip() == f"namesrv demo: {said}"

@@ -20,10 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import namesrv.broker.commit_log as store_mod
-from namesrv.broker.commit_log import HEADER, MAGIC, AppendResult, CommitLog, FlushDiskType, MessageInner
-from namesrv.clock import ManualClock
+import namesrv.store.message_store as store_mod
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
+from namesrv.store.message_store import CommitLog
+from namesrv.store.records import HEADER, MAGIC
+from namesrv.store.types import AppendResult, FlushDiskType, MessageInner
 
 
 def open_log(

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import namesrv.broker.commit_log as store_mod
-from namesrv.broker.commit_log import HEADER, AppendResult, CommitLog, FlushDiskType, MessageInner
-from namesrv.clock import ManualClock
+import namesrv.store.message_store as store_mod
+from namesrv.common.clock import ManualClock
+from namesrv.store.message_store import CommitLog
+from namesrv.store.records import HEADER
+from namesrv.store.types import AppendResult, FlushDiskType, MessageInner
 
 
 def log_file(path: Path) -> Path:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from namesrv.broker.commit_log import CommitLog, MessageInner
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import MessageInner
 
 
 class HeldClock(ManualClock):

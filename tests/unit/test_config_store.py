@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.clock import ManualClock
-from namesrv.persist import atomic_write
+from namesrv.common.clock import ManualClock
+from namesrv.common.persist import atomic_write
 from namesrv.protocol.codes import RequestCode
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.protocol.types import InvalidInput

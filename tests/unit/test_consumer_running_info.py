@@ -12,20 +12,23 @@ from typing import Any
 
 import pytest
 
-from namesrv.broker import admin_queries
-from namesrv.broker.admin_queries import AdminQueries
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.wire import BrokerWireEncoder
+from namesrv.broker.processor import admin_queries
+from namesrv.broker.processor.admin_queries import AdminQueries
+from namesrv.broker.processor.wire import BrokerWireEncoder
 from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.models import MessageQueue
 from namesrv.protocol.running_info import ConsumerRunningInfo, running_info_problem
-from namesrv.remoting.codec import RESPONSE_FLAG, FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingResponse, to_request
+from namesrv.remoting.connection import Connection
+from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
-from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.remoting.server import RemotingServer
+from namesrv.remoting.wire_command import RESPONSE_FLAG, RemotingCommand
 from tests.unit.test_broker_processor import ADDR, Broker, heartbeat
 
 MQ = MessageQueue("T", "broker-a", 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.controller.config import ControllerConfig
 from namesrv.controller.core import ControllerCore
 from namesrv.controller.event_log import EventLog, MemoryKV

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
 from namesrv.controller.core import ControllerCore

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from actors.namesrv_controller import NamesrvController
+from actors.namesrv.lifecycle import NamesrvController
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.persist import BackgroundWriter, DurableWriteError
+from namesrv.common.persist import BackgroundWriter, DurableWriteError
 from namesrv.protocol.broker_headers import create_topic_ext
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.models import TopicConfig
@@ -202,8 +202,8 @@ def test_namesrv_answers_system_error_for_kv_and_config_it_could_not_write(small
 def test_broker_answers_system_error_for_a_topic_change_it_could_not_write(small_disk: Path) -> None:
     """Topic create / delete on a broker whose config disk is full: SYSTEM_ERROR, nothing changed,
     and a broker restarted on the same disk has exactly the topics it acknowledged."""
-    from actors.broker_controller import BrokerController
-    from actors.housekeeping import BrokerChannel
+    from actors.broker.lifecycle import BrokerController
+    from actors.namesrv.housekeeping import BrokerChannel
     from namesrv.broker.config import BrokerConfig
 
     def broker() -> BrokerController:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from namesrv.broker.epoch_cache import NO_END, EpochCacheError, EpochEntry, EpochFileCache, find_consistent_point
+from namesrv.store.ha.epoch_cache import NO_END, EpochCacheError, EpochEntry, EpochFileCache, find_consistent_point
 
 
 def cache(*pairs: tuple[int, int]) -> EpochFileCache:

@@ -1,9 +1,9 @@
-"""ReplicationLag (namesrv.broker.ha_lag) with an injected clock: each written batch is timed until a
+"""ReplicationLag (namesrv.store.ha.lag) with an injected clock: each written batch is timed until a
 slave's acknowledgement covers it; first acknowledgements only set a baseline; old ends are dropped."""
 
 from __future__ import annotations
 
-from namesrv.broker.ha_lag import ReplicationLag
+from namesrv.store.ha.lag import ReplicationLag
 
 
 class Clock:

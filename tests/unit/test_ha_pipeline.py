@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from actors.broker_ha_master import HAMasterService
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
+from actors.broker.ha.master import HAMasterService
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.role import RoleGuard
-from namesrv.broker.store_types import BrokerRole
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import BrokerRole, FlushDiskType, MessageInner
 
 
 def master(tmp_path: Path) -> tuple[HAMasterService, CommitLog, RoleGuard]:

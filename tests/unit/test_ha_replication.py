@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
-from namesrv.broker.ha import ReplicaAhead, ReplicaConflict, ReplicaGap, ReplicationError
-from namesrv.broker.mapped_file_queue import segment_paths
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
+from namesrv.store.ha.transfer import ReplicaAhead, ReplicaConflict, ReplicaGap, ReplicationError
+from namesrv.store.mapped_file_queue import segment_paths
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import FlushDiskType, MessageInner
 
 
 def log_bytes(log: CommitLog) -> bytes:

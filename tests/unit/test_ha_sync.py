@@ -10,15 +10,17 @@ from pathlib import Path
 import pytest
 
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.ha_sync import SyncStateSet
-from namesrv.broker.processor_types import BrokerError
+from namesrv.broker.processor.types import BrokerError
 from namesrv.broker.role import RoleGuard
-from namesrv.broker.store_types import BrokerRole
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingResponse, to_request
+from namesrv.remoting.frame_decoder import FrameDecoder
+from namesrv.remoting.wire_command import RemotingCommand
+from namesrv.store.ha.sync_state import SyncStateSet
+from namesrv.store.types import BrokerRole
 from tests.unit.test_broker_processor import CLIENT, Broker
 
 LIMIT = 15_000

@@ -1,4 +1,4 @@
-"""Replication over TCP (HA_TRANSFER, namesrv.broker.ha_wire and actors.broker_ha_tcp), no Ray: the
+"""Replication over TCP (HA_TRANSFER, namesrv.store.ha.wire and actors.broker.ha.tcp), no Ray: the
 request and answer encodings, bad requests refused with a clear error and nothing changed, and a
 slave's connection against a real remoting server and a real master's commit log (records, the
 long poll woken by a new record, the acknowledgement, the ACL's broker check, a lost connection)."""
@@ -11,24 +11,24 @@ from typing import Any
 
 import pytest
 
-from actors.broker_ha_master import HAMasterService
-from actors.broker_ha_tcp import HAConnection
+from actors.broker.ha.master import HAMasterService
+from actors.broker.ha.tcp import HAConnection
 from namesrv.acl.plain_acl import AclManager, SessionCredentials
 from namesrv.acl.rpc_hook import AclHook, check_broker
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.ha_wire import TransferRequest, parse_transfer_answer, parse_transfer_request, transfer_answer
+from namesrv.broker.processor.wire import BrokerWireEncoder
 from namesrv.broker.role import RoleGuard
-from namesrv.broker.store_types import BrokerRole
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.broker.wire import BrokerWireEncoder
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
 from namesrv.remoting.server import RemotingServer
+from namesrv.store.ha.wire import TransferRequest, parse_transfer_answer, parse_transfer_request, transfer_answer
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import BrokerRole, FlushDiskType, MessageInner
 from tests.unit.test_remoting_limits import until
 
 GOOD = {"slaveId": "1", "fromOffset": "0", "maxBytes": "1048576", "waitMs": "0"}

@@ -1,4 +1,4 @@
-"""The message index (namesrv.broker.index_service): keys and unique keys to commit-log offsets,
+"""The message index (namesrv.store.index.index_service): keys and unique keys to commit-log offsets,
 files of bounded size, time ranges, and what a crash leaves: a file rolled back to its checkpoint,
 a file made after it deleted, a torn one rebuilt, and the commit log re-feeding the index from the
 index's own end offset."""
@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from namesrv.broker import index_service
-from namesrv.broker.commit_log import CommitLog, MessageInner
-from namesrv.broker.index_file import ENTRY, HEADER, SLOT, IndexFile, key_hash
-from namesrv.broker.index_service import CHECKPOINT, IndexRecovery, IndexService, message_keys
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
+from namesrv.store.index import index_service
+from namesrv.store.index.index_file import ENTRY, HEADER, SLOT, IndexFile, key_hash
+from namesrv.store.index.index_service import CHECKPOINT, IndexRecovery, IndexService, message_keys
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import MessageInner
 
 
 def rec(topic: str, ts: int, uniq: str = "", keys: str | None = None, sys_flag: int = 0) -> list[Any]:
@@ -151,7 +152,7 @@ def test_commit_log_indexes_appends_and_rebuilds_after_a_kill(tmp_path: Path) ->
 
 WRITER = """
 import sys
-from namesrv.broker.commit_log import CommitLog, MessageInner
+from namesrv.store.message_store import CommitLog, MessageInner
 log = CommitLog(sys.argv[1])
 start = int(sys.argv[2])
 for i in range(start, start + 100_000):
@@ -250,7 +251,7 @@ def test_a_full_disk_leaves_records_unindexed_never_fails_a_write(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    import namesrv.broker.index_file as index_file
+    import namesrv.store.index.index_file as index_file
 
     def full(fd: int, offset: int, length: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")

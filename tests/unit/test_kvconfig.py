@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from namesrv import persist
+from namesrv.common import persist
 from namesrv.protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE
 from namesrv.routeinfo.kvconfig import KVConfigError, KVConfigManager
 

@@ -1,4 +1,4 @@
-"""The loop-lag probe (namesrv.loop_probe) records a held loop as a stall and splits it by cause:
+"""The loop-lag probe (namesrv.common.loop_probe) records a held loop as a stall and splits it by cause:
 the loop's own CPU, GC, and time the loop thread did not compute (here: it slept)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import gc
 import time
 
-from namesrv.loop_probe import LoopProbe
+from namesrv.common.loop_probe import LoopProbe
 
 
 async def _held(probe: LoopProbe, hold: str) -> None:

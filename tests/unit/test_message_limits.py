@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from namesrv.broker.commit_log import CommitLog, MessageInner
-from namesrv.broker.message_codec import properties_to_string
-from namesrv.broker.message_properties import PROPERTIES_MAX_BYTES, MessageIllegal
-from namesrv.broker.processor_types import BrokerError
+from namesrv.broker.processor.types import BrokerError
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.message.properties import PROPERTIES_MAX_BYTES, MessageIllegal, properties_to_string
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import MessageInner
 from tests.unit.test_broker_processor import Broker, decode_messages
 
 MAX_BODY = 4096
@@ -82,7 +82,7 @@ def test_properties_over_32767_bytes_are_message_illegal_and_nothing_is_stored(t
 
 
 def test_a_batch_with_one_illegal_message_stores_none_of_it(tmp_path: Path) -> None:
-    from namesrv.broker.message_codec import BatchEntry, encode_batch
+    from namesrv.protocol.message.codec import BatchEntry, encode_batch
 
     broker = Broker(tmp_path)
     before = state(broker)

@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.broker import admin_queries
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.message_codec import decode_offset_msg_id, offset_msg_id
-from namesrv.broker.message_decoder import decode_messages
+from namesrv.broker.processor import admin_queries
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.message.codec import decode_offset_msg_id, offset_msg_id
+from namesrv.protocol.message.decoder import decode_messages
 from namesrv.protocol.types import InvalidInput
 from tests.unit.test_admin_queries import Admin
 from tests.unit.test_broker_processor import ADDR, Broker

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from clients.admin.mqadmin import namesrv_addr_arg, new_topic_arg, perm_arg
-from clients.admin.mqadmin_cluster import runtime_columns
-from clients.admin.mqadmin_topic import route_list_table, topic_config_text
-from clients.admin.top import Frame, NamesrvView, broker_rows, disagreements, recent_removals, render
+from clients.admin.command.args import namesrv_addr_arg, new_topic_arg, perm_arg
+from clients.admin.command.cluster import runtime_columns
+from clients.admin.command.topic import route_list_table, topic_config_text
+from clients.cli.top import Frame, NamesrvView, broker_rows, disagreements, recent_removals, render
 from namesrv.protocol.models import BrokerData, QueueData, TopicConfig, TopicRouteData
 
 
@@ -88,9 +88,11 @@ def test_top_finds_disagreements_and_new_removals() -> None:
 
 def test_a_reader_that_leaves_ends_the_command_quietly() -> None:
     """`namesrv ... | head -1`: exit 141 (SIGPIPE), nothing on stderr."""
-    code = ("import sys, clients.admin.mqadmin as m, clients.cli as c\n"
+    code = ("import sys, dataclasses, clients.admin.command.topic, clients.cli.main as c\n"
+            "import clients.admin.command.verb as v\n"
             "def many(args):\n    for i in range(200000): print('topic', i)\n    return 0\n"
-            "m.cmd_topic_list = many\nsys.exit(c.main(['topicList', '-n', '127.0.0.1:1']))\n")
+            "v.REGISTERED['topicList'] = dataclasses.replace(v.REGISTERED['topicList'], execute=many)\n"
+            "sys.exit(c.main(['topicList', '-n', '127.0.0.1:1']))\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.readline() == b"topic 0\n"
@@ -101,7 +103,7 @@ def test_a_reader_that_leaves_ends_the_command_quietly() -> None:
 
 # ---------------------------------------------------------------------------- --acl and credentials
 def test_acl_option_turns_the_acl_on_and_brokers_sign_with_the_broker_account(tmp_path: Path) -> None:
-    from clients.cli_support import acl_overrides
+    from clients.cli.support import acl_overrides
 
     acl = tmp_path / "plain_acl.yml"
     acl.write_text("accounts:\n  - {accessKey: ops, secretKey: ops-secret, admin: true}\n"
@@ -119,7 +121,7 @@ def test_acl_option_turns_the_acl_on_and_brokers_sign_with_the_broker_account(tm
     ("accounts:\n  - {accessKey: x, secretKey: short, broker: true}\n", "malformed"),
 ])
 def test_acl_option_refuses_a_file_brokers_cannot_use(tmp_path: Path, text: str, why: str) -> None:
-    from clients.cli_support import CLIError, acl_overrides
+    from clients.cli.support import CLIError, acl_overrides
 
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(text)
@@ -130,7 +132,7 @@ def test_acl_option_refuses_a_file_brokers_cannot_use(tmp_path: Path, text: str,
 
 
 def test_admin_credentials_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from clients.cli_support import CLIError, env_credentials
+    from clients.cli.support import CLIError, env_credentials
 
     monkeypatch.delenv("NAMESRV_ACCESS_KEY", raising=False)
     monkeypatch.delenv("NAMESRV_SECRET_KEY", raising=False)
@@ -160,17 +162,17 @@ def test_cluster_list_columns_are_derived_as_rocketmqs() -> None:
 
 
 def test_version_desc_is_mqversions() -> None:
-    from clients.admin.mqadmin_stats import version_desc
+    from clients.admin.command.stats import version_desc
 
     assert [version_desc(o) for o in (212, 213, 401, 412, 479, 611, 700)] == [
         "V4_0_0_SNAPSHOT", "V4_0_0", "V4_9_4", "V5_0_0_SNAPSHOT", "V5_3_3", "V5_9_9", "HIGHER_VERSION"]
 
 
 def test_message_verbs_print_mqadmins_fields_and_refuse_bad_input() -> None:
-    from clients.admin.mqadmin_message import human_time, java_map, message_json, message_text
-    from clients.cli import build_parser
-    from namesrv.broker.message_codec import offset_msg_id
-    from namesrv.broker.message_decoder import MessageExt
+    from clients.admin.command.message import human_time, java_map, message_json, message_text
+    from clients.cli.main import build_parser
+    from namesrv.protocol.message.codec import offset_msg_id
+    from namesrv.protocol.message.decoder import MessageExt
 
     m = MessageExt("T", 1, 7, 4096, 1_700_000_000_123, 1_700_000_000_000, "10.0.0.1:5000", "10.0.0.2:10911",
                    b"hello", {"UNIQ_KEY": "C0A8", "KEYS": "k1 k2", "TAGS": "tagA"})
@@ -193,8 +195,8 @@ def test_message_verbs_print_mqadmins_fields_and_refuse_bad_input() -> None:
 
 
 def test_consumer_status_checks_and_json_are_rocketmqs() -> None:
-    from clients.admin.mqadmin_consumer import queue_warnings, running_info_json, same_subscription
-    from clients.cli import build_parser
+    from clients.admin.command.consumer import queue_warnings, running_info_json, same_subscription
+    from clients.cli.main import build_parser
     from namesrv.protocol.models import MessageQueue
     from namesrv.protocol.running_info import ConsumerRunningInfo
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from clients.admin.client_brokers import MQAdminError
-from clients.admin.controller_admin import ControllerAnswer, _typed_header, require_ok
-from clients.admin.mqadmin_controller import elect_text, epoch_text, metadata_text, sync_state_text
-from clients.cli import build_parser, main
-from namesrv.broker.epoch_cache import EpochFileCache
+from clients.admin.brokers import MQAdminError
+from clients.admin.command.controller import elect_text, epoch_text, metadata_text, sync_state_text
+from clients.admin.controller import ControllerAnswer, _typed_header, require_ok
+from clients.cli.main import build_parser, main
 from namesrv.controller.codes import ControllerRequestCode as Req
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.protocol.codes import ResponseCode
+from namesrv.store.ha.epoch_cache import EpochFileCache
 from tests.unit.test_broker_processor import Broker
 
 

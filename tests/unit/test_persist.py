@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.persist import BackgroundWriter, atomic_write
+from namesrv.common.persist import BackgroundWriter, atomic_write
 from namesrv.protocol.models import TopicConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 
@@ -79,7 +79,7 @@ def test_drained_since_waits_only_for_writes_submitted_after_the_mark(tmp_path: 
     """A request that wrote nothing is answered at once, even while another's write is on its way."""
     import asyncio
 
-    from namesrv import persist
+    from namesrv.common import persist
 
     disk_free = threading.Event()
     real_write = persist.atomic_write

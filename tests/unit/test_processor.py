@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE, Perm

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import PERM_ALL

@@ -15,19 +15,20 @@ from dataclasses import dataclass
 
 import pytest
 
-from clients.client_instance import MQClientInstance
-from clients.namesrv_client import NameServerClient
-from clients.producer import Producer
+from clients.impl.client_instance import MQClientInstance
+from clients.impl.namesrv_client import NameServerClient
+from clients.producer.producer import Producer
 from namesrv.client.config import ProducerConfig
 from namesrv.client.errors import MQBrokerError, MQClientError, RemotingError, SendFailedError, TopicNotFound
 from namesrv.client.fault import FAULT_TABLE_4_9, FAULT_TABLE_5_X, FAULT_TABLES, FaultTable, LatencyFaultTolerance
-from namesrv.client.message import MAX_PROPERTIES_SIZE, Message, MessageQueue, check_group, check_message
+from namesrv.client.message import MAX_PROPERTIES_SIZE, Message, check_group, check_message
 from namesrv.client.publish_info import TopicPublishInfo, topic_route_data_to_publish_info
-from namesrv.client.send_engine import RETRY_RESPONSE_CODES, SendEngine, SendResult, select_by_hash
-from namesrv.clock import ManualClock
+from namesrv.client.send_engine import RETRY_RESPONSE_CODES, SendEngine, select_by_hash
+from namesrv.client.send_result import SendResult
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, MAX_MESSAGE_SIZE, PERM_ALL, Perm
-from namesrv.protocol.models import BrokerData, QueueData, TopicRouteData
+from namesrv.protocol.models import BrokerData, MessageQueue, QueueData, TopicRouteData
 
 RW = int(Perm.READ | Perm.WRITE)
 BROKERS = ("broker-a", "broker-b", "broker-c")

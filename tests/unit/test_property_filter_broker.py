@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from namesrv.broker.consumer_manager import SubscriptionData
+from namesrv.broker.client.consumer_manager import SubscriptionData
 from namesrv.filter import SqlFilter
 from namesrv.filter.nodes import Expr
 from namesrv.filter.values import Value

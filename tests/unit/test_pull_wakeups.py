@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from namesrv.broker.commit_log import MessageInner
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import RemotingCommand
 from namesrv.remoting.command import RemotingResponse, to_request
+from namesrv.remoting.wire_command import RemotingCommand
+from namesrv.store.types import MessageInner
 from tests.unit.test_broker_processor import CLIENT, WIRE, Broker, decode_messages
 
 SUSPEND_MS = 120_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.remoting.command import RemotingRequest
@@ -124,7 +124,7 @@ def test_processor_gate_opens_with_time_alone(clock: ManualClock) -> None:
 def test_every_profile_sizes_its_window_from_period_timeout_and_restart(name: str) -> None:
     """A broker whose call failed during the restart retries a period later, that call may take the
     register timeout, and the actor's restart comes on top: the window covers all three."""
-    from actors.profiles import DEFAULT_ACTOR_RESTART_MS, FAST_ACTOR_RESTART_MS, get_profile
+    from actors.deployment.profiles import DEFAULT_ACTOR_RESTART_MS, FAST_ACTOR_RESTART_MS, get_profile
 
     profile = get_profile(name)
     restart = {"default": DEFAULT_ACTOR_RESTART_MS, "fast": FAST_ACTOR_RESTART_MS}[name]

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import encode_compressed_register_body
-from namesrv.protocol.register_body import SLICE, open_register_body, read_register_body
+from namesrv.protocol.register_body import open_register_body, read_register_body
+from namesrv.protocol.register_body_base import SLICE
 from namesrv.protocol.types import InvalidInput
 
 

@@ -8,11 +8,11 @@ import json
 from collections.abc import Generator
 from typing import Any
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import DataVersion
 from namesrv.protocol.msgpack_codec import encode_body
-from namesrv.protocol.register_body import SLICE
+from namesrv.protocol.register_body_base import SLICE
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager

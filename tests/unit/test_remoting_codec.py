@@ -20,18 +20,10 @@ from namesrv.protocol.bodies import (
 from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.register_body import read_register_body
 from namesrv.protocol.types import InvalidInput
-from namesrv.remoting.codec import (
-    RESPONSE_FLAG,
-    FrameDecoder,
-    FrameError,
-    LanguageCode,
-    RemotingCommand,
-    SerializeType,
-    decode_frame,
-    decode_json_header,
-    encode_command,
-    encode_plain_response,
-)
+from namesrv.remoting.codec import encode_command, encode_plain_response
+from namesrv.remoting.frame_decoder import FrameDecoder, decode_frame
+from namesrv.remoting.json_header import decode_json_header
+from namesrv.remoting.wire_command import RESPONSE_FLAG, FrameError, LanguageCode, RemotingCommand, SerializeType
 
 # A request exactly as rocketmq-client-cpp 2.x (the PyPI `rocketmq` package) sends it, captured off the wire.
 CPP_ROUTE_REQUEST_HEADER = (

@@ -9,10 +9,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from namesrv.remoting.codec import RESPONSE_FLAG, FrameDecoder, RemotingCommand, encode_command
+from namesrv.remoting.codec import encode_command
+from namesrv.remoting.connection import Connection
+from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.invoke import ClientCallError, ClientCallTimeout
 from namesrv.remoting.limits import ServerLimits
-from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.remoting.server import RemotingServer
+from namesrv.remoting.wire_command import RESPONSE_FLAG, RemotingCommand
 
 ASK = 307
 

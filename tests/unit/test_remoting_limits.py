@@ -11,7 +11,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from actors.namesrv_controller import NamesrvController
+from actors.namesrv.lifecycle import NamesrvController
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import TopicConfig
 from tests.unit.security_servers import BROKER, Client, namesrv_server

@@ -7,8 +7,11 @@ import asyncio
 import zlib
 from typing import Any
 
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, encode_command
-from namesrv.remoting.server import Connection, RemotingServer
+from namesrv.remoting.codec import encode_command
+from namesrv.remoting.connection import Connection
+from namesrv.remoting.frame_decoder import FrameDecoder
+from namesrv.remoting.server import RemotingServer
+from namesrv.remoting.wire_command import RemotingCommand
 
 CLIENTS = 12
 BODY = 1_000_000  # 12 MB in flight at once: six times the per-turn budget

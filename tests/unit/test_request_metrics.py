@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from actors.metrics import SAMPLES_PER_FLUSH, Metrics, RequestMetricsHook
+from actors.runtime.metrics import SAMPLES_PER_FLUSH, Metrics, RequestMetricsHook
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.broker.broker_metadata import BrokerMetadata, BrokerMetadataError, load_metadata, save_metadata
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor_types import BrokerError
+from namesrv.broker.metadata import BrokerMetadata, BrokerMetadataError, load_metadata, save_metadata
+from namesrv.broker.processor.types import BrokerError
 from namesrv.broker.role import RoleGuard
-from namesrv.broker.store_types import BrokerRole
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import ResponseCode
+from namesrv.store.types import BrokerRole
 
 
 def guard(clock: ManualClock, role: BrokerRole = BrokerRole.SLAVE) -> RoleGuard:

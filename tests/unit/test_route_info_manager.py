@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import Perm
 from namesrv.protocol.models import DataVersion, RegisterBrokerResult, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.routeinfo.config import DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS, NamesrvConfig

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol import fastjson
 from namesrv.protocol.models import BrokerData, QueueData, TopicRouteData
 from namesrv.routeinfo import route_json

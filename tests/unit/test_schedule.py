@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.broker.commit_log import CommitLog, MessageInner
-from namesrv.broker.schedule import (
+from namesrv.broker.schedule.delivery import (
     REAL_QID,
     REAL_TOPIC,
     TIMER_OUT_MS,
@@ -20,10 +19,12 @@ from namesrv.broker.schedule import (
     retry_delay_level,
     transform,
 )
-from namesrv.broker.schedule_service import ScheduleService
-from namesrv.broker.transaction import PREPARED_TYPE
-from namesrv.clock import ManualClock
+from namesrv.broker.schedule.service import ScheduleService
+from namesrv.broker.transaction.service import PREPARED_TYPE
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import SCHEDULE_TOPIC
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import MessageInner
 
 NOW = 1_700_000_000_000
 LEVELS = parse_delay_levels()

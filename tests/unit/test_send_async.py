@@ -9,11 +9,13 @@ from collections.abc import Callable
 import pytest
 
 from namesrv.client.errors import MQBrokerError, RemotingError, SendFailedError
-from namesrv.client.message import Message, MessageQueue
+from namesrv.client.message import Message
 from namesrv.client.send_async import AnswerCallback
-from namesrv.client.send_engine import SendEngine, SendResult
-from namesrv.clock import ManualClock
+from namesrv.client.send_engine import SendEngine
+from namesrv.client.send_result import SendResult
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.models import MessageQueue
 from tests.unit.test_producer_core import FakeTransport, make_engine, msg, publish_info
 
 

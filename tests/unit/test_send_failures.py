@@ -11,8 +11,8 @@ import pytest
 
 from namesrv.client.config import ProducerConfig
 from namesrv.client.errors import SendFailedError
-from namesrv.client.send_engine import SendResult
-from namesrv.clock import ManualClock
+from namesrv.client.send_result import SendResult
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import ResponseCode
 from tests.unit.test_producer_core import Call, FakeTransport, make_engine, msg, publish_info
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 from namesrv.routeinfo.snapshot import SNAPSHOT_COLUMNS, arrow_schema, snapshot_columns, snapshot_record_batch
@@ -213,8 +213,8 @@ def test_buffer_drops_a_snapshot_of_several_batches_as_one() -> None:
 
 
 def test_sliced_snapshot_holds_the_same_rows_as_the_one_pass_snapshot() -> None:
+    from namesrv.common.slices import run_to_end
     from namesrv.routeinfo.snapshot import SNAPSHOT_SLICE_ROWS, snapshot_steps
-    from namesrv.slices import run_to_end
 
     clock = ManualClock(T0)
     rim = RouteInfoManager(clock=clock)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.bodies import encode_compressed_register_body
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import DataVersion, RegisterBrokerResult, TopicConfig, TopicConfigSerializeWrapper

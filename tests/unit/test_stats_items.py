@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from namesrv.broker.stats_items import GROUP_GET_NUMS, TOPIC_PUT_NUMS, BrokerStatsManager
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode

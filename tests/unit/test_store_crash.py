@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
-from namesrv.broker.mapped_file_queue import segment_paths
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
+from namesrv.store.mapped_file_queue import segment_paths
+from namesrv.store.message_store import CommitLog
+from namesrv.store.types import FlushDiskType, MessageInner
 
 ROOT = Path(__file__).resolve().parents[2]
 SEG = 4096
@@ -28,9 +29,12 @@ QUEUES = 3
 CHILD = textwrap.dedent('''
     import os, signal, sys
     from pathlib import Path
-    from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
-    from namesrv.broker import consume_queue, mapped_file_queue, store_checkpoint, store_cleanup
-    from namesrv.clock import ManualClock
+    from namesrv.store.message_store import CommitLog, FlushDiskType, MessageInner
+    from namesrv.store import checkpoint as store_checkpoint
+    from namesrv.store import mapped_file_queue
+    from namesrv.store import retention as store_cleanup
+    from namesrv.store.queue import consume_queue
+    from namesrv.common.clock import ManualClock
 
     store_dir, mode, seg, queues = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 

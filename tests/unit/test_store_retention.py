@@ -16,19 +16,19 @@ from typing import Any
 
 import pytest
 
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.consume_queue import CQ_UNIT
-from namesrv.broker.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.mapped_file_queue import segment_paths
-from namesrv.broker.processor import BrokerIdentity, BrokerProcessor
-from namesrv.broker.store_cleanup import CleanCommitLogService, RetentionPolicy
-from namesrv.broker.store_types import DiskFullError
+from namesrv.broker.processor.dispatcher import BrokerIdentity, BrokerProcessor
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.models import TopicConfig
+from namesrv.store.mapped_file_queue import segment_paths
+from namesrv.store.message_store import CommitLog
+from namesrv.store.queue.consume_queue import CQ_UNIT
+from namesrv.store.retention import CleanCommitLogService, RetentionPolicy
+from namesrv.store.types import DiskFullError, FlushDiskType, MessageInner
 from tests.unit.test_broker_processor import ADDR, Broker
 
 SEG = 4096

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from namesrv.broker import consume_queue
-from namesrv.broker.commit_log import HEADER, CommitLog, FlushDiskType, MessageInner
-from namesrv.broker.consume_queue import CQ_UNIT, topic_dir_name
-from namesrv.broker.ha import ReplicationError
-from namesrv.broker.mapped_file_queue import segment_name, segment_paths
-from namesrv.broker.message_properties import MessageIllegal
-from namesrv.broker.store_records import BLANK_MAGIC
-from namesrv.broker.store_types import Dispatcher, StoreFormatError
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
+from namesrv.protocol.message.properties import MessageIllegal
+from namesrv.store.ha.transfer import ReplicationError
+from namesrv.store.mapped_file_queue import segment_name, segment_paths
+from namesrv.store.message_store import CommitLog
+from namesrv.store.queue import consume_queue
+from namesrv.store.queue.consume_queue import CQ_UNIT, topic_dir_name
+from namesrv.store.records import BLANK_MAGIC, HEADER
+from namesrv.store.types import Dispatcher, FlushDiskType, MessageInner, StoreFormatError
 
 SEG = 4096
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from namesrv.broker.commit_log import CommitLog, FlushDiskType, MessageInner
-from namesrv.broker.store_cleanup import CleanCommitLogService, RetentionPolicy, disk_used_ratio
-from namesrv.broker.store_types import DiskFullError
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
+from namesrv.store.message_store import CommitLog
+from namesrv.store.retention import CleanCommitLogService, RetentionPolicy, disk_used_ratio
+from namesrv.store.types import DiskFullError, FlushDiskType, MessageInner
 
 SIZE_MIB = 12
 SEG = 512 * 1024

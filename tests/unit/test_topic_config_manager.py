@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_ALL, SELF_TEST_TOPIC, Perm
 from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from namesrv.protocol.types import InvalidInput

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from namesrv.broker.message_codec import decode_offset_msg_id, properties_to_string
-from namesrv.broker.transaction import COMMIT_TYPE, ROLLBACK_TYPE, TransactionService
+from namesrv.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionService
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import TRANS_HALF_TOPIC
-from namesrv.remoting.codec import RemotingCommand
+from namesrv.protocol.message.codec import decode_offset_msg_id
+from namesrv.protocol.message.properties import properties_to_string
+from namesrv.remoting.wire_command import RemotingCommand
 from tests.unit.test_broker_processor import Broker
 
 
@@ -63,7 +64,7 @@ def test_an_end_that_names_no_half_of_its_group_changes_nothing(tmp_path: Path) 
 
 
 def test_a_transactional_batch_is_refused(tmp_path: Path) -> None:
-    from namesrv.broker.message_codec import BatchEntry, encode_batch
+    from namesrv.protocol.message.codec import BatchEntry, encode_batch
 
     broker = Broker(tmp_path)
     props = properties_to_string({"TRAN_MSG": "true", "PGROUP": "PG_tx"})

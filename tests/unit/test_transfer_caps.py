@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from namesrv.broker.commit_log import CommitLog, MessageInner, StoredMessage
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.transfer_caps import MAX_SCAN_ENTRIES, TransferCaps
 from namesrv.protocol.codes import ResponseCode
+from namesrv.store.message_store import CommitLog
+from namesrv.store.transfer_caps import MAX_SCAN_ENTRIES, TransferCaps
+from namesrv.store.types import MessageInner, StoredMessage
 from tests.unit.test_broker_processor import Broker, decode_messages
 
 KIB = 1024

@@ -8,12 +8,14 @@ import json
 
 import pytest
 
-from namesrv.clock import ManualClock
+from namesrv.common.clock import ManualClock
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import body_crc32, encode_compressed_register_body
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.remoting.codec import FrameDecoder, RemotingCommand, SerializeType, encode_command
+from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import to_request
+from namesrv.remoting.frame_decoder import FrameDecoder
+from namesrv.remoting.wire_command import RemotingCommand, SerializeType
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor

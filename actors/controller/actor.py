@@ -1,0 +1,398 @@
+"""The controller (RocketMQ 5's controller mode, RIP-44) as one async Ray actor.
+
+It holds a `ControllerCore` (namesrv/controller) and gives it three things from Ray:
+
+- a durable history: every event is written to Ray's GCS key-value store (namespaced, under
+  `controller/<name>`) before it is applied or answered, and the log is compacted into a snapshot
+  every `snapshot_every_events`; a (re)started actor rebuilds its state from there in `__init__`;
+- liveness: brokers heartbeat (BROKER_HEARTBEAT) every second; a heartbeat may carry the broker
+  actor's channel (`BrokerChannel`), which the actor watches like the NameServer does, so a broker
+  actor's definite death is acted on at once; `report_actor_death` takes deaths seen elsewhere;
+- a control loop: the expired-heartbeat scan and the inactive-master scan, which elects.
+
+Why the state is safe in the GCS KV (the issue's question, and design §8's answer):
+
+- One writer. The actor is named and started `lifetime="detached"`, `max_restarts=-1`: Ray runs at
+  most one instance at a time and restarts it (re-running `__init__`, which reloads the log) when
+  its worker or node dies. Every request that changes state runs under one lock: check, persist,
+  apply, answer. A change whose write failed is never applied nor acknowledged.
+- Fenced anyway. Should a stale instance outlive its replacement (a partitioned node), its next
+  write loses: events are written put-if-absent at the next index and the snapshot index is read
+  back, so a stale writer finds out before it announces anything: it refuses that change and
+  reloads the state from the log (`stale_reloads`), so it can never fork the history.
+- Durable as the cluster. The GCS lives on the head node: it outlives any worker or other node, so
+  killing the actor or its node loses nothing. The head node's own death loses the GCS, and with it
+  this state, unless the cluster runs with GCS fault tolerance (an external Redis,
+  RAY_REDIS_ADDRESS), which is also what keeps detached actors alive across a head restart.
+- No consensus of our own: ordering comes from the single actor, durability from the GCS.
+
+While the controller is down, routing and sends keep working (brokers keep their roles); only
+elections wait. After a restart its heartbeat table is empty, so elections caused by missing
+heartbeats wait one heartbeat timeout (`election_grace_ms`); a reported death does not wait.
+
+Brokers learn of a new master from the answer to their next heartbeat (it carries the set's master
+and epochs) or at once by long-polling `wait_for_change` (RocketMQ pushes NOTIFY_BROKER_ROLE_CHANGED).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import ray
+
+from actors.controller.gcs_kv import KV_NAMESPACE, GcsKV
+from actors.namesrv.housekeeping import BrokerChannel, BrokerHousekeepingService
+from namesrv.common.control_loop import ControlLoop
+from namesrv.controller.codes import ControllerResponseCode as Code
+from namesrv.controller.config import ControllerConfig
+from namesrv.controller.core import ControllerCore
+from namesrv.controller.event_log import EventLog, StaleWriterError
+from namesrv.controller.heartbeat import BrokerIdentity
+from namesrv.controller.replicas_info_manager import ControllerResult
+from namesrv.controller.wire import WireCall, WireRequestError, decode_request, encode_result
+from namesrv.protocol.codes import ResponseCode
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.remoting.connection import Connection
+from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
+from namesrv.remoting.server import RemotingServer
+from namesrv.remoting.wire_command import RemotingCommand
+from namesrv.routeinfo.wire_encoder import wants_standard_json
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_NAME = "controller"
+FAILPOINTS = ("before-persist", "after-persist")
+CLOSED_TOKENS_KEPT = 10_000
+DEATHS_KEPT = 100
+"""Broker deaths remembered for `stats()["deaths"]` (oldest dropped first)."""
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def kv_prefix(ray_namespace: str, name: str) -> str:
+    return f"{ray_namespace}/{name}"
+
+
+class ControllerActor:
+    def __init__(self, namespace: str, name: str = CONTROLLER_NAME, config: ControllerConfig | None = None,
+                 kv_namespace: str = KV_NAMESPACE, remoting: RemotingServerConfig | None = None) -> None:
+        """`namespace`: the Ray namespace the actor is named in (its state's key prefix; the runtime
+        context inside the actor reports the creating job's namespace instead). `remoting`: also
+        serve RocketMQ's controller codes over TCP."""
+        self.name = name
+        self.config = config or ControllerConfig()
+        self.reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        self.incarnation = uuid.uuid4().hex[:12]
+        self.prefix = kv_prefix(namespace, name)
+        started = time.monotonic()
+        self.core = ControllerCore(self.config, monotonic_ms, EventLog(GcsKV(kv_namespace), self.prefix))
+        self.restore_ms = (time.monotonic() - started) * 1000
+        assert self.core.event_log is not None
+        self.restored_events = self.core.event_log.last_index
+        self.stale_reloads = 0
+        self.elections = 0
+        self.deaths: list[dict[str, Any]] = []
+        """How brokers were found dead: `{"brokerName", "brokerId", "how", "atMs"}`, newest last."""
+        self._lock = asyncio.Lock()
+        self._changed = asyncio.Event()
+        self._failpoints: dict[str, asyncio.Event] = {}
+        self._closed_tokens: dict[str, None] = {}
+        """Recently closed channels (oldest first, bounded): late heartbeats through them are refused."""
+        self._channels: dict[BrokerIdentity, str] = {}
+        """Each broker's newest channel token: a closed channel kills only its own incarnation."""
+        self.loop = ControlLoop(name)
+        self.housekeeping = BrokerHousekeepingService(self.loop, self._on_channel_closed, self._channel_in_use)
+        scan_s = self.config.scan_not_active_broker_interval_ms / 1000
+        self.loop.every("scan-not-active-broker", scan_s, self._scan_not_active_broker, initial_delay_s=scan_s)
+        master_scan_s = self.config.scan_inactive_master_interval_ms / 1000
+        self.loop.every("scan-inactive-master", master_scan_s, self._reelect, initial_delay_s=master_scan_s)
+        self.pipeline = RequestPipeline(name, self._encode)
+        """Every TCP request: decoded into a call of this actor's methods, answered as RocketMQ's."""
+        self.pipeline.register_default(self._serve)
+        self.remoting = RemotingServer(
+            name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
+            self._on_connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
+            lambda coro: self.loop.spawn("remoting-request", coro))
+        self.remoting_address: str | None = None
+        if remoting is not None:
+            self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start
+            host = remoting.advertised_host or remoting.listen_host
+            if host in (ALL_INTERFACES, "", "::"):
+                host = ray.util.get_node_ip_address()
+            self.remoting_address = f"{host}:{self.remoting.port}"
+            self.loop.spawn("remoting-serve", self.remoting.serve())
+        self.loop.start()
+        log.info("%s: restored %d events (snapshot at %d) in %.1f ms%s", name, self.restored_events,
+                 self.core.event_log.snapshot_index, self.restore_ms, " after a restart" if self.reconstructed else "")
+
+    async def shutdown(self) -> None:
+        await self.remoting.stop()
+        await self.loop.shutdown()
+
+    # ------------------------------------------------------------------ TCP (RocketMQ's remoting protocol)
+    def _serve(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        try:
+            call = decode_request(request.code, request.ext_fields, request.body)
+        except KeyError:
+            return error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
+        except WireRequestError as e:
+            return error(Code.CONTROLLER_INVALID_REQUEST, str(e))
+        return self._wire_call(ctx, call)
+
+    async def _wire_call(self, ctx: RequestContext, call: WireCall) -> RemotingResponse:
+        result: ControllerResult = await getattr(self, call.method)(**call.kwargs)
+        if call.method == "heartbeat" and result.ok:  # a broker's connection is its channel (RocketMQ)
+            self._channels[BrokerIdentity(call.kwargs["broker_name"], call.kwargs["broker_id"])] = ctx.channel
+        return RemotingResponse(int(result.code), result.remark, payload=result)
+
+    @staticmethod
+    def _encode(cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand:
+        if isinstance(response.payload, ControllerResult):
+            answer = encode_result(response.payload, wants_standard_json(cmd))
+            return cmd.response(answer.code, answer.remark, answer.ext_fields, answer.body)
+        return cmd.response(int(response.code), response.remark, None, response.body)
+
+    def _on_connection_closed(self, conn: Connection, reason: str) -> None:
+        if self._channel_in_use(conn.token):
+            self._on_channel_closed(conn.token, f"connection closed ({reason})")
+
+    # ------------------------------------------------------------------ committing changes
+    async def _mutate(self, check: Callable[[], ControllerResult]) -> ControllerResult:
+        """Check, persist (off the event loop), apply, answer: one change at a time."""
+        async with self._lock:
+            result = check()
+            if not result.events:
+                return result
+            await self._failpoint("before-persist")
+            try:
+                await asyncio.to_thread(self.core.persist, list(result.events))
+            except StaleWriterError as e:
+                await self._reload_after_stale(e)
+                return ControllerResult(Code.CONTROLLER_NOT_LEADER, f"{e}; state reloaded, ask again")
+            except Exception as e:
+                log.exception("%s: could not persist %s", self.name, result.events)
+                return ControllerResult(Code.SYSTEM_ERROR, f"controller state not persisted: {type(e).__name__}: {e}")
+            await self._failpoint("after-persist")
+            self.core.apply(result)
+            self._changed.set()
+            self._changed = asyncio.Event()
+            await self._compact_if_due()
+            return result
+
+    async def _reload_after_stale(self, error: StaleWriterError) -> None:
+        """Another writer moved the log on: adopt its history (called under the lock)."""
+        self.stale_reloads += 1
+        log.error("%s: %s; reloading the state from the log", self.name, error)
+        try:
+            replayed = await asyncio.to_thread(self.core.restore)
+        except Exception:
+            log.exception("%s: reload failed; the next change will try again", self.name)
+            return
+        log.warning("%s: reloaded, %d events replayed", self.name, replayed)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    # ------------------------------------------------------------------ failpoints (fault-injection tests)
+    async def _failpoint(self, name: str) -> None:
+        if name in self._failpoints:
+            log.warning("%s: a change is held at failpoint %s", self.name, name)
+            self._failpoints[name].set()
+            await asyncio.Event().wait()  # held until the actor dies (what the test does next)
+
+    async def set_failpoint(self, name: str) -> None:
+        """Hold the next change at `name` ("before-persist" or "after-persist") for good: a test
+        then kills the actor there."""
+        if name not in FAILPOINTS:
+            raise ValueError(f"unknown failpoint {name!r}; choose from {FAILPOINTS}")
+        self._failpoints[name] = asyncio.Event()
+
+    async def wait_failpoint(self, name: str, timeout_s: float) -> bool:
+        """True once a change is held at `name`."""
+        try:
+            await asyncio.wait_for(self._failpoints[name].wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _compact_if_due(self) -> None:
+        event_log = self.core.event_log
+        if event_log is None or event_log.events_since_snapshot < self.config.snapshot_every_events:
+            return
+        state = self.core.manager.snapshot()
+        try:
+            await asyncio.to_thread(event_log.compact, state)
+        except StaleWriterError as e:
+            await self._reload_after_stale(e)
+        except Exception:
+            log.exception("%s: compaction failed; the log keeps its events and is retried later", self.name)
+
+    # ------------------------------------------------------------------ liveness
+    def _channel_in_use(self, token: str) -> bool:
+        return token in self._channels.values()
+
+    def _on_channel_closed(self, token: str, how: str) -> None:
+        self._closed_tokens[token] = None
+        while len(self._closed_tokens) > CLOSED_TOKENS_KEPT:
+            del self._closed_tokens[next(iter(self._closed_tokens))]
+        for ident, current in list(self._channels.items()):
+            if current == token:
+                del self._channels[ident]
+                log.warning("%s: broker %s/%d channel %s", self.name, ident.broker_name, ident.broker_id, how)
+                self._record_death(ident, f"channel {how}")
+                self.loop.spawn("actor-death", self.report_actor_death(ident.broker_name, ident.broker_id))
+
+    def _record_death(self, ident: BrokerIdentity, how: str) -> None:
+        self.deaths.append({"brokerName": ident.broker_name, "brokerId": ident.broker_id, "how": how,
+                            "atMs": int(time.time() * 1000)})
+        del self.deaths[:-DEATHS_KEPT]
+
+    async def _scan_not_active_broker(self) -> None:
+        expired = self.core.scan_not_active_brokers()
+        for ident in expired:
+            self._record_death(ident, "heartbeat expired")
+        masters = {n: s.master_broker_id for n, s in self.core.manager.sync_state_info.items()}
+        if any(masters.get(i.broker_name) == i.broker_id for i in expired):
+            await self._reelect()
+
+    async def _reelect(self) -> None:
+        for broker_name in self.core.broker_sets_to_reelect():
+            await self._elect_by_controller(broker_name)
+
+    async def _elect_by_controller(self, broker_name: str) -> ControllerResult:
+        result = await self._mutate(lambda: self.core.check_elect_master(broker_name))
+        if result.ok:
+            self.elections += 1
+            log.warning("%s: elected broker %s of %s as master, epoch %s", self.name,
+                        result.header.get("masterBrokerId"), broker_name, result.header.get("masterEpoch"))
+        else:
+            log.warning("%s: election for %s: %s %s", self.name, broker_name, result.code, result.remark)
+        return result
+
+    async def report_actor_death(self, broker_name: str, broker_id: int) -> ControllerResult | None:
+        """A broker actor is definitely dead (Ray says so): no timeout; its set is re-elected at once
+        if it was the master. Returns the election's answer, or None when none was needed."""
+        if self.core.report_broker_dead(broker_name, broker_id):
+            return await self._elect_by_controller(broker_name)
+        return None
+
+    # ------------------------------------------------------------------ requests (RocketMQ's codes)
+    async def heartbeat(self, cluster_name: str, broker_name: str, broker_addr: str, broker_id: int, *,
+                        heartbeat_timeout_ms: int | None = None, epoch: int | None = None,
+                        max_offset: int | None = None, confirm_offset: int | None = None,
+                        election_priority: int | None = None, channel: BrokerChannel | None = None) -> ControllerResult:
+        """BROKER_HEARTBEAT (904). `channel`: the broker actor to watch for a definite death. A
+        heartbeat that arrives after its channel closed (sent just before the broker died) is refused:
+        it must not make a dead broker look alive again."""
+        if channel is not None and channel.token in self._closed_tokens:
+            return ControllerResult(Code.CONTROLLER_BROKER_NOT_ALIVE, f"channel {channel.token} is closed")
+        result = self.core.heartbeat(cluster_name, broker_name, broker_addr, broker_id,
+                                     heartbeat_timeout_ms=heartbeat_timeout_ms, epoch=epoch, max_offset=max_offset,
+                                     confirm_offset=confirm_offset, election_priority=election_priority)
+        if result.ok and channel is not None:
+            self._channels[BrokerIdentity(broker_name, broker_id)] = channel.token
+            self.housekeeping.watch(channel)
+        return result
+
+    async def get_next_broker_id(self, cluster_name: str, broker_name: str) -> ControllerResult:
+        """CONTROLLER_GET_NEXT_BROKER_ID (1012)."""
+        return self.core.get_next_broker_id(cluster_name, broker_name)
+
+    async def apply_broker_id(self, cluster_name: str, broker_name: str, applied_broker_id: int,
+                              register_check_code: str) -> ControllerResult:
+        """CONTROLLER_APPLY_BROKER_ID (1013)."""
+        return await self._mutate(lambda: self.core.check_apply_broker_id(
+            cluster_name, broker_name, applied_broker_id, register_check_code))
+
+    async def register_broker(self, cluster_name: str, broker_name: str, broker_id: int,
+                              broker_address: str) -> ControllerResult:
+        """CONTROLLER_REGISTER_BROKER (1003)."""
+        return await self._mutate(lambda: self.core.check_register_broker(
+            cluster_name, broker_name, broker_id, broker_address))
+
+    async def alter_sync_state_set(self, broker_name: str, master_broker_id: int, master_epoch: int,
+                                   new_sync_state_set: list[int], sync_state_set_epoch: int) -> ControllerResult:
+        """CONTROLLER_ALTER_SYNC_STATE_SET (1001)."""
+        return await self._mutate(lambda: self.core.check_alter_sync_state_set(
+            broker_name, master_broker_id, master_epoch, new_sync_state_set, sync_state_set_epoch))
+
+    async def elect_master(self, broker_name: str, broker_id: int | None = None,
+                           designate_elect: bool = False) -> ControllerResult:
+        """CONTROLLER_ELECT_MASTER (1002): a broker asking with its id, or an admin designating one."""
+        result = await self._mutate(lambda: self.core.check_elect_master(broker_name, broker_id, designate_elect))
+        if result.ok:
+            self.elections += 1
+        return result
+
+    async def clean_broker_data(self, broker_name: str, broker_ids: list[int] | None = None,
+                                clean_living_broker: bool = False) -> ControllerResult:
+        return await self._mutate(lambda: self.core.check_clean_broker_data(broker_name, broker_ids,
+                                                                            clean_living_broker))
+
+    async def get_replica_info(self, broker_name: str) -> ControllerResult:
+        """CONTROLLER_GET_REPLICA_INFO (1004)."""
+        return self.core.get_replica_info(broker_name)
+
+    async def get_sync_state_data(self, broker_names: list[str] | None = None) -> ControllerResult:
+        """CONTROLLER_GET_SYNC_STATE_DATA (1006); None: every broker set."""
+        return self.core.get_sync_state_data(broker_names)
+
+    async def get_metadata(self) -> ControllerResult:
+        """CONTROLLER_GET_METADATA_INFO (1005): one controller, always the leader."""
+        address = self.remoting_address or self.name
+        return ControllerResult(header={"group": self.name, "controllerLeaderId": self.name,
+                                        "controllerLeaderAddress": address, "isLeader": True,
+                                        "peers": f"{self.name}:{address};"})
+
+    # ------------------------------------------------------------------ role changes (NOTIFY_BROKER_ROLE_CHANGED)
+    async def wait_for_change(self, known: dict[str, tuple[int, int]],
+                              timeout_s: float) -> dict[str, ControllerResult]:
+        """Long-poll: the replica info of every broker set whose (masterEpoch, syncStateSetEpoch)
+        differs from `known`, as soon as there is one, or {} after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            changed = {n: self.core.get_replica_info(n) for n, epochs in self.core.epochs().items()
+                       if n in known and tuple(known[n]) != epochs}
+            if changed:
+                return changed
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {}
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                return {}
+
+    # ------------------------------------------------------------------ inspection
+    async def stats(self) -> dict[str, Any]:
+        event_log = self.core.event_log
+        assert event_log is not None
+        return {
+            "name": self.name,
+            "reconstructed": self.reconstructed,
+            "incarnation": self.incarnation,
+            "restored_events": self.restored_events,
+            "restore_ms": self.restore_ms,
+            "last_index": event_log.last_index,
+            "snapshot_index": event_log.snapshot_index,
+            "stale_reloads": self.stale_reloads,
+            "elections": self.elections,
+            "deaths": list(self.deaths),
+            "in_grace": self.core.in_grace(),
+            "live_brokers": sorted((i.broker_name, i.broker_id) for i in self.core.heartbeats.live),
+            "watched_channels": self.housekeeping.watch_count,
+            "remoting_address": self.remoting_address,
+            "epochs": self.core.epochs(),
+        }
+
+    async def run_scan_now(self) -> None:
+        """Run both scans at once (tests and admin tools)."""
+        await self._scan_not_active_broker()
+        await self._reelect()

@@ -1,0 +1,1 @@
+"""Consumers (RocketMQ's client/consumer)."""

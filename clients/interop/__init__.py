@@ -1,0 +1,2 @@
+"""Interop with RocketMQ's own clients: the real C++ client (PyPI `rocketmq`) driven in its own
+process."""

@@ -1,0 +1,1 @@
+"""Producers (RocketMQ's DefaultMQProducer and TransactionMQProducer) and a producer as a Ray actor."""

@@ -1,0 +1,53 @@
+"""What the broker processor takes and gives besides RemotingCommands: who sent a request, which
+broker answers, the outcome of a send or a pull, and the error that refuses a request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from namesrv.store.types import AppendResult, StoredMessage
+
+
+class BrokerError(Exception):
+    """A request refused with a RocketMQ response code and remark."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+@dataclass(slots=True)
+class SendOutcome:
+    results: list[AppendResult]
+    msg_ids: list[str]
+    """Offset message ids (store host + commit-log offset), one per stored message."""
+    code: int = 0
+    """SUCCESS, or FLUSH_SLAVE_TIMEOUT: stored here, not on every in-sync replica in time."""
+
+
+@dataclass(slots=True)
+class PullOutcome:
+    code: int
+    status: str
+    """DefaultMessageStore's GetMessageStatus name, which RocketMQ puts in the remark."""
+    messages: list[StoredMessage]
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """Who sent a wire request: its connection's token (the channel) and its address."""
+
+    channel: str
+    peer: str
+
+
+@dataclass
+class BrokerIdentity:
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str

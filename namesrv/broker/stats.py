@@ -1,0 +1,133 @@
+"""What GET_BROKER_RUNTIME_INFO reports (RocketMQ's BrokerStats and StoreStatsService, the parts a
+broker here has): message totals with their day marks, put and transferred TPS over 10 s, 1 min and
+10 min, the commit log's offsets, its oldest message and the disk it is on.
+
+mqadmin clusterList reads `brokerVersionDesc`, `putTps`, `getTransferredTps`, the thread-pool queue
+figures, `earliestMessageTimeStamp` and `commitLogDiskRatio`; `clusterList -m` the day marks. A
+broker here has no request thread pools: requests run on its event loop as they arrive, so the
+"queue" figures report what waits there instead (sends waiting for their flush, pulls held for new
+messages) and head wait times of 0. There is no timer store: the timer figures are RocketMQ's for a
+broker with the timer off.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from namesrv.common.clock import Clock
+
+TPS_WINDOWS_S = (10, 60, 600)
+"""The windows RocketMQ prints TPS over, one sample a second (StoreStatsService)."""
+SAMPLE_INTERVAL_S = 1.0
+
+BROKER_VERSION = 479
+BROKER_VERSION_DESC = "V5_3_3"
+"""MQVersion.Version.V5_3_3, the version this broker answers with (as the NameServer does)."""
+
+
+def human_readable_bytes(n: int) -> str:
+    """MixAll.humanReadableByteCount(bytes, si=false): `512 B`, `1.5 KiB`, `252.0 GiB`."""
+    if n < 1024:
+        return f"{n} B"
+    exp = 0
+    value = float(n)
+    while value >= 1024 and exp < 6:
+        value /= 1024
+        exp += 1
+    return f"{value:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+def format_runtime(ms: int) -> str:
+    """StoreStatsService.getFormatRuntime: `[ 0 days, 1 hours, 2 minutes, 3 seconds ]`."""
+    seconds = ms // 1000
+    days, seconds = divmod(seconds, 86_400)
+    hours, seconds = divmod(seconds, 3_600)
+    minutes, seconds = divmod(seconds, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]"
+
+
+class BrokerStats:
+    """Put and get totals sampled once a second. `totals` returns (messages stored, messages handed
+    to consumers) since the broker started."""
+
+    def __init__(self, clock: Clock, totals: Callable[[], tuple[int, int]]) -> None:
+        self.clock = clock
+        self.boot_ms = clock()
+        self._totals = totals
+        self._samples: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=TPS_WINDOWS_S[-1] + 1)
+        self._day = self._local_day(self.boot_ms)
+        self.today_morning = (0, 0)
+        """(put, get) totals when the current day began (0 until the first midnight, as RocketMQ's)."""
+        self.yesterday_morning = (0, 0)
+        self.sample()
+
+    @staticmethod
+    def _local_day(ms: int) -> datetime.date:
+        return datetime.datetime.fromtimestamp(ms / 1000).date()
+
+    def sample(self) -> None:
+        """Record the totals now (the broker calls this every SAMPLE_INTERVAL_S); at the first sample of
+        a new day the day marks move on, as BrokerStats.record does at midnight."""
+        now = self.clock()
+        put, get = self._totals()
+        day = self._local_day(now)
+        if day != self._day:
+            self._day = day
+            self.yesterday_morning, self.today_morning = self.today_morning, (put, get)
+        self._samples.append((now, put, get))
+
+    def _tps(self, window_s: int, column: int) -> str:
+        """Messages a second over the last `window_s` samples; '' until there are that many (RocketMQ)."""
+        if len(self._samples) <= window_s:
+            return ""
+        before, last = self._samples[-(window_s + 1)], self._samples[-1]
+        elapsed_ms = last[0] - before[0]
+        return repr((last[column] - before[column]) / elapsed_ms * 1000) if elapsed_ms > 0 else "0.0"
+
+    def tps(self, column: int) -> str:
+        """`10s 1min 10min` TPS as RocketMQ joins them (column 1: put, 2: transferred to consumers)."""
+        return " ".join(self._tps(w, column) for w in TPS_WINDOWS_S)
+
+    def runtime_info(self, *, broker_active: bool, store_dir: Path, commit_log_max_offset: int,
+                     earliest_message_ms: int, sends_waiting: int, pulls_held: int,
+                     commit_log_min_offset: int = 0) -> dict[str, str]:
+        """The KVTable of GET_BROKER_RUNTIME_INFO."""
+        now = self.clock()
+        put, get = self._totals()
+        disk = shutil.disk_usage(store_dir)
+        return {
+            "brokerVersionDesc": BROKER_VERSION_DESC,
+            "brokerVersion": str(BROKER_VERSION),
+            "brokerActive": "true" if broker_active else "false",
+            "bootTimestamp": str(self.boot_ms),
+            "runtime": format_runtime(now - self.boot_ms),
+            "msgPutTotalYesterdayMorning": str(self.yesterday_morning[0]),
+            "msgPutTotalTodayMorning": str(self.today_morning[0]),
+            "msgPutTotalTodayNow": str(put),
+            "msgGetTotalYesterdayMorning": str(self.yesterday_morning[1]),
+            "msgGetTotalTodayMorning": str(self.today_morning[1]),
+            "msgGetTotalTodayNow": str(get),
+            "putMessageTimesTotal": str(put),
+            "putTps": self.tps(1),
+            "getTransferredTps": self.tps(2),
+            "earliestMessageTimeStamp": str(earliest_message_ms),
+            "commitLogMinOffset": str(commit_log_min_offset),
+            "commitLogMaxOffset": str(commit_log_max_offset),
+            "commitLogDiskRatio": repr((disk.total - disk.free) / disk.total if disk.total else 0.0),
+            "commitLogDirCapacity": f"Total : {human_readable_bytes(disk.total)}, "
+                                    f"Free : {human_readable_bytes(disk.free)}.",
+            "pageCacheLockTimeMills": "0",
+            "sendThreadPoolQueueSize": str(sends_waiting),
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueSize": str(pulls_held),
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "timerReadBehind": "0",
+            "timerOffsetBehind": "0",
+            "timerCongestNum": "0",
+            "timerEnqueueTps": "0.0",
+            "timerDequeueTps": "0.0",
+        }

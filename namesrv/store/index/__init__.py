@@ -1,0 +1,1 @@
+"""The message index (RocketMQ's store/index): messages by key and time."""
