@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _analysis_workload import SnapshotSource, fault_schedule
 from _common import print_machine
 
-from clients.analysis import jobs
+from clients.analysis import fault_jobs, jobs, placement
 from clients.analysis.bridge import arrow_ipc_refs_to_spark
 from clients.analysis.faults import faults_to_spark
 from clients.analysis.spark import SparkSettings, get_or_create_spark, stop_spark
@@ -97,9 +97,9 @@ def run_analyses(spark: Any, df: Any, faults: Any, path: str, watch: Stopwatch) 
         "divergence_instants": lambda: jobs.divergence_instants(spark, df),
         "divergence_windows": lambda: jobs.divergence_windows(spark, df),
         "liveness_intervals": lambda: jobs.liveness_intervals(spark, df),
-        "detection_delays": lambda: jobs.detection_delays(spark, df, faults),
-        "stale_route_exposure": lambda: jobs.stale_route_exposure(spark, df, faults),
-        "topic_placement_skew": lambda: jobs.topic_placement_skew(spark, df),
+        "detection_delays": lambda: fault_jobs.detection_delays(spark, df, faults),
+        "stale_route_exposure": lambda: fault_jobs.stale_route_exposure(spark, df, faults),
+        "topic_placement_skew": lambda: placement.topic_placement_skew(spark, df),
     }
     counts: dict[str, int] = {}
     for name, make in analyses.items():

@@ -27,9 +27,10 @@ import psutil
 from _common import print_machine, ratio_table
 
 from namesrv.common.stats import percentile
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.index.index_service import IndexService
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import FlushDiskType, MessageInner
+from namesrv.store.types import FlushDiskType
 
 TOPIC = "IndexedTopic"
 BATCH = 1024

@@ -34,9 +34,10 @@ from typing import Any
 from _common import latency_ms, pct_ms, print_machine, ratio_table
 
 from namesrv.common.clock import system_clock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
 from namesrv.store.retention import CleanCommitLogService, RetentionPolicy
-from namesrv.store.types import FlushDiskType, MessageInner
+from namesrv.store.types import FlushDiskType
 
 TOPIC = "BenchStore"
 BODY = 1024

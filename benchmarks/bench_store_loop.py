@@ -40,9 +40,10 @@ from namesrv.broker.processor.dispatcher import BrokerProcessor
 from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import system_clock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import FlushDiskType, MessageInner
+from namesrv.store.types import FlushDiskType
 
 TOPIC = "BenchLoop"
 QUEUES = 4

@@ -24,8 +24,9 @@ from namesrv.broker.schedule.delivery import parse_delay_levels, transform
 from namesrv.broker.schedule.service import ScheduleService
 from namesrv.common.clock import system_clock
 from namesrv.common.stats import percentile
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import FlushDiskType, MessageInner
+from namesrv.store.types import FlushDiskType
 
 TOPIC = "TimedTopic"
 

@@ -48,6 +48,7 @@ from namesrv.common.control_loop import ControlLoop
 from namesrv.common.persist import BackgroundWriter
 from namesrv.protocol.codes import BROKER_LARGE_REQUEST_CODES, ResponseCode
 from namesrv.protocol.constants import MASTER_ID
+from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import RemotingServerConfig
@@ -56,8 +57,8 @@ from namesrv.remoting.limits import server_limits
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline, resolve
 from namesrv.remoting.server import RemotingServer
 from namesrv.store.message_store import CommitLog
-from namesrv.store.retention import CleanCommitLogService, RetentionPolicy
-from namesrv.store.types import BrokerRole, FlushDiskType, MessageInner
+from namesrv.store.retention import CleanCommitLogService
+from namesrv.store.types import BrokerRole, FlushDiskType
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class BrokerController:
         self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit,
                                segment_size=config.mapped_file_size_commit_log,
                                consume_queue_file_size=config.mapped_file_size_consume_queue)
-        self.cleaner = CleanCommitLogService(self.store, lambda: RetentionPolicy.of(self.config))
+        self.cleaner = CleanCommitLogService(self.store, lambda: self.config.retention_policy())
         """Reads the retention settings at each run: UPDATE_BROKER_CONFIG changes them live."""
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
         self.recovery_ms = (time.perf_counter() - started) * 1000

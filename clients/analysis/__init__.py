@@ -6,7 +6,3 @@ Ray Datasets), `report` (run everything, tables, Parquet results, HTML with plot
 (`namesrv analyze`). Importing this package starts nothing: Ray, Spark and matplotlib load lazily.
 """
 
-from clients.analysis.errors import AnalysisInputError, FaultTimelineError
-from clients.snapshots import SnapshotDatasetError
-
-__all__ = ["AnalysisInputError", "FaultTimelineError", "SnapshotDatasetError"]

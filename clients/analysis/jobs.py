@@ -23,14 +23,6 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from clients.analysis.fault_jobs import (
-    STALE_COLUMNS,
-    detection_delays,
-    divergence_opened_by,
-    return_delays,
-    stale_route_exposure,
-)
-from clients.analysis.placement import topic_placement_skew
 from clients.analysis.steps import (
     KIND_BROKER,
     KIND_TOPIC,
@@ -48,22 +40,6 @@ DEFAULT_BUCKET_MS = 10_000
 """Snapshot alignment grid; 10 s is the NameServer's scan period, a natural snapshot period."""
 
 
-__all__ = [
-    "DEFAULT_BUCKET_MS",
-    "KIND_BROKER",
-    "KIND_TOPIC",
-    "STALE_COLUMNS",
-    "detection_delays",
-    "divergence_instants",
-    "divergence_opened_by",
-    "divergence_windows",
-    "liveness_intervals",
-    "return_delays",
-    "stale_route_exposure",
-    "topic_placement_skew",
-]
-"""The fault analyses live in `fault_jobs`, placement skew in `placement`; they are here too, so every
-analysis is `jobs.<name>`."""
 
 
 # ------------------------------------------------------------------------------ a. divergence

@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clients.analysis import jobs, per_fault
+from clients.analysis import fault_jobs, jobs, per_fault, placement
 from clients.analysis.display import humanize
 from clients.analysis.inputs import ChaosRun
 from clients.cli.render import clock, table
@@ -61,17 +61,17 @@ def _div_windows(
     windows = jobs.divergence_windows(
         spark, s, bucket_ms=o.bucket_ms, carry_ms=o.carry_ms, instants=memo.get("instants")
     )
-    return jobs.divergence_opened_by(spark, windows, s, f, o.bucket_ms)
+    return fault_jobs.divergence_opened_by(spark, windows, s, f, o.bucket_ms)
 
 
 ANALYSES: dict[str, Analysis] = {
     "divergence_instants": _div_instants,
     "divergence_windows": _div_windows,
     "liveness_intervals": lambda spark, s, f, o, m: jobs.liveness_intervals(spark, s),
-    "detection_delays": lambda spark, s, f, o, m: jobs.detection_delays(spark, s, f),
-    "return_delays": lambda spark, s, f, o, m: jobs.return_delays(spark, s, f),
-    "stale_route_exposure": lambda spark, s, f, o, m: jobs.stale_route_exposure(spark, s, f),
-    "topic_placement_skew": lambda spark, s, f, o, m: jobs.topic_placement_skew(
+    "detection_delays": lambda spark, s, f, o, m: fault_jobs.detection_delays(spark, s, f),
+    "return_delays": lambda spark, s, f, o, m: fault_jobs.return_delays(spark, s, f),
+    "stale_route_exposure": lambda spark, s, f, o, m: fault_jobs.stale_route_exposure(spark, s, f),
+    "topic_placement_skew": lambda spark, s, f, o, m: placement.topic_placement_skew(
         spark, s, include_system_topics=o.include_system_topics
     ),
 }

@@ -22,7 +22,7 @@ SUBCOMMAND_MODULES = (
     "clients.cli.demo",
     "clients.cli.scenario",
     "clients.cli.deploy",
-    "clients.admin.command.verbs",
+    "clients.cli.mqadmin.verbs",
     "clients.cli.top",
     "clients.snapshots.collect",
     "clients.chaos.cli",

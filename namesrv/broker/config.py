@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE, Perm
+from namesrv.store.retention import RetentionPolicy
 from namesrv.store.transfer_caps import TransferCaps
 from namesrv.store.types import (
     MAPPED_FILE_SIZE_COMMIT_LOG,
@@ -187,6 +188,12 @@ class BrokerConfig(BaseModel):
         return TransferCaps(self.max_transfer_count_on_message_in_memory, self.max_transfer_bytes_on_message_in_memory,
                             self.max_transfer_count_on_message_in_disk, self.max_transfer_bytes_on_message_in_disk,
                             self.access_message_in_memory_max_ratio)
+
+    def retention_policy(self) -> RetentionPolicy:
+        """The retention settings this config holds now (the cleaner reads them at every run)."""
+        return RetentionPolicy(self.file_reserved_time, self.delete_when, self.disk_max_used_space_ratio,
+                               self.disk_space_warning_level_ratio, self.disk_space_clean_forcibly_ratio,
+                               self.delete_commit_log_files_interval_ms)
 
     def effective_register_period_ms(self) -> int:
         if self.allow_short_register_period:

@@ -49,8 +49,6 @@ from namesrv.protocol.register_body_base import (
 from namesrv.protocol.register_body_compressed import open_compressed
 from namesrv.protocol.types import InvalidInput
 
-__all__ = ["SLICE", "BodyEncoding", "RegisterBody", "open_register_body", "read_register_body"]
-
 
 def open_register_body(body: bytes | None, encoding: BodyEncoding, broker_version: int = 0) -> Opening:
     """Open `body` (None: a registration without topics), yielding between slices of work."""

@@ -19,26 +19,16 @@ from __future__ import annotations
 import struct
 
 from namesrv.protocol.constants import MAX_FRAME_SIZE
-from namesrv.remoting.frame_decoder import FrameDecoder, decode_frame
-from namesrv.remoting.json_header import decode_json_header, encode_json_header
-from namesrv.remoting.rocketmq_header import decode_rocketmq_header, encode_rocketmq_header
+from namesrv.remoting.json_header import encode_json_header
+from namesrv.remoting.rocketmq_header import encode_rocketmq_header
 from namesrv.remoting.wire_command import (
     MAX_LENGTH_FIELD,
-    ONEWAY_FLAG,
     RESPONSE_FLAG,
     FrameError,
     LanguageCode,
     RemotingCommand,
     SerializeType,
-    ext_value,
 )
-
-__all__ = [
-    "MAX_LENGTH_FIELD", "ONEWAY_FLAG", "PLAIN_BODY_MAX", "RESPONSE_FLAG", "EncodedFrame", "FrameDecoder",
-    "FrameError", "LanguageCode", "RemotingCommand", "SerializeType", "decode_frame", "decode_json_header",
-    "decode_rocketmq_header", "encode_command", "encode_command_parts", "encode_json_header",
-    "encode_plain_response", "encode_rocketmq_header", "ext_value",
-]
 
 _FRAME_HEAD = struct.Struct(">ii")
 

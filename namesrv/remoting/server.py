@@ -29,12 +29,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from namesrv.remoting.codec import encode_command
-from namesrv.remoting.connection import REFUSED, Answer, CloseHandler, Connection, Handler
+from namesrv.remoting.connection import CloseHandler, Connection, Handler
 from namesrv.remoting.invoke import PendingCalls
 from namesrv.remoting.limits import BudgetWaiter, FrameBudget, HeapTrim, ServerLimits, ServerStats
 from namesrv.remoting.wire_command import RemotingCommand
-
-__all__ = ["REFUSED", "Answer", "CloseHandler", "Connection", "Handler", "RemotingServer"]
 
 log = logging.getLogger(__name__)
 

@@ -43,6 +43,7 @@ from namesrv.common.clock import Clock, system_clock
 from namesrv.common.persist import fsync_dir as _fsync_dir  # the one directory fsync (tests patch this name)
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 from namesrv.protocol.message.properties import MessageIllegal, check_message
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.checkpoint import StoreCheckpoint
 from namesrv.store.dispatch import CommitLogDispatch
 from namesrv.store.index.index_service import IndexService
@@ -59,16 +60,9 @@ from namesrv.store.types import (
     DiskFullError,
     Dispatcher,
     FlushDiskType,
-    MessageInner,
-    ReadResult,
-    RecoveryReport,
-    StoredMessage,
     StoreFormatError,
 )
 
-__all__ = ["HEADER", "MAGIC", "MAX_RECORD", "AppendResult", "CommitLog", "Dispatcher", "FlushDiskType", "MessageInner",
-           "ReadResult", "RecoveryReport", "StoreFormatError", "StoredMessage"]
-"""The store's types live in store_types / store_records; importing them from here keeps working."""
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 1024

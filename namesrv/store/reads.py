@@ -12,12 +12,13 @@ from typing import Any
 
 import msgpack
 
+from namesrv.protocol.message.types import StoredMessage
 from namesrv.store.index.index_service import IndexService, message_keys
 from namesrv.store.mapped_file_queue import MappedFileQueue
 from namesrv.store.queue.consume_queue import ConsumeQueueStore
 from namesrv.store.records import HEADER, MAGIC
 from namesrv.store.transfer_caps import DEFAULT_CAPS, MAX_SCAN_ENTRIES, TransferCaps
-from namesrv.store.types import ReadResult, StoredMessage
+from namesrv.store.types import ReadResult
 
 MAX_QUERY_CANDIDATES = 4096
 """Index entries a key query reads at most (matches and hash collisions together)."""

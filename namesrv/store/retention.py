@@ -11,7 +11,7 @@ A run (every cleanResourceInterval) deletes when one of these holds, as RocketMQ
 Above `diskSpaceWarningLevelRatio` the store is also marked disk-full and refuses writes (a send is
 answered SERVICE_NOT_AVAILABLE, as RocketMQ's) until a run finds the disk below it again.
 
-The settings are read again at each run (`RetentionPolicy.of` the broker's live config, which
+The settings are read again at each run (`BrokerConfig.retention_policy()` of the broker's live config, which
 UPDATE_BROKER_CONFIG changes), as RocketMQ's CleanCommitLogService reads messageStoreConfig each time.
 
 At most `deleteFileBatchMax` (10) segments go per run, oldest first, never the one being written,
@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING
 from namesrv.common.persist import fsync_dir
 
 if TYPE_CHECKING:
-    from namesrv.broker.config import BrokerConfig
     from namesrv.store.message_store import CommitLog
 
 log = logging.getLogger(__name__)
@@ -72,7 +71,8 @@ def is_time_to_delete(delete_when: str, now_ms: int) -> bool:
 
 @dataclass(slots=True)
 class RetentionPolicy:
-    """The MessageStoreConfig fields retention reads (see BrokerConfig for their meaning)."""
+    """The MessageStoreConfig fields retention reads (see namesrv.broker.config.BrokerConfig for their
+    meaning; `BrokerConfig.retention_policy()` makes one)."""
 
     file_reserved_time_h: int = 72
     delete_when: str = "04"
@@ -81,13 +81,6 @@ class RetentionPolicy:
     disk_space_clean_forcibly_ratio: int = 85
     delete_files_interval_ms: int = 100
     delete_file_batch_max: int = DELETE_FILE_BATCH_MAX
-
-    @classmethod
-    def of(cls, config: BrokerConfig) -> RetentionPolicy:
-        """The retention settings `config` holds now."""
-        return cls(config.file_reserved_time, config.delete_when, config.disk_max_used_space_ratio,
-                   config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio,
-                   config.delete_commit_log_files_interval_ms)
 
 
 @dataclass(slots=True)
@@ -113,7 +106,7 @@ class CleanCommitLogService:
                  disk_usage: Callable[[Path], float] = disk_used_ratio,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         """`policy`: fixed settings, or a function giving the settings of the moment, called at the
-        start of every run (the broker passes `lambda: RetentionPolicy.of(config)`)."""
+        start of every run (the broker passes `config.retention_policy`)."""
         self.store = store
         self.policy = policy
         self.disk_usage = disk_usage

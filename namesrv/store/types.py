@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from namesrv.protocol.message.types import StoredMessage
+
 MAPPED_FILE_SIZE_COMMIT_LOG = 1 << 30
 """RocketMQ's mappedFileSizeCommitLog default: 1 GiB segments."""
 MAPPED_FILE_SIZE_CONSUME_QUEUE = 300_000 * 20
@@ -37,41 +39,6 @@ class Dispatcher:
 class FlushDiskType(StrEnum):
     SYNC_FLUSH = "SYNC_FLUSH"
     ASYNC_FLUSH = "ASYNC_FLUSH"
-
-
-@dataclass(slots=True)
-class MessageInner:
-    """A message as the broker stores it (RocketMQ's MessageExtBrokerInner, the parts kept)."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties: dict[str, str] = field(default_factory=dict)
-    msg_id: str = ""
-    """The client's unique id (UNIQ_KEY); empty: the message is known by its offset id."""
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = ""
-    reconsume_times: int = 0
-
-
-@dataclass(slots=True)
-class StoredMessage:
-    topic: str
-    queue_id: int
-    queue_offset: int
-    store_timestamp: int
-    msg_id: str
-    properties: dict[str, str]
-    body: bytes
-    commit_log_offset: int = 0
-    flag: int = 0
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: str = ""
-    reconsume_times: int = 0
-    store_size: int = 0
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ pyspark = pytest.importorskip("pyspark")
 ray = pytest.importorskip("ray")
 pytest.importorskip("raydp")
 
-from clients.analysis import bridge, cli, jobs, report  # noqa: E402
+from clients.analysis import bridge, cli, fault_jobs, jobs, placement, report  # noqa: E402
 from clients.analysis.errors import FaultTimelineError  # noqa: E402
 from clients.analysis.faults import read_faults_spark, write_faults  # noqa: E402
 from clients.analysis.spark import SparkSettings, jdk17_java_options  # noqa: E402
@@ -312,7 +312,7 @@ def test_liveness_intervals(spark: Any, frames: dict[str, Any]) -> None:
 
 
 def test_detection_delays(spark: Any, frames: dict[str, Any]) -> None:
-    df = jobs.detection_delays(spark, frames["snapshots"], frames["faults"])
+    df = fault_jobs.detection_delays(spark, frames["snapshots"], frames["faults"])
     got = [r.asDict(recursive=True) for r in df.collect()]
     assert len(got) == 2
     kill, stop = got
@@ -335,12 +335,12 @@ def test_detection_delays(spark: Any, frames: dict[str, Any]) -> None:
 
 
 def test_detection_delays_without_faults_is_empty(spark: Any, frames: dict[str, Any]) -> None:
-    df = jobs.detection_delays(spark, frames["snapshots"], None)
+    df = fault_jobs.detection_delays(spark, frames["snapshots"], None)
     assert df.count() == 0 and "first_delay_ms" in df.columns
 
 
 def test_stale_route_exposure(spark: Any, frames: dict[str, Any]) -> None:
-    df = jobs.stale_route_exposure(spark, frames["snapshots"], frames["faults"])
+    df = fault_jobs.stale_route_exposure(spark, frames["snapshots"], frames["faults"])
     got = rows(
         df,
         "basis",
@@ -368,12 +368,12 @@ def test_stale_route_exposure(spark: Any, frames: dict[str, Any]) -> None:
 
 
 def test_stale_route_exposure_without_faults(spark: Any, frames: dict[str, Any]) -> None:
-    df = jobs.stale_route_exposure(spark, frames["snapshots"])
+    df = fault_jobs.stale_route_exposure(spark, frames["snapshots"])
     assert rows(df, "basis", "namesrv", "broker_addr") == [("heartbeat", B, ADDR["broker-c"])]
 
 
 def test_topic_placement_skew(spark: Any, frames: dict[str, Any]) -> None:
-    df = jobs.topic_placement_skew(spark, frames["snapshots"])
+    df = placement.topic_placement_skew(spark, frames["snapshots"])
     got = rows(
         df,
         "namesrv",
@@ -405,7 +405,7 @@ def test_topic_placement_skew(spark: Any, frames: dict[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------------ ray, report, cli
 def test_results_round_trip_through_ray(spark: Any, frames: dict[str, Any]) -> None:
-    skew = jobs.topic_placement_skew(spark, frames["snapshots"]).select("namesrv", "topic", "broker_groups")
+    skew = placement.topic_placement_skew(spark, frames["snapshots"]).select("namesrv", "topic", "broker_groups")
     ds = bridge.to_ray_dataset(skew)
     assert sorted((r["namesrv"], r["topic"], r["broker_groups"]) for r in ds.take_all()) == sorted(
         rows(skew, "namesrv", "topic", "broker_groups")

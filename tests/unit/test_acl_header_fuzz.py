@@ -27,6 +27,7 @@ from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX as RETRY
+from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, to_request
@@ -34,7 +35,6 @@ from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestContext
 from namesrv.remoting.wire_command import RemotingCommand, SerializeType
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner
 
 TOPICS = ["Allowed", "Denied", "%RETRY%G1"]
 GROUPS = ["G1", "G2"]

@@ -52,7 +52,7 @@ def test_messages_by_key_and_by_id_need_sub_on_their_own_topic(tmp_path: Path) -
     """QUERY_MESSAGE needs SUB on the topic it names; VIEW_MESSAGE_BY_ID on the topic of the message
     it finds, whatever topic the request names."""
     from namesrv.protocol.message.decoder import decode_messages
-    from namesrv.store.types import MessageInner
+    from namesrv.protocol.message.types import MessageInner
 
     async def scenario() -> None:
         async with broker_server(tmp_path) as bc:

@@ -22,10 +22,10 @@ from namesrv.broker.config_update import CONFIG_FILE, BrokerConfigFile, ConfigUp
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.bodies import format_properties, parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.types import MessageInner
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext, resolve
 from namesrv.store.mapped_file_queue import segment_paths
-from namesrv.store.types import MessageInner
 from tests.unit.test_store_retention import HOUR_MS, at_local_hour
 
 

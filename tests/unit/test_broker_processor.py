@@ -27,6 +27,7 @@ from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE, SCHEDULE_TOPIC
 from namesrv.protocol.message.codec import BatchEntry, decode_offset_msg_id, encode_batch, offset_msg_id
 from namesrv.protocol.message.properties import properties_to_string, string_to_properties
+from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingResponse, to_request
@@ -34,7 +35,6 @@ from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestContext
 from namesrv.remoting.wire_command import RemotingCommand, SerializeType
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner
 
 ADDR = "127.0.0.1:10911"
 LEVELS = parse_delay_levels()

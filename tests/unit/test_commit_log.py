@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 import namesrv.store.message_store as store_mod
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
 from namesrv.store.records import HEADER, MAGIC
-from namesrv.store.types import AppendResult, FlushDiskType, MessageInner
+from namesrv.store.types import AppendResult, FlushDiskType
 
 
 def open_log(

@@ -15,9 +15,10 @@ import pytest
 
 import namesrv.store.message_store as store_mod
 from namesrv.common.clock import ManualClock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
 from namesrv.store.records import HEADER
-from namesrv.store.types import AppendResult, FlushDiskType, MessageInner
+from namesrv.store.types import AppendResult, FlushDiskType
 
 
 def log_file(path: Path) -> Path:

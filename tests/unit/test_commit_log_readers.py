@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 
 from namesrv.common.clock import ManualClock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner
 
 
 class HeldClock(ManualClock):

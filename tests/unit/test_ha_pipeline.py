@@ -14,8 +14,9 @@ from namesrv.broker.config import BrokerConfig
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import ManualClock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import BrokerRole, FlushDiskType, MessageInner
+from namesrv.store.types import BrokerRole, FlushDiskType
 
 
 def master(tmp_path: Path) -> tuple[HAMasterService, CommitLog, RoleGuard]:

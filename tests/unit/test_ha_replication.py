@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from namesrv.common.clock import ManualClock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.ha.transfer import ReplicaAhead, ReplicaConflict, ReplicaGap, ReplicationError
 from namesrv.store.mapped_file_queue import segment_paths
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import FlushDiskType, MessageInner
+from namesrv.store.types import FlushDiskType
 
 
 def log_bytes(log: CommitLog) -> bytes:

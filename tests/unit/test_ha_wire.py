@@ -22,13 +22,14 @@ from namesrv.broker.role import RoleGuard
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
 from namesrv.remoting.server import RemotingServer
 from namesrv.store.ha.wire import TransferRequest, parse_transfer_answer, parse_transfer_request, transfer_answer
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import BrokerRole, FlushDiskType, MessageInner
+from namesrv.store.types import BrokerRole, FlushDiskType
 from tests.unit.test_remoting_limits import until
 
 GOOD = {"slaveId": "1", "fromOffset": "0", "maxBytes": "1048576", "waitMs": "0"}

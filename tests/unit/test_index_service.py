@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from namesrv.common.clock import ManualClock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.index import index_service
 from namesrv.store.index.index_file import ENTRY, HEADER, SLOT, IndexFile, key_hash
 from namesrv.store.index.index_service import CHECKPOINT, IndexRecovery, IndexService, message_keys
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner
 
 
 def rec(topic: str, ts: int, uniq: str = "", keys: str | None = None, sys_flag: int = 0) -> list[Any]:

@@ -16,8 +16,8 @@ from namesrv.broker.processor.types import BrokerError
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.message.properties import PROPERTIES_MAX_BYTES, MessageIllegal, properties_to_string
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner
 from tests.unit.test_broker_processor import Broker, decode_messages
 
 MAX_BODY = 4096

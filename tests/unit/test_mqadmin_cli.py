@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from clients.admin.command.args import namesrv_addr_arg, new_topic_arg, perm_arg
-from clients.admin.command.cluster import runtime_columns
-from clients.admin.command.topic import route_list_table, topic_config_text
+from clients.cli.mqadmin.args import namesrv_addr_arg, new_topic_arg, perm_arg
+from clients.cli.mqadmin.cluster import runtime_columns
+from clients.cli.mqadmin.topic import route_list_table, topic_config_text
 from clients.cli.top import Frame, NamesrvView, broker_rows, disagreements, recent_removals, render
 from namesrv.protocol.models import BrokerData, QueueData, TopicConfig, TopicRouteData
 
@@ -88,8 +88,8 @@ def test_top_finds_disagreements_and_new_removals() -> None:
 
 def test_a_reader_that_leaves_ends_the_command_quietly() -> None:
     """`namesrv ... | head -1`: exit 141 (SIGPIPE), nothing on stderr."""
-    code = ("import sys, dataclasses, clients.admin.command.topic, clients.cli.main as c\n"
-            "import clients.admin.command.verb as v\n"
+    code = ("import sys, dataclasses, clients.cli.mqadmin.topic, clients.cli.main as c\n"
+            "import clients.cli.mqadmin.verb as v\n"
             "def many(args):\n    for i in range(200000): print('topic', i)\n    return 0\n"
             "v.REGISTERED['topicList'] = dataclasses.replace(v.REGISTERED['topicList'], execute=many)\n"
             "sys.exit(c.main(['topicList', '-n', '127.0.0.1:1']))\n")
@@ -162,15 +162,15 @@ def test_cluster_list_columns_are_derived_as_rocketmqs() -> None:
 
 
 def test_version_desc_is_mqversions() -> None:
-    from clients.admin.command.stats import version_desc
+    from clients.cli.mqadmin.stats import version_desc
 
     assert [version_desc(o) for o in (212, 213, 401, 412, 479, 611, 700)] == [
         "V4_0_0_SNAPSHOT", "V4_0_0", "V4_9_4", "V5_0_0_SNAPSHOT", "V5_3_3", "V5_9_9", "HIGHER_VERSION"]
 
 
 def test_message_verbs_print_mqadmins_fields_and_refuse_bad_input() -> None:
-    from clients.admin.command.message import human_time, java_map, message_json, message_text
     from clients.cli.main import build_parser
+    from clients.cli.mqadmin.message import human_time, java_map, message_json, message_text
     from namesrv.protocol.message.codec import offset_msg_id
     from namesrv.protocol.message.decoder import MessageExt
 
@@ -195,8 +195,8 @@ def test_message_verbs_print_mqadmins_fields_and_refuse_bad_input() -> None:
 
 
 def test_consumer_status_checks_and_json_are_rocketmqs() -> None:
-    from clients.admin.command.consumer import queue_warnings, running_info_json, same_subscription
     from clients.cli.main import build_parser
+    from clients.cli.mqadmin.consumer import queue_warnings, running_info_json, same_subscription
     from namesrv.protocol.models import MessageQueue
     from namesrv.protocol.running_info import ConsumerRunningInfo
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from clients.admin.brokers import MQAdminError
-from clients.admin.command.controller import elect_text, epoch_text, metadata_text, sync_state_text
 from clients.admin.controller import ControllerAnswer, _typed_header, require_ok
 from clients.cli.main import build_parser, main
+from clients.cli.mqadmin.controller import elect_text, epoch_text, metadata_text, sync_state_text
 from namesrv.controller.codes import ControllerRequestCode as Req
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.protocol.codes import ResponseCode

@@ -12,9 +12,9 @@ from typing import Any
 
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.message.types import MessageInner
 from namesrv.remoting.command import RemotingResponse, to_request
 from namesrv.remoting.wire_command import RemotingCommand
-from namesrv.store.types import MessageInner
 from tests.unit.test_broker_processor import CLIENT, WIRE, Broker, decode_messages
 
 SUSPEND_MS = 120_000

@@ -23,8 +23,8 @@ from namesrv.broker.schedule.service import ScheduleService
 from namesrv.broker.transaction.service import PREPARED_TYPE
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import SCHEDULE_TOPIC
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner
 
 NOW = 1_700_000_000_000
 LEVELS = parse_delay_levels()

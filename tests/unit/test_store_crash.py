@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from namesrv.common.clock import ManualClock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.mapped_file_queue import segment_paths
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import FlushDiskType, MessageInner
+from namesrv.store.types import FlushDiskType
 
 ROOT = Path(__file__).resolve().parents[2]
 SEG = 4096

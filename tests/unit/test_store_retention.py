@@ -23,12 +23,13 @@ from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
 from namesrv.store.mapped_file_queue import segment_paths
 from namesrv.store.message_store import CommitLog
 from namesrv.store.queue.consume_queue import CQ_UNIT
 from namesrv.store.retention import CleanCommitLogService, RetentionPolicy
-from namesrv.store.types import DiskFullError, FlushDiskType, MessageInner
+from namesrv.store.types import DiskFullError, FlushDiskType
 from tests.unit.test_broker_processor import ADDR, Broker
 
 SEG = 4096

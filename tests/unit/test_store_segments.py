@@ -14,13 +14,14 @@ import pytest
 
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.message.properties import MessageIllegal
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.ha.transfer import ReplicationError
 from namesrv.store.mapped_file_queue import segment_name, segment_paths
 from namesrv.store.message_store import CommitLog
 from namesrv.store.queue import consume_queue
 from namesrv.store.queue.consume_queue import CQ_UNIT, topic_dir_name
 from namesrv.store.records import BLANK_MAGIC, HEADER
-from namesrv.store.types import Dispatcher, FlushDiskType, MessageInner, StoreFormatError
+from namesrv.store.types import Dispatcher, FlushDiskType, StoreFormatError
 
 SEG = 4096
 

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from namesrv.common.clock import ManualClock
+from namesrv.protocol.message.types import MessageInner
 from namesrv.store.message_store import CommitLog
 from namesrv.store.retention import CleanCommitLogService, RetentionPolicy, disk_used_ratio
-from namesrv.store.types import DiskFullError, FlushDiskType, MessageInner
+from namesrv.store.types import DiskFullError, FlushDiskType
 
 SIZE_MIB = 12
 SEG = 512 * 1024

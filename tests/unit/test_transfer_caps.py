@@ -8,9 +8,9 @@ from pathlib import Path
 
 from namesrv.broker.config import BrokerConfig
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.store.message_store import CommitLog
 from namesrv.store.transfer_caps import MAX_SCAN_ENTRIES, TransferCaps
-from namesrv.store.types import MessageInner, StoredMessage
 from tests.unit.test_broker_processor import Broker, decode_messages
 
 KIB = 1024

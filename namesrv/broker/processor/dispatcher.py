@@ -48,11 +48,11 @@ from namesrv.broker.stats import BrokerStats
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import Clock
 from namesrv.protocol.codes import SEND_CODES, BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,11 @@ from namesrv.protocol.constants import (
 )
 from namesrv.protocol.message.codec import decode_batch, offset_msg_id
 from namesrv.protocol.message.properties import MessageIllegal, string_to_properties
+from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Handler, RequestContext
-from namesrv.store.types import DISK_FULL_REMARK, DiskFullError, MessageInner
+from namesrv.store.types import DISK_FULL_REMARK, DiskFullError
 
 MAX_RECONSUME_TIMES = 16
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from namesrv.store.types import AppendResult, StoredMessage
+from namesrv.protocol.message.types import StoredMessage
+from namesrv.store.types import AppendResult
 
 
 class BrokerError(Exception):

@@ -26,8 +26,8 @@ from namesrv.broker.schedule.delivery import TIMER_OUT_MS, TIMER_TOPIC, time_up
 from namesrv.common.clock import Clock
 from namesrv.common.persist import atomic_write
 from namesrv.protocol.constants import SCHEDULE_TOPIC
+from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner, StoredMessage
 
 log = logging.getLogger(__name__)
 

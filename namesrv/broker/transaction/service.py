@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 
 from namesrv.common.clock import Clock
 from namesrv.protocol.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.store.message_store import CommitLog
-from namesrv.store.types import MessageInner, StoredMessage
 
 log = logging.getLogger(__name__)
 

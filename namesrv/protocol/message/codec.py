@@ -23,8 +23,8 @@ from namesrv.protocol.message.properties import PROPERTIES_MAX_BYTES, TOPIC_MAX_
 from namesrv.protocol.message.properties import PROPERTY_SEPARATOR as PROPERTY_SEPARATOR
 from namesrv.protocol.message.properties import properties_to_string as properties_to_string
 from namesrv.protocol.message.properties import string_to_properties as string_to_properties
+from namesrv.protocol.message.types import StoredMessage
 from namesrv.protocol.types import InvalidInput
-from namesrv.store.types import StoredMessage
 
 MESSAGE_MAGIC_CODE = -626843481
 """MessageDecoder.MESSAGE_MAGIC_CODE (V1: one-byte topic length)."""

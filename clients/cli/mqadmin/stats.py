@@ -11,13 +11,13 @@ from typing import Any
 
 from clients.admin.brokers import MQAdminError
 from clients.admin.client import DefaultMQAdminExt
-from clients.admin.command.args import group_arg
-from clients.admin.command.common import (
+from clients.cli.mqadmin.args import group_arg
+from clients.cli.mqadmin.common import (
     admin_of,
     emit_json,
     target_broker_addrs,
 )
-from clients.admin.command.verb import one_of, option, sub_command
+from clients.cli.mqadmin.verb import one_of, option, sub_command
 from clients.cli.render import table
 from clients.cli.support import CLIError, cluster_arg, topic_arg
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats

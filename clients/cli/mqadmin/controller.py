@@ -23,10 +23,10 @@ from typing import Any
 
 from clients.admin.brokers import MQAdminError
 from clients.admin.client import DefaultMQAdminExt
-from clients.admin.command.args import broker_name_arg
-from clients.admin.command.common import admin_of, check_cluster_known, emit_json
-from clients.admin.command.verb import one_of, option, sub_command
 from clients.admin.controller import ControllerAdmin
+from clients.cli.mqadmin.args import broker_name_arg
+from clients.cli.mqadmin.common import admin_of, check_cluster_known, emit_json
+from clients.cli.mqadmin.verb import one_of, option, sub_command
 from clients.cli.support import CLIError, cluster_arg
 
 JAVA_NULL = "null"

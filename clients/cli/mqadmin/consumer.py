@@ -19,10 +19,10 @@ from typing import Any
 
 from clients.admin.brokers import MQAdminError
 from clients.admin.client import DefaultMQAdminExt
-from clients.admin.command.args import group_arg
-from clients.admin.command.common import admin_of, emit_json
-from clients.admin.command.stats import group_masters, version_desc
-from clients.admin.command.verb import option, sub_command
+from clients.cli.mqadmin.args import group_arg
+from clients.cli.mqadmin.common import admin_of, emit_json
+from clients.cli.mqadmin.stats import group_masters, version_desc
+from clients.cli.mqadmin.verb import option, sub_command
 from clients.cli.render import table
 from clients.cli.support import CLIError
 from namesrv.protocol.admin_bodies import ConsumerConnection

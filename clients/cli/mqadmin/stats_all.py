@@ -9,9 +9,9 @@ from typing import Any
 
 from clients.admin.brokers import MQAdminError
 from clients.admin.client import DefaultMQAdminExt
-from clients.admin.command.common import admin_of, emit_json
-from clients.admin.command.stats import masters_of_topic
-from clients.admin.command.verb import option, sub_command
+from clients.cli.mqadmin.common import admin_of, emit_json
+from clients.cli.mqadmin.stats import masters_of_topic
+from clients.cli.mqadmin.verb import option, sub_command
 from clients.cli.support import topic_arg
 from namesrv.broker.stats_items import GROUP_GET_NUMS, TOPIC_PUT_NUMS
 from namesrv.protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX

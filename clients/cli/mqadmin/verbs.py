@@ -1,5 +1,5 @@
 """RocketMQ's mqadmin verbs as `namesrv` subcommands, under mqadmin's names and option letters. Each
-verb is declared beside its handler (`@sub_command`, clients.admin.command.verb) in its family's
+verb is declared beside its handler (`@sub_command`, clients.cli.mqadmin.verb) in its family's
 module: `cluster`, `topic`, `stats`, `stats_all`, `consumer`, `message`, `namesrv`, `controller`,
 all on the one admin client (`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` /
 `namesrv topic` (clients.cli.deploy) are aliases on that same client.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from clients.admin.command.verb import REGISTERED
+from clients.cli.mqadmin.verb import REGISTERED
 
 FAMILIES = ("cluster", "stats", "consumer", "stats_all", "message", "topic", "namesrv", "controller")
 """The modules that declare verbs, in the order `namesrv --help` lists them."""
@@ -26,6 +26,6 @@ FAMILIES = ("cluster", "stats", "consumer", "stats_all", "message", "topic", "na
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for family in FAMILIES:
-        importlib.import_module(f"clients.admin.command.{family}")
+        importlib.import_module(f"clients.cli.mqadmin.{family}")
     for verb in REGISTERED.values():
         verb.add_parser(sub)

@@ -15,10 +15,10 @@ import datetime
 from typing import Any
 
 from clients.admin.client import DefaultMQAdminExt
-from clients.admin.command.args import positive_int_arg
-from clients.admin.command.common import admin_of, emit_json
-from clients.admin.command.verb import option, sub_command
 from clients.admin.messages import FOREVER
+from clients.cli.mqadmin.args import positive_int_arg
+from clients.cli.mqadmin.common import admin_of, emit_json
+from clients.cli.mqadmin.verb import option, sub_command
 from clients.cli.support import CLIError, topic_arg
 from namesrv.protocol.message.codec import decode_offset_msg_id
 from namesrv.protocol.message.decoder import MessageExt

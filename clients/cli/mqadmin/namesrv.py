@@ -8,9 +8,9 @@ import argparse
 
 from pydantic import ValidationError
 
-from clients.admin.command.args import broker_name_arg
-from clients.admin.command.common import admin_of, emit_json, require_all
-from clients.admin.command.verb import option, sub_command
+from clients.cli.mqadmin.args import broker_name_arg
+from clients.cli.mqadmin.common import admin_of, emit_json, require_all
+from clients.cli.mqadmin.verb import option, sub_command
 from clients.cli.support import CLIError
 from namesrv.protocol.headers import KVConfigHeader
 from namesrv.protocol.types import describe_errors

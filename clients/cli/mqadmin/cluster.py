@@ -9,14 +9,14 @@ import time
 
 from clients.admin.brokers import MQAdminError
 from clients.admin.client import DefaultMQAdminExt
-from clients.admin.command.common import (
+from clients.cli.mqadmin.common import (
     admin_of,
     check_broker_known,
     check_cluster_known,
     emit_json,
     target_broker_addrs,
 )
-from clients.admin.command.verb import one_of, option, sub_command
+from clients.cli.mqadmin.verb import one_of, option, sub_command
 from clients.cli.render import table
 from clients.cli.support import cluster_arg
 from namesrv.protocol.models import ClusterInfo

@@ -7,9 +7,9 @@ import argparse
 from pydantic import ValidationError
 
 from clients.admin.brokers import MQAdminError
-from clients.admin.command.args import bool_arg, new_topic_arg, perm_arg
-from clients.admin.command.common import admin_of, check_broker_known, emit_json, require_all
-from clients.admin.command.verb import one_of, option, sub_command
+from clients.cli.mqadmin.args import bool_arg, new_topic_arg, perm_arg
+from clients.cli.mqadmin.common import admin_of, check_broker_known, emit_json, require_all
+from clients.cli.mqadmin.verb import one_of, option, sub_command
 from clients.cli.render import table
 from clients.cli.support import CLIError, cluster_arg, queue_count_arg, topic_arg
 from namesrv.protocol.constants import perm_to_string

@@ -1,7 +1,7 @@
 """How an mqadmin verb is declared (RocketMQ's SubCommand: commandName, commandDesc,
 buildCommandlineOptions, execute): `@sub_command(name, description, options...)` on the function
 that executes it, in its family's module, so a verb's options sit beside its handler.
-`clients.admin.command.verbs` builds one `namesrv` subcommand per registered verb.
+`clients.cli.mqadmin.verbs` builds one `namesrv` subcommand per registered verb.
 
 Every verb reaches the cluster one of two ways (`common_options`): `-n "host:port;host:port"` over
 RocketMQ's remoting protocol, as mqadmin does, or without -n the actors of a Ray namespace."""
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clients.admin.command.args import namesrv_addr_arg
+from clients.cli.mqadmin.args import namesrv_addr_arg
 from clients.cli.support import positive_float
 
 DEFAULT_NAMESPACE = "namesrv"
