@@ -5,7 +5,11 @@ What they print is read the way a user would see it: no deprecation warning, and
 `print(...)  # claim` prints its claim. Test ids name the file and the line of the block's fence.
 
 Each block gets a private local Ray: RAY_ADDRESS=local makes `ray.init()` start one instead of
-joining a Ray that may already run on this machine (someone's `namesrv up`)."""
+joining a Ray that may already run on this machine (someone's `namesrv up`).
+
+The pages are checked as a whole too: the README stays a front door (at most 250 lines) that links
+every page under docs/, its Layout tree names every folder of the code, every relative link lands on
+a file and heading that exist, and headings name subjects, not the history of the work."""
 
 from __future__ import annotations
 
@@ -17,11 +21,20 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.readme import (
+    DOCS,
     PYTHON,
     ROOT,
     SHELL,
     Block,
     all_code_blocks,
+    anchors,
+    headings,
+    layout_folders,
+    links,
+    markdown_files,
+    package_folders,
+    readme_text,
+    relative,
     run_in_session,
 )
 
@@ -29,6 +42,9 @@ VENV_BIN = Path(sys.executable).parent
 BLOCKS = all_code_blocks()
 PRINT_CLAIM = re.compile(r"^\s*print\(.*\)\s*#\s*(?P<claim>\S.*?)\s*$", re.M)
 WARNING = re.compile(r"deprecat", re.I)
+README_MAX_LINES = 250
+HISTORY = re.compile(r"\bissue\s*#?\d+|\b(?:this|that|a later|the last|the previous|an earlier)\s+stop\b"
+                     r"|\bstop before\b", re.I)
 
 
 def user_env() -> dict[str, str]:
@@ -85,3 +101,44 @@ def test_shell_block_runs_as_written(block: Block) -> None:
     if block.action != "run":
         pytest.skip(f"{block.where}: {block.reason or 'not marked readme-test: run'}")
     check_run(block, ["bash", "-euo", "pipefail", "-c", block.code], cwd=ROOT, timeout=240)
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    lines = len(readme_text().splitlines())
+    assert lines <= README_MAX_LINES, (f"README.md has {lines} lines (at most {README_MAX_LINES}): "
+                                       "move the detail to the page under docs/ it belongs to")
+
+
+def test_the_readme_links_every_docs_page() -> None:
+    linked = {target.split("#")[0] for _, target in links(readme_text())}
+    missing = [relative(p) for p in sorted(DOCS.glob("*.md")) if relative(p) not in linked]
+    assert not missing, f"README.md links no line to these pages: {missing}"
+
+
+def test_the_layout_names_every_folder_of_the_code() -> None:
+    missing = sorted(package_folders() - layout_folders())
+    assert not missing, f"README.md's Layout tree does not name these folders: {missing}"
+    assert {"tests", "benchmarks", "docs"} <= layout_folders()
+
+
+@pytest.mark.parametrize("page", markdown_files(), ids=relative)
+def test_relative_links_land(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    broken = []
+    for line, target in links(text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(f"line {line}: {target} (no such file)")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text(encoding="utf-8")):
+            broken.append(f"line {line}: {target} (no such heading in {relative(dest)})")
+    assert not broken, f"{relative(page)}: {broken}"
+
+
+@pytest.mark.parametrize("page", markdown_files(), ids=relative)
+def test_headings_name_subjects_not_history(page: Path) -> None:
+    dated = [f"line {line}: {title}" for line, title in headings(page.read_text(encoding="utf-8"))
+             if HISTORY.search(title)]
+    assert not dated, f"{relative(page)}: a heading names an issue or a stop of the work: {dated}"
