@@ -13,7 +13,7 @@ import pytest
 @pytest.fixture(scope="module")
 def ray_local(request: pytest.FixtureRequest) -> Iterator[str]:
     """A private local Ray for the module (never someone else's cluster); yields its namespace."""
-    from tests.ray.helpers import local_ray
+    from tests.support.ray_cluster import local_ray
 
     prefix = request.module.__name__.rsplit(".", 1)[-1].replace("_", "-")
     with local_ray(prefix) as namespace:
@@ -23,7 +23,7 @@ def ray_local(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture
 def deployments(ray_local: str, tmp_path: Path) -> Iterator[Any]:
     """Deploys clusters in fresh namespaces under tmp_path and tears them all down afterwards."""
-    from tests.ray.helpers import DeploymentFactory
+    from tests.support.ray_cluster import DeploymentFactory
 
     factory = DeploymentFactory(tmp_path)
     try:

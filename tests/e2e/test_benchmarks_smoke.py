@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.readme import ROOT, benchmark_names, run_in_session
+from tests.support.readme import ROOT, benchmark_names, run_in_session
 
 VENV = Path(sys.executable).parent.parent
 BENCHMARKS = benchmark_names()

@@ -13,9 +13,10 @@ import ray
 
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
+from namesrv.common.waiting import wait_until
 from tests.e2e.test_real_client import create_topic, finish, run_client, start_client
-from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere, wait_until
-from tests.ray.test_mqadmin import fails, ok, tcp, tcp_json
+from tests.support.mqadmin import fails, ok, tcp, tcp_json
+from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
 
 GROUP, TOPIC = "CID_status", "StatusTopic"
 

@@ -13,8 +13,9 @@ import pytest
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
+from namesrv.common.waiting import wait_until
 from tests.e2e.test_real_client import run_client
-from tests.ray.helpers import DeploymentFactory, pull_all, wait_registered_everywhere, wait_until
+from tests.support.ray_cluster import DeploymentFactory, pull_all, wait_registered_everywhere
 
 LEVELS = "1s 5s " + " ".join(["1s"] * 18)
 """Level 2 waits 5 s as in RocketMQ; every retry level (3 and up) 1 s, so a test sees 16 retries."""

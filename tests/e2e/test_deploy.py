@@ -26,7 +26,7 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.scripts.scripts import start as ray_start_command
 
 from clients.cli.main import build_parser
-from tests.e2e.helpers import remove_ssh_control_dir
+from tests.support.ssh import remove_ssh_control_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_YAML = REPO / "cluster.yaml"

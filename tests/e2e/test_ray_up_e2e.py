@@ -36,7 +36,7 @@ import tempfile
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +44,8 @@ import psutil
 import pytest
 import yaml
 
-from tests.e2e.helpers import remove_ssh_control_dir
+from namesrv.common.waiting import wait_until
+from tests.support.ssh import remove_ssh_control_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -107,14 +108,6 @@ def cmdlines(procs: list[psutil.Process]) -> list[str]:
         with contextlib.suppress(psutil.Error):
             lines.append(" ".join(p.cmdline()) or p.name())
     return lines
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 PROXY = """\
@@ -226,7 +219,7 @@ def start_loopback_node(root: Path) -> LoopbackNode:
         except OSError:
             return False
 
-    wait_for(banner, 30, f"sshd on 127.0.0.1:{port}")
+    wait_until(banner, 30, f"sshd on 127.0.0.1:{port}")
     (init,) = psutil.Process(process.pid).children()
     node.init_pid = init.pid
     node.namespace = pid_namespace(init.pid) or ""
@@ -244,12 +237,12 @@ def stop_loopback_node(node: LoopbackNode) -> list[str]:
         node.process.kill()  # --kill-child: the namespace's first process gets SIGKILL
         node.process.wait(timeout=30)
     with contextlib.suppress(AssertionError):
-        wait_for(lambda: not processes_in(node.namespace), 30, "the namespace to empty")
+        wait_until(lambda: not processes_in(node.namespace), 30, "the namespace to empty")
     left = processes_in(node.namespace)
     # Client side: ssh ControlMasters and proxies of this run exit once the server side is gone.
     ours = str(node.root)
     with contextlib.suppress(AssertionError):
-        wait_for(lambda: not [c for c in cmdlines(list(psutil.process_iter())) if ours in c], 30,
+        wait_until(lambda: not [c for c in cmdlines(list(psutil.process_iter())) if ours in c], 30,
                  "this run's ssh processes to exit")
     clients = [p for p in psutil.process_iter() if any(ours in c for c in cmdlines([p]))]
     leftovers = cmdlines(left + clients)
@@ -393,6 +386,7 @@ def test_ray_up_deploys_the_namesrv_cluster_and_ray_down_stops_it(loopback_node:
     timings["ray down"] = time.monotonic() - t
     assert down.returncode == 0, tail(down.stdout + down.stderr)
     # `ray down` ran `ray stop` on the head: no Ray process is left in the node's namespace.
-    wait_for(lambda: not [c for c in cmdlines(processes_in(node.namespace)) if any(n in c for n in RAY_PROCESS_NAMES)],
-             60, "Ray processes to stop after ray down")
+    wait_until(lambda: not [c for c in cmdlines(processes_in(node.namespace))
+                             if any(n in c for n in RAY_PROCESS_NAMES)],
+               60, "Ray processes to stop after ray down")
     print(f"\ncluster {config['cluster_name']} timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))

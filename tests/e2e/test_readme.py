@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.readme import (
+from tests.support.readme import (
     DOCS,
     PYTHON,
     ROOT,

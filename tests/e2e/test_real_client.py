@@ -20,10 +20,11 @@ from clients.admin.client import AdminClient
 from clients.consumer.pull_consumer import PullConsumer
 from clients.interop.real_client import command
 from clients.producer.producer import Message, Producer
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
 from namesrv.remoting.wire_command import LanguageCode
-from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere, wait_until
+from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
 
 CPP = int(LanguageCode.CPP)
 

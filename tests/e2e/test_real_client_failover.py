@@ -16,8 +16,9 @@ import ray
 
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
+from namesrv.common.waiting import wait_until
 from tests.e2e.test_real_client import finish, run_client, start_client
-from tests.ray.helpers import DeploymentFactory, wait_for_route_everywhere, wait_until
+from tests.support.ray_cluster import DeploymentFactory, wait_for_route_everywhere
 
 TOPIC = "RealFailover"
 HA = {"slave_sync_interval_ms": 200, "slave_read_enable": True, "ha_poll_wait_ms": 300, "broker_role": "SYNC_MASTER",

@@ -1,5 +1,5 @@
 """Fixtures of the Ray tests beyond the shared ones in tests/conftest.py (`ray_local`,
-`deployments`); helpers are in tests/ray/helpers.py."""
+`deployments`); helpers are in tests/support/ray_cluster.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.helpers import IsolatedHost, isolation_unavailable
+from tests.support.ray_cluster import IsolatedHost, isolation_unavailable
 
 
 @pytest.fixture

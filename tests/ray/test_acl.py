@@ -21,10 +21,11 @@ from clients.admin.client import AdminClient
 from clients.impl.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.client.errors import MQClientError
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from namesrv.remoting.wire_command import SerializeType
-from tests.ray.helpers import DeploymentFactory, stable_tables, wait_until
+from tests.support.ray_cluster import DeploymentFactory, stable_tables
 
 ACL = """
 accounts:

@@ -23,12 +23,13 @@ from actors.deployment.launcher import Deployment, connect
 from actors.deployment.profiles import get_profile
 from actors.deployment.spec import BrokerSpec
 from actors.namesrv.housekeeping import BrokerChannel
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_ALL, Perm
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.remoting.command import RemotingRequest
-from tests.ray.helpers import (
+from tests.support.ray_cluster import (
     ChannelStub,
     DeploymentFactory,
     assert_quiet,
@@ -49,7 +50,6 @@ from tests.ray.helpers import (
     wait_for_route,
     wait_for_route_everywhere,
     wait_registered_everywhere,
-    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(180)

@@ -16,11 +16,13 @@ from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
 from clients.consumer.pull_consumer import PullConsumer, PullError
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.broker_headers import broker_permission_body, create_topic_ext, pull_message_ext
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.codec import decode_offset_msg_id, ray_send_ext
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from tests.ray.helpers import DeploymentFactory, wait_until
+from tests.support.broker import heartbeat
+from tests.support.ray_cluster import DeploymentFactory
 
 ACL = """
 accounts:
@@ -113,13 +115,6 @@ def test_no_method_hands_out_a_secret(dep: Deployment) -> None:
     assert "broker-secret" not in repr(info) and info["signs_as"] == "broker"
     status = ray.get(dep.namesrvs["namesrv-0"].get_status.remote(), timeout=60)
     assert "secret" not in json.dumps(status, default=str)
-
-
-def heartbeat(client_id: str, group: str, topic: str) -> bytes:
-    sub = {"topic": topic, "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": 0, "expressionType": "TAG"}
-    consumer = {"groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "subscriptionDataSet": [sub], "unitMode": False}
-    return json.dumps({"clientID": client_id, "consumerDataSet": [consumer], "producerDataSet": []}).encode()
 
 
 def invoke(c: RemotingClient, code: int, ext: dict[str, Any], creds: SessionCredentials,

@@ -18,7 +18,7 @@ from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.client import RemotingClient
-from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere
+from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
 
 
 @pytest.fixture

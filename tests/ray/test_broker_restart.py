@@ -18,9 +18,11 @@ from ray.cluster_utils import Cluster
 
 from actors.deployment.launcher import BrokerRestartError, connect
 from clients.cli.main import main as namesrv_cli
+from namesrv.common.waiting import wait_until
 from tests.ray import test_multinode
-from tests.ray.helpers import broker_info, broker_names, wait_for_route_everywhere, wait_until
-from tests.ray.test_multinode import TOPIC, alive_node_ids, deployed, node_of, spread_spec, with_topic_everywhere
+from tests.ray.test_multinode import alive_node_ids, node_of
+from tests.support.multinode import TOPIC, deployed, spread_spec, with_topic_everywhere
+from tests.support.ray_cluster import broker_info, broker_names, wait_for_route_everywhere
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +94,7 @@ def test_a_broker_whose_node_died_is_refused_then_started_empty_elsewhere(cluste
         with_topic_everywhere(dep)
         send_to_a(dep, 10)
         cluster.remove_node(node_of(cluster, victim), allow_graceful=False)
-        wait_until(lambda: victim not in alive_node_ids(), timeout=60, what="Ray to declare the node dead")
+        wait_until(lambda: victim not in alive_node_ids(), timeout_s=60, what="Ray to declare the node dead")
         other = connect(spec.namespace)
 
         with pytest.raises(BrokerRestartError, match=f"pinned to node {victim}, which is dead"):

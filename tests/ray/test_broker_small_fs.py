@@ -31,12 +31,13 @@ from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
 from clients.cli.main import main as namesrv_main
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from tests.ray.helpers import DeploymentFactory, broker_info, pull_all, wait_registered_everywhere, wait_until
-from tests.ray.test_broker_acl import heartbeat
-from tests.unit.test_store_small_fs import mounted_tmpfs
+from tests.support.broker import heartbeat
+from tests.support.ray_cluster import DeploymentFactory, broker_info, pull_all, wait_registered_everywhere
+from tests.support.store import mounted_tmpfs
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -56,7 +57,7 @@ SNA, OK, SE = ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SUCCESS, Response
 
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
-    with mounted_tmpfs(tmp_path / "small", SIZE_MIB) as mnt:
+    with mounted_tmpfs(tmp_path / "small", SIZE_MIB * 1024) as mnt:
         yield mnt
 
 

@@ -63,7 +63,7 @@ from clients.chaos.schema import (
 )
 from clients.consumer.pull_consumer import ConsumedMessage
 from namesrv.common.clock import system_clock as now_ms
-from tests.ray.helpers import local_ray, unique_namespace
+from tests.support.ray_cluster import local_ray, unique_namespace
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -15,7 +15,7 @@ from clients.chaos.plan import ChaosConfig
 from clients.chaos.report import render_report
 from clients.chaos.run import run_chaos
 from clients.chaos.schema import KILL_MASTER, SIGKILL_MASTER
-from tests.ray.helpers import local_ray, unique_namespace
+from tests.support.ray_cluster import local_ray, unique_namespace
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -15,7 +15,7 @@ from clients.chaos.plan import ChaosConfig, plan_faults, plan_signature, timelin
 from clients.chaos.report import render_report
 from clients.chaos.run import run_chaos
 from clients.chaos.schema import KILL_MASTER, PAUSE_SLAVE, SIGCONT_BROKER, SIGKILL_MASTER
-from tests.ray.helpers import local_ray, unique_namespace
+from tests.support.ray_cluster import local_ray, unique_namespace
 
 pytestmark = pytest.mark.timeout(300)
 

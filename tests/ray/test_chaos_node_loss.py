@@ -20,8 +20,9 @@ from clients.chaos.plan import ChaosConfig, plan_faults, plan_signature, timelin
 from clients.chaos.report import render_report
 from clients.chaos.run import run_chaos
 from clients.chaos.schema import BROKER_REVIVALS, LOSE_MASTER_NODE
-from tests.ray.helpers import unique_namespace, wait_until
-from tests.ray.multinode import alive_node_ids, multinode_cluster, remove_node_now
+from namesrv.common.waiting import wait_until
+from tests.support.multinode import alive_node_ids, multinode_cluster, remove_node_now
+from tests.support.ray_cluster import unique_namespace
 
 log = logging.getLogger(__name__)
 

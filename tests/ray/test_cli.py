@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray.helpers import RAY_CORE_LOG_LINE, IsolatedHost, short_tmp_dir, wait_until
+from namesrv.common.waiting import wait_until
+from tests.support.ray_cluster import RAY_CORE_LOG_LINE, IsolatedHost, short_tmp_dir
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -17,6 +17,7 @@ from actors.controller.gcs_kv import KV_NAMESPACE
 from actors.controller.start import start_controller
 from actors.deployment.spec import BrokerSpec
 from actors.namesrv.housekeeping import BrokerChannel
+from namesrv.common.waiting import wait_until
 from namesrv.controller.codes import ControllerRequestCode as Req
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
@@ -24,7 +25,7 @@ from namesrv.controller.events import ElectMasterEvent, encode_event
 from namesrv.protocol import fastjson
 from namesrv.remoting.client import RemotingClient
 from namesrv.remoting.config import RemotingServerConfig
-from tests.ray.helpers import unique_namespace, wait_until
+from tests.support.ray_cluster import unique_namespace
 
 CLUSTER = "DefaultCluster"
 BROKER = "broker-a"

@@ -24,9 +24,10 @@ from clients.admin.client import AdminClient
 from clients.cli.main import main as namesrv_main
 from clients.consumer.pull_consumer import PullConsumer
 from clients.producer.producer import Message, MQClientError, Producer
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import ResponseCode
 from namesrv.store.mapped_file_queue import segment_paths
-from tests.ray.helpers import (
+from tests.support.ray_cluster import (
     FAILOVER_HA,
     DeploymentFactory,
     await_master_and_slave_in_sync,
@@ -36,7 +37,6 @@ from tests.ray.helpers import (
     send_numbered,
     stopped,
     wait_for_route_everywhere,
-    wait_until,
 )
 
 TOPIC = "FailT"

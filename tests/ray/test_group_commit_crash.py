@@ -19,16 +19,10 @@ import ray
 from ray.exceptions import RayActorError
 
 from actors.deployment.spec import BrokerSpec
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import ResponseCode
 from namesrv.store.retention import disk_used_ratio
-from tests.ray.helpers import (
-    DeploymentFactory,
-    broker_info,
-    local_ray,
-    pull_all,
-    wait_registered_everywhere,
-    wait_until,
-)
+from tests.support.ray_cluster import DeploymentFactory, broker_info, local_ray, pull_all, wait_registered_everywhere
 
 TOPIC = "TopicGroupCommitCrash"
 QUEUES = 4

@@ -12,9 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
 from clients.producer.actor import ProducerActor
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere, wait_until
+from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
 
 Sample = tuple[str, dict[str, str], float]
 
@@ -32,7 +33,7 @@ def value(samples: list[Sample], name: str, **labels: str) -> float:
 
 def eventually(check: Callable[[list[Sample]], bool], what: str) -> list[Sample]:
     """Ray exports metrics every few seconds: poll the endpoint until `check` holds."""
-    return wait_until(lambda: (lambda s: s if check(s) else None)(scrape()), 60, what, interval=1.0)
+    return wait_until(lambda: (lambda s: s if check(s) else None)(scrape()), 60, what, interval_s=1.0)
 
 
 def test_metrics_follow_what_happened(deployments: DeploymentFactory) -> None:

@@ -18,7 +18,6 @@ import re
 import select
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,20 +30,14 @@ from actors.deployment.launcher import Deployment
 from actors.deployment.placement import free_port
 from actors.deployment.spec import BrokerSpec
 from clients.cli.main import main as namesrv_main
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from tests.ray.helpers import (
-    RAY_CORE_LOG_LINE,
-    DeploymentFactory,
-    removals_of,
-    stable_tables,
-    wait_registered_everywhere,
-    wait_until,
-)
+from tests.support.mqadmin import NAMESRV, fails, ok, run, tcp, tcp_json
+from tests.support.ray_cluster import DeploymentFactory, removals_of, stable_tables, wait_registered_everywhere
 
 pytestmark = pytest.mark.timeout(600)
 
-NAMESRV = str(Path(sys.executable).parent / "namesrv")
 
 
 @pytest.fixture(scope="module")
@@ -64,32 +57,14 @@ def addr(dep: Deployment) -> str:
 
 
 # ---------------------------------------------------------------------------- running the command
-def run(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([NAMESRV, *argv], capture_output=True, text=True, timeout=timeout)
 
 
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr, result.stderr
-    return result.stdout
 
 
-def fails(result: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip() and not re.match(RAY_CORE_LOG_LINE, ln)]
-    assert len(lines) == 1, result.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
-def tcp(addr: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    return run(*argv, "-n", addr)
 
 
-def tcp_json(addr: str, *argv: str) -> Any:
-    return json.loads(ok(tcp(addr, *argv, "--json")))
 
 
 def over_ray(dep: Deployment, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -481,7 +456,7 @@ def test_the_query_verbs_over_tcp_and_ray(dep: Deployment, addr: str, capsys: py
     """topicStatus, topicClusterList, consumerProgress, consumerConnection and getBrokerConfig: what
     each broker reports, the same over TCP and over Ray; checked against the store and offsets."""
     from clients.admin.client import AdminClient
-    from tests.ray.test_broker_acl import heartbeat
+    from tests.support.broker import heartbeat
 
     AdminClient(dep).create_topic("StatsTopic", read_queue_nums=2, write_queue_nums=2)
     wait_until(lambda: all(routes(dep, "StatsTopic").values()), 15, "the route of StatsTopic")

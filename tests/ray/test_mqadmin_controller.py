@@ -27,7 +27,7 @@ from actors.deployment.spec import BrokerSpec
 from clients.cli.main import main as namesrv_main
 from namesrv.controller.config import ControllerConfig
 from namesrv.remoting.config import RemotingServerConfig
-from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere
+from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -18,7 +18,6 @@ slave on another node long before Ray's verdict (1.7-2.9 s measured with the fas
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Iterator
@@ -29,12 +28,22 @@ import ray
 from ray.cluster_utils import Cluster
 
 from actors.deployment.launcher import Deployment
-from actors.deployment.placement import placement_nodes, spread_over_nodes
+from actors.deployment.placement import placement_nodes
 from actors.deployment.spec import BrokerSpec, ClusterSpec
-from clients.admin.client import AdminClient
 from clients.cli.main import main as namesrv_cli
 from clients.producer.producer import Message, MQClientError, Producer
-from tests.ray.helpers import (
+from namesrv.common.waiting import wait_until
+from tests.support.multinode import (
+    NAMESRV_OVERRIDES,
+    TOPIC,
+    alive_node_ids,
+    deployed,
+    multinode_cluster,
+    node_of,
+    spread_spec,
+    with_topic_everywhere,
+)
+from tests.support.ray_cluster import (
     FAILOVER_HA,
     await_master_and_slave_in_sync,
     broker_addrs,
@@ -48,10 +57,7 @@ from tests.ray.helpers import (
     unique_namespace,
     wait_for_route,
     wait_for_route_everywhere,
-    wait_registered_everywhere,
-    wait_until,
 )
-from tests.ray.multinode import alive_node_ids, multinode_cluster, node_of
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +65,7 @@ pytestmark = pytest.mark.slow
 
 WORKERS = 3
 NODE_DEATH_BOUND_S = 30.0
-TOPIC = "TopicMultiNode"
 FAILOVER_TOPIC = "TopicMultiNodeFailover"
-# `fast` heartbeats (0.5 s), but a 120 s expiry: only the channel watch can remove a broker in time.
-NAMESRV_OVERRIDES = {"broker_channel_expired_time_ms": 120_000}
 
 
 @pytest.fixture(scope="module")
@@ -71,29 +74,8 @@ def cluster() -> Iterator[Cluster]:
         yield c
 
 
-@contextlib.contextmanager
-def deployed(spec: ClusterSpec) -> Iterator[Deployment]:
-    dep = Deployment(spec)
-    try:
-        yield dep.start()
-    finally:
-        for handle in [*dep.brokers.values(), *dep.namesrvs.values(), *([dep.controller] if dep.controller else [])]:
-            with contextlib.suppress(Exception):
-                ray.kill(handle, no_restart=True)
 
 
-def spread_spec(tmp_path: Path, brokers: list[str]) -> ClusterSpec:
-    spec = ClusterSpec(
-        namesrv_count=2,
-        brokers=[BrokerSpec(b) for b in brokers],
-        profile="fast",
-        namespace=unique_namespace("mn"),
-        data_dir=str(tmp_path / "data"),
-        namesrv_overrides=NAMESRV_OVERRIDES,
-        namesrv_port=0,  # free ports; brokers over Ray only, so routes name them `broker-a-0`
-        broker_port=None,
-    )
-    return spread_over_nodes(spec, placement_nodes())
 
 
 def assert_placed_as_specified(dep: Deployment) -> None:
@@ -103,11 +85,6 @@ def assert_placed_as_specified(dep: Deployment) -> None:
         assert ray.get(handle.get_status.remote(), timeout=60)["node_id"] == dep.spec.namesrv_node_id(name), name
 
 
-def with_topic_everywhere(dep: Deployment) -> None:
-    AdminClient(dep).create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
-    wait_registered_everywhere(dep, timeout=20)
-    every = {s.broker_name for s in dep.broker_specs.values()}
-    wait_for_route_everywhere(dep, TOPIC, lambda r: broker_names(r) == every, timeout=20, what="with every broker")
 
 
 def remove_node_and_time_routes(
@@ -125,7 +102,7 @@ def remove_node_and_time_routes(
         )
         elapsed[name] = time.monotonic() - started
     # Ray's own verdict (GCS health checks) comes later; later tests place actors on alive nodes only.
-    wait_until(lambda: node_id not in alive_node_ids(), timeout=60, what=f"Ray to declare node {node_id} dead")
+    wait_until(lambda: node_id not in alive_node_ids(), timeout_s=60, what=f"Ray to declare node {node_id} dead")
     log.warning("node %s removed: %s left the routes after %s; Ray declared the node dead after %.1f s",
                 node_id[:8], sorted(gone), {k: f"{v:.1f} s" for k, v in elapsed.items()}, time.monotonic() - started)
     return elapsed
@@ -160,7 +137,7 @@ def test_namesrv_up_pins_brokers_and_spreads_namesrvs_over_the_nodes(cluster: Cl
         # pinned, and a NameServer restarted by Ray comes back on its node while that node lives.
         ray.kill(namesrvs["namesrv-1"], no_restart=False)
         wait_until(lambda: ray.get(namesrvs["namesrv-1"].get_status.remote(), timeout=5)["node_id"] == nodes[1],
-                   timeout=20, what="namesrv-1 restarted on its node")
+                   timeout_s=20, what="namesrv-1 restarted on its node")
     finally:
         assert namesrv_cli(["down", "--address", cluster.address, "--namespace", namespace]) == 0
     assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == namespace]
@@ -232,7 +209,7 @@ def test_a_dead_node_with_a_namesrv_the_other_keeps_serving_and_it_comes_back_el
         status = wait_until(
             lambda: (s := ray.get(ns1.get_status.remote(), timeout=5))["ready"] and survivors <= cluster_addrs(ns1)
             and s,
-            timeout=NODE_DEATH_BOUND_S, what="namesrv-1 restarted elsewhere with the surviving brokers",
+            timeout_s=NODE_DEATH_BOUND_S, what="namesrv-1 restarted elsewhere with the surviving brokers",
         )
         assert status["node_id"] in alive_node_ids() - {victim}
         assert status["reconstructed"]

@@ -24,12 +24,12 @@ from clients.admin.client import AdminClient
 from clients.consumer.pull_consumer import PullConsumer
 from clients.producer.actor import ProducerActor
 from clients.producer.producer import Message, Producer, SendFailedError, SendResult
-from tests.ray.helpers import (
+from namesrv.common.waiting import wait_until
+from tests.support.ray_cluster import (
     DeploymentFactory,
     broker_names,
     wait_for_route_everywhere,
     wait_registered_everywhere,
-    wait_until,
 )
 
 BROKERS = ["broker-a", "broker-b"]

@@ -27,15 +27,15 @@ from clients.admin.client import AdminClient
 from clients.consumer.pull_consumer import ConsumedMessage, PullConsumer
 from clients.producer.producer import Message, MQClientError, Producer, SendFailedError, SendResult, select_by_hash
 from namesrv.client.errors import NoNameServerAvailable
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_ALL, Perm
-from tests.ray.helpers import (
+from tests.support.ray_cluster import (
     DeploymentFactory,
     broker_names,
     local_ray,
     summarize_route,
     wait_for_route_everywhere,
     wait_registered_everywhere,
-    wait_until,
 )
 
 BROKERS = ["broker-a", "broker-b", "broker-c"]

@@ -13,12 +13,12 @@ from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
 from clients.consumer.pull_consumer import PullConsumer
 from clients.producer.producer import Message, Producer, select_by_hash
-from tests.ray.helpers import (
+from namesrv.common.waiting import wait_until
+from tests.support.ray_cluster import (
     DeploymentFactory,
     broker_names,
     wait_for_route_everywhere,
     wait_registered_everywhere,
-    wait_until,
 )
 
 BROKERS = ["broker-a", "broker-b"]

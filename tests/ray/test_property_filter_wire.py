@@ -14,8 +14,8 @@ from typing import Any
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
-from tests.ray.helpers import DeploymentFactory, wait_registered_everywhere
-from tests.unit.test_broker_processor import decode_messages
+from tests.support.broker import decode_messages
+from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
 
 CHECK_CLIENT_CONFIG, HEART_BEAT, PULL_MESSAGE, SEND_MESSAGE = 46, 34, 11, 10
 SUCCESS, SYSTEM_ERROR, PULL_RETRY_IMMEDIATELY = 0, 1, 20

@@ -9,7 +9,7 @@ import warnings
 import ray
 
 from actors.runtime.ray_info import was_restarted
-from tests.ray.helpers import wait_until
+from namesrv.common.waiting import wait_until
 
 
 @ray.remote(max_restarts=1)

@@ -15,9 +15,10 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from actors.deployment.spec import BrokerSpec
 from actors.namesrv.housekeeping import SUPERSEDED, BrokerChannel
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE
 from namesrv.protocol.msgpack_codec import encode_body
-from tests.ray.helpers import (
+from tests.support.ray_cluster import (
     ChannelStub,
     DeploymentFactory,
     broker_addrs,
@@ -31,7 +32,6 @@ from tests.ray.helpers import (
     wait_for_route,
     wait_for_route_everywhere,
     wait_registered_everywhere,
-    wait_until,
     wire_route,
 )
 

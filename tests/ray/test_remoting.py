@@ -21,7 +21,7 @@ from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.wire_command import SerializeType
-from tests.ray.helpers import (
+from tests.support.ray_cluster import (
     DeploymentFactory,
     route_of,
     stable_tables,

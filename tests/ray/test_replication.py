@@ -20,10 +20,11 @@ import ray
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest
 from namesrv.store.mapped_file_queue import segment_paths
-from tests.ray.helpers import DeploymentFactory, broker_info, stopped, wait_until
+from tests.support.ray_cluster import DeploymentFactory, broker_info, stopped
 
 TOPIC = "ReplT"
 MASTER, SLAVE = "broker-a-0", "broker-a-1"

@@ -10,7 +10,8 @@ from actors.deployment.spec import BrokerSpec
 from clients.cli.main import main
 from clients.snapshots.collect import collect_once
 from clients.snapshots.dataset import list_data_files, read_snapshots_arrow
-from tests.ray.helpers import broker_names, wait_for_route_everywhere, wait_until
+from namesrv.common.waiting import wait_until
+from tests.support.ray_cluster import broker_names, wait_for_route_everywhere
 
 TOPIC = "SnapTopic"
 

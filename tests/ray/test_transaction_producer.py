@@ -15,7 +15,8 @@ from clients.producer.transaction import (
     TransactionMQProducer,
 )
 from namesrv.client.message import Message
-from tests.ray.helpers import DeploymentFactory, pull_all, wait_registered_everywhere, wait_until
+from namesrv.common.waiting import wait_until
+from tests.support.ray_cluster import DeploymentFactory, pull_all, wait_registered_everywhere
 
 
 class Orders(TransactionListener):

@@ -11,11 +11,12 @@ import ray
 
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.codec import decode_offset_msg_id
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from tests.ray.helpers import DeploymentFactory, pull_all, wait_registered_everywhere, wait_until
+from tests.support.ray_cluster import DeploymentFactory, pull_all, wait_registered_everywhere
 
 CHECK_MAX = 3
 

@@ -1,0 +1,130 @@
+"""The store never holds a record its own reader rejects (issue 22, point 4): a message whose
+properties, topic or body are over the stored layout's limits is refused at send with
+MESSAGE_ILLEGAL and the reason, before anything is written; anything accepted pulls back exactly."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from namesrv.broker.processor.types import BrokerError
+from namesrv.protocol.codes import BrokerRequestCode as Code
+from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.message.properties import PROPERTIES_MAX_BYTES, MessageIllegal, properties_to_string
+from namesrv.protocol.message.types import MessageInner
+from namesrv.store.message_store import CommitLog
+from tests.support.broker import Broker, decode_messages
+
+MAX_BODY = 4096
+
+topics = st.text(alphabet="%|abcXYZ019_-", min_size=1, max_size=140)
+keys = st.text(alphabet=st.characters(exclude_characters="\x01\x02", exclude_categories=("Cs",)),
+               min_size=1, max_size=12)
+values = st.text(alphabet=st.characters(exclude_characters="\x02", exclude_categories=("Cs",)), max_size=40)
+big_value = st.one_of(st.integers(0, 200), st.integers(PROPERTIES_MAX_BYTES - 300, PROPERTIES_MAX_BYTES + 50),
+                      st.integers(0, 40_000))
+
+
+def send_ext(topic: str, props: dict[str, str]) -> dict[str, Any]:
+    return {"producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+            "queueId": 0, "sysFlag": 0, "bornTimestamp": 1, "flag": 0, "properties": properties_to_string(props)}
+
+
+def state(broker: Broker) -> tuple[Any, ...]:
+    return broker.store.size_bytes(), broker.state()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Broker:
+    return Broker(tmp_path_factory.mktemp("limits"), max_message_size=MAX_BODY)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(topic=topics, props=st.dictionaries(keys, values, max_size=6), big=big_value, pad=st.sampled_from("aé€"),
+       body=st.binary(max_size=MAX_BODY + 200))
+def test_a_send_is_refused_before_anything_is_written_or_pulls_back_exactly(
+        shared: Broker, topic: str, props: dict[str, str], big: int, pad: str, body: bytes) -> None:
+    props = props | {"UNIQ_KEY": f"U{shared.store.size_bytes()}", "big": pad * (big // len(pad.encode()))}
+    before = state(shared)
+    answer = shared.call(Code.SEND_MESSAGE, send_ext(topic, props), body)
+    if answer.code != ResponseCode.SUCCESS:
+        assert answer.code in (ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SYSTEM_ERROR), answer.remark
+        assert answer.remark, "a refusal says why"
+        assert state(shared) == before, f"refused ({answer.remark}) but something changed"
+        return
+    assert answer.ext_fields is not None
+    offset = int(answer.ext_fields["queueOffset"])
+    pulled = shared.pull(offset, topic=topic, maxMsgNums=1)
+    assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+    [message] = decode_messages(pulled.body or b"")
+    assert (message["topic"], message["body"], message["queue_offset"]) == (topic, body, offset)
+    assert message["props"] == props | {"CLUSTER": "DefaultCluster"}
+
+
+def test_properties_over_32767_bytes_are_message_illegal_and_nothing_is_stored(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    before = state(broker)
+    answer = broker.call(Code.SEND_MESSAGE, send_ext("T", {"big": "x" * 32_800}), b"body")
+    assert answer.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "properties length" in (answer.remark or "") and "32767" in (answer.remark or "")
+    assert state(broker) == before
+    answer = broker.call(Code.SEND_MESSAGE, send_ext("NewTopic", {"big": "x" * 32_800}), b"body")
+    assert answer.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "NewTopic" not in broker.topics.topic_config_table, "an illegal message created its topic"
+    ok = broker.call(Code.SEND_MESSAGE, send_ext("T", {"k": "v"}), b"next")
+    assert ok.code == ResponseCode.SUCCESS
+    assert broker.pull(0).code == ResponseCode.SUCCESS, "the queue is not blocked"
+
+
+def test_a_batch_with_one_illegal_message_stores_none_of_it(tmp_path: Path) -> None:
+    from namesrv.protocol.message.codec import BatchEntry, encode_batch
+
+    broker = Broker(tmp_path)
+    before = state(broker)
+    # each entry fits its batch format; with the header's properties merged in, the second does not
+    body = encode_batch([BatchEntry(0, b"fine", {"UNIQ_KEY": "A"}),
+                         BatchEntry(0, b"too big", {"UNIQ_KEY": "B", "p": "y" * 20_000})])
+    answer = broker.call(Code.SEND_BATCH_MESSAGE, send_ext("T", {"q": "w" * 20_000}), body)
+    assert answer.code == ResponseCode.MESSAGE_ILLEGAL and state(broker) == before
+
+
+def test_the_ray_path_refuses_what_the_wire_cannot_express(tmp_path: Path) -> None:
+    """Through `send` (what the broker actor calls): keys with separators, non-int32 flags."""
+    broker = Broker(tmp_path)
+    before = state(broker)
+    for bad in (MessageInner("T", 0, b"x", {"a\x02b": "v"}), MessageInner("T", 0, b"x", {"k": "v\x02w"}),
+                MessageInner("T", 0, b"x", flag=1 << 31), MessageInner("T", 0, b"x", born_host="\udc80")):
+        with pytest.raises(BrokerError) as refused:
+            asyncio.run(broker.processor.send([bad], "TBW102", 4))
+        assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
+    assert state(broker) == before
+
+
+def test_the_store_refuses_a_message_it_could_not_read_back(tmp_path: Path) -> None:
+    """Below the processor too: the store checks at encoding, writing nothing for the refused one
+    (and the rest of a group-commit batch normally)."""
+    log = CommitLog(tmp_path / "store")
+    with pytest.raises(MessageIllegal, match="properties length"):
+        log.append(MessageInner("T", 0, b"x", {"p": "z" * 40_000}))
+    with pytest.raises(MessageIllegal, match="topic length"):
+        log.append(MessageInner("T" * 128, 0, b"x"))
+    assert log.size_bytes() == 0 and log.queues() == {}
+
+    async def group() -> list[Any]:
+        puts = [log.put(MessageInner("T", 0, b"a")), log.put(MessageInner("T", 0, b"b", {"p": "z" * 40_000})),
+                log.put(MessageInner("T", 0, b"c"))]
+        return list(await asyncio.gather(*puts, return_exceptions=True))
+
+    first, refused, last = asyncio.run(group())
+    assert isinstance(refused, MessageIllegal)
+    assert [m.body for m in log.get_message("T", 0, 0)] == [b"a", b"c"]
+    assert (first.queue_offset, last.queue_offset) == (0, 1)
+    log.close()
+    (tmp_path / "store" / "checkpoint").unlink()  # scan the whole log again: every record it holds reads back
+    reopened = CommitLog(tmp_path / "store")
+    assert reopened.recovery.records == 2 and not reopened.recovery.corrupt_ranges
