@@ -10,14 +10,23 @@ from typing import Any
 import pytest
 
 
-@pytest.fixture(scope="module")
-def ray_local(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A private local Ray for the module (never someone else's cluster); yields its namespace."""
-    from tests.support.ray_cluster import local_ray
+@pytest.fixture(scope="session")
+def _ray_session() -> Iterator[None]:
+    """Stops the shared local Ray at the end of the run (if any test started it)."""
+    yield
+    import sys
 
-    prefix = request.module.__name__.rsplit(".", 1)[-1].replace("_", "-")
-    with local_ray(prefix) as namespace:
-        yield namespace
+    if "tests.support.ray_cluster" in sys.modules:
+        sys.modules["tests.support.ray_cluster"].release_shared_ray()
+
+
+@pytest.fixture(scope="module")
+def ray_local(request: pytest.FixtureRequest, _ray_session: None) -> str:
+    """The run's shared local Ray (never someone else's cluster: started here with
+    `address="local"`); yields a namespace of the module's own for its actors."""
+    from tests.support.ray_cluster import shared_ray
+
+    return shared_ray(request.module.__name__.rsplit(".", 1)[-1].replace("_", "-"))
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ from clients.chaos.schema import (
 )
 from clients.consumer.pull_consumer import ConsumedMessage
 from namesrv.common.clock import system_clock as now_ms
-from tests.support.ray_cluster import local_ray, unique_namespace
+from tests.support.ray_cluster import local_ray, release_shared_ray, unique_namespace
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -445,6 +445,7 @@ def three_nodes() -> Iterator[tuple[Any, list[Any], str]]:
     """A head and two more raylets on this machine; the driver connects to it, then all goes."""
     from ray.cluster_utils import Cluster
 
+    release_shared_ray()
     if ray.is_initialized():
         ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})

@@ -14,7 +14,9 @@ def spark() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     pytest.importorskip("raydp")
     from clients.analysis.spark import SparkSettings, get_or_create_spark, stop_spark
+    from tests.support.ray_cluster import release_shared_ray
 
+    release_shared_ray()  # the Ray tests' shared Ray, if it runs: Spark gets one of its own
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield get_or_create_spark(SparkSettings(app_name="test-analysis"), init_ray=False)

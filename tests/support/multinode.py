@@ -18,6 +18,7 @@ from actors.deployment.spec import BrokerSpec, ClusterSpec
 from clients.admin.client import AdminClient
 from tests.support.ray_cluster import (
     broker_names,
+    release_shared_ray,
     unique_namespace,
     wait_for_route_everywhere,
     wait_registered_everywhere,
@@ -33,6 +34,7 @@ TOPIC = "TopicMultiNode"
 def multinode_cluster(workers: int, namespace_prefix: str) -> Iterator[Cluster]:
     """A connected cluster of a CPU-less head and `workers` one-CPU nodes (a Ray this process had is
     shut down first), shut down afterwards."""
+    release_shared_ray()
     if ray.is_initialized():
         ray.shutdown()
     # cluster_utils writes its address to /tmp/ray/ray_current_cluster, where `ray.init("auto")` and

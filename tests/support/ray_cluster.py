@@ -1,16 +1,15 @@
-"""Helpers for tests that run the actors on a real local Ray.
+"""Helpers for tests that run the actors on a real local Ray. The fixtures are in tests/conftest.py:
 
-Import what you need; the two pytest fixtures at the bottom can be imported into a test module
-(`from tests.support.ray_cluster import ray_local, deployments  # noqa: F401`):
-
-- `ray_local` (module scope) starts a private local Ray (`address="local"`, 2 CPUs, no dashboard)
-  in its own namespace and shuts it down after the module; never attaches to someone else's cluster.
+- `ray_local` (module scope): the run's shared local Ray (`shared_ray`: `address="local"`, 2 CPUs,
+  no dashboard, never someone else's cluster), started once and kept across modules; each module
+  gets a namespace of its own. A module that needs a Ray of its own (`local_ray`, a multi-node
+  Cluster, Spark) stops the shared one first (`release_shared_ray`); the next module restarts it.
 - `deployments` (function scope) deploys clusters in a fresh Ray namespace with a `tmp_path` data
   dir, so tests never see each other's actors or stores, and tears every one down afterwards.
 
 Waiting is event-driven wherever the system offers an event: route changes are awaited with the
-NameServer's long-poll (`listen_for_change`); everything else uses `namesrv.common.waiting.wait_until`, a short bounded
-poll with a deadline that fails with a message saying what it waited for and what it last saw.
+NameServer's long-poll (`listen_for_change`); everything else uses `namesrv.common.waiting.wait_until`,
+a short bounded poll with a deadline that fails saying what it waited for and what it last saw.
 """
 
 from __future__ import annotations
@@ -53,13 +52,13 @@ def unique_namespace(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-@contextlib.contextmanager
-def local_ray(namespace_prefix: str = "tests") -> Iterator[str]:
-    """A private local Ray for the duration of the block; yields its default namespace."""
-    if ray.is_initialized():  # a module that leaked its session: never share it silently
-        log.warning("ray was already initialized; shutting it down to start a private one")
-        ray.shutdown()
-    namespace = unique_namespace(namespace_prefix)
+class _Shared:
+    """The session's shared local Ray, when this process started it and it still runs."""
+
+    namespace: str | None = None
+
+
+def _init_local(namespace: str) -> None:
     ray.init(
         address="local",
         num_cpus=RAY_NUM_CPUS,
@@ -68,6 +67,41 @@ def local_ray(namespace_prefix: str = "tests") -> Iterator[str]:
         log_to_driver=False,
         configure_logging=False,
     )
+
+
+def release_shared_ray() -> None:
+    """Stop the shared Ray (if it runs), for a test that needs a Ray of its own (a multi-node
+    Cluster, Spark); the next module that asks for the shared one starts it again."""
+    if _Shared.namespace is not None:
+        _Shared.namespace = None
+        _join_client_threads(5.0)
+        ray.shutdown()
+
+
+def shared_ray(namespace_prefix: str = "tests") -> str:
+    """The session's local Ray, started on first use (and again after a module that needed a Ray
+    of its own); returns a fresh namespace name for the caller's actors. Modules share the Ray
+    processes, never actors: every deployment and controller lives in a namespace of its own and
+    is killed by the module that made it."""
+    if _Shared.namespace is None or not ray.is_initialized():
+        if ray.is_initialized():  # someone else's session: never share it silently
+            log.warning("ray was already initialized; shutting it down to start the shared one")
+            ray.shutdown()
+        _Shared.namespace = unique_namespace("shared")
+        _init_local(_Shared.namespace)
+    return unique_namespace(namespace_prefix)
+
+
+@contextlib.contextmanager
+def local_ray(namespace_prefix: str = "tests") -> Iterator[str]:
+    """A private local Ray for the duration of the block (the shared one is stopped first); yields
+    its default namespace."""
+    release_shared_ray()
+    if ray.is_initialized():  # a module that leaked its session: never share it silently
+        log.warning("ray was already initialized; shutting it down to start a private one")
+        ray.shutdown()
+    namespace = unique_namespace(namespace_prefix)
+    _init_local(namespace)
     try:
         yield namespace
     finally:
