@@ -1,4 +1,4 @@
-"""The store's dispatch, recovery and checkpoint, a mixin of `CommitLog` (RocketMQ's
+"""The store's dispatch, recovery and checkpoint, a mixin of `MessageStore` (RocketMQ's
 CommitLogDispatcher list, recover*, and FlushConsumeQueueService's checkpoint)."""
 
 from __future__ import annotations

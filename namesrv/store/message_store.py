@@ -73,7 +73,7 @@ _Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
 """A message waiting for the group-commit writer, and its sender's future."""
 
 
-class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
+class MessageStore(CommitLogDispatch, CommitLogReads, CommitLogReplica):
     """Thread-safe for readers, who never wait for the disk; writes go through `put` (async,
     batched) or `append` (sync). A batch's records are written, fsynced and dispatched under the
     write lock only; the short lock publishes the write position once that is done."""

@@ -1,5 +1,5 @@
 """The store's read path (DefaultMessageStore.getMessage and the offset queries), a mixin of
-`CommitLog`: a queue read is one pread of its consume-queue entries, then one pread per record.
+`MessageStore`: a queue read is one pread of its consume-queue entries, then one pread per record.
 Readers never take the write lock, so they never wait for the disk writer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The commit log's replica side (namesrv.store.ha.transfer), a mixin of `CommitLog`: a master reads whole
+"""The commit log's replica side (namesrv.store.ha.transfer), a mixin of `MessageStore`: a master reads whole
 records from an offset for its slaves; a slave appends its master's records verbatim at an offset
 (segment padding included, so both hold the same segments), and cuts its log back to a consistent
 point (an old master's unreplicated tail) before copying. Offsets are global across segments."""

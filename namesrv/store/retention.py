@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from namesrv.common.persist import fsync_dir
 
 if TYPE_CHECKING:
-    from namesrv.store.message_store import CommitLog
+    from namesrv.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class CleanReport:
 
 
 class CleanCommitLogService:
-    def __init__(self, store: CommitLog, policy: RetentionPolicy | Callable[[], RetentionPolicy],
+    def __init__(self, store: MessageStore, policy: RetentionPolicy | Callable[[], RetentionPolicy],
                  disk_usage: Callable[[Path], float] = disk_used_ratio,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         """`policy`: fixed settings, or a function giving the settings of the moment, called at the
