@@ -6,7 +6,6 @@ index's own end offset."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +140,7 @@ def test_commit_log_indexes_appends_and_rebuilds_after_a_kill(tmp_path: Path) ->
     assert log.index.query("T", "ID7", 1) == [results[7].commit_log_offset]
     log.index.flush()
     more = [log.append(MessageInner("T", 0, b"y", {"KEYS": "late"}, f"L{i}")) for i in range(3)]
-    os.close(log._fd)  # a kill -9: no close, no checkpoint of the last three
+    # a kill -9: `log` is never closed, so nothing checkpoints the last three
     again = MessageStore(tmp_path, clock=clock)
     assert again.index.recovery.rolled_back
     assert again.index.query("T", "late", 10) == [r.commit_log_offset for r in reversed(more)]
