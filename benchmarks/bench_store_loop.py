@@ -99,7 +99,7 @@ async def run(processor: BrokerProcessor, seconds: float, senders: int) -> dict[
     started = time.perf_counter()
     await asyncio.gather(ticker(), reader(), *(sender(n) for n in range(senders)))
     elapsed = time.perf_counter() - started
-    return {"sent": sent, "elapsed": elapsed, "waits": waits, "stalls": stalls, "fsyncs": store.fsyncs}
+    return {"sent": sent, "elapsed": elapsed, "waits": waits, "stalls": stalls, "fsyncs": store.commit_log.fsyncs}
 
 
 async def load_then_idle(processor: BrokerProcessor,

@@ -420,7 +420,7 @@ def test_concurrent_puts_share_fsyncs_and_each_is_acknowledged_after_its_own(tmp
                                                                               fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path)
     put(log, "T", 0, b"opens the first segment")
-    base, batches = fsyncs.calls, log.batches
+    base, batches = fsyncs.calls, log.commit_log.batches
 
     async def send_all() -> list[AppendResult]:
         return list(await asyncio.gather(*(log.put(MessageInner("T", i % 4, f"m{i}".encode())) for i in range(200))))
@@ -428,8 +428,8 @@ def test_concurrent_puts_share_fsyncs_and_each_is_acknowledged_after_its_own(tmp
     results = asyncio.run(send_all())
     assert sorted((r.queue_id, r.queue_offset) for r in results) == sorted((q, o + (q == 0)) for q in range(4)
                                                                             for o in range(50))
-    assert fsyncs.calls - base == log.batches - batches < 200, "one fsync per batch, not per message"
-    assert log.fsyncs == log.batches
+    assert fsyncs.calls - base == log.commit_log.batches - batches < 200, "one fsync per batch, not per message"
+    assert log.commit_log.fsyncs == log.commit_log.batches
     log.close()
     again = open_log(tmp_path)
     assert again.recovery.records == 0 and again.max_offset("T", 0) == 51

@@ -143,14 +143,14 @@ def test_append_without_fsync_is_flushed_later(tmp_path: Path) -> None:
     master, slave = open_log(tmp_path / "m"), open_log(tmp_path / "s")
     fill(master, 5)
     t = master.read_raw(0, 1 << 20)
-    before = slave.fsyncs
+    before = slave.commit_log.fsyncs
     slave.append_raw(t.offset, t.data, fsync=False)
-    assert slave.fsyncs == before and slave.size_bytes() == master.size_bytes()  # readable at once
+    assert slave.commit_log.fsyncs == before and slave.size_bytes() == master.size_bytes()  # readable at once
     slave.flush()
-    assert slave.fsyncs == before + 1
+    assert slave.commit_log.fsyncs == before + 1
     slave.append_raw(master.size_bytes(), b"")  # nothing new: nothing written, nothing to flush
     slave.flush()
-    assert slave.fsyncs == before + 1
+    assert slave.commit_log.fsyncs == before + 1
 
 
 def test_truncate_to_a_consistent_point_then_copy_again(tmp_path: Path) -> None:

@@ -223,7 +223,7 @@ def test_a_consume_queue_write_failure_stops_writes_and_a_restart_rebuilds_it(
 def test_an_empty_slave_starts_at_its_masters_first_kept_segment(tmp_path: Path) -> None:
     master = open_log(tmp_path / "m")
     fill(master, 40)
-    gone = master.files.forget_first()  # as retention does (the file itself stays for this test)
+    gone = master.commit_log.files.forget_first()  # as retention does (the file itself stays for this test)
     assert gone is not None and master.min_physical_offset() == SEG
     slave = open_log(tmp_path / "s")
     t = master.read_raw(0, 1 << 20)
