@@ -4,7 +4,7 @@ side by side.
 In process, no Ray: a real commit log (ASYNC_FLUSH) filled through its group-commit batch writer
 (`_write_batch`, what `put`'s writer runs per batch of 1,024), every message with a unique key
 (UNIQ_KEY) and two KEYS (`order-<i>` and one of 100 shared `cust-<j>`). Then random lookups, as
-QUERY_MESSAGE runs them off the broker's loop (`CommitLog.query_message`: index walk, then each
+QUERY_MESSAGE runs them off the broker's loop (`MessageStore.query_message`: index walk, then each
 message read from the log and checked): by a unique key, by an order key (one match) and by a
 shared customer key (maxNum 32 of N/100 matches). Also timed: the index walk alone, what indexing
 adds to a write (dispatch into a fresh index, up to 200,000 records), the process's
@@ -29,7 +29,7 @@ from _common import print_machine, ratio_table
 from namesrv.common.stats import percentile
 from namesrv.protocol.message.types import MessageInner
 from namesrv.store.index.index_service import IndexService
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.types import FlushDiskType
 
 TOPIC = "IndexedTopic"
@@ -45,10 +45,10 @@ def anon_rss() -> int:
     return psutil.Process().memory_info().rss
 
 
-def fill(root: Path, n: int) -> tuple[CommitLog, float, float]:
+def fill(root: Path, n: int) -> tuple[MessageStore, float, float]:
     """A log of `n` messages; (log, seconds to fill, anonymous RSS growth in MiB)."""
     rss0 = anon_rss()
-    log = CommitLog(root, FlushDiskType.ASYNC_FLUSH)
+    log = MessageStore(root, FlushDiskType.ASYNC_FLUSH)
     started = time.perf_counter()
     for first in range(0, n, BATCH):
         batch = [MessageInner(TOPIC, i % 8, b"x" * 64, {"KEYS": f"order-{i} cust-{i % 100}"}, f"UNIQ{i:012d}")
@@ -99,7 +99,7 @@ def measure(root: Path, n: int, queries: int) -> dict[str, float]:
     IndexService(root / "index").close()
     index_open_s = time.perf_counter() - t
     t = time.perf_counter()
-    again = CommitLog(root, FlushDiskType.ASYNC_FLUSH)
+    again = MessageStore(root, FlushDiskType.ASYNC_FLUSH)
     reopen_s = time.perf_counter() - t
     assert not again.index.recovery.rolled_back and again.query_message(TOPIC, "order-0", 1, 0, FOREVER)
     again.close()

@@ -5,7 +5,7 @@ a large log vs a small one, and the longest event-loop turn while retention dele
                                   [--queues 1000] [--quick]
 
 Two stores in this process, on the real disk under the temp dir, written the way a broker writes
-(`CommitLog.put`, group commit, ASYNC_FLUSH so the disk's fsync rate does not set the pace), with
+(`MessageStore.put`, group commit, ASYNC_FLUSH so the disk's fsync rate does not set the pace), with
 1 KiB messages spread over `--queues` queues of one topic, in `--segment-mb` segments:
 - restart after a clean close (checkpoint at the end), and after a crash (the same store reopened
   with 5,000 messages written past its last checkpoint, as a kill -9 leaves it): small vs large,
@@ -35,7 +35,7 @@ from _common import latency_ms, pct_ms, print_machine, ratio_table
 
 from namesrv.common.clock import system_clock
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.retention import CleanCommitLogService, RetentionPolicy
 from namesrv.store.types import FlushDiskType
 
@@ -45,11 +45,11 @@ CRASH_TAIL = 5_000
 READS = 5_000
 
 
-def open_store(path: Path, segment: int) -> CommitLog:
-    return CommitLog(path, FlushDiskType.ASYNC_FLUSH, system_clock, segment_size=segment)
+def open_store(path: Path, segment: int) -> MessageStore:
+    return MessageStore(path, FlushDiskType.ASYNC_FLUSH, system_clock, segment_size=segment)
 
 
-def write(store: CommitLog, n: int, queues: int, start: int = 0) -> None:
+def write(store: MessageStore, n: int, queues: int, start: int = 0) -> None:
     body = b"b" * BODY
 
     async def go() -> None:
@@ -81,7 +81,7 @@ CPU: dict[Path, list[float]] = {}
 (other processes taking the cores) left out."""
 
 
-def restart_ms(path: Path, segment: int) -> tuple[float, CommitLog]:
+def restart_ms(path: Path, segment: int) -> tuple[float, MessageStore]:
     t0, c0 = time.perf_counter(), time.thread_time()
     store = open_store(path, segment)
     CPU.setdefault(path, []).append((time.thread_time() - c0) * 1000)
@@ -99,7 +99,7 @@ def crash_restart_ms(path: Path, segment: int, queues: int, n: int) -> float:
     return took
 
 
-def random_reads(stores: list[CommitLog], queues: int, rng: random.Random) -> list[list[float]]:
+def random_reads(stores: list[MessageStore], queues: int, rng: random.Random) -> list[list[float]]:
     """One message read at a random offset of a random queue, taking the stores in turn (so a
     noisy moment of the machine falls on both); the first half of the reads warms up."""
     lat: list[list[float]] = [[] for _ in stores]

@@ -42,7 +42,7 @@ from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import system_clock
 from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.types import FlushDiskType
 
 TOPIC = "BenchLoop"
@@ -52,7 +52,7 @@ QUEUES = 4
 def build(root: Path) -> BrokerProcessor:
     topics = TopicConfigManager(root / "topics.json")
     topics.update_topic_config(TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES))
-    store = CommitLog(root / "store", FlushDiskType.SYNC_FLUSH, system_clock, group_commit=True)
+    store = MessageStore(root / "store", FlushDiskType.SYNC_FLUSH, system_clock, group_commit=True)
     return BrokerProcessor(BrokerIdentity("BenchCluster", "bench-broker", 0, "127.0.0.1:10911"),
                            BrokerConfig(flush_disk_type=FlushDiskType.SYNC_FLUSH), topics, store,
                            ConsumerOffsetManager(root / "offsets.json"), system_clock)
@@ -99,7 +99,7 @@ async def run(processor: BrokerProcessor, seconds: float, senders: int) -> dict[
     started = time.perf_counter()
     await asyncio.gather(ticker(), reader(), *(sender(n) for n in range(senders)))
     elapsed = time.perf_counter() - started
-    return {"sent": sent, "elapsed": elapsed, "waits": waits, "stalls": stalls, "fsyncs": store.fsyncs}
+    return {"sent": sent, "elapsed": elapsed, "waits": waits, "stalls": stalls, "fsyncs": store.commit_log.fsyncs}
 
 
 async def load_then_idle(processor: BrokerProcessor,

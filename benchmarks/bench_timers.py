@@ -25,7 +25,7 @@ from namesrv.broker.schedule.service import ScheduleService
 from namesrv.common.clock import system_clock
 from namesrv.common.stats import percentile
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.types import FlushDiskType
 
 TOPIC = "TimedTopic"
@@ -39,7 +39,7 @@ async def _probe(turns: list[float], done: asyncio.Event) -> None:
 
 
 async def run(timers: int, spread_s: float, root: Path) -> dict[str, float]:
-    store = CommitLog(root / "store", FlushDiskType.ASYNC_FLUSH)
+    store = MessageStore(root / "store", FlushDiskType.ASYNC_FLUSH)
     levels = parse_delay_levels()
     delivered: list[int] = []
 

@@ -56,7 +56,7 @@ from namesrv.remoting.connection import Connection
 from namesrv.remoting.limits import server_limits
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline, resolve
 from namesrv.remoting.server import RemotingServer
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.retention import CleanCommitLogService
 from namesrv.store.types import BrokerRole, FlushDiskType
 
@@ -120,9 +120,9 @@ class BrokerController:
         """Topic-config writes, off the event loop; answers that changed topics wait for `durable()`."""
         self.topics = TopicConfigManager(store_dir / "config" / "topics.json", clock, config.auto_create_topic_enable,
                                          config.default_topic_queue_nums, writer=self.writer.write)
-        self.store = CommitLog(store_dir / "store", config.flush_disk_type, clock, config.group_commit,
-                               segment_size=config.mapped_file_size_commit_log,
-                               consume_queue_file_size=config.mapped_file_size_consume_queue)
+        self.store = MessageStore(store_dir / "store", config.flush_disk_type, clock, config.group_commit,
+                                  segment_size=config.mapped_file_size_commit_log,
+                                  consume_queue_file_size=config.mapped_file_size_consume_queue)
         self.cleaner = CleanCommitLogService(self.store, lambda: self.config.retention_policy())
         """Reads the retention settings at each run: UPDATE_BROKER_CONFIG changes them live."""
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")

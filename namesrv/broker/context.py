@@ -29,7 +29,7 @@ from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.command import RemotingRequest
 from namesrv.remoting.pipeline import RequestContext
 from namesrv.store.ha.epoch_cache import EpochFileCache
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 MayRead = Callable[[RemotingRequest, RequestContext, str], str | None]
 
@@ -51,7 +51,7 @@ class BrokerContext:
     identity: BrokerIdentity
     config: BrokerConfig
     topics: TopicConfigManager
-    store: CommitLog
+    store: MessageStore
     offsets: ConsumerOffsetManager
     clock: Clock
     on_topic_created: Callable[[str], None] = _no_topic_listener

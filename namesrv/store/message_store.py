@@ -11,6 +11,14 @@ born host, reconsume times). A record never spans two segments: a segment's tail
 is a BLANK record (store_records). Commit-log offsets are global across segments, so replication
 (`read_raw`, `append_raw`, `truncate_to`) reads and writes the log as one byte stream.
 
+`MessageStore` owns its parts as fields, as DefaultMessageStore does, each holding its own state
+and given the parts it needs: `commit_log` (namesrv.store.commit_log: the segments, the write
+position, the write path and the replica's raw reads and writes), `consume_queues`, `index`
+(namesrv.store.index.index_service), `store_checkpoint` (namesrv.store.checkpoint), `dispatchers`
+(namesrv.store.dispatch: the dispatcher list and recovery), `writer` (namesrv.store.group_commit)
+and `reader` (namesrv.store.reads). The store runs what spans parts: a batch's write and dispatch,
+the checkpoint, a replica's append and truncation, the close.
+
 Writes (RocketMQ's CommitLog + GroupCommitService): `put` queues a message; one writer task takes
 every message queued so far as a batch, and a worker thread writes the batch and, with SYNC_FLUSH,
 fsyncs once for all of it; each sender is acknowledged after the fsync that covers its record. While
@@ -25,58 +33,52 @@ dispatcher: the consume queues first, then the message index by key (`index`,
 namesrv.store.index.index_service), then those added with `add_dispatcher`. `checkpoint()` fsyncs
 the log and every dispatcher's output, then writes the checkpoint; a restart re-reads only the log
 after it (store_recovery), so its time does not grow with the log.
+
+Locks, taken in this order: the checkpoint lock (the store's: across a checkpoint, whose fsyncs run
+outside the write lock, and a truncate_to), the commit log's write lock (one writer at a time: a
+batch's write, fsync and dispatch, a flush, a clean-up step, the close; readers never take it), the
+commit log's position lock (memory work only: publishing the write position).
 """
+
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import msgpack
 
 from namesrv.common.clock import Clock, system_clock
 from namesrv.common.persist import fsync_dir as _fsync_dir  # the one directory fsync (tests patch this name)
-from namesrv.protocol.constants import MAX_MESSAGE_SIZE
-from namesrv.protocol.message.properties import MessageIllegal, check_message
-from namesrv.protocol.message.types import MessageInner
-from namesrv.store.checkpoint import StoreCheckpoint
-from namesrv.store.dispatch import CommitLogDispatch
+from namesrv.protocol.message.types import MessageInner, StoredMessage
+from namesrv.store.checkpoint import Checkpoint, StoreCheckpoint
+from namesrv.store.commit_log import CommitLog
+from namesrv.store.dispatch import Dispatchers
+from namesrv.store.group_commit import GroupCommitService
+from namesrv.store.ha.transfer import Transfer
 from namesrv.store.index.index_service import IndexService
-from namesrv.store.mapped_file_queue import MappedFileQueue, Segment
 from namesrv.store.queue.consume_queue import ConsumeQueueStore
-from namesrv.store.reads import CommitLogReads
-from namesrv.store.records import HEADER, MAGIC, MAX_RECORD, blank_record
-from namesrv.store.replica import CommitLogReplica
+from namesrv.store.reads import MessageReader
+from namesrv.store.transfer_caps import DEFAULT_CAPS, TransferCaps
 from namesrv.store.types import (
     MAPPED_FILE_SIZE_COMMIT_LOG,
     MAPPED_FILE_SIZE_CONSUME_QUEUE,
-    MIN_SEGMENT_SIZE,
     AppendResult,
     DiskFullError,
     Dispatcher,
+    DispatchFn,
     FlushDiskType,
+    ReadResult,
     StoreFormatError,
 )
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 1024
-"""Messages written (and fsynced) together at most."""
 
-
-_Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
-"""A message waiting for the group-commit writer, and its sender's future."""
-
-
-class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
+class MessageStore:
     """Thread-safe for readers, who never wait for the disk; writes go through `put` (async,
     batched) or `append` (sync). A batch's records are written, fsynced and dispatched under the
-    write lock only; the short lock publishes the write position once that is done."""
+    write lock only; the short position lock publishes the write position once that is done."""
 
     def __init__(
         self,
@@ -90,6 +92,7 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
         dispatchers: Sequence[Dispatcher] = (),
     ) -> None:
         """`segment_size`: RocketMQ's mappedFileSizeCommitLog (a record must fit in one segment);
+        `group_commit` False: fsync once per message even in a batch (the benchmark's baseline);
         `dispatchers`: added after the consume queues, before recovery, so they see the records
         recovery re-reads (`add_dispatcher` adds one later, for the records written from then on)."""
         self.dir = Path(store_dir)
@@ -99,152 +102,64 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
                                    f"this store keeps segments in {self.dir / 'commitlog'}/ (move it away to start)")
         _make_dirs_durably(self.dir / "commitlog")
         _make_dirs_durably(self.dir / "consumequeue")
-        if segment_size < MIN_SEGMENT_SIZE:
-            raise ValueError(f"mappedFileSizeCommitLog {segment_size} is below the minimum {MIN_SEGMENT_SIZE}")
-        self.segment_size = segment_size
-        self.flush_disk_type = flush_disk_type
         self.clock = clock
-        self.group_commit = group_commit
-        """False: fsync once per message even in a batch (the baseline the benchmark compares)."""
-        self._lock = threading.Lock()
-        """Guards the write position and the segment and queue tables' publication: held for memory
-        work only, never disk I/O, so a reader on an event loop never waits for the disk."""
-        self._write_lock = threading.Lock()
-        """One writer at a time (a batch's write, fsync and dispatch, a flush, a clean-up step, the
-        close); readers never take it."""
+        self.commit_log = CommitLog(self.dir, segment_size, flush_disk_type, group_commit)
         self._checkpoint_lock = threading.Lock()
         """Held across a checkpoint (its fsyncs run outside the write lock) and a truncate_to;
         taken before the write lock."""
-        self.files = MappedFileQueue(self.dir / "commitlog", segment_size)
         self.consume_queues = ConsumeQueueStore(self.dir / "consumequeue", consume_queue_file_size)
         self.index = IndexService(self.dir / "index")
         """Messages by key and unique key (QUERY_MESSAGE): the second dispatcher."""
-        self._dispatchers: list[Dispatcher] = [
-            Dispatcher(self.consume_queues.dispatch, self.consume_queues.flush, self.consume_queues.truncate),
-            Dispatcher(self.index.dispatch, self.index.flush, self.index.truncate_to, self.index.delete_expired,
-                       lambda: self.index.recovery.resume_offset if self.index.recovery.deleted else None),
-            *dispatchers]
-        self._checkpoint = StoreCheckpoint(self.dir / "checkpoint")
-        self._fd = 0  # >= 0 while open (the segments hold the real descriptors); -1 once closed
-        self.recovery = self._recover()
-        self._write_pos = self.files.file_end()
-        self.consume_queues.correct_min_offsets(self.files.min_offset())
+        index = self.index
+        self.dispatchers = Dispatchers(self.commit_log, self.consume_queues, [
+            Dispatcher(index.dispatch, index.flush, index.truncate_to, index.delete_expired,
+                       lambda: index.recovery.resume_offset if index.recovery.deleted else None),
+            *dispatchers])
+        self.store_checkpoint = StoreCheckpoint(self.dir / "checkpoint")
+        self.recovery = self.dispatchers.recover(self.store_checkpoint.current.physic_offset)
+        self.commit_log.publish(self.commit_log.files.file_end())
+        self.consume_queues.correct_min_offsets(self.commit_log.files.min_offset())
+        self.reader = MessageReader(self.commit_log, self.consume_queues, self.index)
         self.disk_full = False
         """Set by retention (store_cleanup) while the disk is fuller than diskSpaceWarningLevelRatio."""
-        self.dispatch_failed: OSError | None = self.dispatch_failed  # set by recovery when the disk was full
-        """Set when writing a consume queue failed: writes and checkpoints stop (see _dispatch_all)."""
         self.disk_ratio = 0.0
         """The store disk's used ratio (0..1) retention last saw."""
-        self._dirty: dict[int, Segment] = {}
-        """Segments written but not fsynced yet (ASYNC_FLUSH, or a replica's unsynced append)."""
-        self._queue: asyncio.Queue[_Pending | None] | None = None
-        self._writer: asyncio.Task[None] | None = None
-        self._writer_loop: asyncio.AbstractEventLoop | None = None
-        self._closed = False
-        self.fsyncs = 0
-        self.batches = 0
         self.listeners: list[Callable[[], None]] = []
         """Called on the writer's event loop after every batch `put` wrote (replication waits on it)."""
+        self.writer = GroupCommitService(self.dir, self._write_batch, self.listeners)
+
+    @property
+    def dispatch_failed(self) -> OSError | None:
+        """Set when writing a consume queue failed: writes and checkpoints stop (see Dispatchers.dispatch_all)."""
+        return self.dispatchers.failed
 
     # ------------------------------------------------------------------ write
     @staticmethod
     def check(msg: MessageInner) -> None:
-        """Raise MessageIllegal (with the reason) for a message this store must not hold: one its
-        pull path could not hand back (see message_properties), or a record its recovery rejects."""
-        try:
-            msg.msg_id.encode("utf-8")
-            msg.born_host.encode("utf-8")
-        except (AttributeError, UnicodeError):
-            raise MessageIllegal("message id and born host must be UTF-8 strings") from None
-        check_message(msg.topic, msg.properties, msg.msg_id, msg.body, MAX_MESSAGE_SIZE,
-                      {"queueId": (msg.queue_id, False), "flag": (msg.flag, False), "sysFlag": (msg.sys_flag, False),
-                       "bornTimestamp": (msg.born_timestamp, True), "reconsumeTimes": (msg.reconsume_times, False)})
-
-    def _encode(self, msg: MessageInner, queue_offset: int, now: int) -> tuple[list[Any], bytes]:
-        """The fields and record of one `check`ed message; MessageIllegal when it would not fit a
-        record or a segment."""
-        fields = [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
-                  msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times]
-        try:
-            payload: bytes = msgpack.packb(fields, use_bin_type=True)
-        except (TypeError, ValueError, OverflowError) as e:
-            raise MessageIllegal(f"message cannot be stored: {e}") from None
-        if len(payload) > MAX_RECORD:
-            raise MessageIllegal(f"message record of {len(payload)} bytes exceeds the store's {MAX_RECORD}")
-        if len(payload) + 2 * HEADER.size > self.segment_size:
-            raise MessageIllegal(f"message record of {len(payload)} bytes does not fit a commit-log segment "
-                                 f"(mappedFileSizeCommitLog {self.segment_size})")
-        return fields, HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+        """Raise MessageIllegal (with the reason) for a message this store must not hold (CommitLog.check)."""
+        CommitLog.check(msg)
 
     def _write_batch(self, batch: list[MessageInner]) -> list[AppendResult | Exception]:
         """Write a batch (one write per segment it lands in), fsync per the flush policy, dispatch
         it. Runs in a thread."""
-        out: list[AppendResult | Exception] = []
-        with self._write_lock:  # one writer at a time, across write and fsync; readers never take it
-            if self._fd < 0:  # closed under a batch already queued: nothing of it is written
+        with self.commit_log.write_lock:  # one writer at a time, across write and fsync; readers never take it
+            if not self.commit_log.is_open:  # closed under a batch already queued: nothing of it is written
                 return [OSError(f"commit log {self.dir} is closed") for _ in batch]
             refusal = self.refuse_writes()
             if refusal is not None:
                 return [refusal for _ in batch]
-            chunks: list[bytes] = []
-            fields_of: list[list[Any]] = []
-            now = self.clock()
-            start = pos = self._write_pos
-            room = self.files.room_at(pos)
-            planned: dict[tuple[str, int], int] = {}
-            for msg in batch:
-                try:
-                    self.check(msg)
-                    key = (msg.topic, msg.queue_id)
-                    cq = self.consume_queues.get(msg.topic, msg.queue_id)
-                    offset = planned.get(key, cq.max_offset if cq is not None else 0)
-                    fields, record = self._encode(msg, offset, now)
-                except MessageIllegal as e:  # refused alone: the others of the batch are written
-                    out.append(e)
-                    continue
-                if len(record) + HEADER.size > room:  # the segment's end: pad it, the record opens the next
-                    chunks.append(blank_record(room))
-                    pos += room
-                    room = self.segment_size
-                planned[key] = offset + 1
-                chunks.append(record)
-                fields_of.append(fields)
-                out.append(AppendResult(msg.topic, msg.queue_id, offset, pos, now, msg.msg_id, len(record)))
-                pos += len(record)
-                room -= len(record)
-            if not fields_of:
+            out, records, end = self.commit_log.write_batch(batch, self.max_offset, self.clock())
+            if not records:  # all refused, or the write failed (nothing of it is on disk)
                 return out
-            data = b"".join(chunks)
-            try:
-                touched = self.files.write(start, data)  # an error leaves nothing of it on disk
-                self._sync(touched, len(fields_of))
-            except OSError as e:
-                self.files.truncate(start)
-                return [e if isinstance(r, AppendResult) else r for r in out]
-            self.batches += 1
-            results = [r for r in out if isinstance(r, AppendResult)]
-            failed = self._dispatch_all([(f, r.commit_log_offset, r.store_size)
-                                         for f, r in zip(fields_of, results, strict=True)], pos)
+            failed = self.dispatchers.dispatch_all(records, end)
         return out if failed is None else [failed if isinstance(r, AppendResult) else r for r in out]
-
-    def _sync(self, touched: list[Segment], records: int) -> None:
-        """fsync what a batch wrote per the flush policy (the write lock held)."""
-        if self.flush_disk_type is not FlushDiskType.SYNC_FLUSH:
-            self._dirty.update((id(s), s) for s in touched)
-            return
-        for seg in touched[:-1]:
-            os.fsync(seg.fd)
-            self.fsyncs += 1
-        for _ in range(records if not self.group_commit else 1):  # per message: the benchmark's baseline
-            os.fsync(touched[-1].fd)
-            self.fsyncs += 1
 
     def refuse_writes(self) -> OSError | None:
         """Why the store takes no write now (its disk is marked full by retention, or a consume
         queue could not be written: a restart rebuilds it), or None."""
-        if self.dispatch_failed is not None:
+        if self.dispatchers.failed is not None:
             return OSError(f"commit log {self.dir}: refusing writes until a restart rebuilds the consume queues "
-                           f"({self.dispatch_failed})")
+                           f"({self.dispatchers.failed})")
         if not self.disk_full:
             return None
         return DiskFullError(f"commit log {self.dir}: the disk is nearly full, writes are refused until retention "
@@ -260,94 +175,155 @@ class CommitLog(CommitLogDispatch, CommitLogReads, CommitLogReplica):
     async def put(self, msg: MessageInner) -> AppendResult:
         """Store one message through the group-commit writer; returns once it is durable per the
         flush policy. Call from one event loop."""
-        if self._closed:
-            raise OSError(f"commit log {self.dir} is closed")
-        loop = asyncio.get_running_loop()
-        if self._queue is None or self._writer_loop is not loop:  # first put, or a new event loop
-            self._queue = asyncio.Queue()
-            self._writer_loop = loop
-            self._writer = loop.create_task(self._write_loop(self._queue), name="commit-log-writer")
-        future: asyncio.Future[AppendResult] = loop.create_future()
-        self._queue.put_nowait((msg, future))
-        return await future
-
-    async def _write_loop(self, queue: asyncio.Queue[_Pending | None]) -> None:
-        """Batches until `close` queues the end marker; whatever is queued after it (or while the
-        log is closed) fails with OSError, so no sender waits forever on a closed store."""
-        stopping = False
-        while not stopping:
-            batch: list[_Pending] = []
-            item = await queue.get()
-            while item is not None:
-                batch.append(item)
-                if len(batch) >= MAX_BATCH or queue.empty():
-                    break
-                item = queue.get_nowait()
-            stopping = item is None
-            if not batch:
-                continue
-            try:
-                results = await asyncio.to_thread(self._write_batch, [m for m, _ in batch])
-            except Exception as e:  # a bug: fail every waiter rather than leave them hanging
-                results = [e] * len(batch)
-            for (_, future), result in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, Exception):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
-            for listener in self.listeners:
-                listener()
-        while not queue.empty():  # put() refuses once closed; this drains a put that raced it
-            left = queue.get_nowait()
-            if left is not None and not left[1].done():
-                left[1].set_exception(OSError(f"commit log {self.dir} is closed"))
+        return await self.writer.put(msg)
 
     def flush(self) -> None:
-        """fsync what was written but not yet synced. The write lock is held only to take the list
-        (each segment's fd duplicated, so a segment closed meanwhile is still synced), never across
-        the fsyncs: a replica's appends and the acknowledgements behind them go on while they run."""
-        with self._write_lock:
-            dirty, self._dirty = self._dirty, {}
-            fds = [os.dup(seg.fd) for seg in dirty.values() if seg.fd >= 0]
-        try:
-            for fd in fds:
-                os.fsync(fd)
-                self.fsyncs += 1
-        finally:
-            for fd in fds:
-                os.close(fd)
+        """fsync what was written but not yet synced (see CommitLog.flush: not under the write lock)."""
+        self.commit_log.flush()
 
+    # ------------------------------------------------------------------ dispatch and checkpoint
+    def add_dispatcher(self, dispatch: DispatchFn, flush: Callable[[], None] | None = None,
+                       truncate: Callable[[int], object] | None = None) -> None:
+        """Register a CommitLogDispatcher, called after the consume queues for every record written
+        from now on: `dispatch(fields, commit_log_offset, record_size)` with the record's fields
+        (store_records' layout: topic, queue id, queue offset, store time, msg id, properties, body,
+        flag, sysFlag, born time, born host, reconsume times). It runs in the store's writer thread
+        under the write lock, after the record is durable per the flush policy and before readers
+        see it; it must not call the store's write methods. `flush()` makes what it built durable
+        (called before every checkpoint from the checkpoint's thread, outside the write lock, so
+        concurrently with `dispatch`: it must cover what was dispatched before the call);
+        `truncate(offset)` forgets what it built for records at or after `offset` (a replica
+        cutting its log, recovery cutting a torn tail). To see the records recovery re-reads, pass
+        it to the constructor's `dispatchers` instead."""
+        self.dispatchers.add(dispatch, flush, truncate)
+
+    def retry_dispatch(self) -> bool:
+        """Dispatch again the records a failed consume-queue write left out; True when the store
+        takes writes again (see Dispatchers.retry). Blocking: retention calls it off the event loop."""
+        return self.dispatchers.retry()
+
+    def checkpoint(self) -> int:
+        """Make the log and every dispatcher's output durable up to the current end, then record
+        that end in the checkpoint file (write, fsync, rename); returns it. Blocking: run it off
+        the event loop (the broker does so every flushIntervalConsumeQueue)."""
+        with self._checkpoint_lock:  # one at a time, and never across a replica's truncate_to
+            with self.commit_log.write_lock:  # memory work only
+                if not self.commit_log.is_open or self.dispatchers.failed is not None:
+                    return self.store_checkpoint.current.physic_offset
+                end, first = self.commit_log.write_pos, self.commit_log.files.min_offset()
+                dirty = self.commit_log.take_dirty()
+            for seg in dirty:  # outside the write lock: sends go on while these fsyncs run
+                if seg.fd >= 0:
+                    os.fsync(seg.fd)
+            self.dispatchers.flush()  # all they built for records before `end` was built before it was read
+            last = self.store_checkpoint.current
+            if end != last.physic_offset or last.min_physic_offset != first:
+                self.store_checkpoint.write(Checkpoint(end, self.clock(), first))
+        return end
+
+    # ------------------------------------------------------------------ replica side
+    def read_raw(self, from_offset: int, max_bytes: int) -> Transfer:
+        """A master's answer to a replica asking from `from_offset` (see CommitLog.read_raw).
+        Blocking (pread): run it off the event loop."""
+        return self.commit_log.read_raw(from_offset, max_bytes)
+
+    def append_raw(self, offset: int, data: bytes, fsync: bool = True) -> set[tuple[str, int]]:
+        """A replica appends its master's records at `offset`, verbatim: checked (ha.new_bytes: no
+        gap, no disagreeing overlap; whole valid records), written, fsynced per the flush policy
+        (with `fsync` False only written: the caller flushes later), then dispatched as recovery
+        would. Returns the queues that grew. Nothing of a refused batch is written. Blocking: run it
+        off the event loop."""
+        with self.commit_log.write_lock:
+            written = self.commit_log.append_raw(offset, data, fsync)
+            if written is None:
+                return set()
+            records, end = written
+            failed = self.dispatchers.dispatch_all(records, end)
+            if failed is not None:
+                raise failed
+        return {(fields[0], fields[1]) for fields, _, _ in records}
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log back to `offset`, a record boundary at or before its end (a returning old
+        master's consistent point): later segments are deleted, the one holding `offset` is cut, and
+        every dispatcher forgets what was cut; returns the bytes cut. The checkpoint is lowered to
+        `offset` first, so a crash part-way recovers from there. Blocking: run it off the event loop."""
+        with self._checkpoint_lock, self.commit_log.write_lock:
+            end = self.commit_log.truncation_end(offset)
+            if offset == end:
+                return 0
+            cp = self.store_checkpoint.current
+            if cp.physic_offset > offset:
+                self.store_checkpoint.write(Checkpoint(offset, cp.physic_msg_timestamp, cp.min_physic_offset))
+            self.commit_log.truncate(offset)
+            self.dispatchers.truncate(offset)
+        return end - offset
+
+    # ------------------------------------------------------------------ read
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's first offset still kept (RocketMQ's getMinOffsetInQueue): 0 until retention
+        deleted the segments holding its first messages."""
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.min_offset if cq is not None else 0
+
+    def queues(self) -> dict[tuple[str, int], int]:
+        return {k: cq.max_offset for k, cq in list(self.consume_queues.queues.items()) if cq.max_offset > 0}
+
+    def min_physical_offset(self) -> int:
+        """The commit log's first kept offset (RocketMQ's getMinPhyOffset)."""
+        return self.commit_log.files.min_offset()
+
+    def size_bytes(self) -> int:
+        """Where the commit log ends (its max physical offset; segments deleted by retention included)."""
+        return self.commit_log.max_offset()
+
+    def earliest_store_time(self) -> int:
+        """Store time of the oldest message kept (RocketMQ's getEarliestMessageTime), -1 when empty."""
+        return self.reader.earliest_store_time()
+
+    def search_offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The first queue offset stored at or after `timestamp` (the max offset if none)."""
+        return self.reader.search_offset_by_timestamp(topic, queue_id, timestamp)
+
+    def get_message(self, topic: str, queue_id: int, offset: int, max_nums: int = 32) -> list[StoredMessage]:
+        """Up to `max_nums` messages from `offset`, without the transfer caps (see MessageReader.get_message)."""
+        return self.reader.get_message(topic, queue_id, offset, max_nums)
+
+    def read_messages(self, topic: str, queue_id: int, offset: int, max_nums: int,
+                      caps: TransferCaps = DEFAULT_CAPS,
+                      matches: Callable[[StoredMessage], bool] | None = None) -> ReadResult:
+        """DefaultMessageStore.getMessage: a pull's read of one queue, within the transfer caps
+        (see MessageReader.read_messages)."""
+        return self.reader.read_messages(topic, queue_id, offset, max_nums, caps, matches)
+
+    def get_by_commit_offset(self, pos: int) -> StoredMessage | None:
+        return self.reader.get_by_commit_offset(pos)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[StoredMessage]:
+        """DefaultMessageStore.queryMessage: messages of `topic` by key or unique key, newest first
+        (see MessageReader.query_message). Blocking: off the loop."""
+        return self.reader.query_message(topic, key, max_num, begin, end)
+
+    # ------------------------------------------------------------------ close
     def close(self) -> None:
         """Stop taking writes, checkpoint and close; callable from any thread. A batch being
         written finishes (its senders are acknowledged); messages still queued fail with OSError."""
-        self._closed = True
-        if self._fd >= 0:
+        self.writer.refuse_puts()
+        if self.commit_log.is_open:
             try:
                 self.checkpoint()
             except OSError as e:  # the log itself is durable per its policy; recovery scans more next time
                 log.error("commit log %s: checkpoint at close failed: %s", self.dir, e)
-        with self._write_lock:
-            if self._fd >= 0:
-                for seg in self.files.segments[-1:]:
-                    os.fsync(seg.fd)
-                    self.fsyncs += 1
-                with self._lock:
-                    self._fd = -1
-                self.files.close()
+        with self.commit_log.write_lock:
+            if self.commit_log.is_open:
+                self.commit_log.close()
                 self.consume_queues.close()
         self.index.close()
-        loop, queue = self._writer_loop, self._queue
-        if loop is not None and queue is not None and not loop.is_closed():
-            try:
-                running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                queue.put_nowait(None)
-            else:
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+        self.writer.stop()
 
 
 def _make_dirs_durably(path: Path) -> None:
@@ -361,5 +337,3 @@ def _make_dirs_durably(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     for created in reversed(missing):
         _fsync_dir(created.parent)
-
-

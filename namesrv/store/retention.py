@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from namesrv.common.persist import fsync_dir
 
 if TYPE_CHECKING:
-    from namesrv.store.message_store import CommitLog
+    from namesrv.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class CleanReport:
 
 
 class CleanCommitLogService:
-    def __init__(self, store: CommitLog, policy: RetentionPolicy | Callable[[], RetentionPolicy],
+    def __init__(self, store: MessageStore, policy: RetentionPolicy | Callable[[], RetentionPolicy],
                  disk_usage: Callable[[Path], float] = disk_used_ratio,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         """`policy`: fixed settings, or a function giving the settings of the moment, called at the
@@ -145,7 +145,7 @@ class CleanCommitLogService:
                 store.disk_full, store.disk_ratio = False, ratio
         if store.dispatch_failed is not None:  # a consume queue the full disk cut short: try again now
             report.dispatch_resumed = store.retry_dispatch()
-        report.min_physical_offset = store.files.min_offset()
+        report.min_physical_offset = store.commit_log.files.min_offset()
         self.last = report
         return report
 
@@ -153,26 +153,24 @@ class CleanCommitLogService:
         """Delete the oldest segment if it may go (expired, or `clean_at_once`), never the last one;
         then correct the consume queues. Returns its start offset, or None."""
         store = self.store
-        with store._write_lock:
-            segs = store.files.segments
-            if len(segs) <= 1 or store._fd < 0:
+        with store.commit_log.write_lock:
+            segs = store.commit_log.files.segments
+            if len(segs) <= 1 or not store.commit_log.is_open:
                 return None
             seg = segs[0]
             last_modified = os.fstat(seg.fd).st_mtime_ns // 1_000_000
             if not clean_at_once and last_modified > expired_before_ms:
                 return None
-            store.files.forget_first()
+            store.commit_log.files.forget_first()
         doomed = seg.path.with_name(seg.path.name + DELETING_SUFFIX)
         os.rename(seg.path, doomed)  # out of the log for a restart too (a leftover is removed at start)
-        fsync_dir(store.files.dir)
+        fsync_dir(store.commit_log.files.dir)
         self._shrink(seg.fd)
         doomed.unlink(missing_ok=True)
         log.info("store %s: deleted commit-log segment %d (last written %d ms ago)%s", store.dir, seg.base,
                  store.clock() - last_modified, " at once (disk nearly full)" if clean_at_once else "")
-        self.clean_consume_queues(store.files.min_offset())
-        for d in store._dispatchers:  # the message index drops its files below the new minimum
-            if d.on_min_offset is not None:
-                d.on_min_offset(store.files.min_offset())
+        self.clean_consume_queues(store.commit_log.files.min_offset())
+        store.dispatchers.min_offset_raised(store.commit_log.files.min_offset())  # the index drops files below it
         return seg.base
 
     def _shrink(self, fd: int) -> None:
@@ -190,8 +188,8 @@ class CleanCommitLogService:
         """RocketMQ's CleanConsumeQueueService: each queue's files that point only below `log_min`
         go, its min offset rises; one queue at a time under the write lock."""
         for cq in list(self.store.consume_queues.queues.values()):
-            with self.store._write_lock:
-                if self.store._fd < 0:  # closed meanwhile: the next start corrects the rest
+            with self.store.commit_log.write_lock:
+                if not self.store.commit_log.is_open:  # closed meanwhile: the next start corrects the rest
                     return
                 cq.correct_min_offset(log_min)
             self.sleep(0)  # let the broker's event loop take the GIL between two queues

@@ -17,7 +17,7 @@ MIN_SEGMENT_SIZE = 4096
 """The smallest commit-log segment accepted (tests use small ones; a record must fit in one)."""
 
 DispatchFn = Callable[[list[Any], int, int], None]
-"""dispatch(record fields, commit-log offset, record size): see CommitLog.add_dispatcher."""
+"""dispatch(record fields, commit-log offset, record size): see MessageStore.add_dispatcher."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from namesrv.remoting.command import RemotingResponse, to_request
 from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
 from namesrv.remoting.wire_command import RemotingCommand, SerializeType
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 ADDR = "127.0.0.1:10911"
 CLIENT = RequestContext("tcp:127.0.0.1:5555#1", "127.0.0.1:5555")
@@ -40,7 +40,7 @@ class Broker:
     def __init__(self, root: Path, **config: Any) -> None:
         self.clock = ManualClock()
         self.topics = TopicConfigManager(root / "topics.json", self.clock)
-        self.store = CommitLog(root / "store", clock=self.clock)
+        self.store = MessageStore(root / "store", clock=self.clock)
         self.offsets = ConsumerOffsetManager(root / "offsets.json")
         self.created: list[str] = []
         self.notified: list[tuple[str, list[str]]] = []

@@ -19,7 +19,7 @@ from namesrv.broker.role import RoleGuard
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.store.ha.lag import ReplicationLag
 from namesrv.store.ha.transfer import ReplicationError
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 INLINE_BYTES = 256 * 1024
 """A batch this small is read (master) or appended (slave) on the event loop itself: a pread or a
@@ -30,7 +30,7 @@ core; bigger batches (a catch-up) go to a thread so the loop never stalls on the
 class HAMasterService:
     """The master's side: answers its slaves' transfers and metadata requests."""
 
-    def __init__(self, store: CommitLog, role: RoleGuard, topics: TopicConfigManager,
+    def __init__(self, store: MessageStore, role: RoleGuard, topics: TopicConfigManager,
                  offsets: ConsumerOffsetManager, config: BrokerConfig) -> None:
         self.store, self.role, self.topics, self.offsets, self.config = store, role, topics, offsets, config
         self._new_data = asyncio.Event()

@@ -16,7 +16,7 @@ from namesrv.broker.role import RoleGuard
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import Clock
 from namesrv.common.control_loop import ControlLoop
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 
 class ReplicaOwner(Protocol):
@@ -24,7 +24,7 @@ class ReplicaOwner(Protocol):
 
     identity: BrokerIdentity
     store_dir: Path
-    store: CommitLog
+    store: MessageStore
     role: RoleGuard
     config: BrokerConfig
     processor: BrokerProcessor

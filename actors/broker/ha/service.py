@@ -47,7 +47,7 @@ from namesrv.common.clock import Clock
 from namesrv.protocol.models import TopicConfig, parse_data_version
 from namesrv.store.ha.transfer import ReplicationError
 from namesrv.store.ha.wire import TransferRequest
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.types import FlushDiskType
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ RETRY_S = 0.2
 class HAClient:
     """The slave's side: copies the master's log, then its topic config and consumer offsets."""
 
-    def __init__(self, slave_id: int, master_name: str, namespace: str, store: CommitLog,
+    def __init__(self, slave_id: int, master_name: str, namespace: str, store: MessageStore,
                  topics: TopicConfigManager, offsets: ConsumerOffsetManager, hold: PullHoldService,
                  config: BrokerConfig, clock: Clock) -> None:
         self.slave_id, self.master_name = slave_id, master_name

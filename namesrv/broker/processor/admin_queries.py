@@ -61,7 +61,7 @@ from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.invoke import ClientCallError, ClientCallTimeout
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 from namesrv.remoting.wire_command import LanguageCode, RemotingCommand, ext_value
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 """MixAll.UNIQUE_MSG_QUERY_FLAG: QUERY_MESSAGE's key is a unique key (the client message id)."""
@@ -99,7 +99,7 @@ def _language(code: int) -> str:
 
 
 class AdminQueries:
-    def __init__(self, identity: BrokerIdentity, config: BrokerConfig, topics: TopicConfigManager, store: CommitLog,
+    def __init__(self, identity: BrokerIdentity, config: BrokerConfig, topics: TopicConfigManager, store: MessageStore,
                  offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager], store_dir: str,
                  may_read: MayRead = anyone_may_read, call_client: CallClient | None = None) -> None:
         """`consumers()` is the broker processor's live consumer table; `may_read` the ACL's check

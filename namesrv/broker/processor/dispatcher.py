@@ -52,7 +52,7 @@ from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class BrokerProcessor:
         identity: BrokerIdentity,
         config: BrokerConfig,
         topics: TopicConfigManager,
-        store: CommitLog,
+        store: MessageStore,
         offsets: ConsumerOffsetManager,
         clock: Clock,
         on_topic_created: Callable[[str], None] = lambda topic: None,
@@ -147,7 +147,7 @@ class BrokerProcessor:
 
     # the shared state other code reads through the processor (BrokerProcessor.context has all of it)
     @property
-    def store(self) -> CommitLog:
+    def store(self) -> MessageStore:
         return self.context.store
 
     @property

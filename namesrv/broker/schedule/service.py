@@ -27,7 +27,7 @@ from namesrv.common.clock import Clock
 from namesrv.common.persist import atomic_write
 from namesrv.protocol.constants import SCHEDULE_TOPIC
 from namesrv.protocol.message.types import MessageInner, StoredMessage
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ PERSIST_EVERY_MS = 1_000
 
 
 class ScheduleService:
-    def __init__(self, store: CommitLog, progress_path: Path | None, clock: Clock, levels_ms: list[int],
+    def __init__(self, store: MessageStore, progress_path: Path | None, clock: Clock, levels_ms: list[int],
                  deliver: Callable[[MessageInner], Awaitable[Any]]) -> None:
         """`deliver(msg)` stores a due message in its real queue (and wakes its held pulls)."""
         self.store = store

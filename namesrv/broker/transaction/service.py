@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from namesrv.common.clock import Clock
 from namesrv.protocol.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from namesrv.protocol.message.types import MessageInner, StoredMessage
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class TransactionState:
 
 
 class TransactionService:
-    def __init__(self, store: CommitLog, clock: Clock, timeout_ms: int = 6_000, check_max: int = 15,
+    def __init__(self, store: MessageStore, clock: Clock, timeout_ms: int = 6_000, check_max: int = 15,
                  check_interval_ms: int = 60_000) -> None:
         self.store = store
         self.clock = clock

@@ -34,7 +34,7 @@ from namesrv.remoting.command import RemotingRequest, RemotingResponse, to_reque
 from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestContext
 from namesrv.remoting.wire_command import RemotingCommand, SerializeType
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 TOPICS = ["Allowed", "Denied", "%RETRY%G1"]
 GROUPS = ["G1", "G2"]
@@ -67,7 +67,7 @@ class Broker:
     def __init__(self, root: Path) -> None:
         clock = ManualClock()
         self.topics = TopicConfigManager(root / "topics.json", clock)
-        self.store = CommitLog(root / "store", clock=clock)
+        self.store = MessageStore(root / "store", clock=clock)
         self.offsets = ConsumerOffsetManager(root / "offsets.json")
         self.processor = BrokerProcessor(BrokerIdentity("C", "b", 0, "127.0.0.1:10911"), BrokerConfig(), self.topics,
                                          self.store, self.offsets, clock)

@@ -24,7 +24,7 @@ from namesrv.broker.transaction.service import PREPARED_TYPE
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import SCHEDULE_TOPIC
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 NOW = 1_700_000_000_000
 LEVELS = parse_delay_levels()
@@ -65,7 +65,7 @@ def test_retry_back_off_follows_reconsume_times() -> None:
 class Scheduled:
     def __init__(self, root: Path, fail: set[bytes] | None = None) -> None:
         self.clock = ManualClock(NOW)
-        self.store = CommitLog(root / "store", clock=self.clock)
+        self.store = MessageStore(root / "store", clock=self.clock)
         self.fail = fail if fail is not None else set()
         self.service = ScheduleService(self.store, root / "delayOffset.json", self.clock, LEVELS, self.deliver)
 

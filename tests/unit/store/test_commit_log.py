@@ -1,5 +1,5 @@
-"""CommitLog: queue offsets, SYNC vs ASYNC flush, group commit, and recovery from torn tails and
-corrupt middles.
+"""MessageStore and its commit log: queue offsets, SYNC vs ASYNC flush, group commit, and recovery
+from torn tails and corrupt middles.
 
 Recovery is checked at every truncation point of the last record and at every corrupted byte of
 it: whatever a kill -9 or a bad disk leaves behind, the records before it come back intact, the
@@ -24,7 +24,7 @@ import namesrv.store.message_store as store_mod
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.records import HEADER, MAGIC
 from namesrv.store.types import AppendResult, FlushDiskType
 
@@ -32,11 +32,11 @@ from namesrv.store.types import AppendResult, FlushDiskType
 def open_log(
     path: Path, flush: FlushDiskType = FlushDiskType.SYNC_FLUSH, clock: ManualClock | None = None,
     group_commit: bool = True,
-) -> CommitLog:
-    return CommitLog(path, flush, clock or ManualClock(), group_commit)
+) -> MessageStore:
+    return MessageStore(path, flush, clock or ManualClock(), group_commit)
 
 
-def put(log: CommitLog, topic: str, queue_id: int, body: bytes, props: dict[str, str] | None = None,
+def put(log: MessageStore, topic: str, queue_id: int, body: bytes, props: dict[str, str] | None = None,
         msg_id: str = "") -> AppendResult:
     return log.append(MessageInner(topic, queue_id, body, dict(props or {}), msg_id))
 
@@ -63,7 +63,7 @@ def three_records(path: Path) -> tuple[int, int]:
     return start, end
 
 
-def assert_first_two_intact(log: CommitLog) -> None:
+def assert_first_two_intact(log: MessageStore) -> None:
     assert [m.body for m in log.get_message("T", 0, 0)] == [b"first"]
     assert [(m.body, m.properties, m.queue_offset) for m in log.get_message("T", 1, 0)] == [(b"second", {"k": "v"}, 0)]
     assert log.queues() == {("T", 0): 1, ("T", 1): 1}
@@ -379,7 +379,7 @@ def test_async_flush_acknowledges_after_write_and_fsyncs_on_flush(tmp_path: Path
     assert fsyncs.calls == base  # acknowledged without fsync
     # Written (in the page cache): readable now, and by a process that opens the file afresh.
     assert log.max_offset("T", 0) == 4
-    reader = CommitLog(tmp_path)
+    reader = MessageStore(tmp_path)
     assert reader.recovery.records == 4
     reader.close()
     base = fsyncs.calls
@@ -420,7 +420,7 @@ def test_concurrent_puts_share_fsyncs_and_each_is_acknowledged_after_its_own(tmp
                                                                               fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path)
     put(log, "T", 0, b"opens the first segment")
-    base, batches = fsyncs.calls, log.batches
+    base, batches = fsyncs.calls, log.commit_log.batches
 
     async def send_all() -> list[AppendResult]:
         return list(await asyncio.gather(*(log.put(MessageInner("T", i % 4, f"m{i}".encode())) for i in range(200))))
@@ -428,8 +428,8 @@ def test_concurrent_puts_share_fsyncs_and_each_is_acknowledged_after_its_own(tmp
     results = asyncio.run(send_all())
     assert sorted((r.queue_id, r.queue_offset) for r in results) == sorted((q, o + (q == 0)) for q in range(4)
                                                                             for o in range(50))
-    assert fsyncs.calls - base == log.batches - batches < 200, "one fsync per batch, not per message"
-    assert log.fsyncs == log.batches
+    assert fsyncs.calls - base == log.commit_log.batches - batches < 200, "one fsync per batch, not per message"
+    assert log.commit_log.fsyncs == log.commit_log.batches
     log.close()
     again = open_log(tmp_path)
     assert again.recovery.records == 0 and again.max_offset("T", 0) == 51

@@ -1,4 +1,4 @@
-"""CommitLog durability beyond a single record: directories made durable when the store is created,
+"""MessageStore durability beyond a single record: directories made durable when the store is created,
 recovery of a large log in bounded memory with a corrupt record in the middle, and closing the log
 under concurrent senders (a send racing a broker's shutdown ends with an answer, never a hang).
 """
@@ -16,7 +16,7 @@ import pytest
 import namesrv.store.message_store as store_mod
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.records import HEADER
 from namesrv.store.types import AppendResult, FlushDiskType
 
@@ -36,19 +36,19 @@ def test_creating_a_store_fsyncs_the_parent_of_every_new_directory(tmp_path: Pat
 
     monkeypatch.setattr(store_mod, "_fsync_dir", recording)
     store = tmp_path / "data" / "broker-a-0" / "store"
-    log = CommitLog(store, FlushDiskType.SYNC_FLUSH, ManualClock())
+    log = MessageStore(store, FlushDiskType.SYNC_FLUSH, ManualClock())
     log.close()
 
     # Each new directory's name lives in its parent; the log file's name lives in `store`.
     assert set(synced) == {tmp_path, tmp_path / "data", tmp_path / "data" / "broker-a-0", store}
     synced.clear()
-    CommitLog(store, FlushDiskType.SYNC_FLUSH, ManualClock()).close()
+    MessageStore(store, FlushDiskType.SYNC_FLUSH, ManualClock()).close()
     assert synced == [], "reopening an existing store creates nothing, so syncs no directory"
 
 
 def test_recovery_of_a_large_log_with_a_corrupt_middle_stays_in_bounded_memory(tmp_path: Path) -> None:
     body = os.urandom(64 * 1024)
-    log = CommitLog(tmp_path, FlushDiskType.ASYNC_FLUSH, ManualClock())
+    log = MessageStore(tmp_path, FlushDiskType.ASYNC_FLUSH, ManualClock())
     starts = []
     for i in range(640):  # ~40 MiB of records
         starts.append(log_file(tmp_path).stat().st_size if i == 320 else 0)
@@ -65,7 +65,7 @@ def test_recovery_of_a_large_log_with_a_corrupt_middle_stays_in_bounded_memory(t
 
     tracemalloc.start()
     try:
-        again = CommitLog(tmp_path, FlushDiskType.SYNC_FLUSH, ManualClock())
+        again = MessageStore(tmp_path, FlushDiskType.SYNC_FLUSH, ManualClock())
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -83,7 +83,7 @@ def test_recovery_of_a_large_log_with_a_corrupt_middle_stays_in_bounded_memory(t
 
 
 def test_close_under_concurrent_senders_answers_every_one_and_keeps_every_acknowledged(tmp_path: Path) -> None:
-    log = CommitLog(tmp_path, FlushDiskType.SYNC_FLUSH, ManualClock())
+    log = MessageStore(tmp_path, FlushDiskType.SYNC_FLUSH, ManualClock())
     n = 400
 
     async def send_all() -> list[AppendResult | BaseException]:
@@ -107,7 +107,7 @@ def test_close_under_concurrent_senders_answers_every_one_and_keeps_every_acknow
     assert acked and len(acked) + len(refused) == n
     assert all(isinstance(e, OSError) and "closed" in str(e) for e in refused), refused[:3]
 
-    again = CommitLog(tmp_path, FlushDiskType.SYNC_FLUSH, ManualClock())
+    again = MessageStore(tmp_path, FlushDiskType.SYNC_FLUSH, ManualClock())
     stored = {(m.queue_id, m.queue_offset): m.body for q in range(4) for m in again.get_message("T", q, 0, n)}
     assert stored == {(r.queue_id, r.queue_offset): stored.get((r.queue_id, r.queue_offset)) for r in acked}
     assert len(stored) == len(acked), "exactly the acknowledged messages are on disk"
@@ -115,7 +115,7 @@ def test_close_under_concurrent_senders_answers_every_one_and_keeps_every_acknow
 
 
 def test_put_after_close_is_refused_at_once(tmp_path: Path) -> None:
-    log = CommitLog(tmp_path, FlushDiskType.SYNC_FLUSH, ManualClock())
+    log = MessageStore(tmp_path, FlushDiskType.SYNC_FLUSH, ManualClock())
 
     async def scenario() -> None:
         await log.put(MessageInner("T", 0, b"before"))

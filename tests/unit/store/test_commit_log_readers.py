@@ -10,7 +10,7 @@ from pathlib import Path
 
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 
 class HeldClock(ManualClock):
@@ -32,7 +32,7 @@ class HeldClock(ManualClock):
 
 def test_readers_answer_while_a_writer_is_inside_its_write(tmp_path: Path) -> None:
     clock = HeldClock()
-    log = CommitLog(tmp_path / "store", clock=clock)
+    log = MessageStore(tmp_path / "store", clock=clock)
     log.append(MessageInner("T", 0, b"durable"))
     size = log.size_bytes()
     clock.hold = True

@@ -6,7 +6,6 @@ index's own end offset."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from namesrv.protocol.message.types import MessageInner
 from namesrv.store.index import index_service
 from namesrv.store.index.index_file import ENTRY, HEADER, SLOT, IndexFile, key_hash
 from namesrv.store.index.index_service import CHECKPOINT, IndexRecovery, IndexService, message_keys
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 
 
 def rec(topic: str, ts: int, uniq: str = "", keys: str | None = None, sys_flag: int = 0) -> list[Any]:
@@ -136,13 +135,13 @@ def test_index_file_rejects_a_bad_header(tmp_path: Path) -> None:
 
 def test_commit_log_indexes_appends_and_rebuilds_after_a_kill(tmp_path: Path) -> None:
     clock = ManualClock(1000)
-    log = CommitLog(tmp_path, clock=clock)
+    log = MessageStore(tmp_path, clock=clock)
     results = [log.append(MessageInner("T", i % 2, b"x", {"KEYS": f"order-{i % 5}"}, f"ID{i}")) for i in range(20)]
     assert log.index.query("T", "ID7", 1) == [results[7].commit_log_offset]
     log.index.flush()
     more = [log.append(MessageInner("T", 0, b"y", {"KEYS": "late"}, f"L{i}")) for i in range(3)]
-    os.close(log._fd)  # a kill -9: no close, no checkpoint of the last three
-    again = CommitLog(tmp_path, clock=clock)
+    # a kill -9: `log` is never closed, so nothing checkpoints the last three
+    again = MessageStore(tmp_path, clock=clock)
     assert again.index.recovery.rolled_back
     assert again.index.query("T", "late", 10) == [r.commit_log_offset for r in reversed(more)]
     assert again.index.query("T", "order-2", 10) == [results[i].commit_log_offset for i in (17, 12, 7, 2)]
@@ -152,8 +151,9 @@ def test_commit_log_indexes_appends_and_rebuilds_after_a_kill(tmp_path: Path) ->
 
 WRITER = """
 import sys
-from namesrv.store.message_store import CommitLog, MessageInner
-log = CommitLog(sys.argv[1])
+from namesrv.protocol.message.types import MessageInner
+from namesrv.store.message_store import MessageStore
+log = MessageStore(sys.argv[1])
 start = int(sys.argv[2])
 for i in range(start, start + 100_000):
     log.append(MessageInner("T", i % 4, b"body", {"KEYS": f"k{i} shared"}, f"U{i}"))
@@ -181,7 +181,7 @@ def test_sigkill_mid_write_loses_no_acknowledged_key(tmp_path: Path) -> None:
             acked.append(int(proc.stdout.readline()))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        again = CommitLog(tmp_path)
+        again = MessageStore(tmp_path)
         recoveries.append(again.index.recovery)
         missing = [i for i in acked if not again.query_message("T", f"k{i}", 1, 0, 2**63 - 1)
                    or not again.query_message("T", f"U{i}", 1, 0, 2**63 - 1)]
@@ -217,9 +217,9 @@ def test_an_expired_file_left_by_a_crash_is_deleted_alone(tmp_path: Path) -> Non
 
 
 def test_a_log_cut_back_forgets_the_cut_messages_keys(tmp_path: Path) -> None:
-    """A returning old master cuts its unreplicated tail (CommitLog.truncate_to): the keys of the cut
+    """A returning old master cuts its unreplicated tail (MessageStore.truncate_to): the keys of the cut
     messages find nothing, and a message later written at the same offset is found once."""
-    log = CommitLog(tmp_path, clock=ManualClock())
+    log = MessageStore(tmp_path, clock=ManualClock())
     kept = log.append(MessageInner("T", 0, b"kept", {"KEYS": "k"}, "U0"))
     cut = log.append(MessageInner("T", 0, b"cut", {"KEYS": "k gone"}, "U1"))
     log.truncate_to(cut.commit_log_offset)
@@ -230,7 +230,7 @@ def test_a_log_cut_back_forgets_the_cut_messages_keys(tmp_path: Path) -> None:
     assert [m.body for m in log.query_message("T", "k", 10, 0, 2**63 - 1)] == [b"new", b"kept"]
     assert kept.commit_log_offset < again.commit_log_offset
     log.close()
-    reopened = CommitLog(tmp_path, clock=ManualClock())
+    reopened = MessageStore(tmp_path, clock=ManualClock())
     assert [m.body for m in reopened.query_message("T", "k", 10, 0, 2**63 - 1)] == [b"new", b"kept"]
     reopened.close()
 
@@ -256,7 +256,7 @@ def test_a_full_disk_leaves_records_unindexed_never_fails_a_write(tmp_path: Path
     def full(fd: int, offset: int, length: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    log = CommitLog(tmp_path, clock=ManualClock())
+    log = MessageStore(tmp_path, clock=ManualClock())
     monkeypatch.setattr(index_file.os, "posix_fallocate", full)
     unindexed = log.append(MessageInner("T", 0, b"x", {"KEYS": "k"}, "U0"))  # acknowledged: in the log
     assert log.get_by_commit_offset(unindexed.commit_log_offset) is not None

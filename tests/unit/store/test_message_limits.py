@@ -17,7 +17,7 @@ from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.message.properties import PROPERTIES_MAX_BYTES, MessageIllegal, properties_to_string
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from tests.support.broker import Broker, decode_messages
 
 MAX_BODY = 4096
@@ -108,7 +108,7 @@ def test_the_ray_path_refuses_what_the_wire_cannot_express(tmp_path: Path) -> No
 def test_the_store_refuses_a_message_it_could_not_read_back(tmp_path: Path) -> None:
     """Below the processor too: the store checks at encoding, writing nothing for the refused one
     (and the rest of a group-commit batch normally)."""
-    log = CommitLog(tmp_path / "store")
+    log = MessageStore(tmp_path / "store")
     with pytest.raises(MessageIllegal, match="properties length"):
         log.append(MessageInner("T", 0, b"x", {"p": "z" * 40_000}))
     with pytest.raises(MessageIllegal, match="topic length"):
@@ -126,5 +126,5 @@ def test_the_store_refuses_a_message_it_could_not_read_back(tmp_path: Path) -> N
     assert (first.queue_offset, last.queue_offset) == (0, 1)
     log.close()
     (tmp_path / "store" / "checkpoint").unlink()  # scan the whole log again: every record it holds reads back
-    reopened = CommitLog(tmp_path / "store")
+    reopened = MessageStore(tmp_path / "store")
     assert reopened.recovery.records == 2 and not reopened.recovery.corrupt_ranges

@@ -20,7 +20,7 @@ import pytest
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.message.types import MessageInner
 from namesrv.store.mapped_file_queue import segment_paths
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.types import FlushDiskType
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,7 +30,9 @@ QUEUES = 3
 CHILD = textwrap.dedent('''
     import os, signal, sys
     from pathlib import Path
-    from namesrv.store.message_store import CommitLog, FlushDiskType, MessageInner
+    from namesrv.protocol.message.types import MessageInner
+    from namesrv.store.message_store import MessageStore
+    from namesrv.store.types import FlushDiskType
     from namesrv.store import checkpoint as store_checkpoint
     from namesrv.store import mapped_file_queue
     from namesrv.store import retention as store_cleanup
@@ -64,7 +66,7 @@ CHILD = textwrap.dedent('''
         store_checkpoint.StoreCheckpoint.write = write
 
     clock = ManualClock(1_700_000_000_000)
-    store = CommitLog(store_dir, FlushDiskType.SYNC_FLUSH, clock, segment_size=seg, consume_queue_file_size=200)
+    store = MessageStore(store_dir, FlushDiskType.SYNC_FLUSH, clock, segment_size=seg, consume_queue_file_size=200)
     if mode == "cleanup-shrink":  # the segment renamed and half cut, never unlinked
         def shrink(self, fd):
             os.ftruncate(fd, os.fstat(fd).st_size // 2)
@@ -101,15 +103,15 @@ def run_child(store: Path, mode: str) -> list[tuple[int, int, int]]:
     return [(int(q), int(o), int(i)) for q, o, i in (line.split() for line in out.stdout.splitlines())]
 
 
-def check_acknowledged(store: CommitLog, acked: list[tuple[int, int, int]]) -> None:
+def check_acknowledged(store: MessageStore, acked: list[tuple[int, int, int]]) -> None:
     for q, offset, i in acked:
         got = store.get_message("T", q, offset, 1)
         assert got and got[0].queue_offset == offset and got[0].properties["i"] == str(i), (q, offset, i)
 
 
-def reopen(path: Path) -> CommitLog:
-    return CommitLog(path, FlushDiskType.SYNC_FLUSH, ManualClock(1_700_000_000_000), segment_size=SEG,
-                     consume_queue_file_size=200)
+def reopen(path: Path) -> MessageStore:
+    return MessageStore(path, FlushDiskType.SYNC_FLUSH, ManualClock(1_700_000_000_000), segment_size=SEG,
+                        consume_queue_file_size=200)
 
 
 def fill_and_close(path: Path, n: int) -> list[tuple[int, int, int]]:

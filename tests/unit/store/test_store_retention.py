@@ -25,7 +25,7 @@ from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
 from namesrv.store.mapped_file_queue import segment_paths
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.queue.consume_queue import CQ_UNIT
 from namesrv.store.retention import CleanCommitLogService, RetentionPolicy
 from namesrv.store.types import DiskFullError, FlushDiskType
@@ -47,23 +47,23 @@ class Disk:
         return self.ratio
 
 
-def open_store(path: Path, clock: ManualClock, cq_file: int = 8 * CQ_UNIT.size) -> CommitLog:
-    return CommitLog(path, FlushDiskType.SYNC_FLUSH, clock, segment_size=SEG, consume_queue_file_size=cq_file)
+def open_store(path: Path, clock: ManualClock, cq_file: int = 8 * CQ_UNIT.size) -> MessageStore:
+    return MessageStore(path, FlushDiskType.SYNC_FLUSH, clock, segment_size=SEG, consume_queue_file_size=cq_file)
 
 
-def fill(store: CommitLog, n: int, queues: int = 1) -> None:
+def fill(store: MessageStore, n: int, queues: int = 1) -> None:
     for i in range(n):
         store.append(MessageInner("T", i % queues, b"m" * 200, {"i": str(i)}))
 
 
-def age_segments(store: CommitLog, hours: float, count: int | None = None) -> None:
+def age_segments(store: MessageStore, hours: float, count: int | None = None) -> None:
     """Set the first `count` segments' last-modified time `hours` before the store's clock."""
     when = (store.clock() - hours * HOUR_MS) / 1000
     for p in segment_paths(store.dir / "commitlog")[:count]:
         os.utime(p, (when, when))
 
 
-def cleaner(store: CommitLog, disk: Disk, **policy: Any) -> CleanCommitLogService:
+def cleaner(store: MessageStore, disk: Disk, **policy: Any) -> CleanCommitLogService:
     return CleanCommitLogService(store, RetentionPolicy(**{"delete_files_interval_ms": 0} | policy), disk)
 
 

@@ -17,7 +17,7 @@ from namesrv.protocol.message.properties import MessageIllegal
 from namesrv.protocol.message.types import MessageInner
 from namesrv.store.ha.transfer import ReplicationError
 from namesrv.store.mapped_file_queue import segment_name, segment_paths
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.queue import consume_queue
 from namesrv.store.queue.consume_queue import CQ_UNIT, topic_dir_name
 from namesrv.store.records import BLANK_MAGIC, HEADER
@@ -26,11 +26,11 @@ from namesrv.store.types import Dispatcher, FlushDiskType, StoreFormatError
 SEG = 4096
 
 
-def open_log(path: Path, seg: int = SEG, **kw: Any) -> CommitLog:
-    return CommitLog(path, FlushDiskType.SYNC_FLUSH, ManualClock(1_000), segment_size=seg, **kw)
+def open_log(path: Path, seg: int = SEG, **kw: Any) -> MessageStore:
+    return MessageStore(path, FlushDiskType.SYNC_FLUSH, ManualClock(1_000), segment_size=seg, **kw)
 
 
-def fill(log: CommitLog, n: int, size: int = 300, queues: int = 2, topic: str = "T", start: int = 0) -> list[int]:
+def fill(log: MessageStore, n: int, size: int = 300, queues: int = 2, topic: str = "T", start: int = 0) -> list[int]:
     return [log.append(MessageInner(topic, i % queues, bytes([i % 251]) * size, {"i": str(i), "TAGS": f"t{i % 3}"}))
             .commit_log_offset for i in range(start, start + n)]
 
@@ -223,7 +223,7 @@ def test_a_consume_queue_write_failure_stops_writes_and_a_restart_rebuilds_it(
 def test_an_empty_slave_starts_at_its_masters_first_kept_segment(tmp_path: Path) -> None:
     master = open_log(tmp_path / "m")
     fill(master, 40)
-    gone = master.files.forget_first()  # as retention does (the file itself stays for this test)
+    gone = master.commit_log.files.forget_first()  # as retention does (the file itself stays for this test)
     assert gone is not None and master.min_physical_offset() == SEG
     slave = open_log(tmp_path / "s")
     t = master.read_raw(0, 1 << 20)

@@ -21,7 +21,7 @@ import pytest
 
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.retention import CleanCommitLogService, RetentionPolicy, disk_used_ratio
 from namesrv.store.types import DiskFullError, FlushDiskType
 from tests.support.store import mounted_tmpfs
@@ -40,8 +40,8 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield mnt
 
 
-def open_store(path: Path, clock: ManualClock) -> CommitLog:
-    return CommitLog(path, FlushDiskType.SYNC_FLUSH, clock, segment_size=SEG, consume_queue_file_size=64 * 1024)
+def open_store(path: Path, clock: ManualClock) -> MessageStore:
+    return MessageStore(path, FlushDiskType.SYNC_FLUSH, clock, segment_size=SEG, consume_queue_file_size=64 * 1024)
 
 
 def body(i: int) -> bytes:
@@ -73,7 +73,7 @@ def test_a_writer_far_past_a_small_disk_never_crashes_and_keeps_what_retention_k
     assert deleted, "the clean-up deleted segments above diskSpaceCleanForciblyRatio"
     assert len(acked) > SIZE_MIB * 1024 * 1024 // BODY, "it kept writing past the disk's size"
 
-    def fill_up(store: CommitLog) -> bool:
+    def fill_up(store: MessageStore) -> bool:
         """No clean-up: the disk really fills; the write that hits it is not acknowledged, and the
         store refuses writes while a consume queue could not be written."""
         for _ in range(SIZE_MIB * 1024 * 1024 // BODY):

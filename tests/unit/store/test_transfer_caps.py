@@ -9,7 +9,7 @@ from pathlib import Path
 from namesrv.broker.config import BrokerConfig
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.message.types import MessageInner, StoredMessage
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.transfer_caps import MAX_SCAN_ENTRIES, TransferCaps
 from tests.support.broker import Broker, decode_messages
 
@@ -63,7 +63,7 @@ def test_the_caps_are_broker_config_fields_with_rocketmqs_names() -> None:
 
 def test_the_store_reads_no_record_past_a_cap(tmp_path: Path) -> None:
     """Every record the read looks at goes through `matches`: none past the cap is read."""
-    log = CommitLog(tmp_path / "store")
+    log = MessageStore(tmp_path / "store")
     for i in range(50):
         log.append(MessageInner("T", 0, b"x" * (40 * KIB), {"i": str(i)}))
     read: list[int] = []
@@ -81,7 +81,7 @@ def test_the_store_reads_no_record_past_a_cap(tmp_path: Path) -> None:
 
 
 def test_a_filtering_pull_looks_at_a_bounded_window(tmp_path: Path) -> None:
-    log = CommitLog(tmp_path / "store")
+    log = MessageStore(tmp_path / "store")
     for _ in range(MAX_SCAN_ENTRIES + 10):
         log.append(MessageInner("T", 0, b"x", {"TAGS": "A"}))
     result = log.read_messages("T", 0, 0, 1 << 30, TransferCaps(), lambda m: False)

@@ -15,20 +15,20 @@ from namesrv.broker.role import RoleGuard
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.message.types import MessageInner
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.types import BrokerRole, FlushDiskType
 
 
-def master(tmp_path: Path) -> tuple[HAMasterService, CommitLog, RoleGuard]:
+def master(tmp_path: Path) -> tuple[HAMasterService, MessageStore, RoleGuard]:
     clock = ManualClock()
     config = BrokerConfig(broker_role=BrokerRole.SYNC_MASTER, slave_timeout_ms=5_000)
-    store = CommitLog(tmp_path / "m", FlushDiskType.SYNC_FLUSH, clock)
+    store = MessageStore(tmp_path / "m", FlushDiskType.SYNC_FLUSH, clock)
     guard = RoleGuard(config, 0, clock)
     return HAMasterService(store, guard, TopicConfigManager(None, clock), ConsumerOffsetManager(None), config), \
         store, guard
 
 
-async def put(store: CommitLog, i: int) -> int:
+async def put(store: MessageStore, i: int) -> int:
     r = await store.put(MessageInner("T", i % 2, b"x" * 50, {}, f"id{i}"))
     return r.commit_log_offset + r.store_size
 
@@ -68,7 +68,7 @@ def test_pipelined_copy_is_the_masters_log(tmp_path: Path) -> None:
         svc, store, _ = master(tmp_path)
         for i in range(40):
             await put(store, i)
-        slave = CommitLog(tmp_path / "s", FlushDiskType.SYNC_FLUSH, ManualClock())
+        slave = MessageStore(tmp_path / "s", FlushDiskType.SYNC_FLUSH, ManualClock())
         received: dict[int, bytes] = {}
         nxt = 0
         while nxt < store.size_bytes():  # three in flight, small batches, appended in offset order
@@ -82,7 +82,8 @@ def test_pipelined_copy_is_the_masters_log(tmp_path: Path) -> None:
                 off = min(received)
                 slave.append_raw(off, received.pop(off))
         assert slave.size_bytes() == store.size_bytes()
-        assert slave.files.pread(0, slave.size_bytes()) == store.files.pread(0, store.size_bytes())
+        end = store.size_bytes()
+        assert slave.commit_log.files.pread(0, end) == store.commit_log.files.pread(0, end)
         slave.close()
         store.close()
 

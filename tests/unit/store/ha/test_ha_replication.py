@@ -13,25 +13,25 @@ from namesrv.common.clock import ManualClock
 from namesrv.protocol.message.types import MessageInner
 from namesrv.store.ha.transfer import ReplicaAhead, ReplicaConflict, ReplicaGap, ReplicationError
 from namesrv.store.mapped_file_queue import segment_paths
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.types import FlushDiskType
 
 
-def log_bytes(log: CommitLog) -> bytes:
+def log_bytes(log: MessageStore) -> bytes:
     """The whole commit log, its segments end to end."""
     return b"".join(p.read_bytes() for p in segment_paths(log.dir / "commitlog"))
 
 
-def open_log(path: Path) -> CommitLog:
-    return CommitLog(path, FlushDiskType.SYNC_FLUSH, ManualClock())
+def open_log(path: Path) -> MessageStore:
+    return MessageStore(path, FlushDiskType.SYNC_FLUSH, ManualClock())
 
 
-def fill(log: CommitLog, n: int, start: int = 0, size: int = 100) -> None:
+def fill(log: MessageStore, n: int, start: int = 0, size: int = 100) -> None:
     for i in range(start, start + n):
         log.append(MessageInner(f"T{i % 3}", i % 2, bytes([i % 251]) * (size + i % 7), {"KEYS": f"k{i}"}, f"id{i}"))
 
 
-def copy_all(master: CommitLog, slave: CommitLog, max_bytes: int) -> int:
+def copy_all(master: MessageStore, slave: MessageStore, max_bytes: int) -> int:
     """Transfers until the slave holds everything; returns the number of transfers."""
     calls = 0
     while True:
@@ -42,7 +42,7 @@ def copy_all(master: CommitLog, slave: CommitLog, max_bytes: int) -> int:
         slave.append_raw(t.offset, t.data)
 
 
-def same_content(master: CommitLog, slave: CommitLog) -> None:
+def same_content(master: MessageStore, slave: MessageStore) -> None:
     assert log_bytes(slave) == log_bytes(master)
     assert slave.queues() == master.queues()
     for (topic, q), n in master.queues().items():
@@ -143,14 +143,14 @@ def test_append_without_fsync_is_flushed_later(tmp_path: Path) -> None:
     master, slave = open_log(tmp_path / "m"), open_log(tmp_path / "s")
     fill(master, 5)
     t = master.read_raw(0, 1 << 20)
-    before = slave.fsyncs
+    before = slave.commit_log.fsyncs
     slave.append_raw(t.offset, t.data, fsync=False)
-    assert slave.fsyncs == before and slave.size_bytes() == master.size_bytes()  # readable at once
+    assert slave.commit_log.fsyncs == before and slave.size_bytes() == master.size_bytes()  # readable at once
     slave.flush()
-    assert slave.fsyncs == before + 1
+    assert slave.commit_log.fsyncs == before + 1
     slave.append_raw(master.size_bytes(), b"")  # nothing new: nothing written, nothing to flush
     slave.flush()
-    assert slave.fsyncs == before + 1
+    assert slave.commit_log.fsyncs == before + 1
 
 
 def test_truncate_to_a_consistent_point_then_copy_again(tmp_path: Path) -> None:
@@ -177,6 +177,6 @@ def test_truncate_to_a_consistent_point_then_copy_again(tmp_path: Path) -> None:
     assert reopened.truncate_to(reopened.size_bytes()) == 0
 
 
-def _next(master: CommitLog, offset: int) -> tuple[int, bytes]:
+def _next(master: MessageStore, offset: int) -> tuple[int, bytes]:
     t = master.read_raw(offset, 1 << 20)
     return t.offset, t.data

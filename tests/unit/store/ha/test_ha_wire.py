@@ -29,7 +29,7 @@ from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
 from namesrv.remoting.server import RemotingServer
 from namesrv.store.ha.wire import TransferRequest, parse_transfer_answer, parse_transfer_request, transfer_answer
-from namesrv.store.message_store import CommitLog
+from namesrv.store.message_store import MessageStore
 from namesrv.store.types import BrokerRole, FlushDiskType
 
 GOOD = {"slaveId": "1", "fromOffset": "0", "maxBytes": "1048576", "waitMs": "0"}
@@ -94,16 +94,16 @@ def test_answer_round_trips_and_errors_keep_their_kind() -> None:
         == "BadAnswer"
 
 
-def master(tmp_path: Path) -> tuple[HAMasterService, CommitLog, RoleGuard]:
+def master(tmp_path: Path) -> tuple[HAMasterService, MessageStore, RoleGuard]:
     clock = ManualClock()
     config = BrokerConfig(broker_role=BrokerRole.SYNC_MASTER)
-    store = CommitLog(tmp_path / "m", FlushDiskType.SYNC_FLUSH, clock)
+    store = MessageStore(tmp_path / "m", FlushDiskType.SYNC_FLUSH, clock)
     guard = RoleGuard(config, 0, clock)
     return HAMasterService(store, guard, TopicConfigManager(None, clock), ConsumerOffsetManager(None), config), \
         store, guard
 
 
-async def put(store: CommitLog, i: int) -> int:
+async def put(store: MessageStore, i: int) -> int:
     r = await store.put(MessageInner("T", 0, b"x" * 50, {}, f"id{i}"))
     return r.commit_log_offset + r.store_size
 

@@ -1,0 +1,103 @@
+"""The store's group-commit writer (RocketMQ's GroupCommitService), a part of the message store:
+`put` queues a message; one writer task takes every message queued so far as a batch and hands it
+to a worker thread (the store's batch write: written, fsynced once for all of it with SYNC_FLUSH,
+dispatched); each sender is acknowledged after the write that covers its record. While one batch
+is on disk the next one gathers, so concurrent senders share fsyncs. Disk I/O never runs on the
+caller's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from namesrv.protocol.message.types import MessageInner
+from namesrv.store.types import AppendResult
+
+MAX_BATCH = 1024
+"""Messages written (and fsynced) together at most."""
+
+
+_Pending = tuple[MessageInner, "asyncio.Future[AppendResult]"]
+"""A message waiting for the group-commit writer, and its sender's future."""
+
+BatchWrite = Callable[[list[MessageInner]], list[AppendResult | Exception]]
+"""Writes a batch in the calling thread: each message's result, or why it was not stored."""
+
+
+class GroupCommitService:
+    def __init__(self, store_dir: Path, write_batch: BatchWrite, listeners: list[Callable[[], None]]) -> None:
+        """`write_batch` runs in a worker thread; each of `listeners` (the store's list) is called on
+        the writer's event loop after every batch."""
+        self.store_dir = store_dir
+        self.write_batch = write_batch
+        self.listeners = listeners
+        self._queue: asyncio.Queue[_Pending | None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._writer_loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    async def put(self, msg: MessageInner) -> AppendResult:
+        """Store one message through the group-commit writer; returns once it is durable per the
+        flush policy. Call from one event loop."""
+        if self._closed:
+            raise OSError(f"commit log {self.store_dir} is closed")
+        loop = asyncio.get_running_loop()
+        if self._queue is None or self._writer_loop is not loop:  # first put, or a new event loop
+            self._queue = asyncio.Queue()
+            self._writer_loop = loop
+            self._writer = loop.create_task(self._write_loop(self._queue), name="commit-log-writer")
+        future: asyncio.Future[AppendResult] = loop.create_future()
+        self._queue.put_nowait((msg, future))
+        return await future
+
+    async def _write_loop(self, queue: asyncio.Queue[_Pending | None]) -> None:
+        """Batches until `stop` queues the end marker; whatever is queued after it (or while the
+        log is closed) fails with OSError, so no sender waits forever on a closed store."""
+        stopping = False
+        while not stopping:
+            batch: list[_Pending] = []
+            item = await queue.get()
+            while item is not None:
+                batch.append(item)
+                if len(batch) >= MAX_BATCH or queue.empty():
+                    break
+                item = queue.get_nowait()
+            stopping = item is None
+            if not batch:
+                continue
+            try:
+                results = await asyncio.to_thread(self.write_batch, [m for m, _ in batch])
+            except Exception as e:  # a bug: fail every waiter rather than leave them hanging
+                results = [e] * len(batch)
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():
+                    continue
+                if isinstance(result, Exception):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+            for listener in self.listeners:
+                listener()
+        while not queue.empty():  # put() refuses once closed; this drains a put that raced it
+            left = queue.get_nowait()
+            if left is not None and not left[1].done():
+                left[1].set_exception(OSError(f"commit log {self.store_dir} is closed"))
+
+    def refuse_puts(self) -> None:
+        """From now on `put` raises OSError (the store is closing)."""
+        self._closed = True
+
+    def stop(self) -> None:
+        """End the writer task once it has written what is queued before this; callable from any
+        thread."""
+        loop, queue = self._writer_loop, self._queue
+        if loop is not None and queue is not None and not loop.is_closed():
+            try:
+                running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                queue.put_nowait(None)
+            else:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
