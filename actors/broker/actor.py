@@ -4,6 +4,20 @@ Clients reach it two ways: RocketMQ's remoting protocol on its TCP port (the add
 `host:port`, which any RocketMQ client dials), and Ray calls on the actor, named
 `<brokerName>-<brokerId>` (`broker_actor_name`), which the Ray-native producer and consumer use.
 Both go through the same processor, store and rules.
+
+How a Ray method refuses (one convention, as RocketMQ turns every failure into a response code):
+
+- a method answering a request code (`process`, `send_message`, `create_topic`, `delete_topic`,
+  `update_broker_permission`, `heart_beat`, `end_transaction`) answers a `RemotingResponse`; a
+  refusal is its code and remark, exactly as the same request over TCP (bad arguments included:
+  an illegal message is MESSAGE_ILLEGAL, a bad queue id or config SYSTEM_ERROR);
+- `pull_message` answers a page whose `code` and `remark` are the response's, refusals included;
+- a method answering plain data (`check_transactions`, `ha_transfer`, `ha_connect`,
+  `ha_epoch_entries`) raises `MQServerError` (namesrv.remoting.command) with the code and remark
+  when it refuses (NO_PERMISSION from the ACL, SYSTEM_ERROR otherwise); Ray hands it to the caller
+  as a RayTaskError that is also an MQServerError.
+
+No method answers an error dict or raises a bare ValueError or PermissionError.
 """
 
 from __future__ import annotations
@@ -37,7 +51,7 @@ from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPI
 from namesrv.protocol.message.codec import ray_send_ext
 from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
-from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
 from namesrv.remoting.pipeline import RequestContext, resolve
 
@@ -68,6 +82,18 @@ def _with_payload(resp: RemotingResponse) -> RemotingResponse:
     if resp.ok and isinstance(resp.payload, dict):
         return RemotingResponse(resp.code, resp.remark, dict(resp.payload))
     return resp
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _served(reply: dict[str, Any]) -> dict[str, Any]:
+    """A replication reply of HAMasterService, or its refusal ({"error", "remark"}, the shape the
+    TCP transport encodes) raised as MQServerError with the remark HA_TRANSFER answers over TCP."""
+    if "error" in reply:
+        raise MQServerError(ResponseCode.SYSTEM_ERROR, f"{reply['error']}: {reply['remark']}")
+    return reply
 
 
 def store_path(store_root: str, actor_name: str) -> Path:
@@ -235,11 +261,14 @@ class BrokerActor:
                            consumer_group: str = DEFAULT_CONSUMER_GROUP,
                            auth: dict[str, str] | None = None) -> dict[str, Any]:
         """PULL_MESSAGE of one queue from `offset`: {code, remark, messages, next_begin_offset,
-        min_offset, max_offset}; `next_begin_offset` is where the next pull starts. With ACL on,
+        min_offset, max_offset}; `next_begin_offset` is where the next pull starts. A refusal is
+        its code and remark with no messages (a bad offset or count: SYSTEM_ERROR). With ACL on,
         `auth` (AccessKey, Signature over `pull_message_ext(...)`) must grant SUB on the topic and
         the group."""
-        if not isinstance(offset, int) or offset < 0 or not isinstance(max_nums, int) or max_nums <= 0:
-            raise ValueError("offset must be >= 0 and max_nums > 0")
+        if not _is_int(offset) or offset < 0 or not _is_int(max_nums) or max_nums <= 0:
+            return {"code": int(ResponseCode.SYSTEM_ERROR), "remark": f"invalid pull: offset {offset!r} must be >= 0 "
+                    f"and maxMsgNums {max_nums!r} > 0", "messages": [], "next_begin_offset": 0, "min_offset": 0,
+                    "max_offset": 0}
         ext = pull_message_ext(str(topic), queue_id, offset, max_nums, str(consumer_group))
         resp = await self._handle(BrokerRequestCode.PULL_MESSAGE, ext, None, auth)
         outcome = resp.payload
@@ -263,23 +292,29 @@ class BrokerActor:
                           stream: int = 0) -> dict[str, Any]:
         """A slave asks for the records after `from_offset` (and acknowledges everything before, or
         before `ack_offset` when pipelined: see HAMasterService.transfer); `channel`: its actor,
-        watched so its death takes it out of the SyncStateSet at once."""
-        return await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms, channel,
-                                                        ack_offset, stream)
+        watched so its death takes it out of the SyncStateSet at once. A refused transfer (bad
+        arguments, a read the master cannot serve) raises MQServerError: SYSTEM_ERROR with the
+        remark HA_TRANSFER answers over TCP ("<kind>: <why>")."""
+        return _served(await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms, channel,
+                                                                ack_offset, stream))
 
     async def ha_connect(self, slave_id: int, channel: BrokerChannel | None = None) -> dict[str, Any]:
-        """A slave about to replicate over TCP asks where (see HAMasterService.connect)."""
-        return self.controller.ha_master.connect(slave_id, channel)
+        """A slave about to replicate over TCP asks where (see HAMasterService.connect); a bad
+        slave id raises MQServerError (SYSTEM_ERROR)."""
+        return _served(self.controller.ha_master.connect(slave_id, channel))
 
     async def ha_metadata(self) -> dict[str, Any]:
         return self.controller.ha_master.metadata()
 
     async def ha_epoch_entries(self) -> dict[str, Any]:
         """This broker's epoch entries [(epoch, start, end)], last epoch and log end: what a
-        returning replica finds its consistent point against (controller mode)."""
+        returning replica finds its consistent point against (controller mode; RocketMQ's
+        GET_BROKER_EPOCH_CACHE). A broker not in controller mode raises MQServerError
+        (SYSTEM_ERROR), as RocketMQ answers that request there."""
         replicas = self.controller.replicas
         if replicas is None:
-            return {"error": "NotControllerMode", "remark": "this broker is not in controller mode"}
+            raise MQServerError(ResponseCode.SYSTEM_ERROR, "this request only for controllerMode: "
+                                                           "this broker is not in controller mode")
         return replicas.epoch_entries()
 
     async def status(self) -> dict[str, Any]:
@@ -302,13 +337,14 @@ class BrokerActor:
     async def check_transactions(self, producer_group: str, auth: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """The half messages of `producer_group` due for a check-back, each counted as one check: a
         Ray-native producer asks for them (over TCP the broker sends CHECK_TRANSACTION_STATE). With
-        ACL on, `auth` over {"producerGroup": group} must authenticate."""
+        ACL on, `auth` over {"producerGroup": group} must authenticate: a refusal raises
+        MQServerError (NO_PERMISSION and why)."""
         c = self.controller
         if c.acl is not None:
             ext = {"producerGroup": str(producer_group)} | credentials_only(auth)
             refused = c.acl.before(RemotingRequest(BrokerRequestCode.END_TRANSACTION, ext), RequestContext())
             if refused is not None:
-                raise PermissionError(refused.remark)
+                raise MQServerError.of(refused)
         txn = c.processor.context.transactions
         to_check, _ = await asyncio.to_thread(txn.due_for_check)
         due = [h for h in to_check if h.properties.get(PGROUP) == producer_group]

@@ -32,6 +32,15 @@ heartbeats wait one heartbeat timeout (`election_grace_ms`); a reported death do
 
 Brokers learn of a new master from the answer to their next heartbeat (it carries the set's master
 and epochs) or at once by long-polling `wait_for_change` (RocketMQ pushes NOTIFY_BROKER_ROLE_CHANGED).
+
+How a Ray method refuses (one convention, as RocketMQ turns every failure into a response code):
+a method named after a controller request code answers a `ControllerResult`, the controller's
+response (code, remark, header, body: what its TCP answer is encoded from), whose code and remark
+are the refusal's (CONTROLLER_INVALID_REQUEST, CONTROLLER_NOT_LEADER, ...). A method answering
+anything else raises `MQServerError` (namesrv.remoting.command) with the code and remark when it
+refuses (`set_failpoint`, `wait_failpoint` with an unknown failpoint: CONTROLLER_INVALID_REQUEST);
+Ray hands it to the caller as a RayTaskError that is also an MQServerError. No method answers an
+error dict or raises a bare ValueError or PermissionError.
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ from namesrv.controller.heartbeat import BrokerIdentity
 from namesrv.controller.replicas_info_manager import ControllerResult
 from namesrv.controller.wire import WireCall, WireRequestError, decode_request, encode_result
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
 from namesrv.remoting.connection import Connection
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
@@ -209,15 +218,19 @@ class ControllerActor:
 
     async def set_failpoint(self, name: str) -> None:
         """Hold the next change at `name` ("before-persist" or "after-persist") for good: a test
-        then kills the actor there."""
+        then kills the actor there. An unknown name raises MQServerError."""
         if name not in FAILPOINTS:
-            raise ValueError(f"unknown failpoint {name!r}; choose from {FAILPOINTS}")
+            raise MQServerError(Code.CONTROLLER_INVALID_REQUEST,
+                                f"unknown failpoint {name!r}; choose from {FAILPOINTS}")
         self._failpoints[name] = asyncio.Event()
 
     async def wait_failpoint(self, name: str, timeout_s: float) -> bool:
-        """True once a change is held at `name`."""
+        """True once a change is held at `name`; MQServerError for a failpoint not set."""
+        held = self._failpoints.get(name)
+        if held is None:
+            raise MQServerError(Code.CONTROLLER_INVALID_REQUEST, f"failpoint {name!r} is not set")
         try:
-            await asyncio.wait_for(self._failpoints[name].wait(), timeout_s)
+            await asyncio.wait_for(held.wait(), timeout_s)
         except TimeoutError:
             return False
         return True

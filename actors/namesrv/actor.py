@@ -3,6 +3,15 @@
 One method per request code, named as the code in lower case (`register_broker`,
 `get_routeinfo_by_topic`, ...), plus `process(request)` for any code, the route-change long-poll
 (`listen_for_change`), snapshot collection and inspection. NameServers never talk to each other.
+
+How a Ray method refuses (one convention, as RocketMQ turns every failure into a response code):
+a method named after a request code, and `process`, answers a `RemotingResponse` whose code and
+remark are the refusal's, exactly as the same request over TCP (a request that is not one at all
+included: SYSTEM_ERROR). A method answering plain data raises `MQServerError`
+(namesrv.remoting.command) with the code and remark when it refuses: `listen_for_change` with held
+versions that are not {topic: int} (SYSTEM_ERROR) or credentials the ACL refuses (NO_PERMISSION, as
+the route query would be answered); Ray hands it to the caller as a RayTaskError that is also an
+MQServerError. No method answers an error dict or raises a bare ValueError or PermissionError.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
 from namesrv.remoting.pipeline import RequestContext, resolve
 from namesrv.remoting.wire_log import WireRecord
 from namesrv.routeinfo.config import NamesrvConfig
-from namesrv.routeinfo.long_poll import RouteChange
+from namesrv.routeinfo.long_poll import RouteChange, check_topic_versions
 from namesrv.routeinfo.snapshot import DEFAULT_READER
 
 if TYPE_CHECKING:
@@ -147,7 +156,9 @@ class NameServerActor:
         """Long-poll: {topic: RouteChange(version, route)} for every held topic whose route version
         differs from the caller's, as soon as one does, or {} after the timeout. `route` is None for
         a topic that has no route (any more). With ACL on, `auth` (AccessKey, Signature over the
-        held topics) must pass as a route query would; a refused poll raises PermissionError."""
+        held topics) must pass as a route query would. A refused poll raises MQServerError:
+        SYSTEM_ERROR for malformed `topic_versions`, NO_PERMISSION for the ACL's refusal."""
+        check_topic_versions(topic_versions)
         self.controller.check_long_poll(topic_versions, auth or {})
         return await self.controller.long_poll.listen_for_change(topic_versions, timeout_s)
 

@@ -121,7 +121,8 @@ class NameServerClient:
 
     def listen_for_change(self, name: str, versions: dict[str, int], timeout_s: float | None,
                           wait_s: float) -> dict[str, RouteChange]:
-        """Hold a long-poll on NameServer `name`; raises what Ray raises when it cannot answer."""
+        """Hold a long-poll on NameServer `name`; raises what Ray raises when it cannot answer, and
+        MQServerError (code and remark: NO_PERMISSION from the ACL) when it refuses."""
         auth = signed(long_poll_content(versions), None, self.credentials)
         changes: dict[str, RouteChange] = ray.get(
             self.handle(name).listen_for_change.remote(versions, timeout_s, auth), timeout=wait_s

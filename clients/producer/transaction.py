@@ -143,7 +143,9 @@ class TransactionMQProducer(Producer):
     # ------------------------------------------------------------------ check-back
     def check_once(self) -> int:
         """Ask every broker this producer used for its halves due for a check; answer each from the
-        listener. Returns how many were answered commit or rollback."""
+        listener. Returns how many were answered commit or rollback. A broker that refuses (its ACL:
+        NO_PERMISSION) raises MQServerError with the code and remark; the check loop asks again
+        next round."""
         answered = 0
         for broker_name in sorted(self._brokers):
             auth = self._auth({"producerGroup": self.group})

@@ -19,7 +19,7 @@ from namesrv.acl.plain_acl import (
     long_poll_content,
 )
 from namesrv.protocol.codes import RequestCode, ResponseCode
-from namesrv.remoting.command import RemotingRequest, RemotingResponse, error, request_ext_strings
+from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error, request_ext_strings
 from namesrv.remoting.pipeline import RequestContext, RPCHook
 
 log = logging.getLogger(__name__)
@@ -67,13 +67,13 @@ class AclHook(RPCHook):
 
     def check_long_poll(self, topic_versions: Mapping[str, int], auth: Mapping[str, str]) -> None:
         """A NameServer's route long-poll passes as a route query for its topics would; raises
-        PermissionError otherwise."""
+        MQServerError (NO_PERMISSION and why, the route query's answer) otherwise."""
         ext = long_poll_content(topic_versions) | credentials_only(auth)
         denied = self.check(self.manager.validator, RemotingRequest(RequestCode.GET_ROUTEINFO_BY_TOPIC, dict(ext)), ext,
                             None, "ray")
         if denied is not None:
             self._refused(denied, RequestCode.GET_ROUTEINFO_BY_TOPIC, "ray")
-            raise PermissionError(denied.remark)
+            raise MQServerError(ResponseCode.NO_PERMISSION, denied.remark)
 
     def may(self, request: RemotingRequest, ctx: RequestContext, resource: str, needed: int) -> str | None:
         """None when the request's (authenticated) account may do `needed` on `resource`; else why

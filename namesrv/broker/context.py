@@ -16,7 +16,7 @@ from namesrv.broker.client.consumer_manager import ConsumerManager
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor.types import BrokerError, BrokerIdentity
+from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule.delivery import MESSAGE_DELAY_LEVEL, parse_delay_levels
 from namesrv.broker.stats import BrokerStats
@@ -26,7 +26,7 @@ from namesrv.broker.transaction.service import TransactionService
 from namesrv.common.clock import Clock
 from namesrv.protocol import fastjson
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.command import RemotingRequest
+from namesrv.remoting.command import MQServerError, RemotingRequest
 from namesrv.remoting.pipeline import RequestContext
 from namesrv.store.ha.epoch_cache import EpochFileCache
 from namesrv.store.message_store import MessageStore
@@ -105,13 +105,13 @@ class BrokerContext:
 
 
 def json_body(body: bytes | None, what: str) -> dict[str, Any]:
-    """A request's JSON object body; BrokerError (SYSTEM_ERROR) when missing or not an object."""
+    """A request's JSON object body; MQServerError (SYSTEM_ERROR) when missing or not an object."""
     if not body:
-        raise BrokerError(ResponseCode.SYSTEM_ERROR, f"{what} body is missing")
+        raise MQServerError(ResponseCode.SYSTEM_ERROR, f"{what} body is missing")
     try:
         data = fastjson.loads(body)
     except fastjson.JsonError as e:
-        raise BrokerError(ResponseCode.SYSTEM_ERROR, f"{what} body: {e}") from None
+        raise MQServerError(ResponseCode.SYSTEM_ERROR, f"{what} body: {e}") from None
     if not isinstance(data, dict):
-        raise BrokerError(ResponseCode.SYSTEM_ERROR, f"{what} body must be a JSON object")
+        raise MQServerError(ResponseCode.SYSTEM_ERROR, f"{what} body must be a JSON object")
     return data

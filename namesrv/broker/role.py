@@ -28,10 +28,10 @@ import asyncio
 from collections.abc import Callable
 
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor.types import BrokerError
 from namesrv.common.clock import Clock
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MASTER_ID
+from namesrv.remoting.command import MQServerError
 from namesrv.store.ha.sync_state import SyncStateSet
 from namesrv.store.types import BrokerRole
 
@@ -93,13 +93,13 @@ class RoleGuard:
 
     # ------------------------------------------------------------------ send
     def check_send(self) -> None:
-        """Before anything is stored; raises BrokerError."""
+        """Before anything is stored; raises MQServerError."""
         if self.role is BrokerRole.SLAVE:
-            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REFUSES_SEND)
+            raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REFUSES_SEND)
         if self.role is BrokerRole.SYNC_MASTER:
             self.shrink()
             if len(self.sync.members) < self.config.min_in_sync_replicas:
-                raise BrokerError(ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough")
+                raise MQServerError(ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough")
 
     async def replicated(self, end_offset: int) -> int:
         """After a send is stored locally up to `end_offset`: SUCCESS, or FLUSH_SLAVE_TIMEOUT when
@@ -152,7 +152,7 @@ class RoleGuard:
     # ------------------------------------------------------------------ pull
     def check_pull(self) -> None:
         if self.role is BrokerRole.SLAVE and not self.config.slave_read_enable:
-            raise BrokerError(ResponseCode.SYSTEM_BUSY, REJECT_PULL)
+            raise MQServerError(ResponseCode.SYSTEM_BUSY, REJECT_PULL)
 
     def pull_advice(self, code: int, found: bool, behind_bytes: int, in_memory_bytes: int) -> tuple[int, int]:
         """(answer code, suggestWhichBrokerId) of a pull whose last message lies `behind_bytes`

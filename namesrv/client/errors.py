@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from namesrv.remoting.command import MQServerError
+
 
 class MQClientError(Exception):
     """A client-side error (bad message or group, no route, no name server); nothing was sent."""
@@ -26,14 +28,17 @@ class NameServerNotReady(MQClientError):
     """A NameServer is inside its 'not ready' window after a (re)start; ask another one."""
 
 
-class MQBrokerError(Exception):
-    """The broker answered, with an error code."""
+class MQBrokerError(MQServerError):
+    """The broker answered, with an error code (RocketMQ's MQBrokerException): the servers' one
+    refusal type, naming the broker that answered."""
 
     def __init__(self, code: int, remark: str | None, broker_name: str) -> None:
-        super().__init__(f"broker {broker_name} answered code {code}: {remark}")
-        self.code = code
-        self.remark = remark
+        super().__init__(code, remark)
+        self.args = (code, remark, broker_name)  # what pickling rebuilds it from
         self.broker_name = broker_name
+
+    def __str__(self) -> str:
+        return f"broker {self.broker_name} answered code {self.code}: {self.remark}"
 
 
 class RemotingError(Exception):

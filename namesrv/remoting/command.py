@@ -67,6 +67,42 @@ def error(code: int, remark: str) -> RemotingResponse:
     return RemotingResponse(code=code, remark=remark)
 
 
+class MQServerError(Exception):
+    """A refused request as an exception: the response code and remark the server answers it with
+    (RocketMQ's MQBrokerException, which carries responseCode and errorMessage).
+
+    The one error type of the servers' boundaries:
+
+    - a processor raises it to refuse a request, and its dispatcher answers `response()` (the broker's
+      `namesrv.broker.processor.dispatcher`, the request pipeline for every server);
+    - a Ray method of a server actor (NameServerActor, BrokerActor, ControllerActor) that answers
+      plain data (a dict, a list) rather than a response raises it when it refuses; a Ray caller
+      catches it as `MQServerError` (Ray's RayTaskError is also an instance of its cause)
+      and reads `code` and `remark`;
+    - the clients' MQBrokerError (namesrv.client.errors) is one, naming the broker that answered.
+    """
+
+    code: int
+    remark: str | None
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(code, remark)  # args: what pickling (Ray) rebuilds it from
+        self.code = code
+        self.remark = remark
+
+    def __str__(self) -> str:
+        return self.remark if self.remark is not None else f"response code {self.code}"
+
+    def response(self) -> RemotingResponse:
+        """The answer a server gives for this refusal."""
+        return RemotingResponse(self.code, self.remark)
+
+    @classmethod
+    def of(cls, response: RemotingResponse) -> MQServerError:
+        """A refusal answered as a response, raised."""
+        return cls(response.code, response.remark)
+
+
 def request_ext_strings(request: RemotingRequest) -> dict[str, str]:
     """A request's extFields as the strings a TCP client sent (and signed); Ray callers' typed
     values are written as RocketMQ writes them (True -> "true"). A TCP request's own map is

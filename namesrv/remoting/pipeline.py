@@ -9,9 +9,12 @@ with its RPC hooks.
         -> RemotingResponse -> (TCP only) the server's encoder -> RemotingCommand -> bytes
 
 Both transports of both servers enter here with the same neutral request, so they pass the same
-checks. A handler answers at once (a RemotingResponse) or later (an awaitable of one); a handler
-that raises is answered SYSTEM_ERROR, as RocketMQ answers a processor's exception. Adding a request
-code to a server means writing its handler and adding one line to that server's handler table.
+checks. A handler answers at once (a RemotingResponse) or later (an awaitable of one). A handler
+that raises is answered by `refusal_of`, the same whether it raised at once or later: an
+`MQServerError` with its own code and remark, a request that fails validation SYSTEM_ERROR
+"invalid request: ...", anything else (a bug) SYSTEM_ERROR with its description, logged with its
+stack, as RocketMQ's processRequestCommand answers a processor's exception. Adding a request code to
+a server means writing its handler and adding one line to that server's handler table.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.msgpack_codec import CodecError
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.codec import EncodedFrame
-from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -121,13 +125,8 @@ class RequestPipeline:
         else:
             try:
                 answer = handler(request, ctx)
-            except ValidationError as e:  # a header that does not parse: the client's error, not ours
-                answer = error(ResponseCode.SYSTEM_ERROR, f"invalid request: {describe_errors(e)}")
-            except InvalidInput as e:
-                answer = error(ResponseCode.SYSTEM_ERROR, f"invalid request: {e}")
-            except Exception as e:  # a bug: answer anyway, as RocketMQ's processRequestCommand does
-                log.exception("%s: request %s from %s failed", self.name, request.code, ctx.remote)
-                answer = error(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            except Exception as e:
+                answer = self._raised(request, ctx, e)
         if isinstance(answer, RemotingResponse):  # `_after`, inlined: most answers are given at once
             elapsed_ms = (time.perf_counter() - started) * 1000
             for hook in self.hooks:
@@ -140,9 +139,17 @@ class RequestPipeline:
         try:
             response = await pending
         except Exception as e:
-            log.exception("%s: request %s from %s failed", self.name, request.code, ctx.remote)
-            response = error(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            response = self._raised(request, ctx, e)
         return self._after(request, ctx, response, started)
+
+    def _raised(self, request: RemotingRequest, ctx: RequestContext, e: Exception) -> RemotingResponse:
+        """The answer to a handler that raised `e` (called in its `except`, at once or later alike)."""
+        refused = refusal_of(e)
+        if refused is not None:
+            return refused.response()
+        # a bug: answer anyway, as RocketMQ's processRequestCommand does
+        log.exception("%s: request %s from %s failed", self.name, request.code, ctx.remote)
+        return error(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
 
     def _after(self, request: RemotingRequest, ctx: RequestContext, response: RemotingResponse,
                started: float) -> RemotingResponse:
@@ -166,6 +173,26 @@ class RequestPipeline:
 
     async def _encode_later(self, cmd: RemotingCommand, pending: Awaitable[RemotingResponse]) -> WireAnswer:
         return self.encoder(cmd, await pending)
+
+
+def refusal_of(e: Exception) -> MQServerError | None:
+    """How every server answers a handler's exception (None: a bug, answered SYSTEM_ERROR and logged):
+
+    - `MQServerError`: its own code and remark (a processor's refusal: NO_PERMISSION, TOPIC_NOT_EXIST, ...);
+    - a request that fails validation (a header or body that does not parse or check: pydantic's
+      ValidationError, InvalidInput, CodecError): SYSTEM_ERROR "invalid request: <why>", as RocketMQ
+      answers the RemotingCommandException of a header that does not decode (processRequestCommand:
+      SYSTEM_ERROR with the exception's description).
+
+    A server with refusals of its own maps them first (the broker's dispatcher: an illegal message
+    is MESSAGE_ILLEGAL) and hands the rest here."""
+    if isinstance(e, MQServerError):
+        return e
+    if isinstance(e, ValidationError):
+        return MQServerError(ResponseCode.SYSTEM_ERROR, f"invalid request: {describe_errors(e)}")
+    if isinstance(e, (InvalidInput, CodecError)):
+        return MQServerError(ResponseCode.SYSTEM_ERROR, f"invalid request: {e}")
+    return None
 
 
 def _malformed(request: RemotingRequest) -> str | None:

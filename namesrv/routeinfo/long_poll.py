@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.models import TopicRouteData
+from namesrv.remoting.command import MQServerError
 from namesrv.routeinfo.changes import RouteChanges
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 
@@ -25,6 +27,16 @@ class RouteChange:
 
     version: int
     route: TopicRouteData | None
+
+
+def check_topic_versions(topic_versions: object) -> None:
+    """A long-poll's held versions must map topic names to integer versions; else MQServerError
+    (SYSTEM_ERROR "invalid request: ..."), as a route query with a bad header is answered."""
+    if not isinstance(topic_versions, dict) or not all(
+        isinstance(t, str) and isinstance(v, int) and not isinstance(v, bool) for t, v in topic_versions.items()
+    ):
+        raise MQServerError(ResponseCode.SYSTEM_ERROR,
+                            "invalid request: topic_versions must map topic names to integer versions")
 
 
 class LongPollHost:
@@ -51,11 +63,8 @@ class LongPollHost:
     ) -> dict[str, RouteChange]:
         """Return {topic: RouteChange} for every held topic whose route version differs from the
         caller's, as soon as one does, or {} after the timeout (30-60 s random by default, so clients
-        do not all come back at once)."""
-        if not isinstance(topic_versions, dict) or not all(
-            isinstance(t, str) and isinstance(v, int) for t, v in topic_versions.items()
-        ):
-            raise TypeError("topic_versions must map topic names to integer versions")
+        do not all come back at once). Malformed `topic_versions` raise MQServerError (SYSTEM_ERROR)."""
+        check_topic_versions(topic_versions)
         wait_s = random.uniform(30.0, 60.0) if timeout_s is None else float(timeout_s)
         deadline = time.monotonic() + wait_s
         while True:

@@ -15,7 +15,6 @@ from dataclasses import replace
 from types import GeneratorType
 from typing import Any
 
-from pydantic import ValidationError
 from pydantic.alias_generators import to_camel, to_snake
 
 from namesrv.common.slices import Steps, run_to_end
@@ -39,9 +38,10 @@ from namesrv.protocol.models import (
     TopicRouteData,
     parse_data_version,
 )
-from namesrv.protocol.msgpack_codec import CodecError, decode_body
-from namesrv.protocol.types import InvalidInput, describe_errors
+from namesrv.protocol.msgpack_codec import decode_body
+from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
+from namesrv.remoting.pipeline import refusal_of
 from namesrv.remoting.wire_command import ext_value
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kv_handlers import KVConfigHandlers
@@ -59,10 +59,9 @@ Handler = Callable[[RemotingRequest, Any], RemotingResponse | Steps[RemotingResp
 def _error_of(e: Exception, request: object) -> RemotingResponse:
     """The answer to a request whose handler raised: bad input is the caller's error; anything else
     is a bug, logged with its stack and answered anyway."""
-    if isinstance(e, ValidationError):
-        return error(ResponseCode.SYSTEM_ERROR, f"invalid request: {describe_errors(e)}")
-    if isinstance(e, (InvalidInput, CodecError)):
-        return error(ResponseCode.SYSTEM_ERROR, f"invalid request: {e}")
+    refused = refusal_of(e)
+    if refused is not None:
+        return refused.response()
     log.exception("failed to process request %r", getattr(request, "code", None))
     return error(ResponseCode.SYSTEM_ERROR, f"internal error: {type(e).__name__}: {e}")
 

@@ -310,9 +310,9 @@ class RouteInfoManager:
         """Copies of the topic's queue datas and of the broker groups that host them; None unless
         both exist. Cost depends on the brokers hosting the topic, never on the table sizes.
 
-        Built once per route version and shared by every caller until the route changes: treat it
-        as read-only (it is a copy, so changing it never changes the tables, but later callers
-        would see the change)."""
+        Built once per route version and shared by every caller until the route changes, so it is
+        immutable all the way down (see TopicRouteData): changing it raises, and neither the tables
+        nor a later caller's route can be changed through it."""
         return self.pickup_route_and_version(topic)[0]
 
     def pickup_route_and_version(self, topic: str) -> tuple[TopicRouteData | None, int]:

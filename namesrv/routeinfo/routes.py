@@ -1,8 +1,11 @@
 """A topic's route assembled from the route tables (RocketMQ's pickupTopicRouteData), built once per
-route version and shared by every caller until the route changes."""
+route version and shared by every caller until the route changes: immutable all the way down
+(TopicRouteData: tuples, frozen QueueData, frozen BrokerData with read-only addresses), so no caller
+can change what the next one gets, and handing it out costs no copy."""
 
 from __future__ import annotations
 
+from namesrv.common.frozen import FrozenDict
 from namesrv.protocol.models import BrokerData, QueueData, TopicRouteData
 from namesrv.routeinfo.tables import RouteTables
 
@@ -51,7 +54,7 @@ class RouteAssembler:
             return None
         queue_datas: list[QueueData] = []
         broker_datas: list[BrokerData] = []
-        filter_servers: dict[str, list[str]] = {}
+        filter_servers: dict[str, tuple[str, ...]] = {}
         for broker_name, qd in queue_map.items():
             queue_datas.append(qd)  # frozen: shared with the table, nothing to copy
             bd = tables.broker_addr_table.get(broker_name)
@@ -62,18 +65,18 @@ class RouteAssembler:
                 for addr in bd.broker_addrs.values():
                     servers = tables.filter_server_table.get(addr)
                     if servers:
-                        filter_servers[addr] = list(servers)
+                        filter_servers[addr] = tuple(servers)
         if not broker_datas:
             return None
-        return TopicRouteData(queue_datas, broker_datas, filter_servers)
+        return TopicRouteData(tuple(queue_datas), tuple(broker_datas), FrozenDict(filter_servers))
 
     def _group_copy(self, broker_name: str, bd: BrokerData) -> BrokerData:
-        """A copy of the table's `bd`, made once per broker version (every change to a group's
-        addresses touches its version): never the table's own object."""
+        """A read-only copy of the table's `bd` (`frozen_copy`), made once per broker version (every
+        change to a group's addresses touches its version): never the table's own object."""
         version = self._tables.broker_version.get(broker_name, 0)
         held = self._groups.get(broker_name)
         if held is None or held[0] != version:
             if len(self._groups) > 2 * len(self._tables.broker_addr_table) + 64:  # groups removed long ago
                 self._groups = {n: g for n, g in self._groups.items() if n in self._tables.broker_addr_table}
-            held = self._groups[broker_name] = (version, bd.copy())
+            held = self._groups[broker_name] = (version, bd.frozen_copy())
         return held[1]

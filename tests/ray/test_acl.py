@@ -24,6 +24,7 @@ from namesrv.client.errors import MQClientError
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
+from namesrv.remoting.command import MQServerError
 from namesrv.remoting.wire_command import SerializeType
 from tests.support.ray_cluster import DeploymentFactory, stable_tables
 
@@ -124,8 +125,9 @@ def test_the_ray_path_carries_credentials(dep: Deployment) -> None:
         NameServerClient(names, dep.spec.namespace).get_topic_route("Guarded")
     with pytest.raises(MQAdminError, match="Need admin permission"):
         AdminClient(dep, credentials=APP).wipe_write_perm_of_broker("broker-a")
-    with pytest.raises(ray.exceptions.RayTaskError, match="No accessKey"):
+    with pytest.raises(MQServerError, match="No accessKey") as refused:
         ray.get(dep.namesrvs["namesrv-0"].listen_for_change.remote({"Guarded": -1}, 0.1), timeout=60)
+    assert refused.value.code == ResponseCode.NO_PERMISSION
 
 
 def test_the_real_client_with_the_right_and_the_wrong_secret(dep: Deployment) -> None:

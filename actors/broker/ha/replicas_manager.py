@@ -50,6 +50,7 @@ from actors.runtime.handles import ActorHandles, is_tcp_address
 from namesrv.broker.metadata import BrokerMetadata, load_metadata, save_metadata
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.protocol.constants import MASTER_ID
+from namesrv.remoting.command import MQServerError
 from namesrv.store.ha.epoch_cache import EpochEntry, EpochFileCache, find_consistent_point
 from namesrv.store.ha.transfer import ReplicationError
 from namesrv.store.types import BrokerRole
@@ -324,17 +325,22 @@ class ReplicasManager:
         owner = self.owner
         deadline = time.monotonic() + MASTER_EPOCH_WAIT_S
         while True:
+            theirs: dict[str, Any] | None = None
+            seen: object
             try:
                 handle = await self._handles.aget(master_actor)
                 theirs = await asyncio.wait_for(handle.ha_epoch_entries.remote(), CALL_TIMEOUT_S)
+                seen = theirs
+            except MQServerError as e:  # it answered, refusing (not in controller mode yet)
+                seen = f"refused: {e.remark}"
             except (RayError, TimeoutError, ValueError) as e:
                 self._handles.forget(master_actor)
-                theirs = {"error": f"{type(e).__name__}"}
-            if "entries" in theirs and theirs["last_epoch"] >= epoch:
+                seen = type(e).__name__
+            if theirs is not None and theirs["last_epoch"] >= epoch:
                 break
             if time.monotonic() > deadline:
                 log.warning("%s: master %s has no entry for epoch %d yet (%s); retrying later", self.addr,
-                            master_actor, epoch, theirs)
+                            master_actor, epoch, seen)
                 return False
             await asyncio.sleep(0.05)
         master_entries = [EpochEntry(e, s, end) for e, s, end in theirs["entries"]]

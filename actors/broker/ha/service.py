@@ -45,8 +45,9 @@ from namesrv.broker.config import BrokerConfig
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import Clock
 from namesrv.protocol.models import TopicConfig, parse_data_version
+from namesrv.remoting.command import MQServerError
 from namesrv.store.ha.transfer import ReplicationError
-from namesrv.store.ha.wire import TransferRequest
+from namesrv.store.ha.wire import TransferRequest, parse_transfer_answer
 from namesrv.store.message_store import MessageStore
 from namesrv.store.types import FlushDiskType
 
@@ -109,6 +110,8 @@ class HAClient:
         try:
             return await asyncio.wait_for(getattr(handle, method).remote(*args),
                                           self.config.ha_poll_wait_ms / 1000 + CALL_SLACK_S)
+        except MQServerError:  # the master answered, refusing: its handle is fine
+            raise
         except (RayError, TimeoutError):
             self._handles.forget(self.master_name)
             raise
@@ -156,8 +159,12 @@ class HAClient:
             self._answered_over = "tcp"
             return answer
         pipelined = () if ack_offset is None else (ack_offset, stream)
-        reply: dict[str, Any] = await self._call("ha_transfer", self.slave_id, from_offset, cfg.ha_transfer_batch_bytes,
-                                                 cfg.ha_poll_wait_ms, self.channel, *pipelined)
+        try:
+            reply: dict[str, Any] = await self._call("ha_transfer", self.slave_id, from_offset,
+                                                     cfg.ha_transfer_batch_bytes, cfg.ha_poll_wait_ms, self.channel,
+                                                     *pipelined)
+        except MQServerError as e:  # refused: read as the same refusal over TCP is
+            reply = parse_transfer_answer(e.code, e.remark, None, None)
         self._answered_over = "ray"
         return reply
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 
 from namesrv.broker.client.consumer_manager import ConsumerManager, SubscriptionData
-from namesrv.broker.processor.types import BrokerError
 from namesrv.filter import is_tag_type
 from namesrv.protocol import fastjson
 from namesrv.protocol.codes import ResponseCode
+from namesrv.remoting.command import MQServerError
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def note_unservable(consumers: ConsumerManager, group: str, subs: list[Subscript
 def pull_subscription(topic: str, subscription: str | None, expression_type: str | None,
                       stored: SubscriptionData | None, enabled: bool) -> SubscriptionData | None:
     """The subscription a pull filters by: the one in its header, else the one its group registered
-    by heartbeat (None: every message). Raises BrokerError for one this broker cannot serve."""
+    by heartbeat (None: every message). Raises MQServerError for one this broker cannot serve."""
     from_header = subscription is not None
     if subscription is not None:
         if is_tag_type(expression_type) and subscription.strip() in ("", "*"):
@@ -87,10 +87,10 @@ def pull_subscription(topic: str, subscription: str | None, expression_type: str
     if sub is None or is_tag_type(sub.expression_type):
         return sub
     if not enabled:
-        raise BrokerError(ResponseCode.SYSTEM_ERROR, unsupported_remark(sub.expression_type))
+        raise MQServerError(ResponseCode.SYSTEM_ERROR, unsupported_remark(sub.expression_type))
     if sub.sql is None:
         if from_header:
-            raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                              f"parse the consumer's subscription failed: {sub.filter_error}")
-        raise BrokerError(ResponseCode.FILTER_DATA_NOT_EXIST, FILTER_DATA_NOT_EXIST_REMARK)
+            raise MQServerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                f"parse the consumer's subscription failed: {sub.filter_error}")
+        raise MQServerError(ResponseCode.FILTER_DATA_NOT_EXIST, FILTER_DATA_NOT_EXIST_REMARK)
     return sub

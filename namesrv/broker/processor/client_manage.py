@@ -13,12 +13,11 @@ import logging
 from namesrv.broker.client.consumer_manager import ClientChannel, SubscriptionData
 from namesrv.broker.client.subscription_filter import check_client_config, note_unservable
 from namesrv.broker.context import BrokerContext, json_body
-from namesrv.broker.processor.types import BrokerError
 from namesrv.protocol.broker_headers import UnregisterClientRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.running_info import running_info_problem
-from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Handler, RequestContext
 
 log = logging.getLogger(__name__)
@@ -38,7 +37,7 @@ class ClientManageProcessor:
         data = json_body(cmd.body, "heartbeat")
         client_id = str(data.get("clientID") or "")
         if not client_id:
-            raise BrokerError(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
+            raise MQServerError(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
         now = ctx.clock()
         running = _running_infos(data)  # checked before anything is recorded
         for producer in data.get("producerDataSet") or []:
@@ -102,7 +101,7 @@ def _running_infos(heartbeat: dict[str, object]) -> dict[str, bytes]:
         body = text.encode() if isinstance(text, str) else b""
         problem = running_info_problem(body) if body else "runningInfo is not a JSON text"
         if problem is not None:
-            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"heartbeat: runningInfo of {consumer.get('groupName')} "
-                                                         f"is not a ConsumerRunningInfo: {problem}")
+            raise MQServerError(ResponseCode.SYSTEM_ERROR, f"heartbeat: runningInfo of {consumer.get('groupName')} "
+                                                           f"is not a ConsumerRunningInfo: {problem}")
         out[str(consumer.get("groupName"))] = body
     return out

@@ -15,6 +15,22 @@ to that processor's `handlers`; `BrokerProcessor` picks it up. (The topic and co
 `AdminBrokerProcessor`, which persist and re-register, are registered on the pipeline by the
 broker controller.)
 
+A refused request is answered with a response code, the same way whether its handler refused at
+once or later (`broker_refusal`, one mapping applied on both paths):
+
+    MQServerError                          its own code and remark (the processors' refusals:
+                                           NO_PERMISSION, TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE, ...)
+    MessageIllegal                         MESSAGE_ILLEGAL with the reason: a message the store
+                                           cannot hold (RocketMQ's PutMessageStatus.MESSAGE_ILLEGAL
+                                           and PROPERTIES_SIZE_EXCEEDED)
+    a header or body failing validation    SYSTEM_ERROR "invalid request: ..." (RocketMQ answers the
+    (ValidationError, InvalidInput, ...)   RemotingCommandException of a header that does not decode
+                                           SYSTEM_ERROR with its description); `pipeline.refusal_of`
+    OSError                                SYSTEM_ERROR "store write failed: ..." (the disk refused:
+                                           nothing was acknowledged)
+    anything else                          a bug: raised on to the pipeline, which logs it and
+                                           answers SYSTEM_ERROR
+
 Pure: no Ray, no sockets. It answers the neutral `RemotingRequest`s of the broker's request
 pipeline (`namesrv.remoting.pipeline`), which TCP frames and Ray calls both become, so both pass
 the same checks; `namesrv.broker.processor.wire` writes its answers in RocketMQ's wire format. Handlers that
@@ -28,8 +44,6 @@ import collections
 import logging
 from collections.abc import Awaitable, Callable
 
-from pydantic import ValidationError
-
 from namesrv.broker.client.consumer_manager import ConsumerManager, SubscriptionData
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.client.pull_hold import PullHoldService
@@ -41,21 +55,30 @@ from namesrv.broker.processor.consumer_manage import ConsumerManageProcessor
 from namesrv.broker.processor.end_transaction import EndTransactionProcessor
 from namesrv.broker.processor.pull import PullMessageProcessor
 from namesrv.broker.processor.send import SendMessageProcessor
-from namesrv.broker.processor.types import BrokerError, BrokerIdentity, PullOutcome, SendOutcome
+from namesrv.broker.processor.types import BrokerIdentity, PullOutcome, SendOutcome
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule.delivery import parse_delay_levels
 from namesrv.broker.stats import BrokerStats
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import Clock
 from namesrv.protocol.codes import SEND_CODES, BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.properties import MessageIllegal
 from namesrv.protocol.message.types import MessageInner
-from namesrv.protocol.types import InvalidInput, describe_errors
-from namesrv.remoting.command import RemotingRequest, RemotingResponse
-from namesrv.remoting.pipeline import Answer, Handler, RequestContext
+from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse
+from namesrv.remoting.pipeline import Answer, Handler, RequestContext, refusal_of
 from namesrv.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
+
+def broker_refusal(e: Exception) -> MQServerError | None:
+    """The code and remark a broker answers a processor's exception with (see the module's
+    docstring); None for a bug."""
+    if isinstance(e, MessageIllegal):  # before InvalidInput, which it is
+        return MQServerError(ResponseCode.MESSAGE_ILLEGAL, str(e))
+    if isinstance(e, OSError):  # the disk refused: nothing was acknowledged
+        return MQServerError(ResponseCode.SYSTEM_ERROR, f"store write failed: {e}")
+    return refusal_of(e)
 
 
 class BrokerProcessor:
@@ -89,19 +112,15 @@ class BrokerProcessor:
 
     # ------------------------------------------------------------------ entry point
     def process(self, cmd: RemotingRequest, client: RequestContext) -> Answer:
-        """Answer one request of either transport (never raises): bad input becomes an error answer."""
+        """Answer one request of either transport: a refusal, at once or later, becomes its error
+        answer (`broker_refusal`); only a bug is raised, on to the pipeline."""
         handler = self.handlers.get(cmd.code)
         if handler is None:
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
         try:
             answer = handler(cmd, client)
-        except BrokerError as e:
-            self._count_refusal(cmd.code, e.code)
-            return cmd.response(e.code, e.remark)
-        except ValidationError as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"invalid request: {describe_errors(e)}")
-        except InvalidInput as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"invalid request: {e}")
+        except Exception as e:
+            return self._refused(cmd, e)
         if isinstance(answer, RemotingResponse):
             return answer
         return self._guard(cmd, answer)
@@ -109,14 +128,19 @@ class BrokerProcessor:
     async def _guard(self, cmd: RemotingRequest, pending: Awaitable[RemotingResponse]) -> RemotingResponse:
         try:
             return await pending
-        except BrokerError as e:
-            self._count_refusal(cmd.code, e.code)
-            return cmd.response(e.code, e.remark)
-        except (InvalidInput, ValueError) as e:
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        except OSError as e:  # the disk refused the write: nothing was acknowledged
+        except Exception as e:
+            return self._refused(cmd, e)
+
+    def _refused(self, cmd: RemotingRequest, e: Exception) -> RemotingResponse:
+        """The answer to a handler that raised `e`, at once or later alike (called in its `except`);
+        a bug is raised on to the pipeline."""
+        refused = broker_refusal(e)
+        if refused is None:
+            raise e
+        if isinstance(e, OSError):
             log.error("store write failed: %s", e)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"store write failed: {e}")
+        self._count_refusal(cmd.code, refused.code)
+        return cmd.response(refused.code, refused.remark)
 
     def _count_refusal(self, request_code: int, answer: int) -> None:
         kind = "pulls" if request_code == BrokerRequestCode.PULL_MESSAGE else "sends"
@@ -128,7 +152,7 @@ class BrokerProcessor:
 
     # ------------------------------------------------------------------ what the broker and its callers use
     async def send(self, messages: list[MessageInner], default_topic: str, default_queue_nums: int) -> SendOutcome:
-        """Store messages of one topic and queue (a batch shares both); raises BrokerError."""
+        """Store messages of one topic and queue (a batch shares both); raises MQServerError."""
         return await self.sender.send(messages, default_topic, default_queue_nums)
 
     def read(self, topic: str, queue_id: int, offset: int, max_nums: int, sub: SubscriptionData | None) -> PullOutcome:

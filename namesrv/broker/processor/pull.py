@@ -2,7 +2,7 @@
 held (PullRequestHoldService, see namesrv.broker.client.pull_hold) when there is nothing new yet.
 
 Pure: no Ray, no sockets. The reads are blocking (pread) and run off the event loop; a refused pull
-raises BrokerError, which `namesrv.broker.processor.dispatcher` answers. Adding a pull-side request code means
+raises MQServerError, which `namesrv.broker.processor.dispatcher` answers. Adding a pull-side request code means
 writing its handler here and adding one line to `handlers`.
 """
 
@@ -15,11 +15,11 @@ from namesrv.broker.client.consumer_manager import SubscriptionData
 from namesrv.broker.client.pull_hold import LONG_POLLING_CHECK_INTERVAL_S
 from namesrv.broker.client.subscription_filter import pull_subscription
 from namesrv.broker.context import BrokerContext
-from namesrv.broker.processor.types import BrokerError, PullOutcome
+from namesrv.broker.processor.types import PullOutcome
 from namesrv.protocol.broker_headers import PullMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import is_readable
-from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Handler, RequestContext
 
 FLAG_COMMIT_OFFSET = 1
@@ -66,17 +66,17 @@ class PullMessageProcessor:
         h = request_header(cmd, PullMessageRequestHeader)
         self.ctx.guard.check_pull()
         if not is_readable(ctx.config.broker_permission):
-            raise BrokerError(ResponseCode.NO_PERMISSION,
-                              f"the broker[{ctx.identity.broker_addr}] pulling message is forbidden")
+            raise MQServerError(ResponseCode.NO_PERMISSION,
+                                f"the broker[{ctx.identity.broker_addr}] pulling message is forbidden")
         tc = ctx.topics.topic_config_table.get(h.topic)
         if tc is None:
-            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+            raise MQServerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
         if not is_readable(tc.perm):
-            raise BrokerError(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+            raise MQServerError(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
         if not 0 <= h.queue_id < tc.read_queue_nums:
-            raise BrokerError(ResponseCode.SYSTEM_ERROR,
-                              f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
-                              f"[{tc.read_queue_nums}] consumer:[{client.remote}]")
+            raise MQServerError(ResponseCode.SYSTEM_ERROR,
+                                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                                f"[{tc.read_queue_nums}] consumer:[{client.remote}]")
         sub = pull_subscription(h.topic, h.subscription, h.expression_type, ctx.consumers.subscription(
             h.consumer_group, h.topic), ctx.config.enable_property_filter)
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:

@@ -2,7 +2,7 @@
 CONSUMER_SEND_MSG_BACK (a message a consumer failed on, into its retry or dead-letter topic).
 
 Pure: no Ray, no sockets. A send is answered once its records are stored (under SYNC_FLUSH, once
-flushed); a refused send raises BrokerError, which `namesrv.broker.processor.dispatcher` answers. Adding a
+flushed); a refused send raises MQServerError, which `namesrv.broker.processor.dispatcher` answers. Adding a
 send-side request code means writing its handler here and adding one line to `handlers`.
 """
 
@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable
 
 from namesrv.broker.context import BrokerContext
-from namesrv.broker.processor.types import BrokerError, SendOutcome
+from namesrv.broker.processor.types import SendOutcome
 from namesrv.broker.role import DEPOSED_REMARK, FLUSH_SLAVE_TIMEOUT_REMARK
 from namesrv.broker.schedule import delivery as schedule
 from namesrv.broker.schedule.delivery import TIMER_PROPERTIES
@@ -29,7 +29,7 @@ from namesrv.protocol.message.codec import decode_batch, offset_msg_id
 from namesrv.protocol.message.properties import MessageIllegal, string_to_properties
 from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
-from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Handler, RequestContext
 from namesrv.store.types import DISK_FULL_REMARK, DiskFullError
 
@@ -52,49 +52,50 @@ class SendMessageProcessor:
         RocketMQ 4.9's broker does (5.x says INVALID_PARAMETER, which 4.x clients do not retry)."""
         ctx = self.ctx
         if not is_writeable(ctx.config.broker_permission):
-            raise BrokerError(ResponseCode.NO_PERMISSION,
-                              f"the broker[{ctx.identity.broker_addr}] sending message is forbidden")
+            raise MQServerError(ResponseCode.NO_PERMISSION,
+                                f"the broker[{ctx.identity.broker_addr}] sending message is forbidden")
         if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise BrokerError(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+            raise MQServerError(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         tc = ctx.topics.topic_config_table.get(topic)
         if tc is None:
             default = ctx.topics.topic_config_table.get(default_topic)
             cap = min(default_queue_nums, default.write_queue_nums) if default else default_queue_nums
             if queue_id >= cap:
-                raise BrokerError(ResponseCode.SYSTEM_ERROR,
-                                  f"request queueId[{queue_id}] is illegal, topic[{topic}] would get {cap} queues")
+                raise MQServerError(ResponseCode.SYSTEM_ERROR,
+                                    f"request queueId[{queue_id}] is illegal, topic[{topic}] would get {cap} queues")
             tc = ctx.topics.create_topic_in_send_message_method(topic, default_topic, default_queue_nums)
             if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 tc = ctx.topics.create_topic_in_send_message_back_method(topic, 1)
             if tc is None:
-                raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+                raise MQServerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
             ctx.on_topic_created(topic)
         if not is_writeable(tc.perm):
-            raise BrokerError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+            raise MQServerError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if queue_id >= max(tc.write_queue_nums, tc.read_queue_nums):
-            raise BrokerError(ResponseCode.SYSTEM_ERROR,
-                              f"request queueId[{queue_id}] is illegal, {tc} Producer: {ctx.identity.broker_addr}")
+            raise MQServerError(ResponseCode.SYSTEM_ERROR,
+                                f"request queueId[{queue_id}] is illegal, {tc} Producer: {ctx.identity.broker_addr}")
         return tc
 
     def _check_body(self, body: bytes | None) -> bytes:
         if not body:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "message body is empty")
+            raise MQServerError(ResponseCode.MESSAGE_ILLEGAL, "message body is empty")
         if len(body) > self.ctx.config.max_message_size:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
-                              f"the message body size {len(body)} exceeds the limit {self.ctx.config.max_message_size}")
+            limit = self.ctx.config.max_message_size
+            raise MQServerError(ResponseCode.MESSAGE_ILLEGAL,
+                                f"the message body size {len(body)} exceeds the limit {limit}")
         return body
 
     def _parked(self, message: MessageInner) -> MessageInner:
         """What is stored for a message with a delay level or a timer (namesrv.broker.schedule.delivery)."""
         cfg = self.ctx.config
         if not cfg.timer_wheel_enable and any(p in message.properties for p in TIMER_PROPERTIES):
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, "timer messages are not enabled on this broker "
-                                                            "(timerWheelEnable is false)")
+            raise MQServerError(ResponseCode.MESSAGE_ILLEGAL, "timer messages are not enabled on this broker "
+                                                              "(timerWheelEnable is false)")
         try:
             return schedule.transform(message, len(self.ctx.delay_levels_ms), self.ctx.clock(),
                                       cfg.timer_precision_ms, cfg.timer_max_delay_sec)
         except schedule.ScheduleError as e:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+            raise MQServerError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
 
     def _check_stored(self, message: MessageInner) -> None:
         """A message the store would refuse (properties over 32,767 bytes, a topic over 127, ...)
@@ -102,7 +103,7 @@ class SendMessageProcessor:
         try:
             self.ctx.store.check(message)
         except MessageIllegal as e:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+            raise MQServerError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
 
     def _disk_full_remark(self) -> str:
         """RocketMQ's answer when the store is not writable, with its disk use (a ratio, as diskUtil)."""
@@ -111,24 +112,24 @@ class SendMessageProcessor:
 
     # ------------------------------------------------------------------ send (both paths)
     async def send(self, messages: list[MessageInner], default_topic: str, default_queue_nums: int) -> SendOutcome:
-        """Store messages of one topic and queue (a batch shares both); raises BrokerError."""
+        """Store messages of one topic and queue (a batch shares both); raises MQServerError."""
         ctx = self.ctx
         if ctx.closed:
-            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE,
-                              f"broker {ctx.identity.broker_addr} is shutting down")
+            raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                f"broker {ctx.identity.broker_addr} is shutting down")
         guard = ctx.guard
         guard.check_send()
         if ctx.store.refuse_writes() is not None:
-            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark())
+            raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark())
         for m in messages:  # every one, before anything changes (a topic created, a record written)
             self._check_body(m.body)
             m.properties.setdefault("CLUSTER", ctx.identity.cluster_name)
             self._check_stored(m)
             self._parked(m)  # a timer it cannot take is refused here, before anything changes
             if transaction.is_prepared(m) and (len(messages) > 1 or ctx.config.reject_transaction_message):
-                raise BrokerError(ResponseCode.NO_PERMISSION if len(messages) == 1 else ResponseCode.MESSAGE_ILLEGAL,
-                                  "batch message does not support transaction" if len(messages) > 1 else
-                                  f"the broker[{ctx.identity.broker_addr}] sending transaction message is forbidden")
+                raise MQServerError(ResponseCode.NO_PERMISSION if len(messages) == 1 else ResponseCode.MESSAGE_ILLEGAL,
+                                    "batch message does not support transaction" if len(messages) > 1 else
+                                    f"the broker[{ctx.identity.broker_addr}] sending transaction message is forbidden")
         first = messages[0]
         tc = self._topic_for_send(first.topic, default_topic, default_queue_nums, max(first.queue_id, 0))
         if first.queue_id < 0:  # "any queue": the broker picks one, as RocketMQ does
@@ -140,7 +141,7 @@ class SendMessageProcessor:
         try:
             results = list(await asyncio.gather(*(ctx.store.put(m) for m in stored)))
         except DiskFullError:  # marked full while the send waited for the writer: nothing of it stored
-            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark()) from None
+            raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark()) from None
         finally:
             ctx.sends_waiting -= len(messages)
         if any(s.topic != m.topic for s, m in zip(stored, messages, strict=True)):  # parked or half: not yet
@@ -150,7 +151,7 @@ class SendMessageProcessor:
         code = await guard.replicated(max(r.commit_log_offset + r.store_size for r in results))
         if code == ResponseCode.SERVICE_NOT_AVAILABLE:
             ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
-            raise BrokerError(code, DEPOSED_REMARK)
+            raise MQServerError(code, DEPOSED_REMARK)
         ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
         ctx.stats_items.inc_topic_put_nums(first.topic, len(messages))
         return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results],

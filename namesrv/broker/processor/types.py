@@ -1,5 +1,6 @@
 """What the broker processor takes and gives besides RemotingCommands: who sent a request, which
-broker answers, the outcome of a send or a pull, and the error that refuses a request."""
+broker answers, the outcome of a send or a pull. A processor refuses a request by raising
+`namesrv.remoting.command.MQServerError` (code and remark), which the dispatcher answers."""
 
 from __future__ import annotations
 
@@ -7,15 +8,6 @@ from dataclasses import dataclass
 
 from namesrv.protocol.message.types import StoredMessage
 from namesrv.store.types import AppendResult
-
-
-class BrokerError(Exception):
-    """A request refused with a RocketMQ response code and remark."""
-
-    def __init__(self, code: int, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
 
 
 @dataclass(slots=True)

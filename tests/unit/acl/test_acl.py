@@ -20,11 +20,14 @@ from namesrv.acl.plain_acl import (
     PlainAccessValidator,
     SessionCredentials,
     address_matches,
+    long_poll_content,
     sign,
     signed,
 )
-from namesrv.protocol.codes import BrokerRequestCode, RequestCode
-from namesrv.remoting.command import RemotingRequest, request_ext_strings
+from namesrv.acl.rpc_hook import AclHook, check_namesrv
+from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.remoting.command import MQServerError, RemotingRequest, request_ext_strings
+from namesrv.routeinfo.long_poll import check_topic_versions
 
 ACL_YAML = """
 globalWhiteRemoteAddresses:
@@ -235,3 +238,23 @@ def test_a_logged_config_or_account_never_shows_a_secret() -> None:
     account = Account.model_validate({"accessKey": "app", "secretKey": "zzz-secret-2"})
     for shown in (repr(config), str(config), repr(account), f"{config.credentials}"):
         assert "zzz-secret" not in shown and ("broker" in shown or "app" in shown)
+
+
+def test_a_refused_long_poll_raises_the_servers_refusal_with_no_permission(tmp_path: Path) -> None:
+    """The route long-poll (a Ray call with no response of its own) refuses as the route query
+    would be answered: MQServerError with NO_PERMISSION and the ACL's reason; malformed held
+    versions are SYSTEM_ERROR, before the ACL is asked."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YAML)
+    hook = AclHook(AclManager(acl), check_namesrv)
+    held = {"topicB": -1}
+    hook.check_long_poll(held, signed(long_poll_content(held), None, USER))
+    with pytest.raises(MQServerError, match="accessKey") as refused:
+        hook.check_long_poll(held, {})
+    assert refused.value.code == ResponseCode.NO_PERMISSION
+    assert hook.rejections["missing_access_key"] == 1
+    for bad in ({"topicB": "1"}, ["topicB"], {7: 1}):
+        with pytest.raises(MQServerError, match="topic_versions") as malformed:
+            check_topic_versions(bad)
+        assert malformed.value.code == ResponseCode.SYSTEM_ERROR
+    check_topic_versions(held)

@@ -7,6 +7,7 @@ import asyncio
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,13 +20,14 @@ from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE, SCHEDULE_TOPIC
 from namesrv.protocol.message.codec import BatchEntry, decode_offset_msg_id, encode_batch, offset_msg_id
-from namesrv.protocol.message.properties import properties_to_string
+from namesrv.protocol.message.properties import MessageIllegal, properties_to_string
 from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
-from namesrv.remoting.command import RemotingResponse, to_request
+from namesrv.protocol.types import InvalidInput
+from namesrv.remoting.command import MQServerError, RemotingResponse, to_request
 from namesrv.remoting.pipeline import RequestContext
 from namesrv.remoting.wire_command import RemotingCommand
-from tests.support.broker import ADDR, CLIENT, WIRE, Broker, decode_messages, heartbeat
+from tests.support.broker import ADDR, CLIENT, WIRE, Broker, _await, decode_messages, heartbeat
 
 LEVELS = parse_delay_levels()
 
@@ -315,3 +317,49 @@ def test_only_a_message_of_a_topic_the_group_reads_is_sent_back(broker: Broker) 
     refused = broker.call(Code.CONSUMER_SEND_MSG_BACK, back)
     assert refused.code == ResponseCode.NO_PERMISSION and "subscribes" in (refused.remark or "")
     assert broker.state() == before
+
+
+@pytest.mark.parametrize(("raised", "code", "remark"), [
+    (MQServerError(ResponseCode.NO_PERMISSION, "not yours"), ResponseCode.NO_PERMISSION, "not yours"),
+    (MessageIllegal("properties too long"), ResponseCode.MESSAGE_ILLEGAL, "properties too long"),
+    (InvalidInput("queueId is bad"), ResponseCode.SYSTEM_ERROR, "invalid request: queueId is bad"),
+    (OSError(28, "No space left on device"), ResponseCode.SYSTEM_ERROR, "store write failed: [Errno 28] No space left"),
+])
+def test_one_mapping_of_exceptions_to_codes_whether_refused_at_once_or_later(
+        broker: Broker, raised: Exception, code: int, remark: str) -> None:
+    """A handler's exception is answered the same whether it raised at once or once awaited."""
+
+    def at_once(cmd: Any, client: Any) -> RemotingResponse:
+        raise raised
+
+    async def later_(cmd: Any, client: Any) -> RemotingResponse:
+        await asyncio.sleep(0)
+        raise raised
+
+    def later(cmd: Any, client: Any) -> Any:
+        return later_(cmd, client)
+
+    answers = []
+    for handler in (at_once, later):
+        broker.processor.handlers[Code.SEND_MESSAGE] = handler
+        answer = broker.call(Code.SEND_MESSAGE, {"topic": "T"}, b"x")
+        answers.append((answer.code, answer.remark))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == code and (answers[0][1] or "").startswith(remark), answers
+    assert broker.processor.stats[("sends", ResponseCode(code).name)] == 2
+
+
+def test_a_bug_in_a_handler_is_raised_to_the_pipeline_on_either_path(broker: Broker) -> None:
+    async def later(cmd: Any, client: Any) -> RemotingResponse:
+        raise ValueError("a bug")
+
+    def at_once(cmd: Any, client: Any) -> RemotingResponse:
+        raise ValueError("a bug")
+
+    request = to_request(RemotingCommand(Code.SEND_MESSAGE, 1, 0, 1, 63, None, {"topic": "T"}, b"x"))
+    broker.processor.handlers[Code.SEND_MESSAGE] = at_once
+    with pytest.raises(ValueError, match="a bug"):
+        broker.processor.process(request, CLIENT)
+    broker.processor.handlers[Code.SEND_MESSAGE] = later
+    with pytest.raises(ValueError, match="a bug"):
+        asyncio.run(_await(broker.processor.process(request, CLIENT)))

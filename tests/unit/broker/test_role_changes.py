@@ -11,10 +11,10 @@ import pytest
 
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.metadata import BrokerMetadata, BrokerMetadataError, load_metadata, save_metadata
-from namesrv.broker.processor.types import BrokerError
 from namesrv.broker.role import RoleGuard
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import ResponseCode
+from namesrv.remoting.command import MQServerError
 from namesrv.store.types import BrokerRole
 
 
@@ -29,7 +29,7 @@ def test_role_changes_are_logged_with_their_epoch_and_time() -> None:
     clock = ManualClock()
     g = guard(clock)
     start = clock()
-    with pytest.raises(BrokerError) as refused:
+    with pytest.raises(MQServerError) as refused:
         g.check_send()
     assert refused.value.code == ResponseCode.SERVICE_NOT_AVAILABLE
     clock.advance(100)

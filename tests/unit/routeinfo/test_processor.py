@@ -306,7 +306,7 @@ def test_get_route_info_by_topic(populated: DefaultRequestProcessor) -> None:
         (BROKER_A, 8, 8, RW)
     ]
     assert [b.broker_addrs for b in route.broker_datas] == [{0: MASTER_A, 1: SLAVE_A}]
-    assert route.filter_server_table == {MASTER_A: ["10.0.0.9:1"]}
+    assert route.filter_server_table == {MASTER_A: ("10.0.0.9:1",)}
     assert route.order_topic_conf is None
     assert response.ext_fields == {"routeVersion": populated.rim.route_version("TopicA")}
 

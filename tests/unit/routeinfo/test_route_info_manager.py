@@ -183,7 +183,7 @@ def test_empty_filter_list_removes_filter_servers_and_none_keeps_them(rim: Route
     register(rim, "TopicA", filters=None)
     assert rim.filter_server_table == {MASTER_A: ["10.0.0.9:1"]}
     route = rim.pickup_topic_route_data("TopicA")
-    assert route is not None and route.filter_server_table == {MASTER_A: ["10.0.0.9:1"]}
+    assert route is not None and route.filter_server_table == {MASTER_A: ("10.0.0.9:1",)}
 
     register(rim, "TopicA", filters=[])
     assert rim.filter_server_table == {}
@@ -756,12 +756,52 @@ def test_pickup_returns_copies_that_cannot_change_the_tables(rim: RouteInfoManag
     assert route is not None
     with pytest.raises(dataclasses.FrozenInstanceError):
         route.queue_datas[0].perm = 0  # type: ignore[misc]
-    route.broker_datas[0].broker_addrs[7] = "evil:1"
+    with pytest.raises(TypeError):
+        route.broker_datas[0].broker_addrs[7] = "evil:1"
     info = rim.get_all_cluster_info()
     info.broker_addr_table[BROKER_A].broker_addrs.clear()
     info.cluster_addr_table[CLUSTER].add("ghost")
 
     assert rim.dump_tables() == before
+
+
+def test_a_route_handed_out_cannot_be_changed_so_the_next_caller_gets_the_same(rim: RouteInfoManager) -> None:
+    """One route object per version is shared by every in-process caller (RocketMQ hands out
+    copies): whatever one caller tries on it raises, and the next caller gets the route unchanged."""
+    register(rim, "TopicA", filters=["10.0.0.9:1"])
+    register_slave_a(rim, "TopicA")
+    first = rim.pickup_topic_route_data("TopicA")
+    assert first is not None
+    wire = first.to_wire()
+    bd = first.broker_datas[0]
+    attempts = [
+        lambda: bd.broker_addrs.clear(),
+        lambda: bd.broker_addrs.pop(0),
+        lambda: bd.broker_addrs.update({9: "evil:1"}),
+        lambda: bd.broker_addrs.__setitem__(0, "evil:1"),
+        lambda: bd.broker_addrs.__delitem__(0),
+        lambda: bd.broker_addrs.setdefault(9, "evil:1"),
+        lambda: bd.broker_addrs.popitem(),
+        lambda: setattr(bd, "broker_addrs", {}),
+        lambda: setattr(bd, "cluster", "Evil"),
+        lambda: first.queue_datas.append(first.queue_datas[0]),  # type: ignore[attr-defined]
+        lambda: first.broker_datas.clear(),  # type: ignore[attr-defined]
+        lambda: setattr(first, "queue_datas", []),
+        lambda: setattr(first, "order_topic_conf", "broker-a:8"),
+        lambda: setattr(first.queue_datas[0], "write_queue_nums", 0),
+        lambda: first.filter_server_table.clear(),  # type: ignore[attr-defined]
+        lambda: first.filter_server_table[MASTER_A].append("evil:1"),  # type: ignore[attr-defined]
+    ]
+    for attempt in attempts:
+        with pytest.raises((TypeError, AttributeError, dataclasses.FrozenInstanceError)):
+            attempt()
+    again = rim.pickup_topic_route_data("TopicA")
+    assert again is first and again.to_wire() == wire
+    assert again.broker_datas[0].broker_addrs == {0: MASTER_A, 1: SLAVE_A}
+    assert again.filter_server_table == {MASTER_A: ("10.0.0.9:1",)}
+    copied = dict(again.broker_datas[0].broker_addrs)  # a caller that wants to change it copies it
+    copied.clear()
+    assert rim.pickup_topic_route_data("TopicA").broker_datas[0].broker_addrs == {0: MASTER_A, 1: SLAVE_A}  # type: ignore[union-attr]
 
 
 def test_routes_share_one_copy_per_group_version_and_a_change_makes_a_new_one(rim: RouteInfoManager) -> None:

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from namesrv.broker.processor.types import BrokerError
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.message.properties import PROPERTIES_MAX_BYTES, MessageIllegal, properties_to_string
 from namesrv.protocol.message.types import MessageInner
+from namesrv.remoting.command import MQServerError
 from namesrv.store.message_store import MessageStore
 from tests.support.broker import Broker, decode_messages
 
@@ -99,7 +99,7 @@ def test_the_ray_path_refuses_what_the_wire_cannot_express(tmp_path: Path) -> No
     before = state(broker)
     for bad in (MessageInner("T", 0, b"x", {"a\x02b": "v"}), MessageInner("T", 0, b"x", {"k": "v\x02w"}),
                 MessageInner("T", 0, b"x", flag=1 << 31), MessageInner("T", 0, b"x", born_host="\udc80")):
-        with pytest.raises(BrokerError) as refused:
+        with pytest.raises(MQServerError) as refused:
             asyncio.run(broker.processor.send([bad], "TBW102", 4))
         assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
     assert state(broker) == before

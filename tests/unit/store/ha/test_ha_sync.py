@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor.types import BrokerError
 from namesrv.broker.role import RoleGuard
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.codec import encode_command
-from namesrv.remoting.command import RemotingResponse, to_request
+from namesrv.remoting.command import MQServerError, RemotingResponse, to_request
 from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.wire_command import RemotingCommand
 from namesrv.store.ha.sync_state import SyncStateSet
@@ -100,7 +99,7 @@ def test_async_master_does_not_wait_and_min_in_sync_replicas_refuses() -> None:
     guard.on_slave_request(1, 0, 0)
     assert run(lambda: guard.replicated(10**9)) == ResponseCode.SUCCESS
     strict = RoleGuard(BrokerConfig(broker_role=BrokerRole.SYNC_MASTER, min_in_sync_replicas=2), 0, clock)
-    with pytest.raises(BrokerError) as e:
+    with pytest.raises(MQServerError) as e:
         strict.check_send()
     assert e.value.code == ResponseCode.SYSTEM_ERROR and "in-sync replicas not enough" in e.value.remark
     strict.on_slave_request(1, 0, 0)
@@ -109,10 +108,10 @@ def test_async_master_does_not_wait_and_min_in_sync_replicas_refuses() -> None:
 
 def test_slave_refuses_sends_and_pulls_without_slave_read() -> None:
     guard = RoleGuard(BrokerConfig(broker_role=BrokerRole.SLAVE), 1, ManualClock())
-    with pytest.raises(BrokerError) as e:
+    with pytest.raises(MQServerError) as e:
         guard.check_send()
     assert e.value.code == ResponseCode.SERVICE_NOT_AVAILABLE
-    with pytest.raises(BrokerError) as e:
+    with pytest.raises(MQServerError) as e:
         guard.check_pull()
     assert e.value.code == ResponseCode.SYSTEM_BUSY
 
