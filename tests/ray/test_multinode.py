@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,9 +35,9 @@ from namesrv.common.waiting import wait_until
 from tests.support.multinode import (
     NAMESRV_OVERRIDES,
     TOPIC,
+    WORKERS,
     alive_node_ids,
     deployed,
-    multinode_cluster,
     node_of,
     spread_spec,
     with_topic_everywhere,
@@ -63,15 +62,8 @@ log = logging.getLogger(__name__)
 
 pytestmark = pytest.mark.slow
 
-WORKERS = 3
 NODE_DEATH_BOUND_S = 30.0
 FAILOVER_TOPIC = "TopicMultiNodeFailover"
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with multinode_cluster(WORKERS, "multinode") as c:
-        yield c
 
 
 

@@ -29,7 +29,7 @@ from clients.chaos.schema import BROKER_FAULTS, FAULT_KINDS, SET_FAULTS, TIMELIN
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 SEED = 3
-"""Covers every fault kind and revival in 12 s (see tests/ray/test_chaos.py)."""
+"""Covers every fault kind and revival in 12 s (see tests/ray/chaos/test_chaos.py)."""
 
 
 def test_chaos_then_spark_sees_every_fault(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

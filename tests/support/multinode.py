@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
+import pytest
 import ray
 from ray.cluster_utils import Cluster
 
@@ -25,6 +26,7 @@ from tests.support.ray_cluster import (
 )
 
 # `fast` heartbeats (0.5 s), but a 120 s expiry: only the channel watch can remove a broker in time.
+WORKERS = 3
 NAMESRV_OVERRIDES = {"broker_channel_expired_time_ms": 120_000}
 TOPIC = "TopicMultiNode"
 
@@ -99,3 +101,9 @@ def with_topic_everywhere(dep: Deployment) -> None:
     every = {s.broker_name for s in dep.broker_specs.values()}
     wait_for_route_everywhere(dep, TOPIC, lambda r: broker_names(r) == every, timeout=20, what="with every broker")
 
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    """A module's multi-node cluster: a CPU-less head and WORKERS one-CPU nodes."""
+    with multinode_cluster(WORKERS, "multinode") as c:
+        yield c

@@ -1,5 +1,5 @@
 """The `namesrv` command's argument checks, in-process: every bad argument is refused before
-anything connects, in one line on stderr with exit 2. (The walks with Ray are in tests/ray/test_cli.py.)"""
+anything connects, in one line on stderr with exit 2. (The walks with Ray are in tests/ray/clients/test_cli.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every request code the processor serves, as a RocketMQ client or broker sends it over TCP:
 extFields as strings, JSON (or compressed) bodies, answers encoded as RocketMQ's NameServer encodes
-them. Pure core: the processor and the wire adapter, no sockets (tests/ray/test_remoting.py adds TCP)."""
+them. Pure core: the processor and the wire adapter, no sockets (tests/ray/namesrv/test_remoting.py adds TCP)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Restarting a broker where its data is, from a driver that did not deploy it (`connect()`, the
-`namesrv restart-broker` verb), on several Ray nodes (test_multinode's `cluster`: a head without
+`namesrv restart-broker` verb), on several Ray nodes (tests.support.multinode's `cluster`: a head without
 CPUs plus three one-CPU raylets on this machine).
 
 The deployment's registry (actors.deployment.registry) records each broker's node, data dir, profile and port,
@@ -19,14 +19,18 @@ from ray.cluster_utils import Cluster
 from actors.deployment.launcher import BrokerRestartError, connect
 from clients.cli.main import main as namesrv_cli
 from namesrv.common.waiting import wait_until
-from tests.ray import test_multinode
-from tests.ray.test_multinode import alive_node_ids, node_of
-from tests.support.multinode import TOPIC, deployed, spread_spec, with_topic_everywhere
+from tests.support.multinode import (
+    TOPIC,
+    alive_node_ids,
+    deployed,
+    node_of,
+    spread_spec,
+    with_topic_everywhere,
+)
 from tests.support.ray_cluster import broker_info, broker_names, wait_for_route_everywhere
 
 pytestmark = pytest.mark.slow
 
-cluster = test_multinode.cluster
 """The same module-scoped multi-node cluster fixture, a separate instance for this module."""
 
 A = "broker-a-0"
