@@ -24,7 +24,12 @@ from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
 from namesrv.remoting.wire_command import LanguageCode
-from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
+from tests.support.ray_cluster import (
+    DeploymentFactory,
+    broker_names,
+    wait_for_route_everywhere,
+    wait_registered_everywhere,
+)
 
 CPP = int(LanguageCode.CPP)
 
@@ -59,7 +64,11 @@ def tcp_cluster(deployments: DeploymentFactory) -> Iterator[Deployment]:
 
 
 def create_topic(dep: Deployment, topic: str, queues: int = 4) -> None:
+    """Create `topic` on every broker and wait until every NameServer routes it to all of them: the
+    real client asks either NameServer, and each learns the topic at its broker's next registration."""
     AdminClient(dep).create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+    every = {spec.broker_name for spec in dep.broker_specs.values()}
+    wait_for_route_everywhere(dep, topic, lambda r: broker_names(r) == every, 30, f"{topic} on every broker")
 
 
 def wire_log(dep: Deployment) -> list[Any]:

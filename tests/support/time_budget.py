@@ -59,7 +59,7 @@ class TimeBudget:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         tr = terminalreporter
         tr.section("time per test file (budget: tests/time_budgets.toml)")
-        for f, s in sorted(self.spent.items(), key=lambda kv: -kv[1])[:25]:
+        for f, s in sorted(self.spent.items(), key=lambda kv: -kv[1])[:40]:
             tr.write_line(f"{s:8.1f} s / {self.budgets.of(f):6.0f} s  {f}")
         tr.write_line(f"{sum(self.spent.values()):8.1f} s in {len(self.spent)} files")
         for f, s, budget in self.over:
