@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support.multinode import WORKERS, multinode_cluster
 from tests.support.ray_cluster import IsolatedHost, isolation_unavailable
 
 
@@ -22,3 +24,11 @@ def isolated_host(tmp_path: Path) -> Iterator[IsolatedHost]:
         yield host
     finally:
         host.close()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A module's multi-node Ray cluster (tests.support.multinode): a CPU-less head and WORKERS
+    one-CPU nodes, shut down after the module."""
+    with multinode_cluster(WORKERS, "multinode") as c:
+        yield c

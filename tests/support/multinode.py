@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-import pytest
 import ray
 from ray.cluster_utils import Cluster
 
@@ -100,10 +99,3 @@ def with_topic_everywhere(dep: Deployment) -> None:
     wait_registered_everywhere(dep, timeout=20)
     every = {s.broker_name for s in dep.broker_specs.values()}
     wait_for_route_everywhere(dep, TOPIC, lambda r: broker_names(r) == every, timeout=20, what="with every broker")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    """A module's multi-node cluster: a CPU-less head and WORKERS one-CPU nodes."""
-    with multinode_cluster(WORKERS, "multinode") as c:
-        yield c

@@ -1,5 +1,5 @@
 """Restarting a broker where its data is, from a driver that did not deploy it (`connect()`, the
-`namesrv restart-broker` verb), on several Ray nodes (tests.support.multinode's `cluster`: a head without
+`namesrv restart-broker` verb), on several Ray nodes (the `cluster` fixture of tests/ray/conftest.py: a head without
 CPUs plus three one-CPU raylets on this machine).
 
 The deployment's registry (actors.deployment.registry) records each broker's node, data dir, profile and port,
@@ -30,8 +30,6 @@ from tests.support.multinode import (
 from tests.support.ray_cluster import broker_info, broker_names, wait_for_route_everywhere
 
 pytestmark = pytest.mark.slow
-
-"""The same module-scoped multi-node cluster fixture, a separate instance for this module."""
 
 A = "broker-a-0"
 
