@@ -56,13 +56,3 @@ def new_topic_arg(value: str) -> str:
     if topic in SYSTEM_TOPICS:
         raise argparse.ArgumentTypeError(f"{topic!r} is a system topic (the brokers refuse to change it)")
     return topic
-
-
-def positive_int_arg(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number")
-    return n

@@ -16,10 +16,9 @@ from typing import Any
 
 from clients.admin.client import DefaultMQAdminExt
 from clients.admin.messages import FOREVER
-from clients.cli.mqadmin.args import positive_int_arg
 from clients.cli.mqadmin.common import admin_of, emit_json
 from clients.cli.mqadmin.verb import option, sub_command
-from clients.cli.support import CLIError, topic_arg
+from clients.cli.support import CLIError, int_in, topic_arg
 from namesrv.protocol.message.codec import decode_offset_msg_id
 from namesrv.protocol.message.decoder import MessageExt
 from namesrv.protocol.types import InvalidInput
@@ -96,7 +95,7 @@ def cmd_query_msg_by_id(args: argparse.Namespace) -> int:
              option("-k", "--msgKey", dest="key", required=True, help="the message key (one of its KEYS)"),
              option("-b", "--beginTimestamp", dest="begin", type=int, default=0, help="ms, default 0"),
              option("-e", "--endTimestamp", dest="end", type=int, default=FOREVER, help="ms, default Long.MAX_VALUE"),
-             option("-m", "--maxNum", dest="max_num", type=positive_int_arg, default=64,
+             option("-m", "--maxNum", dest="max_num", type=int_in(1), default=64,
                     help="messages per broker at most (default 64)"))
 def cmd_query_msg_by_key(args: argparse.Namespace) -> int:
     if args.begin > args.end:
