@@ -15,7 +15,7 @@ three) ways, timed per stage, then every analysis runs on each resulting DataFra
 Each load stage ends with the DataFrame cached and counted, so the analyses compare like for like.
 
     python benchmarks/bench_analysis.py --rows 1000000
-    python benchmarks/bench_analysis.py --quick   # 20,000 rows, bridge only, no warm-up, no pipeline run
+    python benchmarks/bench_analysis.py --quick   # 20,000 rows, bridge only, one analysis, no pipeline run
 """
 
 from __future__ import annotations
@@ -92,7 +92,12 @@ def versions() -> str:
     )
 
 
-def run_analyses(spark: Any, df: Any, faults: Any, path: str, watch: Stopwatch) -> dict[str, int]:
+ANALYSES = ("divergence_instants", "divergence_windows", "liveness_intervals", "detection_delays",
+            "stale_route_exposure", "topic_placement_skew")
+
+
+def run_analyses(spark: Any, df: Any, faults: Any, path: str, watch: Stopwatch,
+                 only: tuple[str, ...] = ANALYSES) -> dict[str, int]:
     analyses: dict[str, Callable[[], Any]] = {
         "divergence_instants": lambda: jobs.divergence_instants(spark, df),
         "divergence_windows": lambda: jobs.divergence_windows(spark, df),
@@ -103,6 +108,8 @@ def run_analyses(spark: Any, df: Any, faults: Any, path: str, watch: Stopwatch) 
     }
     counts: dict[str, int] = {}
     for name, make in analyses.items():
+        if name not in only:
+            continue
         with watch.stage(path, name):
             result = make().cache()  # computed once, counted; the rows are what the report would write
             counts[name] = result.count()
@@ -174,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         help="comma list of bridge, bridge-ipc, parquet, driver",
     )
     p.add_argument("--no-analyses", action="store_true", help="only time the loading stages")
+    p.add_argument("--analyses", default=",".join(ANALYSES),
+                   help=f"comma list of the analyses to time (default all: {', '.join(ANALYSES)})")
     p.add_argument("--repeat", type=int, default=2, help="load rounds; the best of each stage is kept")
     p.add_argument("--executor-memory", default="2G")
     p.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray started here")
@@ -182,12 +191,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="then time the whole pipeline: a chaos run of this many seconds with snapshots, "
                         "then `namesrv analyze` of its directory (0: skip)")
     p.add_argument("--quick", action="store_true",
-                   help="20,000 rows, the bridge path only, one load round, no warm-up of the analyses "
-                        "(the first one pays the JIT), no pipeline run: a smoke run, about a minute")
+                   help="20,000 rows, the bridge path only, one load round, one analysis "
+                        "(liveness_intervals, no warm-up: it pays the JIT), no pipeline run: a smoke run "
+                        "(tests/spark runs every analysis)")
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.paths, args.repeat, args.pipeline_duration = 20_000, "bridge", 1, 0.0
+        args.analyses = "liveness_intervals"
     paths = [x.strip() for x in args.paths.split(",") if x.strip()]
+    only = tuple(x.strip() for x in args.analyses.split(",") if x.strip())
+    if set(only) - set(ANALYSES):
+        p.error(f"unknown analyses {sorted(set(only) - set(ANALYSES))}")
     unknown = set(paths) - {"bridge", "bridge-ipc", "parquet", "driver"}
     if unknown:
         p.error(f"unknown paths {sorted(unknown)}")
@@ -256,10 +270,10 @@ def main(argv: list[str] | None = None) -> int:
                 sample = next(iter(frames.values())).limit(5_000).cache()
                 sample.count()
                 print("  warm-up (not counted):")
-                run_analyses(spark, sample, faults_df, "warm-up", warm)
+                run_analyses(spark, sample, faults_df, "warm-up", warm, only)
                 sample.unpersist()
             for path, df in frames.items():
-                counts[path] = run_analyses(spark, df, faults_df, path, watch)
+                counts[path] = run_analyses(spark, df, faults_df, path, watch, only)
             if len({tuple(sorted(c.items())) for c in counts.values()}) > 1:
                 print("WARNING: result row counts differ between paths:", counts)
         for df in frames.values():

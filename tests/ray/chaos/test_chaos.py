@@ -433,7 +433,7 @@ def test_chaos_faults_an_existing_deployment_and_leaves_it_running(private_ray: 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_chaos_soak(private_ray: str, tmp_path: Path) -> None:
-    cfg = ChaosConfig(duration_s=75, fault_interval_s=3, seed=21, rate=50, namespace=unique_namespace("soak"))
+    cfg = ChaosConfig(duration_s=40, fault_interval_s=2, seed=21, rate=50, namespace=unique_namespace("soak"))
     report = run_chaos(cfg, str(tmp_path / "out"))
     _assert_report(report, cfg)
     assert sum(1 for r in report.timeline if r.kind in FAULT_KINDS) >= 15
