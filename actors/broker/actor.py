@@ -283,7 +283,7 @@ class BrokerActor:
                          for m in msgs],
             "next_begin_offset": int(f.get("nextBeginOffset", offset)),
             "min_offset": int(f.get("minOffset", 0)),
-            "max_offset": int(f.get("maxOffset", self.controller.store.max_offset(topic, queue_id))),
+            "max_offset": int(f.get("maxOffset", self.controller.processor.context.fence.max_offset(topic, queue_id))),
         }
 
     # ------------------------------------------------------------------ replication (actors.broker.ha.service)
@@ -355,7 +355,8 @@ class BrokerActor:
                  "body": h.body, "properties": dict(h.properties)} for h in due]
 
     async def get_max_offset(self, topic: str, queue_id: int) -> int:
-        return self.controller.store.max_offset(topic, queue_id)
+        """GET_MAX_OFFSET's answer: what a reader may see (namesrv.broker.read_fence)."""
+        return self.controller.processor.context.fence.max_offset(topic, queue_id)
 
     # ------------------------------------------------------------------ lifecycle
     async def wait_closed(self, token: str | None = None) -> str:

@@ -167,7 +167,8 @@ class BrokerController:
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify
         self.ha_master.delay_offsets = self.schedule.encode
-        self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
+        self.queries = AdminQueries(identity, config, self.topics, self.store, self.processor.context.fence,
+                                    self.offsets,
                                     lambda: self.processor.consumers, str(store_dir),
                                     lambda request, ctx, topic: self.processor.may_read(request, ctx, topic),
                                     lambda token, request, timeout_s: self.to_clients.call_client(token, request,
@@ -357,8 +358,9 @@ class BrokerController:
 
     async def _deliver_due(self, message: MessageInner) -> None:
         """A delayed or timed message whose time came, into its real queue (its held pulls woken)."""
-        await self.store.put(message)
-        self.processor.hold.notify(message.topic, message.queue_id)
+        stored = await self.store.put(message)
+        self.processor.context.fence.written(stored.commit_log_offset + stored.store_size, message.topic,
+                                             message.queue_id)
 
     def _count_acl_refusal(self, reason: str) -> None:
         self.metrics.inc("acl_rejections", reason=reason)

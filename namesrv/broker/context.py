@@ -17,6 +17,7 @@ from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.processor.types import BrokerIdentity
+from namesrv.broker.read_fence import ReadFence
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule.delivery import MESSAGE_DELAY_LEVEL, parse_delay_levels
 from namesrv.broker.stats import BrokerStats
@@ -85,12 +86,15 @@ class BrokerContext:
     """Set when the broker shuts down: sends are refused, held pulls answered."""
 
     transactions: TransactionService = field(init=False)
+    fence: ReadFence = field(init=False)
+    """What readers may see (namesrv.broker.read_fence): the queues up to the confirm offset."""
 
     def __post_init__(self) -> None:
         self.consumers = ConsumerManager(self.clock)
         cfg = self.config
         if self.role is None:
             self.role = RoleGuard(cfg, self.identity.broker_id, self.clock)
+        self.fence = ReadFence(self.store, self.role, self.hold)
         self.transactions = TransactionService(self.store, self.clock, cfg.transaction_timeout_ms,
                                                cfg.transaction_check_max, cfg.transaction_check_interval_ms)
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],

@@ -56,6 +56,11 @@ class RoleGuard:
         self.controlled = False
         """Controller mode: `shrink` leaves the set alone (the controller must agree first)."""
         self.master_epoch = 0
+        self._confirmed = 0
+        """The confirm offset last computed in this term (it never moves back within one)."""
+        self.on_confirm: Callable[[], None] = lambda: None
+        """Called when the confirm offset may have moved (a slave's acknowledgement, the set
+        shrinking, a role change): the read fence releases what became readable."""
         self.clock = clock
         self.role_log: list[dict[str, object]] = [{"atMs": clock(), "role": str(config.broker_role), "epoch": 0}]
 
@@ -73,8 +78,29 @@ class RoleGuard:
                     future.set_result(None)
         else:
             self.sync = SyncStateSet(self.broker_id, self.sync.clock, self.config.ha_max_time_slave_not_catchup_ms)
+        self._confirmed = 0
+        self.on_confirm()
         self.role_log.append({"atMs": self.clock(), "role": str(role), "epoch": epoch})
         del self.role_log[:-ROLE_LOG_KEPT]
+
+    @property
+    def gates_reads(self) -> bool:
+        """Whether readers are held to the confirm offset: a SYNC_MASTER, and any master in
+        controller mode (RocketMQ 5's AutoSwitchHAService). An ASYNC_MASTER outside controller
+        mode keeps RocketMQ 4's weaker promise: a reader sees what the master wrote. A slave
+        serves what it holds (slaveReadEnable)."""
+        return self.role is BrokerRole.SYNC_MASTER or (self.controlled and self.role is not BrokerRole.SLAVE)
+
+    def confirm_offset(self, log_end: int) -> int:
+        """What every member of the SyncStateSet holds of a log ending at `log_end` (RocketMQ 5's
+        confirmOffset); `log_end` itself where reads are not gated or the master is alone."""
+        if not self.gates_reads:
+            return log_end
+        acks = [self.sync.acks.get(s, 0) for s in self.sync.members if s != self.sync.master_id]
+        # never back within a term: a member whose acknowledgement stopped counting (ahead of
+        # this master) held what it acknowledged before
+        self._confirmed = min(log_end, max(self._confirmed, min([log_end, *acks])))
+        return self._confirmed
 
     @property
     def writable(self) -> bool:
@@ -148,6 +174,7 @@ class RoleGuard:
         for end, future in self._waiting:
             if not future.done() and self.sync.acked(end):
                 future.set_result(None)
+        self.on_confirm()
 
     # ------------------------------------------------------------------ pull
     def check_pull(self) -> None:

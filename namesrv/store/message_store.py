@@ -264,6 +264,14 @@ class MessageStore:
         cq = self.consume_queues.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
+    def confirmed_max_offset(self, topic: str, queue_id: int, confirm_offset: int) -> int:
+        """The queue's max offset as a reader bounded by `confirm_offset` sees it (RocketMQ 5's
+        getMaxOffsetInQueue(committed)): only entries whose record ends at or before it count.
+        (Never shortcut by `size_bytes()`: a batch's entries are dispatched before its end is
+        published.)"""
+        cq = self.consume_queues.get(topic, queue_id)
+        return cq.offset_within(confirm_offset) if cq is not None else 0
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         """The queue's first offset still kept (RocketMQ's getMinOffsetInQueue): 0 until retention
         deleted the segments holding its first messages."""

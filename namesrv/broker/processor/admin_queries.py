@@ -32,6 +32,7 @@ from namesrv.broker.client.consumer_offsets import TOPIC_GROUP_SEPARATOR, Consum
 from namesrv.broker.config import BrokerConfig, rocketmq_name
 from namesrv.broker.context import MayRead, anyone_may_read
 from namesrv.broker.processor.types import BrokerIdentity
+from namesrv.broker.read_fence import ReadFence
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.protocol import fastjson
 from namesrv.protocol.admin_bodies import (
@@ -100,9 +101,10 @@ def _language(code: int) -> str:
 
 class AdminQueries:
     def __init__(self, identity: BrokerIdentity, config: BrokerConfig, topics: TopicConfigManager, store: MessageStore,
-                 offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager], store_dir: str,
-                 may_read: MayRead = anyone_may_read, call_client: CallClient | None = None) -> None:
-        """`consumers()` is the broker processor's live consumer table; `may_read` the ACL's check
+                 fence: ReadFence, offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager],
+                 store_dir: str, may_read: MayRead = anyone_may_read, call_client: CallClient | None = None) -> None:
+        """`fence` bounds what the queries show to what readers may see (namesrv.broker.read_fence);
+        `consumers()` is the broker processor's live consumer table; `may_read` the ACL's check
         of a topic the request does not name (the topic of the message VIEW_MESSAGE_BY_ID finds);
         `call_client` asks a client over its TCP connection (None: no TCP server)."""
         self.may_read = may_read
@@ -111,6 +113,7 @@ class AdminQueries:
         self.config = config
         self.topics = topics
         self.store = store
+        self.fence = fence
         self.offsets = offsets
         self.consumers = consumers
         self.store_dir = store_dir
@@ -145,7 +148,7 @@ class AdminQueries:
         def collect() -> TopicStatsTable:
             table = TopicStatsTable()
             for q in range(queues):
-                low, high = max(0, self.store.min_offset(topic, q)), max(0, self.store.max_offset(topic, q))
+                low, high = max(0, self.store.min_offset(topic, q)), max(0, self.fence.max_offset(topic, q))
                 stamp = self._last_store_time(topic, q, high - 1) if high > 0 else 0
                 table.offset_table[self.mq_of(topic, q)] = TopicOffset(low, high, stamp)
             return table
@@ -170,7 +173,7 @@ class AdminQueries:
             for topic in topics:
                 tc = self.topics.topic_config_table.get(topic)
                 for q in range(tc.read_queue_nums if tc is not None else 0):
-                    broker_offset = max(0, self.store.max_offset(topic, q))
+                    broker_offset = max(0, self.fence.max_offset(topic, q))
                     consumer_offset = max(0, self.offsets.query_offset(group, topic, q))
                     stamp = self._last_store_time(topic, q, consumer_offset - 1)
                     stats.offset_table[self.mq_of(topic, q)] = OffsetWrapper(broker_offset, consumer_offset,
@@ -192,7 +195,8 @@ class AdminQueries:
                                    h.end_timestamp)
 
     async def _query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> RemotingResponse:
-        found = await asyncio.to_thread(self.store.query_message, topic, key, max_num, begin, end)
+        found = [m for m in await asyncio.to_thread(self.store.query_message, topic, key, max_num, begin, end)
+                 if self.fence.readable(m.commit_log_offset, m.store_size)]
         stamp, phy = self.store.index.last_update()
         ext = {"indexLastUpdateTimestamp": str(stamp), "indexLastUpdatePhyoffset": str(phy)}
         if not found:

@@ -77,7 +77,7 @@ class ConsumerManageProcessor:
 
     def _get_max_offset(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h = request_header(cmd, TopicQueueHeader)
-        return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(self.ctx.store.max_offset(h.topic, h.queue_id))})
+        return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(self.ctx.fence.max_offset(h.topic, h.queue_id))})
 
     def _get_min_offset(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         h = request_header(cmd, TopicQueueHeader)

@@ -37,7 +37,7 @@ class PullMessageProcessor:
         """DefaultMessageStore.getMessage + PullMessageProcessor's code mapping (blocking: pread),
         within the broker's transfer caps (see namesrv.store.transfer_caps)."""
         store = self.ctx.store
-        max_offset = store.max_offset(topic, queue_id)
+        max_offset = self.ctx.fence.max_offset(topic, queue_id)  # never past what the replicas hold
         min_offset = store.min_offset(topic, queue_id)
         if max_offset == 0:  # NO_MESSAGE_IN_QUEUE
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
@@ -51,7 +51,8 @@ class PullMessageProcessor:
             return PullOutcome(ResponseCode.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY", [], max_offset, min_offset,
                                max_offset)
         matches = None if sub is None else (lambda m: sub.accepts(m.properties))
-        result = store.read_messages(topic, queue_id, offset, max_nums, self.ctx.config.transfer_caps(), matches)
+        result = store.read_messages(topic, queue_id, offset, min(max_nums, max_offset - offset),
+                                     self.ctx.config.transfer_caps(), matches)
         if result.records == 0:  # the records there were lost to corruption: skip past them
             return PullOutcome(ResponseCode.PULL_RETRY_IMMEDIATELY, "OFFSET_FOUND_NULL", [],
                                result.next_offset, min_offset, max_offset)
@@ -95,7 +96,7 @@ class PullMessageProcessor:
             short_s = ctx.config.short_polling_time_mills / 1000
             long_polling = ctx.config.long_polling_enable
             await ctx.hold.wait(h.topic, h.queue_id, h.suspend_timeout_millis / 1000 if long_polling else short_s,
-                                lambda: ctx.closed or ctx.store.max_offset(h.topic, h.queue_id) > h.queue_offset,
+                                lambda: ctx.closed or ctx.fence.max_offset(h.topic, h.queue_id) > h.queue_offset,
                                 LONG_POLLING_CHECK_INTERVAL_S if long_polling else short_s)
             outcome = await asyncio.to_thread(self.read, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, sub)
             code, suggest = self._advice(outcome)

@@ -146,8 +146,9 @@ class SendMessageProcessor:
             ctx.sends_waiting -= len(messages)
         if any(s.topic != m.topic for s, m in zip(stored, messages, strict=True)):  # parked or half: not yet
             ctx.on_parked()
-        else:
-            ctx.hold.notify(first.topic, messages[0].queue_id)
+        else:  # its held pulls are woken once it is readable (namesrv.broker.read_fence)
+            ctx.fence.written(max(r.commit_log_offset + r.store_size for r in results), first.topic,
+                              messages[0].queue_id)
         code = await guard.replicated(max(r.commit_log_offset + r.store_size for r in results))
         if code == ResponseCode.SERVICE_NOT_AVAILABLE:
             ctx.stats[("sends", ResponseCode(code).name)] += len(messages)

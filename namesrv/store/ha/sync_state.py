@@ -2,7 +2,8 @@
 AutoSwitchHAConnection bookkeeping), pure, with an injected clock.
 
 A slave acknowledges by asking for more: its request from offset X says it holds every byte before
-X (durably, per its own flush policy). It is caught up when X reaches the master's log end as it
+X (durably, per its own flush policy). A request from past the master's end (a slave ahead of its
+master) acknowledges nothing. It is caught up when X reaches the master's log end as it
 was at that slave's previous request (or now); a slave not caught up for `max_not_catchup_ms`
 (haMaxTimeSlaveNotCatchup, 15 s) leaves the set, and one that catches up rejoins. The master is
 always a member. A SYNC_MASTER acknowledges a send ending at offset E once every member holds E.
@@ -33,6 +34,13 @@ class SyncStateSet:
         """A slave asks from `ack_offset` while the master's log ends at `master_end`; True when it
         joined the set."""
         now = self.clock()
+        if ack_offset > master_end:
+            # Ahead of its master: it holds bytes this master never wrote (an old master's tail).
+            # Its acknowledgement counts for nothing until it is truncated to a consistent point
+            # and asks again from there; as a member it holds sends back meanwhile.
+            self.acks.pop(slave_id, None)
+            self._last_request.pop(slave_id, None)
+            return False
         self.acks[slave_id] = ack_offset
         previous = self._last_request.get(slave_id)
         self._last_request[slave_id] = (master_end, now)

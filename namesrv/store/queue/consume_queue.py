@@ -101,15 +101,29 @@ class ConsumeQueue:
         found = self.entries(offset, 1)
         return found[0] if found else None
 
+    def offset_within(self, log_end: int, chunk: int = 256) -> int:
+        """The queue offset after the last entry whose record ends inside a log ending at
+        `log_end` (`min_offset` when none does): the queue as a reader bounded by that log end
+        sees it (a confirm offset, a replica's truncation point). Scans back from the tail, a
+        chunk of entries per read: only the tail past `log_end` is read."""
+        end = self.max_offset
+        last = self.entry(end - 1) if end > self.min_offset else None
+        if last is not None and 0 <= last[0] and last[0] + last[1] <= log_end:
+            return end  # the common case: the whole queue is inside
+        while end > self.min_offset:
+            start = max(self.min_offset, end - chunk)
+            entries = self.entries(start, end - start)
+            for i in range(len(entries) - 1, -1, -1):
+                pos, size, _ = entries[i]
+                if 0 <= pos and pos + size <= log_end:
+                    return start + i + 1
+            end = start
+        return self.min_offset
+
     def truncate_past(self, log_end: int) -> int:
         """Drop the tail entries whose record does not end inside a log ending at `log_end`
         (recovery, a replica's truncation); returns the entries dropped."""
-        keep = self.max_offset
-        while keep > self.min_offset:
-            e = self.entry(keep - 1)
-            if e is not None and 0 <= e[0] and e[0] + e[1] <= log_end:
-                break
-            keep -= 1
+        keep = self.offset_within(log_end)
         dropped = self.max_offset - keep
         if dropped:
             self.files.truncate(keep * CQ_UNIT.size)

@@ -93,7 +93,8 @@ async def _ask(answer: Callable[[RemotingCommand], bytes | None], broker: Broker
         ctx = RequestContext(conn.token, conn.peer)
         assert broker.call(Code.HEART_BEAT, body=heartbeat("c1"), client=ctx).code == ResponseCode.SUCCESS
         queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                               broker.offsets, lambda: broker.processor.consumers, "/data", call_client=server.invoke)
+                               broker.processor.context.fence, broker.offsets,
+                               lambda: broker.processor.consumers, "/data", call_client=server.invoke)
         pipeline = RequestPipeline("b", BrokerWireEncoder(ADDR).encode)
         pipeline.register(queries.handlers)
         [request] = FrameDecoder().feed(encode_command(RemotingCommand(Code.GET_CONSUMER_RUNNING_INFO, 9,
@@ -158,7 +159,8 @@ def test_a_client_too_old_to_answer_is_refused_without_asking(tmp_path: Path) ->
     for channel in broker.processor.consumers.groups["CG"].channels.values():
         channel.version = 61  # V3_1_7: before callClient existed
     queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                           broker.offsets, lambda: broker.processor.consumers, "/data")
+                           broker.processor.context.fence, broker.offsets,
+                           lambda: broker.processor.consumers, "/data")
     answer = queries.get_consumer_running_info(*_request(ASK), RequestContext("tcp:admin#1", "127.0.0.1:1"))
     assert isinstance(answer, RemotingResponse) and answer.code == ResponseCode.SYSTEM_ERROR
     assert answer.remark == "The Consumer <c1> Version <61> too low to finish, please upgrade it to V3_1_8_SNAPSHOT"
@@ -176,7 +178,8 @@ def test_a_ray_native_consumer_is_answered_for_from_its_latest_heartbeat(tmp_pat
     text = fastjson.dumps(INFO.to_wire()).decode()
     assert broker.call(Code.HEART_BEAT, body=_ray_heartbeat("c9", text), client=ray_client).code == 0
     queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                           broker.offsets, lambda: broker.processor.consumers, "/data")
+                           broker.processor.context.fence, broker.offsets,
+                           lambda: broker.processor.consumers, "/data")
     answer = queries.get_consumer_running_info(
         *_request(ASK | {"clientId": "c9"}), RequestContext("tcp:admin#1", "127.0.0.1:1"))
     assert isinstance(answer, RemotingResponse) and answer.body == text.encode()

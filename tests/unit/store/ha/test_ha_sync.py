@@ -54,6 +54,22 @@ def test_stale_catch_up_does_not_rejoin() -> None:
     assert s.members == {0}
 
 
+def test_a_slave_ahead_of_its_master_acknowledges_nothing() -> None:
+    """Issue 33, point 3: a slave asking from past the master's end holds bytes this master never
+    wrote; it neither joins nor holds anything, and as a member it stops acknowledging until it
+    asks again from inside the master's log."""
+    clock = ManualClock()
+    s = SyncStateSet(0, clock, LIMIT)
+    assert not s.on_request(1, 900, 500)
+    assert s.members == {0} and s.slave_acks() == {} and s.caught_up_ms == {}
+    assert s.on_request(1, 500, 500)  # truncated to the master's end: caught up, joins
+    assert s.acked(500)
+    assert not s.on_request(1, 700, 600)  # ahead again (the master was replaced under it)
+    assert not s.acked(1) and s.slave_acks() == {}  # counts for nothing: a send waits
+    clock.advance(LIMIT + 1)
+    assert s.shrink() == {1}
+
+
 def run(coro_factory):  # type: ignore[no-untyped-def]
     return asyncio.run(coro_factory())
 
