@@ -135,7 +135,7 @@ class BrokerController:
         self.ha_master = HAMasterService(self.store, self.role, self.topics, self.offsets, config)
         self.ha_master.tcp_addr = addr if remoting is not None else None
         self.ha_client = HAClient(broker_id, master_name, namespace, self.store, self.topics, self.offsets,
-                                  self.processor.hold, config, clock) \
+                                  self.processor.hold, self.processor.context.metadata, config, clock) \
             if config.broker_role is BrokerRole.SLAVE and master_name and not controller_mode else None
         self.role.controlled = controller_mode
         if self.ha_client is not None:
@@ -153,7 +153,7 @@ class BrokerController:
                                           lambda: self.topics.data_version)
         self.metrics = metrics if metrics is not None else NO_METRICS
         self.admin = AdminBrokerProcessor(self.topics, self.writer, self._register_topic, self._register_all,
-                                          self.config, self.config_file)
+                                          self.config, self.config_file, self._topic_change_replicated)
         self.pipeline = RequestPipeline(identity.broker_addr, BrokerWireEncoder(identity.broker_addr).encode)
         """Every request, from TCP or Ray: ACL hook, then the admin codes or the broker processor."""
         self.acl = AclHook(AclManager(config.acl_file), check_broker, self._count_acl_refusal) \
@@ -355,6 +355,13 @@ class BrokerController:
     def _may_read(self, request: RemotingRequest, ctx: RequestContext, topic: str) -> str | None:
         assert self.acl is not None
         return self.acl.may(request, ctx, topic, SUB)
+
+    async def _topic_change_replicated(self) -> None:
+        """The topic changes made so far are in the log and, on a SYNC_MASTER, held by every
+        member of the SyncStateSet (or the slave timeout passed: the change stands on the master)."""
+        end = await self.processor.context.metadata.written()
+        if end and self.role.writable:
+            await self.role.replicated(end)
 
     async def _deliver_due(self, message: MessageInner) -> None:
         """A delayed or timed message whose time came, into its real queue (its held pulls woken)."""

@@ -16,6 +16,7 @@ from namesrv.broker.client.consumer_manager import ConsumerManager
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
+from namesrv.broker.metadata_log import MetadataLog
 from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.read_fence import ReadFence
 from namesrv.broker.role import RoleGuard
@@ -87,6 +88,8 @@ class BrokerContext:
 
     transactions: TransactionService = field(init=False)
     fence: ReadFence = field(init=False)
+    metadata: MetadataLog = field(init=False)
+    """Topic changes carried in the replicated log (namesrv.broker.metadata_log)."""
     """What readers may see (namesrv.broker.read_fence): the queues up to the confirm offset."""
 
     def __post_init__(self) -> None:
@@ -95,6 +98,7 @@ class BrokerContext:
         if self.role is None:
             self.role = RoleGuard(cfg, self.identity.broker_id, self.clock)
         self.fence = ReadFence(self.store, self.role, self.hold)
+        self.metadata = MetadataLog(self.store, self.topics, lambda: self.guard.writable)
         self.transactions = TransactionService(self.store, self.clock, cfg.transaction_timeout_ms,
                                                cfg.transaction_check_max, cfg.transaction_check_interval_ms)
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],

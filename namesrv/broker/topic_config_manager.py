@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from namesrv.common.clock import Clock, system_clock
@@ -42,6 +43,9 @@ class TopicConfigManager:
         self.auto_create_topic_enable = auto_create_topic_enable
         self.topic_config_table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
+        self.listeners: list[Callable[[str, TopicConfig | None], None]] = []
+        """Told of each topic created, replaced (its new config) or deleted (None) by a request, as
+        the change is made (not of a slave's copy of its master's whole table)."""
         self._load()
         changed = self._ensure(TopicConfig(topic_name=SELF_TEST_TOPIC, read_queue_nums=1, write_queue_nums=1))
         if auto_create_topic_enable:
@@ -107,6 +111,8 @@ class TopicConfigManager:
         self.topic_config_table[tc.topic_name] = tc
         self._bump_and_persist(undo)
         log.info("topic config updated: %s", tc)
+        for listener in self.listeners:
+            listener(tc.topic_name, tc)
         return True
 
     def next_version(self, state_version: int | None = None) -> DataVersion:
@@ -127,6 +133,8 @@ class TopicConfigManager:
         del self.topic_config_table[topic]
         self._bump_and_persist(undo)
         log.info("topic deleted: %s", topic)
+        for listener in self.listeners:
+            listener(topic, None)
         return True
 
     def create_topic_in_send_message_method(

@@ -40,6 +40,12 @@ class GroupCommitService:
     async def put(self, msg: MessageInner) -> AppendResult:
         """Store one message through the group-commit writer; returns once it is durable per the
         flush policy. Call from one event loop."""
+        return await self.submit(msg)
+
+    def submit(self, msg: MessageInner) -> asyncio.Future[AppendResult]:
+        """Queue one message now (it goes into the log after everything queued before it and
+        before anything queued after); the future is done once it is durable per the flush policy.
+        Call from the writer's event loop."""
         if self._closed:
             raise OSError(f"commit log {self.store_dir} is closed")
         loop = asyncio.get_running_loop()
@@ -49,7 +55,7 @@ class GroupCommitService:
             self._writer = loop.create_task(self._write_loop(self._queue), name="commit-log-writer")
         future: asyncio.Future[AppendResult] = loop.create_future()
         self._queue.put_nowait((msg, future))
-        return await future
+        return future
 
     async def _write_loop(self, queue: asyncio.Queue[_Pending | None]) -> None:
         """Batches until `stop` queues the end marker; whatever is queued after it (or while the

@@ -42,6 +42,7 @@ commit log's position lock (memory work only: publishing the write position).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -176,6 +177,11 @@ class MessageStore:
         """Store one message through the group-commit writer; returns once it is durable per the
         flush policy. Call from one event loop."""
         return await self.writer.put(msg)
+
+    def submit(self, msg: MessageInner) -> asyncio.Future[AppendResult]:
+        """`put`, queued now: it reaches the log before anything put or submitted after this call
+        (see GroupCommitService.submit)."""
+        return self.writer.submit(msg)
 
     def flush(self) -> None:
         """fsync what was written but not yet synced (see CommitLog.flush: not under the write lock)."""

@@ -269,6 +269,7 @@ class ReplicasManager:
             cache.append_entry(epoch, end)
 
         await asyncio.to_thread(record_term)
+        owner.processor.context.metadata.apply_new()  # every topic its log holds, under its own config
         owner.role.change_role(self.master_role, epoch, broker_id=my_id)
         self.sync_state_set = {my_id}
         owner.start_master_services()
@@ -312,7 +313,7 @@ class ReplicasManager:
                 log.warning("%s: no actor serves master address %s yet", self.addr, master_addr)
             await asyncio.sleep(RETRY_S)
         client = HAClient(my_id, actor, self.namespace, owner.store, owner.topics, owner.offsets,
-                          owner.processor.hold, owner.config, owner.clock)
+                          owner.processor.hold, owner.processor.context.metadata, owner.config, owner.clock)
         client.channel = self.channel
         owner.ha_client = client
         owner.role.master_reachable = client.reachable
@@ -352,6 +353,7 @@ class ReplicasManager:
             return None
         if point < local_end:
             cut = await asyncio.to_thread(owner.store.truncate_to, point)
+            owner.processor.context.metadata.rewind()  # the topic records cut go with it
             self.truncations.append({"atMs": int(time.time() * 1000), "epoch": epoch, "toOffset": point,
                                      "fromOffset": local_end, "bytes": cut})
             log.warning("%s: truncated %d bytes after offset %d (consistent point with %s)", self.addr, cut, point,

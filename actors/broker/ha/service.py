@@ -42,6 +42,7 @@ from actors.runtime.handles import ActorHandles
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
+from namesrv.broker.metadata_log import METADATA_TOPIC, MetadataLog
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import Clock
 from namesrv.protocol.models import TopicConfig, parse_data_version
@@ -62,9 +63,11 @@ class HAClient:
 
     def __init__(self, slave_id: int, master_name: str, namespace: str, store: MessageStore,
                  topics: TopicConfigManager, offsets: ConsumerOffsetManager, hold: PullHoldService,
-                 config: BrokerConfig, clock: Clock) -> None:
+                 metadata: MetadataLog, config: BrokerConfig, clock: Clock) -> None:
         self.slave_id, self.master_name = slave_id, master_name
         self.store, self.topics, self.offsets, self.hold = store, topics, offsets, hold
+        self.metadata = metadata
+        """The topic changes the master wrote into its log: applied as they are appended."""
         self.config, self.clock = config, clock
         self._handles = ActorHandles(namespace)
         self.last_ok_ms = 0
@@ -251,6 +254,8 @@ class HAClient:
             touched = await asyncio.to_thread(self.store.append_raw, offset, data, not early_ack)
         if early_ack:
             self._flush_soon()
+        if any(topic == METADATA_TOPIC for topic, _ in touched):
+            self.metadata.apply_new()  # a topic is known here before a pull for it can arrive
         for topic, queue_id in touched:
             self.hold.notify(topic, queue_id)
 

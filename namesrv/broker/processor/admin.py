@@ -4,10 +4,11 @@
 settings: UPDATE_BROKER_CONFIG, see namesrv.broker.config_update), wired by the broker controller
 (they persist and re-register). UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER, from mqadmin
 over TCP or a Ray caller alike: the change is persisted first (a failed write is rolled back and
-answered SYSTEM_ERROR), then registered with every NameServer, and only then answered, so a route
-query right after the answer already sees it. An invalid or system topic is INVALID_PARAMETER and
-changes nothing. What the registration did travels as the answer's payload (for Ray callers); the
-wire answer is the code and remark, as RocketMQ's.
+answered SYSTEM_ERROR), held by the replicas (a SYNC_MASTER waits for its slaves to hold the
+change's record in the log, namesrv.broker.metadata_log), then registered with every NameServer,
+and only then answered, so a route query right after the answer already sees it. An invalid or
+system topic is INVALID_PARAMETER and changes nothing. What the registration did travels as the
+answer's payload (for Ray callers); the wire answer is the code and remark, as RocketMQ's.
 
 `AdminRuntimeProcessor`: the codes on the broker's runtime state only (the orderly consumers'
 queue locks, LOCK_BATCH_MQ/UNLOCK_BATCH_MQ, GET_BROKER_RUNTIME_INFO, VIEW_BROKER_STATS_DATA, and
@@ -56,7 +57,7 @@ class AdminBrokerProcessor:
     def __init__(self, topics: TopicConfigManager, writer: BackgroundWriter,
                  register_topic: Callable[[TopicConfig], Awaitable[Registered]],
                  register_all: Callable[[], Awaitable[Registered]], config: BrokerConfig,
-                 config_file: BrokerConfigFile) -> None:
+                 config_file: BrokerConfigFile, replicated: Callable[[], Awaitable[object]]) -> None:
         """`writer` persists the topic table and the config file; `register_topic(tc)` tells every
         NameServer of one topic, `register_all()` of the whole table; `config` is the broker's own,
         `config_file` where its runtime changes are kept."""
@@ -66,6 +67,9 @@ class AdminBrokerProcessor:
         self.config_file = config_file
         self.register_topic = register_topic
         self.register_all = register_all
+        self.replicated = replicated
+        """Waits until the topic changes made so far are held by the replicas (their records in the
+        log: namesrv.broker.metadata_log), before they are registered and answered."""
         self.handlers: dict[int, Handler] = {
             BrokerRequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             BrokerRequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
@@ -91,6 +95,8 @@ class AdminBrokerProcessor:
         failed = await self.writer.written(before)
         if failed is not None:  # not on disk: rolled back, nothing registered
             return error(ResponseCode.SYSTEM_ERROR, failed)
+        if changed:
+            await self.replicated()
         registered = await self.register_topic(tc) if changed else {}
         return RemotingResponse(payload={"changed": changed, "registered": registered})
 
@@ -110,6 +116,8 @@ class AdminBrokerProcessor:
         failed = await self.writer.written(before)
         if failed is not None:  # not on disk: the topic is back, nothing registered
             return error(ResponseCode.SYSTEM_ERROR, failed)
+        if deleted:
+            await self.replicated()
         registered = await self.register_all() if deleted else {}
         return RemotingResponse(payload={"deleted": deleted, "registered": registered})
 

@@ -63,8 +63,9 @@ async def max_offset(broker: Broker) -> int:
 
 
 async def written(broker: Broker, count: int) -> None:
-    """Until the store wrote `count` messages of T/0 (the writer's thread), however long it takes."""
-    while broker.store.max_offset("T", 0) < count:
+    """Until the store wrote `count` messages of T/0 (the writer's thread) and their sends went on
+    past the store (to the fence and the wait for the replicas), however long it takes."""
+    while broker.store.max_offset("T", 0) < count or broker.processor.context.sends_waiting:
         await asyncio.sleep(0.001)
 
 

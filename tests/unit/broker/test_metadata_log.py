@@ -1,0 +1,119 @@
+"""Topic configs follow the data (issue 33, point 0): a master writes each topic change into its
+commit log ahead of anything of that topic, and a replica that copied the log applies them, so a
+promoted slave knows every topic it holds messages of, under the topic's own config, with no
+periodic metadata copy at all."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from namesrv.broker.metadata_log import METADATA_TOPIC, MetadataLog
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.common.clock import ManualClock
+from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.message.types import MessageInner
+from namesrv.protocol.models import TopicConfig
+from namesrv.store.message_store import MessageStore
+from tests.support.broker import Broker
+
+
+class Replica:
+    """A slave's store and topic table, copying a master's log verbatim."""
+
+    def __init__(self, root: Path) -> None:
+        self.store = MessageStore(root / "store", clock=ManualClock())
+        self.topics = TopicConfigManager(root / "topics.json", ManualClock())
+        self.metadata = MetadataLog(self.store, self.topics, lambda: False)
+
+    def copy(self, master: MessageStore) -> int:
+        t = master.read_raw(self.store.size_bytes(), 1 << 20)
+        if t.data:
+            self.store.append_raw(t.offset, t.data)
+        return self.metadata.apply_new()
+
+
+def test_an_auto_created_topic_is_in_the_log_before_its_first_message(tmp_path: Path) -> None:
+    master = Broker(tmp_path / "m")
+    replica = Replica(tmp_path / "r")
+
+    async def send() -> None:
+        outcome = await master.processor.send([MessageInner("Orders", 1, b"first")], "TBW102", 4)
+        assert outcome.code == ResponseCode.SUCCESS
+
+    asyncio.run(send())
+    [record] = master.store.get_message(METADATA_TOPIC, 0, 0, 32)
+    [message] = master.store.get_message("Orders", 1, 0, 32)
+    assert record.commit_log_offset < message.commit_log_offset
+    assert "Orders" not in replica.topics.topic_config_table
+    assert replica.copy(master.store) == 1
+    assert replica.topics.topic_config_table["Orders"] == master.topics.topic_config_table["Orders"]
+    assert replica.store.get_message("Orders", 1, 0, 32)[0].body == b"first"
+
+
+def test_a_replica_applies_creates_updates_and_deletes_in_log_order(tmp_path: Path) -> None:
+    master = Broker(tmp_path / "m")
+    replica = Replica(tmp_path / "r")
+    metadata = master.processor.context.metadata
+
+    async def changes() -> int:
+        master.topics.update_topic_config(TopicConfig(topic_name="A", read_queue_nums=3, write_queue_nums=3,
+                                                      order=True))
+        master.topics.update_topic_config(TopicConfig(topic_name="B", read_queue_nums=2, write_queue_nums=2))
+        master.topics.update_topic_config(TopicConfig(topic_name="A", read_queue_nums=5, write_queue_nums=5))
+        master.topics.delete_topic_config("B")
+        return await metadata.written()
+
+    end = asyncio.run(changes())
+    assert end == master.store.size_bytes()
+    assert replica.copy(master.store) == 5  # and the support's own topic T, made before any loop ran
+    assert replica.topics.topic_config_table["A"] == TopicConfig(topic_name="A", read_queue_nums=5,
+                                                                 write_queue_nums=5)
+    assert "B" not in replica.topics.topic_config_table
+    assert replica.copy(master.store) == 0  # applied once
+    assert replica.store.get_message(METADATA_TOPIC, 0, 0, 32)  # the records themselves are kept
+
+
+def test_changes_made_without_a_loop_are_written_by_the_next_wait(tmp_path: Path) -> None:
+    """The test support's own topic `T` is created before any event loop runs."""
+    master = Broker(tmp_path / "m")
+    assert master.store.max_offset(METADATA_TOPIC, 0) == 0
+    end = asyncio.run(master.processor.context.metadata.written())
+    assert end > 0 and master.store.max_offset(METADATA_TOPIC, 0) == 1
+
+
+def test_a_truncated_replica_applies_what_its_new_master_writes_at_the_cut_offsets(tmp_path: Path) -> None:
+    old = Broker(tmp_path / "old")
+    replica = Replica(tmp_path / "r")
+    asyncio.run(old.processor.context.metadata.written())  # T
+    replica.copy(old.store)
+    point = replica.store.size_bytes()
+
+    async def tail() -> None:  # the old master's unreplicated tail
+        old.topics.update_topic_config(TopicConfig(topic_name="Lost", read_queue_nums=1, write_queue_nums=1))
+        await old.processor.context.metadata.written()
+
+    asyncio.run(tail())
+    replica.copy(old.store)
+    assert "Lost" in replica.topics.topic_config_table and replica.metadata.applied == 2
+    replica.store.truncate_to(point)
+    replica.metadata.rewind()
+    assert replica.metadata.applied == 1
+    # the new master's log: the same start, then its own change at the offsets the tail had
+    new = Replica(tmp_path / "new")
+    new.store.append_raw(0, old.store.read_raw(0, point).data)
+    record = MessageInner(METADATA_TOPIC, 0, b'{"topic": "Kept", "config": {"topicName": "Kept", '
+                                             b'"readQueueNums": 2, "writeQueueNums": 2}}')
+    new.store.append(record)
+    replica.copy(new.store)
+    assert "Kept" in replica.topics.topic_config_table
+
+
+def test_a_replica_skips_a_record_it_cannot_read(tmp_path: Path) -> None:
+    master = MessageStore(tmp_path / "m", clock=ManualClock())
+    master.append(MessageInner(METADATA_TOPIC, 0, b"not json"))
+    master.append(MessageInner(METADATA_TOPIC, 0, b'{"topic": "Ok", "config": null}'))
+    replica = Replica(tmp_path / "r")
+    replica.topics.update_topic_config(TopicConfig(topic_name="Ok", read_queue_nums=1, write_queue_nums=1))
+    assert replica.copy(master) == 2
+    assert "Ok" not in replica.topics.topic_config_table  # the second record (a delete) applied
