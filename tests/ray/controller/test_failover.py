@@ -155,6 +155,32 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
 
 
 @pytest.mark.timeout(180)
+def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deployments: DeploymentFactory) -> None:
+    """Issue 33, point 0: with the periodic metadata copy effectively off, a topic created through the
+    admin path (its own queue count and order flag) and one auto-created by a send, each written,
+    are served in full by the promoted slave under their own configs, not TOPIC_NOT_EXIST."""
+    dep = deploy(deployments, slave_sync_interval_ms=3_600_000)
+    a0 = dep.brokers[dep.addr_of(A0)]
+    created = ray.get(a0.create_topic.remote("MetaT", 6, 6, order=True), timeout=30)
+    assert created.code == ResponseCode.SUCCESS, created
+    acked = send_numbered(dep, A0, "MetaT", 12) + send_numbered(dep, A0, "AutoT", 8)
+    assert all(r.ok for r in acked), acked
+    mine = ray.get(a0.get_topic_config_table.remote(), timeout=30)
+    master_pid = dep.broker_pid(A0)
+    dep.kill_broker(A0)
+    wait_until(lambda: not Path(f"/proc/{master_pid}").exists(), 10, "the master's process gone")
+    wait_until(lambda: status(dep, A1)["role"] == "SYNC_MASTER", 15, "broker-a-1 promoted")
+
+    theirs = ray.get(dep.brokers[dep.addr_of(A1)].get_topic_config_table.remote(), timeout=30)
+    assert theirs["MetaT"] == mine["MetaT"] and theirs["MetaT"]["readQueueNums"] == 6
+    assert theirs["MetaT"]["order"] is True and theirs["AutoT"] == mine["AutoT"]
+    held = read_all(dep, A1, "MetaT")  # the sends ran concurrently: any order within a queue
+    assert sorted(held) == [(q, o) for q in range(4) for o in range(3)]
+    assert sorted(held.values()) == sorted(f"m{i}".encode() * 10 for i in range(12))
+    assert sorted(read_all(dep, A1, "AutoT").values()) == sorted(f"m{i}".encode() * 10 for i in range(8))
+
+
+@pytest.mark.timeout(180)
 def test_slave_killed_sync_state_set_shrinks_and_sends_go_on(deployments: DeploymentFactory) -> None:
     """The slave's death (its actor channel) takes it out of the SyncStateSet at once, long before
     haMaxTimeSlaveNotCatchup (a minute here): sends right after the kill are acknowledged."""
