@@ -65,8 +65,8 @@ class Broker2Client:
             txn.discarded += 1
         addr = self.identity.broker_addr
         for half in to_check:
-            channels = self.processor.context.producers.get(half.properties.get(PGROUP, ""), {})
-            conn = next((c for t in channels if (c := self._open(t)) is not None), None)
+            channels = self.processor.context.producers.channels_of(half.properties.get(PGROUP, ""))
+            conn = next((c for p in channels if (c := self._open(p.channel)) is not None), None)
             if conn is None:  # none over TCP: a Ray-native producer asks for it (BrokerActor.check_transactions)
                 continue
             txn.checked(half.queue_offset)

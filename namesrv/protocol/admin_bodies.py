@@ -122,6 +122,23 @@ class Connection:
 
 
 @dataclass(slots=True)
+class ProducerConnection:
+    """GET_PRODUCER_CONNECTION_LIST (204): the producer group's clients."""
+
+    connection_set: list[Connection] = field(default_factory=list)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"connectionSet": [c.to_wire() for c in self.connection_set]}
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> ProducerConnection:
+        connections = d.get("connectionSet") or []
+        if not isinstance(connections, list):
+            raise InvalidInput("connectionSet is not a list")
+        return cls([Connection.from_wire(c) for c in connections if isinstance(c, dict)])
+
+
+@dataclass(slots=True)
 class ConsumerConnection:
     """GET_CONSUMER_CONNECTION_LIST (203): the group's clients and what they subscribe to."""
 

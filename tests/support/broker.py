@@ -119,7 +119,8 @@ def heartbeat(client_id: str, group: str = "CG", topic: str = "T") -> bytes:
 class Admin:
     def __init__(self, broker: Broker, config: BrokerConfig) -> None:
         self.queries = AdminQueries(broker.processor.context.identity, config, broker.topics, broker.store,
-                                    broker.offsets, lambda: broker.processor.consumers, "/data/broker-a")
+                                    broker.offsets, lambda: broker.processor.consumers, "/data/broker-a",
+                                    producers=lambda: broker.processor.context.producers)
         self.pipeline = RequestPipeline("broker-a", BrokerWireEncoder(ADDR).encode)
         self.pipeline.register(self.queries.handlers)
 
