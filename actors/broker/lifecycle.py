@@ -173,6 +173,7 @@ class BrokerController:
         self.schedule = ScheduleService(self.store, store_dir / "config" / "delayOffset.json", clock,
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify
+        self.processor.broker_stats.timers = self.schedule.timer_figures  # the runtime info's timer fields
         self.ha_master.delay_offsets = self.schedule.encode
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.offsets,
                                     lambda: self.processor.consumers, str(store_dir),
