@@ -17,6 +17,7 @@ own answer with no thread hand-off.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import socket
 import threading
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 3.0
 CLIENT_VERSION = 479
 """MQVersion V5_3_3, as the NameServer answers with."""
+HEARTBEAT_INTERVAL_S = 30.0
+"""RocketMQ's heartbeatBrokerInterval (30 s)."""
 
 
 def tcp_address(addr: str) -> tuple[str, int] | None:
@@ -308,12 +311,16 @@ class DirectBrokerTransport:
     """The send engine's transport: SEND_MESSAGE over a connection of its own to each broker with a
     TCP address in the route, an actor call (`fallback`) to any other."""
 
-    def __init__(self, fallback: RayBrokerTransport, producer_group: str) -> None:
+    def __init__(self, fallback: RayBrokerTransport, producer_group: str, client_id: str = "") -> None:
         self.fallback = fallback
         self.credentials = fallback.credentials
         self.producer_group = producer_group
+        self.client_id = client_id
+        """Sent in the producer's HEART_BEAT (none when empty)."""
         self._lock = threading.Lock()
         self._connections: dict[str, BrokerConnection] = {}
+        self._heard: dict[str, float] = {}
+        """Broker address -> when this producer last sent it a heartbeat (monotonic s)."""
 
     def close(self) -> None:
         with self._lock:
@@ -322,6 +329,12 @@ class DirectBrokerTransport:
             conn.close("producer shut down")
 
     def _connection(self, addr: str, host: str, port: int) -> BrokerConnection:
+        conn = self._open_connection(addr, host, port)
+        if self._heartbeat_due(addr):
+            self._heartbeat(addr, conn)
+        return conn
+
+    def _open_connection(self, addr: str, host: str, port: int) -> BrokerConnection:
         with self._lock:
             conn = self._connections.get(addr)
             if conn is not None and conn.broken is None:
@@ -333,7 +346,31 @@ class DirectBrokerTransport:
                 fresh.close("not needed")
                 return conn
             self._connections[addr] = fresh
+            self._heard.pop(addr, None)  # a new connection: the broker knows this producer on it once told
             return fresh
+
+    def _heartbeat_due(self, addr: str) -> bool:
+        """A connection's first use, then at most every HEARTBEAT_INTERVAL_S of sending."""
+        if not self.client_id:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            if now - self._heard.get(addr, -HEARTBEAT_INTERVAL_S) < HEARTBEAT_INTERVAL_S:
+                return False
+            self._heard[addr] = now
+            return True
+
+    def _heartbeat(self, addr: str, conn: BrokerConnection) -> None:
+        """HEART_BEAT (oneway) with this producer's group, as RocketMQ's producers register with
+        each broker: mqadmin producerConnection lists them, and a broker forgets a producer silent
+        for 120 s (this one sends only while it sends messages)."""
+        body = json.dumps({"clientID": self.client_id, "producerDataSet": [{"groupName": self.producer_group}],
+                           "consumerDataSet": []}).encode()
+        auth = signature({}, body, self.credentials)
+        try:
+            conn.oneway(BrokerRequestCode.HEART_BEAT, auth or {}, body)
+        except RemotingError as e:  # the send that follows meets the same broken connection
+            log.debug("heartbeat to %s not sent: %s", addr, e)
 
     def _request(self, mq: MessageQueue, msg: Message, msg_id: str,
                  default_topic: str | None) -> tuple[dict[str, str], bytes]:

@@ -108,7 +108,7 @@ class Producer:
         self.instance = instance
         transport: Transport = instance.transport
         if self.config.broker_transport == "tcp":
-            self._direct = DirectBrokerTransport(instance.transport, self.group)
+            self._direct = DirectBrokerTransport(instance.transport, self.group, client_id)
             transport = self._direct
         self.engine = SendEngine(transport, self.config)
         self._executor = ThreadPoolExecutor(self.config.async_send_threads, thread_name_prefix=f"{self.group}-async")
