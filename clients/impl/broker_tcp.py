@@ -5,7 +5,10 @@ Ray stays how brokers are found, deployed and watched: the route still comes fro
 actors (pushed by their long-poll), and a broker whose route address is not a TCP `host:port` (one
 started without a client port) is still sent to by actor call (`RayBrokerTransport`). What goes
 over the connection is SEND_MESSAGE with the header and signature a broker's Ray `send_message`
-builds (`ray_send_ext`), so both ways store the same message and pass the same ACL.
+builds (`ray_send_ext`), so both ways store the same message and pass the same ACL; a body of at
+least `compressMsgBodyOverHowmuch` bytes goes deflated (namesrv.protocol.message.compression; an
+actor-call send is not compressed), a batch as one SEND_BATCH_MESSAGE (namesrv.client.batch). The
+producer heartbeats each broker it sends to (its group, for mqadmin producerConnection).
 
 A sync send costs one request frame and one answer on an open connection, where an actor call costs
 Ray's task submission, serialisation and reply (~1-2 ms on a 2-core machine; `bench_clients`).
@@ -26,6 +29,7 @@ from collections.abc import Callable
 
 from clients.impl.client_instance import RayBrokerTransport
 from namesrv.acl.plain_acl import signature
+from namesrv.client.batch import MessageBatch
 from namesrv.client.errors import MQBrokerError, RemotingError
 from namesrv.client.message import Message
 from namesrv.client.send_async import AnswerCallback
@@ -33,8 +37,10 @@ from namesrv.client.send_result import SendResult
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
 from namesrv.protocol.message.codec import ray_send_ext
+from namesrv.protocol.message.compression import COMPRESS_MSG_BODY_OVER_HOWMUCH, compress_body
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.codec import encode_command
+from namesrv.remoting.command import RemotingResponse
 from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.wire_command import ONEWAY_FLAG, FrameError, LanguageCode, RemotingCommand
 
@@ -294,7 +300,8 @@ def _call(handler: AnswerHandler, answer: RemotingCommand | None, error: BaseExc
         log.exception("an async answer's handler failed")
 
 
-def _send_result(answer: RemotingCommand, broker_addr: str, mq: MessageQueue, msg_id: str) -> SendResult:
+def _send_result(answer: RemotingCommand | RemotingResponse, broker_addr: str, mq: MessageQueue,
+                 msg_id: str) -> SendResult:
     """The SendResult of SEND_MESSAGE's answer (MQBrokerError for an error code or a bad answer)."""
     if answer.code != ResponseCode.SUCCESS:
         raise MQBrokerError(answer.code, answer.remark or "", mq.broker_name)
@@ -311,12 +318,15 @@ class DirectBrokerTransport:
     """The send engine's transport: SEND_MESSAGE over a connection of its own to each broker with a
     TCP address in the route, an actor call (`fallback`) to any other."""
 
-    def __init__(self, fallback: RayBrokerTransport, producer_group: str, client_id: str = "") -> None:
+    def __init__(self, fallback: RayBrokerTransport, producer_group: str, client_id: str = "",
+                 compress_over: int = COMPRESS_MSG_BODY_OVER_HOWMUCH) -> None:
         self.fallback = fallback
         self.credentials = fallback.credentials
         self.producer_group = producer_group
         self.client_id = client_id
         """Sent in the producer's HEART_BEAT (none when empty)."""
+        self.compress_over = compress_over
+        """Bodies of at least this many bytes are sent deflated (compressMsgBodyOverHowmuch)."""
         self._lock = threading.Lock()
         self._connections: dict[str, BrokerConnection] = {}
         self._heard: dict[str, float] = {}
@@ -373,22 +383,49 @@ class DirectBrokerTransport:
             log.debug("heartbeat to %s not sent: %s", addr, e)
 
     def _request(self, mq: MessageQueue, msg: Message, msg_id: str,
-                 default_topic: str | None) -> tuple[dict[str, str], bytes]:
-        ext = ray_send_ext(mq.topic, mq.queue_id, msg.wire_properties(), msg_id,
+                 default_topic: str | None) -> tuple[int, dict[str, str], bytes]:
+        """(request code, header, body) of one send: SEND_BATCH_MESSAGE for a batch (its messages
+        carry their own ids; never compressed, as RocketMQ's client), else SEND_MESSAGE with a body
+        deflated when it is large enough (the sysFlag says so)."""
+        batch = isinstance(msg, MessageBatch)
+        ext = ray_send_ext(mq.topic, mq.queue_id, msg.wire_properties(), None if batch else msg_id,
                            default_topic if default_topic is not None else AUTO_CREATE_TOPIC_KEY_TOPIC)
         ext["producerGroup"] = self.producer_group
-        body = bytes(msg.body)
+        if batch:
+            code, body = BrokerRequestCode.SEND_BATCH_MESSAGE, bytes(msg.body)
+            ext["batch"] = "true"
+        else:
+            body, sys_flag = compress_body(bytes(msg.body), self.compress_over)
+            code, ext["sysFlag"] = BrokerRequestCode.SEND_MESSAGE, str(sys_flag)
         auth = signature(ext, body, self.credentials)
-        return (ext | auth if auth else ext), body
+        return code, (ext | auth if auth else ext), body
+
+    def _send_by_actor(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str, timeout_ms: int,
+                       default_topic: str | None) -> SendResult:
+        """A batch to a broker with no TCP address: the same request through its actor's pipeline."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        from namesrv.remoting.command import RemotingRequest
+
+        code, ext, body = self._request(mq, msg, msg_id, default_topic)
+        handle = self.fallback.handle(self.fallback.actor_of(mq.broker_name, broker_addr))
+        try:
+            answer = ray.get(handle.process.remote(RemotingRequest(code, ext, body)), timeout=max(timeout_ms, 1) / 1000)
+        except (GetTimeoutError, RayActorError) as e:
+            raise RemotingError(f"broker {broker_addr}: {type(e).__name__}") from None
+        return _send_result(answer, broker_addr, mq, msg_id)
 
     def send(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str, timeout_ms: int,
              default_topic: str | None) -> SendResult:
         where = tcp_address(broker_addr)
         if where is None:
+            if isinstance(msg, MessageBatch):
+                return self._send_by_actor(broker_addr, mq, msg, msg_id, timeout_ms, default_topic)
             return self.fallback.send(broker_addr, mq, msg, msg_id, timeout_ms, default_topic)
-        ext, body = self._request(mq, msg, msg_id, default_topic)
+        code, ext, body = self._request(mq, msg, msg_id, default_topic)
         conn = self._connection(broker_addr, *where)
-        answer = conn.invoke(BrokerRequestCode.SEND_MESSAGE, ext, body, max(timeout_ms, 1) / 1000)
+        answer = conn.invoke(code, ext, body, max(timeout_ms, 1) / 1000)
         return _send_result(answer, broker_addr, mq, msg_id)
 
     def send_async(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str, timeout_ms: int,
@@ -399,7 +436,7 @@ class DirectBrokerTransport:
         where = tcp_address(broker_addr)
         if where is None:
             return False
-        ext, body = self._request(mq, msg, msg_id, default_topic)
+        code, ext, body = self._request(mq, msg, msg_id, default_topic)
         conn = self._connection(broker_addr, *where)
 
         def answered(answer: RemotingCommand | None, error: BaseException | None) -> None:
@@ -413,7 +450,7 @@ class DirectBrokerTransport:
                 return
             callback(result, None)
 
-        conn.invoke_async(BrokerRequestCode.SEND_MESSAGE, ext, body, max(timeout_ms, 1) / 1000, answered)
+        conn.invoke_async(code, ext, body, max(timeout_ms, 1) / 1000, answered)
         return True
 
     def send_oneway(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str) -> None:
@@ -421,5 +458,5 @@ class DirectBrokerTransport:
         if where is None:
             self.fallback.send_oneway(broker_addr, mq, msg, msg_id)
             return
-        ext, body = self._request(mq, msg, msg_id, None)
-        self._connection(broker_addr, *where).oneway(BrokerRequestCode.SEND_MESSAGE, ext, body)
+        code, ext, body = self._request(mq, msg, msg_id, None)
+        self._connection(broker_addr, *where).oneway(code, ext, body)
