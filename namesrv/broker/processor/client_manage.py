@@ -51,7 +51,7 @@ class ClientManageProcessor:
             group = str(consumer["groupName"])
             retry = f"{RETRY_GROUP_TOPIC_PREFIX}{group}"
             config = ctx.subscription_groups.find(group)  # auto-created with the defaults when allowed
-            queues = config.retry_queue_nums if config is not None else 1
+            queues = config.retry_queue_nums if config is not None else 0  # no config: no retry topic (RocketMQ)
             if (queues > 0 and retry not in ctx.topics.topic_config_table
                     and ctx.topics.create_topic_in_send_message_back_method(retry, queues) is not None):
                 ctx.on_topic_created(retry)
