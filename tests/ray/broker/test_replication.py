@@ -4,10 +4,9 @@ Sends to the master appear on the slave byte for byte; a restarted slave resumes
 (it never copies again); topic config, consumer offsets and subscription groups follow; SYNC_MASTER
 acknowledges only what the slave holds (a stopped slave makes sends answer FLUSH_SLAVE_TIMEOUT); a
 slave refuses sends and serves pulls at the master's offsets, also once the master is dead. The
-brokers listen on TCP, so
-slaves replicate over their connection to the master's client port (HA_TRANSFER); one test runs a
-slave over that, over Ray calls by choice (ha_transport "ray"), and over Ray calls because its
-master has no TCP address.
+brokers listen on TCP, so slaves replicate over their connection to the master's client port
+(HA_TRANSFER); one test runs a slave over that, over Ray calls by choice (ha_transport "ray"), and
+over Ray calls because its master has no TCP address.
 """
 
 from __future__ import annotations
