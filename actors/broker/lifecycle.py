@@ -38,6 +38,7 @@ from namesrv.broker.processor.admin import AdminBrokerProcessor
 from namesrv.broker.processor.admin_queries import AdminQueries
 from namesrv.broker.processor.dispatcher import BrokerProcessor
 from namesrv.broker.processor.offset_reset import OffsetResetProcessor
+from namesrv.broker.processor.reply import ReplyMessageProcessor
 from namesrv.broker.processor.subscription_group import SubscriptionGroupProcessor
 from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.processor.wire import BrokerWireEncoder
@@ -187,6 +188,7 @@ class BrokerController:
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
         self.to_clients = Broker2Client(identity, self.remoting, self.processor)
         self.pipeline.register(OffsetResetProcessor(self.processor.context, self.to_clients.reset_offsets).handlers)
+        self.pipeline.register(ReplyMessageProcessor(self.processor.context, self.to_clients.call_client).handlers)
         self._schedule_task: asyncio.Task[None] | None = None
         self.replicas = ReplicasManager(self, namespace, broker_id, master_role, channel_of(self.token)) \
             if controller_mode else None

@@ -220,7 +220,8 @@ def request_header(cmd: Request, model: type[H]) -> H:
         cached: H = cmd.header
         return cached
     ext: Mapping[str, Any] = cmd.ext_fields or {}
-    if cmd.code == BrokerRequestCode.SEND_MESSAGE_V2 and model is SendMessageRequestHeader:
+    if (cmd.code in (BrokerRequestCode.SEND_MESSAGE_V2, BrokerRequestCode.SEND_REPLY_MESSAGE_V2)
+            and model is SendMessageRequestHeader):
         ext = SendMessageRequestHeader.from_v2(ext)
     header = model.from_ext(ext, wire=True)
     cmd.header = header

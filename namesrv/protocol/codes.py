@@ -99,6 +99,12 @@ class BrokerRequestCode(IntEnum):
     VIEW_BROKER_STATS_DATA = 315
     """mqadmin statsAll: one topic's puts or one group's gets over a minute, an hour, a day."""
     SEND_BATCH_MESSAGE = 320
+    SEND_REPLY_MESSAGE = 324
+    """A responder's reply to a request-reply message: the broker pushes it to the requester."""
+    SEND_REPLY_MESSAGE_V2 = 325
+    """SEND_REPLY_MESSAGE with SEND_MESSAGE_V2's one-letter header."""
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    """Broker -> requester, awaiting its answer: the reply to its request (ReplyMessageRequestHeader)."""
     HA_TRANSFER = 9001
     """Not RocketMQ's (it has no remoting code for HA; 5.3 uses none between 3010 and 200050): a
     slave's replication long poll on its master's client port (namesrv.store.ha.wire)."""
@@ -114,7 +120,8 @@ SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_M
 """The broker codes that store messages."""
 
 BROKER_LARGE_REQUEST_CODES = SEND_CODES | {BrokerRequestCode.HEART_BEAT, BrokerRequestCode.LOCK_BATCH_MQ,
-                                           BrokerRequestCode.UNLOCK_BATCH_MQ}
+                                           BrokerRequestCode.UNLOCK_BATCH_MQ, BrokerRequestCode.SEND_REPLY_MESSAGE,
+                                           BrokerRequestCode.SEND_REPLY_MESSAGE_V2}
 """Broker requests whose frames may be big: messages, and client bodies listing many groups or queues."""
 
 

@@ -61,3 +61,9 @@ class ProducerManager:
     def channels_of(self, group: str) -> list[ProducerChannel]:
         """The group's live channels, most recently heard first."""
         return sorted(self.groups.get(group, {}).values(), key=lambda c: -c.last_update)
+
+    def find_channel(self, client_id: str) -> str | None:
+        """The channel of a producer client by its id, the most recently heard if it has several
+        (RocketMQ's findChannel: the requester of a request-reply message); None when unknown."""
+        found = [c for members in self.groups.values() for c in members.values() if c.client_id == client_id]
+        return max(found, key=lambda c: c.last_update).channel if found else None
