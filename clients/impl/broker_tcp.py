@@ -25,20 +25,25 @@ import logging
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from clients.impl.client_instance import RayBrokerTransport
 from namesrv.acl.plain_acl import signature
 from namesrv.client.batch import MessageBatch
 from namesrv.client.errors import MQBrokerError, RemotingError
 from namesrv.client.message import Message
+from namesrv.client.reply import MSG_TYPE, REPLY_MESSAGE_FLAG
 from namesrv.client.send_async import AnswerCallback
 from namesrv.client.send_result import SendResult
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
 from namesrv.protocol.message.codec import ray_send_ext
-from namesrv.protocol.message.compression import COMPRESS_MSG_BODY_OVER_HOWMUCH, compress_body
+from namesrv.protocol.message.compression import COMPRESS_MSG_BODY_OVER_HOWMUCH, compress_body, uncompressed_body
+from namesrv.protocol.message.properties import string_to_properties
 from namesrv.protocol.models import MessageQueue
+from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingResponse
 from namesrv.remoting.frame_decoder import FrameDecoder
@@ -113,6 +118,10 @@ class BrokerConnection:
         self._decoder = FrameDecoder()
         self.broken: str | None = None
         """Why the connection is unusable (None: it is fine); a broken one is replaced."""
+        self.on_request: Callable[[BrokerConnection, RemotingCommand], None] | None = None
+        """Called (on the reading thread) with each request the broker sends on this connection."""
+        self._holds = itertools.count(-1, -1)
+        """Keys of `keep_reading` holds among the async requests (negative: never an opaque)."""
 
     def close(self, reason: str = "closed") -> None:
         with self._lock:
@@ -170,6 +179,30 @@ class BrokerConnection:
             with self._lock:
                 self._pending.pop(opaque, None)
             raise
+
+    def keep_reading(self, timeout_s: float) -> Callable[[], None]:
+        """Read this connection for up to `timeout_s` even with no answer outstanding, so a request
+        the broker sends (a pushed reply) reaches `on_request`; the returned call stops it sooner."""
+        key = next(self._holds)
+        with self._lock:
+            if self.broken is not None:
+                raise RemotingError(f"connection to broker {self.address} is closed: {self.broken}")
+            self._pending[key] = _Pending(lambda answer, error: None, time.monotonic() + timeout_s)
+            start = not self._pump_running
+            self._pump_running = True
+        if start:
+            threading.Thread(target=self._pump, name=f"broker-{self.address}-reader", daemon=True).start()
+
+        def release() -> None:
+            with self._lock:
+                self._pending.pop(key, None)
+        return release
+
+    def answer(self, request: RemotingCommand, code: int, remark: str | None = None) -> None:
+        """Answer a request the broker sent (nothing for a oneway one)."""
+        if request.flag & ONEWAY_FLAG:
+            return
+        self._write(encode_command(request.response(code, remark)))
 
     def _pump(self) -> None:
         """The reader of async answers: takes the read turn whenever nobody holds it and reads
@@ -278,6 +311,7 @@ class BrokerConnection:
                 self.close(f"bad frame: {e}")
                 raise RemotingError(f"broker {self.address} sent a bad frame: {e}") from None
             answered: list[tuple[_Pending, RemotingCommand]] = []
+            requests = [cmd for cmd in commands if not cmd.is_response]
             with self._lock:
                 for cmd in commands:
                     if not cmd.is_response:
@@ -291,6 +325,19 @@ class BrokerConnection:
                     # else a late answer nobody awaits any more: dropped
             for pending, cmd in answered:
                 _call(pending.handler, cmd, None)
+            for cmd in requests:
+                self._serve(cmd)
+
+    def _serve(self, request: RemotingCommand) -> None:
+        """A request from the broker: to `on_request`, else answered as not supported."""
+        try:
+            if self.on_request is not None:
+                self.on_request(self, request)
+            else:
+                self.answer(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                            f"request type {request.code} not supported")
+        except Exception:  # a handler's bug must not stop the reader of every other answer
+            log.exception("a request from broker %s could not be served", self.address)
 
 
 def _call(handler: AnswerHandler, answer: RemotingCommand | None, error: BaseException | None) -> None:
@@ -331,8 +378,10 @@ class DirectBrokerTransport:
         self._connections: dict[str, BrokerConnection] = {}
         self._heard: dict[str, float] = {}
         """Broker address -> when this producer last sent it a heartbeat (monotonic s)."""
+        _TRANSPORTS.add(self)
 
     def close(self) -> None:
+        _TRANSPORTS.discard(self)
         with self._lock:
             connections, self._connections = list(self._connections.values()), {}
         for conn in connections:
@@ -355,9 +404,47 @@ class DirectBrokerTransport:
             if conn is not None and conn.broken is None:
                 fresh.close("not needed")
                 return conn
+            fresh.on_request = self._broker_request
             self._connections[addr] = fresh
             self._heard.pop(addr, None)  # a new connection: the broker knows this producer on it once told
             return fresh
+
+    # ------------------------------------------------------------------ request-reply
+    def keep_reading(self, timeout_s: float) -> Callable[[], None]:
+        """Read every open connection of this transport for up to `timeout_s` (the returned call
+        stops it sooner): a pushed reply arrives on whichever connection the broker picked."""
+        with self._lock:
+            connections = [c for c in self._connections.values() if c.broken is None]
+        releases = []
+        for conn in connections:
+            try:
+                releases.append(conn.keep_reading(timeout_s))
+            except RemotingError:  # closed meanwhile: nothing comes on it
+                continue
+
+        def release() -> None:
+            for r in releases:
+                r()
+        return release
+
+    def _broker_request(self, conn: BrokerConnection, request: RemotingCommand) -> None:
+        """PUSH_REPLY_MESSAGE_TO_CLIENT (ClientRemotingProcessor.receiveReplyMessage): the reply
+        completes its request's future and is answered SUCCESS; anything else is not supported."""
+        if request.code != BrokerRequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
+            conn.answer(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {request.code} not supported")
+            return
+        ext = request.ext_fields or {}
+        props = string_to_properties(ext.get("properties"))
+        try:
+            body = uncompressed_body(request.body or b"", int(ext.get("sysFlag", "0") or 0))
+        except (InvalidInput, ValueError) as e:
+            conn.answer(request, ResponseCode.SYSTEM_ERROR, f"reply body: {e}")
+            return
+        reply = Message(ext.get("topic", ""), body, props.get("TAGS"), props.get("KEYS"), props)
+        if not REQUESTS.complete(props.get("CORRELATION_ID", ""), reply):
+            log.warning("a reply for no request waiting here (correlation id %s)", props.get("CORRELATION_ID"))
+        conn.answer(request, ResponseCode.SUCCESS)
+
 
     def _heartbeat_due(self, addr: str) -> bool:
         """A connection's first use, then at most every HEARTBEAT_INTERVAL_S of sending."""
@@ -397,6 +484,8 @@ class DirectBrokerTransport:
         else:
             body, sys_flag = compress_body(bytes(msg.body), self.compress_over)
             code, ext["sysFlag"] = BrokerRequestCode.SEND_MESSAGE, str(sys_flag)
+            if msg.properties.get(MSG_TYPE) == REPLY_MESSAGE_FLAG:  # a responder's reply (MessageUtil)
+                code = BrokerRequestCode.SEND_REPLY_MESSAGE
         auth = signature(ext, body, self.credentials)
         return code, (ext | auth if auth else ext), body
 
@@ -460,3 +549,46 @@ class DirectBrokerTransport:
             return
         code, ext, body = self._request(mq, msg, msg_id, None)
         self._connection(broker_addr, *where).oneway(code, ext, body)
+
+
+class RequestFutureHolder:
+    """The process's requests waiting for their reply, by correlation id (RocketMQ's
+    RequestFutureHolder, a singleton: the producers of one process share one client id, so the
+    broker pushes a reply down whichever of their connections it finds; any of them completes it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._futures: dict[str, Future[Message]] = {}
+
+    def expect(self, correlation_id: str) -> Future[Message]:
+        future: Future[Message] = Future()
+        with self._lock:
+            self._futures[correlation_id] = future
+        return future
+
+    def forget(self, correlation_id: str) -> None:
+        with self._lock:
+            self._futures.pop(correlation_id, None)
+
+    def complete(self, correlation_id: str, reply: Message) -> bool:
+        with self._lock:
+            future = self._futures.pop(correlation_id, None)
+        if future is None or future.done():
+            return False
+        future.set_result(reply)
+        return True
+
+    @staticmethod
+    def keep_reading(timeout_s: float) -> Callable[[], None]:
+        """Read every open broker connection of every producer of this process for up to `timeout_s`."""
+        releases = [t.keep_reading(timeout_s) for t in list(_TRANSPORTS)]
+
+        def release() -> None:
+            for r in releases:
+                r()
+        return release
+
+
+REQUESTS = RequestFutureHolder()
+_TRANSPORTS: weakref.WeakSet[DirectBrokerTransport] = weakref.WeakSet()
+"""Every direct transport of this process (a reply may come down any of their connections)."""

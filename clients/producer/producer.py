@@ -1,4 +1,5 @@
-"""Producer over Ray (RocketMQ's DefaultMQProducer): sync, async, oneway, orderly and batch sends.
+"""Producer over Ray (RocketMQ's DefaultMQProducer): sync, async, oneway, orderly and batch sends,
+and request-reply.
 
     from clients.producer.producer import Producer, Message
     with Producer("my_group", namespace="namesrv") as p:
@@ -15,13 +16,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from pydantic import ValidationError
 
-from clients.impl.broker_tcp import DirectBrokerTransport
+from clients.impl.broker_tcp import REQUESTS, DirectBrokerTransport
 from clients.impl.client_instance import MQClientInstance, build_client_id, get_or_create_instance, release_instance
 from clients.impl.namesrv_client import NameServerClient, discover_namesrvs
 from namesrv.client.batch import batch_of
@@ -36,6 +40,7 @@ from namesrv.client.errors import (
 from namesrv.client.message import Message, check_group, check_message
 from namesrv.client.namespace import without_namespace, wrap_namespace
 from namesrv.client.publish_info import TopicPublishInfo
+from namesrv.client.reply import RequestTimeoutError, request_properties
 from namesrv.client.route_source import RouteSource
 from namesrv.client.send_engine import MessageQueueSelector, SendEngine, Transport, select_by_hash
 from namesrv.client.send_result import SendResult
@@ -199,6 +204,38 @@ class Producer:
         result = engine.send(batch, info, timeout_ms, default_topic)
         result.msg_id = ",".join(batch.unique_ids)
         return self._incoming(result)
+
+    def request(self, msg: Message, timeout_ms: int = 3000) -> Message:
+        """Request-reply (DefaultMQProducer.request): send `msg` with a correlation id, this
+        client's id and the timeout as properties, then wait for the reply a responder sends back
+        (`namesrv.client.reply.create_reply_message`), which the broker pushes down this producer's
+        connection; the reply as a Message of the reply topic. RequestTimeoutError when none comes
+        within `timeout_ms` (the send itself counts against it). Needs broker_transport "tcp" (a
+        Ray driver has no connection for the broker to push on)."""
+        instance, _ = self._ready()
+        direct = self._direct
+        if direct is None:
+            raise MQClientError("request needs broker_transport='tcp' (the broker pushes the reply down a connection)")
+        if not isinstance(msg, Message):
+            raise MQClientError(f"expected a Message, got {type(msg).__name__}")
+        correlation_id = uuid.uuid4().hex
+        request = dataclasses.replace(msg, properties=dict(msg.properties) | request_properties(
+            correlation_id, instance.client_id, timeout_ms))
+        future = REQUESTS.expect(correlation_id)
+        deadline = time.monotonic() + timeout_ms / 1000
+        try:
+            self.send(request, timeout_ms)
+            release = REQUESTS.keep_reading(max(0.001, deadline - time.monotonic()))
+            try:
+                reply = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                raise RequestTimeoutError(f"send request message to <{msg.topic}> OK, but wait reply message "
+                                          f"timeout, {timeout_ms} ms.") from None
+            finally:
+                release()
+        finally:
+            REQUESTS.forget(correlation_id)
+        return dataclasses.replace(reply, topic=without_namespace(self.config.rocketmq_namespace, reply.topic))
 
     def send_async(
         self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None] | None = None,

@@ -4,11 +4,13 @@ stored as N messages from one request, an oversized one is refused (by the produ
 and by the broker with MESSAGE_ILLEGAL when a client sends it anyway); a compressed body, from this
 producer and from the PyPI C++ client (which deflates bodies over 4 KiB), is read plain by a TCP
 pull, the Ray pull consumer and queryMsgById; a namespaced producer's topic and group are `ns%...`
-on the broker and plain in its results."""
+on the broker and plain in its results; a request gets the reply a responder sends, pushed by the
+broker down the requester's connection, or times out."""
 
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,8 @@ from clients.admin.client import AdminClient, DefaultMQAdminExt
 from clients.consumer.pull_consumer import PullConsumer
 from clients.interop.real_client import command, parse_lines
 from clients.producer.producer import Message, MQClientError, Producer
+from namesrv.client.reply import RequestTimeoutError, create_reply_message
+from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE
@@ -42,7 +46,7 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
         d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0)
         wait_registered_everywhere(d)
         admin = AdminClient(d)
-        for topic in ("Batched", "Compressed", "FromRealClient", "ns1%Spaced"):
+        for topic in ("Batched", "Compressed", "FromRealClient", "ns1%Spaced", "Asked"):
             admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
         yield d
     finally:
@@ -140,3 +144,26 @@ def test_a_namespaced_producer_sends_to_ns_topics_and_sees_plain_names(dep: Depl
     stored: list[Any] = [m for q in range(2) for m in pulled(broker, "ns1%Spaced", q)]
     assert sorted(m.body for m in stored) == [b"b1", b"b2", b"in ns1"] and {m.topic for m in stored} == {"ns1%Spaced"}
     assert len(conns) == 1
+
+
+# ============================================================================ request-reply
+def test_a_request_gets_the_reply_its_responder_sends(dep: Deployment, broker: str) -> None:
+    replies: list[Any] = []
+    with Producer("Requester", namespace=dep.spec.namespace) as requester, \
+            Producer("Responder", namespace=dep.spec.namespace) as responder:
+        asking = threading.Thread(target=lambda: replies.append(
+            requester.request(Message("Asked", b"what is 6 x 7?"), timeout_ms=15_000)))
+        asking.start()
+        found: list[MessageExt] = []
+        wait_until(lambda: bool(found.extend(m for q in range(2) for m in pulled(broker, "Asked", q)) or found),
+                   15, "the request stored")
+        [question] = found
+        assert question.properties["REPLY_TO_CLIENT"] and question.properties["CLUSTER"] == "DefaultCluster"
+        sent = responder.send(create_reply_message(question.properties, b"42"))
+        assert sent.send_status == "SEND_OK"
+        asking.join(15)
+        with pytest.raises(RequestTimeoutError, match="but wait reply message timeout, 300 ms"):
+            requester.request(Message("Asked", b"nobody answers this"), timeout_ms=300)
+    [reply] = replies
+    assert reply.body == b"42" and reply.topic == "DefaultCluster_REPLY_TOPIC"
+    assert reply.properties["CORRELATION_ID"] == question.properties["CORRELATION_ID"]
