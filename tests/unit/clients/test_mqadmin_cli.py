@@ -245,7 +245,8 @@ def test_group_verbs_take_mqadmins_options_and_refuse_bad_ones_before_connecting
     assert reset.force is True
     for bad in (["updateSubGroup", "-g", "G"],  # neither -b nor -c
                 ["updateSubGroup", "-c", "C", "-g", "bad group"], ["updateSubGroup", "-c", "C", "-g", "g" * 256],
-                ["updateSubGroup", "-c", "C", "-g", "G", "-q", "-1"], ["updateSubGroup", "-c", "C", "-g", "G", "-s", "y"],
+                ["updateSubGroup", "-c", "C", "-g", "G", "-q", "-1"],
+                ["updateSubGroup", "-c", "C", "-g", "G", "-s", "y"],
                 ["deleteSubGroup", "-c", "C", "-g", "a b"], ["producerConnection", "-g", "P"],
                 ["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "yesterday"],
                 ["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "2024-05-06#07:08:09"],
