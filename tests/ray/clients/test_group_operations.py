@@ -4,7 +4,8 @@ and the configs kept across a broker restart, what the broker enforces from them
 retryMaxTimes), producerConnection, resetOffsetByTime on a stopped and on a live group,
 skipAccumulatedMessage and cloneGroupOffset, and bad names and settings refused with nothing changed.
 
-The verbs run in this driver (`clients.cli.main.main` with -n: the admin client over TCP); what
+The verbs run in this driver (`clients.cli.main.main` with -n: the admin client over TCP; one test
+through the Ray namespace's actors); what
 they did is checked on the wire (raw remoting clients) or through the admin client, not through
 the verb under test.
 """
@@ -259,3 +260,23 @@ def test_bad_group_names_and_settings_are_refused_and_change_nothing(
         admin.create_and_update_subscription_group_config(
             broker, SubscriptionGroupConfig.model_construct(group_name="bad name", consume_enable=True))
     assert admin.get_all_subscription_group(broker) == before
+
+
+def test_the_group_verbs_work_through_the_ray_namespace_too(dep: Deployment, broker: str, admin: DefaultMQAdminExt,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    def over_ray(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = namesrv_main([*argv, "--namespace", dep.spec.namespace])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err, err
+        return code, out, err
+
+    code, out, err = over_ray("updateSubGroup", "-b", broker, "-g", "MadeOverRay", "-r", "7")
+    assert code == 0, (out, err)
+    assert admin.get_all_subscription_group(broker)["MadeOverRay"].retry_max_times == 7  # seen over TCP
+    with Producer("RayListedProducer", namespace=dep.spec.namespace) as producer:
+        producer.send(Message(T, b"over ray"))
+        code, out, err = over_ray("producerConnection", "-g", "RayListedProducer", "-t", T, "--json")
+    assert code == 0 and len(json.loads(out)) == 1, (out, err)
+    assert over_ray("deleteSubGroup", "-b", broker, "-g", "MadeOverRay")[0] == 0
+    assert "MadeOverRay" not in admin.get_all_subscription_group(broker)
