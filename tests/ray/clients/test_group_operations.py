@@ -5,9 +5,8 @@ retryMaxTimes), producerConnection, resetOffsetByTime on a stopped and on a live
 skipAccumulatedMessage and cloneGroupOffset, and bad names and settings refused with nothing changed.
 
 The verbs run in this driver (`clients.cli.main.main` with -n: the admin client over TCP; one test
-through the Ray namespace's actors); what
-they did is checked on the wire (raw remoting clients) or through the admin client, not through
-the verb under test.
+through the Ray namespace's actors); what they did is checked on the wire (raw remoting clients) or
+through the admin client, not through the verb under test.
 """
 
 from __future__ import annotations
