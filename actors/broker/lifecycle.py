@@ -37,11 +37,15 @@ from namesrv.broker.config_update import CONFIG_FILE, BrokerConfigFile
 from namesrv.broker.processor.admin import AdminBrokerProcessor
 from namesrv.broker.processor.admin_queries import AdminQueries
 from namesrv.broker.processor.dispatcher import BrokerProcessor
+from namesrv.broker.processor.offset_reset import OffsetResetProcessor
+from namesrv.broker.processor.reply import ReplyMessageProcessor
+from namesrv.broker.processor.subscription_group import SubscriptionGroupProcessor
 from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.processor.wire import BrokerWireEncoder
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule.service import ScheduleService
 from namesrv.broker.stats import SAMPLE_INTERVAL_S
+from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import Clock, system_clock
 from namesrv.common.control_loop import ControlLoop
@@ -126,19 +130,23 @@ class BrokerController:
         self.cleaner = CleanCommitLogService(self.store, lambda: self.config.retention_policy())
         """Reads the retention settings at each run: UPDATE_BROKER_CONFIG changes them live."""
         self.offsets = ConsumerOffsetManager(store_dir / "config" / "consumerOffset.json")
+        self.groups = SubscriptionGroupManager(store_dir / "config" / "subscriptionGroup.json", clock,
+                                               config.auto_create_subscription_group, writer=self.writer.write)
         self.recovery_ms = (time.perf_counter() - started) * 1000
         self.loop = ControlLoop(identity.broker_addr)
         self.role = RoleGuard(config, broker_id, clock)
         self.processor = BrokerProcessor(identity, config, self.topics, self.store, self.offsets, clock,
                                          on_topic_created=self._topic_created,
-                                         on_group_changed=self._group_changed, role=self.role)
+                                         on_group_changed=self._group_changed, role=self.role, groups=self.groups)
         self.ha_master = HAMasterService(self.store, self.role, self.topics, self.offsets, config)
+        self.ha_master.groups = self.groups
         self.ha_master.tcp_addr = addr if remoting is not None else None
         self.ha_client = HAClient(broker_id, master_name, namespace, self.store, self.topics, self.offsets,
                                   self.processor.hold, self.processor.context.metadata, config, clock) \
             if config.broker_role is BrokerRole.SLAVE and master_name and not controller_mode else None
         self.role.controlled = controller_mode
         if self.ha_client is not None:
+            self.ha_client.groups = self.groups
             self.role.master_reachable = self.ha_client.reachable
             self.ha_client.channel = channel_of(self.token)
         self._slave_channels: dict[str, int] = {}
@@ -162,21 +170,26 @@ class BrokerController:
             self.pipeline.add_hook(self.acl)
             self.processor.may_read = self._may_read
         self.pipeline.register(self.admin.handlers)
+        self.pipeline.register(SubscriptionGroupProcessor(self.groups, self.offsets, self.writer).handlers)
         self.pipeline.register(self.ha_master.processor.handlers)  # HA_TRANSFER (actors.broker.ha.tcp)
         self.schedule = ScheduleService(self.store, store_dir / "config" / "delayOffset.json", clock,
                                         self.processor.context.delay_levels_ms, self._deliver_due)
         self.processor.context.on_parked = self.schedule.notify
+        self.processor.broker_stats.timers = self.schedule.timer_figures  # the runtime info's timer fields
         self.ha_master.delay_offsets = self.schedule.encode
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.processor.context.fence,
                                     self.offsets,
                                     lambda: self.processor.consumers, str(store_dir),
                                     lambda request, ctx, topic: self.processor.may_read(request, ctx, topic),
                                     lambda token, request, timeout_s: self.to_clients.call_client(token, request,
-                                                                                                  timeout_s))
+                                                                                                  timeout_s),
+                                    lambda: self.processor.context.producers)
         self.pipeline.register(self.queries.handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
         self.to_clients = Broker2Client(identity, self.remoting, self.processor)
+        self.pipeline.register(OffsetResetProcessor(self.processor.context, self.to_clients.reset_offsets).handlers)
+        self.pipeline.register(ReplyMessageProcessor(self.processor.context, self.to_clients.call_client).handlers)
         self._schedule_task: asyncio.Task[None] | None = None
         self.replicas = ReplicasManager(self, namespace, broker_id, master_role, channel_of(self.token)) \
             if controller_mode else None

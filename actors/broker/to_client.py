@@ -52,6 +52,19 @@ class Broker2Client:
                 self._send(conn, RemotingCommand(BrokerRequestCode.NOTIFY_CONSUMER_IDS_CHANGED, next(self._opaque),
                                                  ONEWAY_FLAG, ext_fields={"consumerGroup": group}))
 
+    def reset_offsets(self, requests: list[tuple[str, RemotingCommand]]) -> int:
+        """RESET_CONSUMER_CLIENT_OFFSET to each member (oneway, Broker2Client.resetOffset); a member
+        without a TCP connection here (a Ray-native consumer) is not told: it reads the offsets the
+        broker committed. Returns how many were told."""
+        told = 0
+        for token, request in requests:
+            conn = self._open(token)
+            if conn is not None:
+                request.opaque, request.flag = next(self._opaque), ONEWAY_FLAG
+                self._send(conn, request)
+                told += 1
+        return told
+
     async def check_transactions(self) -> None:
         """Ask a producer of its group about every half unresolved too long; drop (and log) one
         checked transactionCheckMax times (TransactionalMessageCheckService)."""
@@ -65,8 +78,8 @@ class Broker2Client:
             txn.discarded += 1
         addr = self.identity.broker_addr
         for half in to_check:
-            channels = self.processor.context.producers.get(half.properties.get(PGROUP, ""), {})
-            conn = next((c for t in channels if (c := self._open(t)) is not None), None)
+            channels = self.processor.context.producers.channels_of(half.properties.get(PGROUP, ""))
+            conn = next((c for p in channels if (c := self._open(p.channel)) is not None), None)
             if conn is None:  # none over TCP: a Ray-native producer asks for it (BrokerActor.check_transactions)
                 continue
             txn.checked(half.queue_offset)

@@ -40,9 +40,9 @@ class BrokerQueries(MessageQueries):
     transport: AdminTransport
 
     def _broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None, what: str,
-                props: dict[str, str] | None = None) -> RemotingResponse:
+                props: dict[str, str] | None = None, body: bytes | None = None) -> RemotingResponse:
         try:
-            resp = self.transport.call_broker(broker_addr, code, ext, props)
+            resp = self.transport.call_broker(broker_addr, code, ext, props, body)
         except ServerUnreachable as e:
             raise MQAdminError(f"broker {broker_addr}: {e}") from None
         return checked(broker_addr, resp, what)

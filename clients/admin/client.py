@@ -18,7 +18,8 @@ import logging
 from types import TracebackType
 from typing import Any, TypeVar
 
-from clients.admin.brokers import BrokerQueries, MQAdminError, checked
+from clients.admin.brokers import MQAdminError, checked
+from clients.admin.groups import GroupOperations
 from clients.admin.transport import AdminTransport, RayTransport, ServerUnreachable, describe, unreachable
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
@@ -55,7 +56,7 @@ def topic_config_ext(tc: TopicConfig) -> dict[str, str]:
             "order": "true" if tc.order else "false"}
 
 
-class DefaultMQAdminExt(BrokerQueries):
+class DefaultMQAdminExt(GroupOperations):
     """view_message / query_message: see clients.admin.messages; the per-broker queries:
     clients.admin.brokers."""
 

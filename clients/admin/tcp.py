@@ -63,8 +63,8 @@ class TcpTransport:
         return self._call(namesrv, code, ext or {}, body)
 
     def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None,
-                    props: dict[str, str] | None = None) -> RemotingResponse:
-        return self._call(broker_addr, code, ext or {}, format_properties(props) if props is not None else None)
+                    props: dict[str, str] | None = None, body: bytes | None = None) -> RemotingResponse:
+        return self._call(broker_addr, code, ext or {}, format_properties(props) if props is not None else body)
 
     def close(self) -> None:
         for addr in list(self._clients):

@@ -19,7 +19,14 @@ from typing import Any, Protocol
 
 from namesrv.controller.codes import ControllerRequestCode
 from namesrv.protocol import fastjson
-from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
+from namesrv.protocol.admin_bodies import (
+    ConsumerConnection,
+    ConsumeStats,
+    GroupList,
+    ProducerConnection,
+    ResetOffsetBody,
+    TopicStatsTable,
+)
 from namesrv.protocol.bodies import format_properties, parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.keyed_json import loads_keyed
@@ -67,6 +74,9 @@ BODY_MODELS: dict[int, Callable[[bytes], Any]] = {
     BrokerRequestCode.GET_TOPIC_STATS_INFO: lambda b: TopicStatsTable.from_wire(loads_keyed(b)),
     BrokerRequestCode.GET_CONSUME_STATS: lambda b: ConsumeStats.from_wire(loads_keyed(b)),
     BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST: lambda b: ConsumerConnection.from_wire(loads_keyed(b)),
+    BrokerRequestCode.GET_PRODUCER_CONNECTION_LIST: lambda b: ProducerConnection.from_wire(loads_keyed(b)),
+    BrokerRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: lambda b: dict(fastjson.loads(b)),
+    BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET: lambda b: ResetOffsetBody.from_wire(loads_keyed(b)),
     BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: lambda b: GroupList.from_wire(loads_keyed(b)),
     BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: lambda b: ConsumerRunningInfo.from_wire(loads_keyed(b)),
     BrokerRequestCode.GET_BROKER_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
@@ -105,9 +115,10 @@ class AdminTransport(Protocol):
         ...
 
     def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None,
-                    props: dict[str, str] | None = None) -> RemotingResponse:
+                    props: dict[str, str] | None = None, body: bytes | None = None) -> RemotingResponse:
         """One request to one broker, by the address routes carry (`props`: UPDATE_BROKER_CONFIG's
-        body, Java properties text either way). Raises ServerUnreachable."""
+        body, Java properties text either way; `body`: any other body, e.g. a JSON config). Raises
+        ServerUnreachable."""
         ...
 
     def close(self) -> None: ...
@@ -151,11 +162,11 @@ class RayTransport:
         return self._process(handle, namesrv, code, ext, encode_body(props) if props is not None else None)
 
     def call_broker(self, broker_addr: str, code: int, ext: dict[str, Any] | None = None,
-                    props: dict[str, str] | None = None) -> RemotingResponse:
+                    props: dict[str, str] | None = None, body: bytes | None = None) -> RemotingResponse:
         handle = self.dep.brokers.get(broker_addr)
         if handle is None:
             raise ServerUnreachable(f"no broker actor serves {broker_addr} in {self.where}")
-        return self._process(handle, broker_addr, code, ext, format_properties(props) if props is not None else None)
+        return self._process(handle, broker_addr, code, ext, format_properties(props) if props is not None else body)
 
     def close(self) -> None:
         pass

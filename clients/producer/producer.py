@@ -1,23 +1,34 @@
-"""Producer over Ray (RocketMQ's DefaultMQProducer): sync, async, oneway and orderly sends.
+"""Producer over Ray (RocketMQ's DefaultMQProducer): sync, async, oneway, orderly and batch sends,
+and request-reply.
 
     from clients.producer.producer import Producer, Message
     with Producer("my_group", namespace="namesrv") as p:
         result = p.send(Message("TopicTest", b"hello"))
+        batch = p.send_batch([Message("TopicTest", b"a"), Message("TopicTest", b"b")])
+
+`namespace` is the Ray namespace the NameServer actors are in; RocketMQ's namespace (topics and the
+group as `ns%name` on the wire) is the `rocketmq_namespace` option. Over TCP, bodies of at least
+`compress_msg_body_over_howmuch` bytes (4 KiB) are sent zlib-deflated, as RocketMQ's producers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from pydantic import ValidationError
 
-from clients.impl.broker_tcp import DirectBrokerTransport
+from clients.impl.broker_tcp import REQUESTS, DirectBrokerTransport
 from clients.impl.client_instance import MQClientInstance, build_client_id, get_or_create_instance, release_instance
 from clients.impl.namesrv_client import NameServerClient, discover_namesrvs
+from namesrv.client.batch import batch_of
 from namesrv.client.config import ProducerConfig
 from namesrv.client.errors import (
     MQBrokerError,
@@ -27,7 +38,9 @@ from namesrv.client.errors import (
     TopicNotFound,
 )
 from namesrv.client.message import Message, check_group, check_message
+from namesrv.client.namespace import without_namespace, wrap_namespace
 from namesrv.client.publish_info import TopicPublishInfo
+from namesrv.client.reply import RequestTimeoutError, request_properties
 from namesrv.client.route_source import RouteSource
 from namesrv.client.send_engine import MessageQueueSelector, SendEngine, Transport, select_by_hash
 from namesrv.client.send_result import SendResult
@@ -103,12 +116,14 @@ class Producer:
             raise MQClientError(
                 f"The producer group[{self.group}] has been created before, specify another name please."
             )
+        wire_group = wrap_namespace(self.config.rocketmq_namespace, self.group)
         instance.producer_groups.add(self.group)
         instance.start()
         self.instance = instance
         transport: Transport = instance.transport
         if self.config.broker_transport == "tcp":
-            self._direct = DirectBrokerTransport(instance.transport, self.group)
+            self._direct = DirectBrokerTransport(instance.transport, wire_group, client_id,
+                                                 self.config.compress_msg_body_over_howmuch)
             transport = self._direct
         self.engine = SendEngine(transport, self.config)
         self._executor = ThreadPoolExecutor(self.config.async_send_threads, thread_name_prefix=f"{self.group}-async")
@@ -147,11 +162,80 @@ class Producer:
         cfg = self.config
         return instance.find_publish_info(msg.topic, cfg.auto_create_topic, cfg.default_topic_queue_nums)
 
+    # ------------------------------------------------------------------ RocketMQ namespace
+    def _outgoing(self, msg: Message) -> Message:
+        """The message as it travels: its topic in the producer's RocketMQ namespace, if any."""
+        ns = self.config.rocketmq_namespace
+        if not ns or not isinstance(msg, Message):
+            return msg
+        return dataclasses.replace(msg, topic=wrap_namespace(ns, msg.topic))
+
+    def _incoming(self, result: SendResult) -> SendResult:
+        """A result as the user sees it: its queue's topic without the namespace."""
+        ns = self.config.rocketmq_namespace
+        if ns:
+            mq = result.message_queue
+            result.message_queue = MessageQueue(without_namespace(ns, mq.topic), mq.broker_name, mq.queue_id)
+        return result
+
     # ------------------------------------------------------------------ send modes
     def send(self, msg: Message, timeout_ms: int | None = None) -> SendResult:
         """Sync send with retries on other brokers; raises SendFailedError naming every broker tried."""
+        msg = self._outgoing(msg)
         info, default_topic = self._publish_info(msg)
-        return self._ready()[1].send(msg, info, timeout_ms, default_topic)
+        return self._incoming(self._ready()[1].send(msg, info, timeout_ms, default_topic))
+
+    def send_batch(self, messages: list[Message], timeout_ms: int | None = None) -> SendResult:
+        """Messages of one topic as ONE SEND_BATCH_MESSAGE, into one queue (RocketMQ's
+        send(Collection<Message>)), with the sync send's retries; the result's msg_id joins the
+        messages' ids with ','. RocketMQ's limits are checked before anything is sent
+        (namesrv.client.batch: one topic, no delay, no retry topic, at most max_message_size in
+        all): MQClientError. Needs broker_transport "tcp" (the actor-call transport has no batch)."""
+        instance, engine = self._ready()
+        if self._direct is None:
+            raise MQClientError("send_batch needs broker_transport='tcp' (the actor-call transport has no batch)")
+        outgoing = [self._outgoing(m) for m in messages] if isinstance(messages, list) else messages
+        if not isinstance(outgoing, list):
+            raise MQClientError(f"send_batch takes a list of messages, got {type(messages).__name__}")
+        batch = batch_of(outgoing, engine.next_msg_id, self.config.max_message_size)
+        cfg = self.config
+        info, default_topic = instance.find_publish_info(batch.topic, cfg.auto_create_topic,
+                                                         cfg.default_topic_queue_nums)
+        result = engine.send(batch, info, timeout_ms, default_topic)
+        result.msg_id = ",".join(batch.unique_ids)
+        return self._incoming(result)
+
+    def request(self, msg: Message, timeout_ms: int = 3000) -> Message:
+        """Request-reply (DefaultMQProducer.request): send `msg` with a correlation id, this
+        client's id and the timeout as properties, then wait for the reply a responder sends back
+        (`namesrv.client.reply.create_reply_message`), which the broker pushes down this producer's
+        connection; the reply as a Message of the reply topic. RequestTimeoutError when none comes
+        within `timeout_ms` (the send itself counts against it). Needs broker_transport "tcp" (a
+        Ray driver has no connection for the broker to push on)."""
+        instance, _ = self._ready()
+        direct = self._direct
+        if direct is None:
+            raise MQClientError("request needs broker_transport='tcp' (the broker pushes the reply down a connection)")
+        if not isinstance(msg, Message):
+            raise MQClientError(f"expected a Message, got {type(msg).__name__}")
+        correlation_id = uuid.uuid4().hex
+        request = dataclasses.replace(msg, properties=dict(msg.properties) | request_properties(
+            correlation_id, instance.client_id, timeout_ms))
+        future = REQUESTS.expect(correlation_id)
+        deadline = time.monotonic() + timeout_ms / 1000
+        try:
+            self.send(request, timeout_ms)
+            release = REQUESTS.keep_reading(max(0.001, deadline - time.monotonic()))
+            try:
+                reply = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                raise RequestTimeoutError(f"send request message to <{msg.topic}> OK, but wait reply message "
+                                          f"timeout, {timeout_ms} ms.") from None
+            finally:
+                release()
+        finally:
+            REQUESTS.forget(correlation_id)
+        return dataclasses.replace(reply, topic=without_namespace(self.config.rocketmq_namespace, reply.topic))
 
     def send_async(
         self, msg: Message, callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
@@ -166,6 +250,7 @@ class Producer:
         comes (`send_async.AsyncSend`), so sends in flight are not bounded by the executor's
         threads; to brokers reached by actor call, an executor thread makes the (blocking) call."""
         instance, engine = self._ready()
+        msg = self._outgoing(msg)
         check_message(msg, self.config.max_message_size)
         assert self._executor is not None
         executor = self._executor
@@ -178,7 +263,7 @@ class Producer:
                 if error is not None:
                     future.set_exception(error)
                 else:
-                    future.set_result(result)  # type: ignore[arg-type]
+                    future.set_result(self._incoming(result))  # type: ignore[arg-type]
             finally:
                 with self._idle:
                     self._in_flight -= 1
@@ -201,13 +286,15 @@ class Producer:
         return future
 
     def send_oneway(self, msg: Message) -> None:
+        msg = self._outgoing(msg)
         info, default_topic = self._publish_info(msg)
         self._ready()[1].send_oneway(msg, info, default_topic)
 
     def send_orderly(self, msg: Message, selector: MessageQueueSelector, arg: Any,
                      timeout_ms: int | None = None) -> SendResult:
+        msg = self._outgoing(msg)
         info, _ = self._publish_info(msg)
-        return self._ready()[1].send_orderly(msg, info, selector, arg, timeout_ms)
+        return self._incoming(self._ready()[1].send_orderly(msg, info, selector, arg, timeout_ms))
 
     def stats(self) -> dict[str, int]:
         """The send engine's counts: attempts, retries, sends ok/failed, failed attempts by kind."""

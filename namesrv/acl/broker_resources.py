@@ -7,7 +7,9 @@ group (a consumer re-sending to its own group), any other send PUB on its topic;
 query or commit SUB on the topic and the group; a heartbeat SUB on every group and topic it
 subscribes to; a query by key SUB on its topic; a view by offset SUB on the topic it names, and
 the processor checks the topic of the message it finds (RocketMQ's PlainAccessValidator checks
-only the topic the request names).
+only the topic the request names). A reply is a send to its reply topic; an offset reset or clone
+needs SUB on the topic and on the groups it touches. Creating or deleting a subscription group is
+admin only (plain_acl.BROKER_ADMIN_CODES, as RocketMQ's Permission.needAdminPerm).
 
 Only called once the request's signature is checked: parsing happens after authentication.
 """
@@ -20,12 +22,14 @@ from typing import Any
 from namesrv.acl.plain_acl import PUB, SUB
 from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import (
+    CloneGroupOffsetRequestHeader,
     ConsumerQueueHeader,
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
     Request,
+    ResetOffsetRequestHeader,
     SendMessageRequestHeader,
     TopicQueueHeader,
     UnregisterClientRequestHeader,
@@ -37,6 +41,8 @@ from namesrv.protocol.codes import SEND_CODES, BrokerRequestCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.headers import Header
 from namesrv.protocol.types import InvalidInput
+
+REPLY_CODES = frozenset({BrokerRequestCode.SEND_REPLY_MESSAGE, BrokerRequestCode.SEND_REPLY_MESSAGE_V2})
 
 WIRE_HEADERS: dict[int, type[Header]] = {
     BrokerRequestCode.SEND_MESSAGE: SendMessageRequestHeader,
@@ -50,6 +56,10 @@ WIRE_HEADERS: dict[int, type[Header]] = {
     BrokerRequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
     BrokerRequestCode.QUERY_MESSAGE: QueryMessageRequestHeader,
     BrokerRequestCode.VIEW_MESSAGE_BY_ID: ViewMessageRequestHeader,
+    BrokerRequestCode.SEND_REPLY_MESSAGE: SendMessageRequestHeader,
+    BrokerRequestCode.SEND_REPLY_MESSAGE_V2: SendMessageRequestHeader,
+    BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
+    BrokerRequestCode.CLONE_GROUP_OFFSET: CloneGroupOffsetRequestHeader,
 }
 """The header model the broker's processor reads for each code the ACL looks into."""
 
@@ -58,8 +68,13 @@ WIRE_HEADERS: dict[int, type[Header]] = {
 def header_resources(code: int, header: Header | None) -> dict[str, int]:
     """The resources named by a request's typed header."""
     retry = RETRY_GROUP_TOPIC_PREFIX
-    if code in SEND_CODES and isinstance(header, (SendMessageRequestHeader, TopicQueueHeader)):
+    if code in SEND_CODES | REPLY_CODES and isinstance(header, (SendMessageRequestHeader, TopicQueueHeader)):
         return {header.topic: SUB if header.topic.startswith(retry) else PUB}
+    if isinstance(header, ResetOffsetRequestHeader):  # moving a group's offsets: SUB on both, as a commit
+        return {header.topic: SUB, retry + header.group: SUB}
+    if isinstance(header, CloneGroupOffsetRequestHeader):
+        return ({header.topic: SUB} if header.topic else {}) | {retry + header.src_group: SUB,
+                                                                 retry + header.dest_group: SUB}
     if isinstance(header, PullMessageRequestHeader):
         return {header.topic: SUB, retry + header.consumer_group: SUB}
     if isinstance(header, ConsumerQueueHeader):  # QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET

@@ -53,7 +53,9 @@ NAMESRV_ADMIN_CODES = frozenset({
     RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.UPDATE_NAMESRV_CONFIG,
 })
 BROKER_ADMIN_CODES = frozenset({BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, BrokerRequestCode.DELETE_TOPIC_IN_BROKER,
-                                BrokerRequestCode.UPDATE_BROKER_CONFIG})
+                                BrokerRequestCode.UPDATE_BROKER_CONFIG,
+                                BrokerRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                BrokerRequestCode.DELETE_SUBSCRIPTIONGROUP})
 """Broker requests only an admin account may send (RocketMQ's Permission.needAdminPerm)."""
 BROKER_PEER_CODES = frozenset({BrokerRequestCode.HA_TRANSFER})
 """Broker requests only another broker (a broker or admin account) may send: a slave's replication

@@ -59,6 +59,8 @@ class BrokerConfig(BaseModel):
     """Expiry the NameServer applies to this broker; None keeps the NameServer's default (120 s)."""
     broker_permission: int = Field(default=int(Perm.READ | Perm.WRITE), ge=0, le=7)
     auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    """RocketMQ's autoCreateSubscriptionGroup: a consumer group gets a default config on its first use."""
     default_topic_queue_nums: int = Field(default=8, gt=0, le=1024)
     flush_disk_type: FlushDiskType = FlushDiskType.SYNC_FLUSH
     flush_interval_ms: int = Field(default=500, gt=0)

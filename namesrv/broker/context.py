@@ -14,6 +14,7 @@ from typing import Any
 
 from namesrv.broker.client.consumer_manager import ConsumerManager
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.client.producer_manager import ProducerManager
 from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.metadata_log import MetadataLog
@@ -23,6 +24,7 @@ from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule.delivery import MESSAGE_DELAY_LEVEL, parse_delay_levels
 from namesrv.broker.stats import BrokerStats
 from namesrv.broker.stats_items import BrokerStatsManager
+from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.broker.transaction.service import TransactionService
 from namesrv.common.clock import Clock
@@ -72,9 +74,11 @@ class BrokerContext:
     """The broker's epoch file in controller mode (set by whoever wires the broker to the
     controller); None otherwise, and GET_BROKER_EPOCH_CACHE then answers as RocketMQ does outside
     controller mode."""
+    groups: SubscriptionGroupManager | None = None
+    """The consumer groups' configs (namesrv.broker.subscription); an in-memory one when None."""
     consumers: ConsumerManager = field(init=False)
-    producers: dict[str, dict[str, int]] = field(init=False, default_factory=dict)
-    """producer group -> {channel: last heartbeat}."""
+    producers: ProducerManager = field(init=False)
+    """Who produces to this broker, by producer group (HEART_BEAT's producerDataSet)."""
     hold: PullHoldService = field(init=False, default_factory=PullHoldService)
     stats: collections.Counter[tuple[str, str]] = field(init=False, default_factory=collections.Counter)
     """Cumulative ("sends" | "pulls" | "pulled_messages", answer code name) counts, for metrics."""
@@ -94,7 +98,10 @@ class BrokerContext:
 
     def __post_init__(self) -> None:
         self.consumers = ConsumerManager(self.clock)
+        self.producers = ProducerManager(self.clock)
         cfg = self.config
+        if self.groups is None:
+            self.groups = SubscriptionGroupManager(None, self.clock, cfg.auto_create_subscription_group)
         if self.role is None:
             self.role = RoleGuard(cfg, self.identity.broker_id, self.clock)
         self.fence = ReadFence(self.store, self.role, self.hold)
@@ -104,6 +111,19 @@ class BrokerContext:
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],
                                                              self.stats[("pulled_messages", "")]))
         self.stats_items = BrokerStatsManager(self.clock)
+
+    @property
+    def subscription_groups(self) -> SubscriptionGroupManager:
+        """The consumer groups' configs (`groups`, always set once built)."""
+        assert self.groups is not None
+        return self.groups
+
+    def group_changed(self, group: str) -> None:
+        """Tell a consumer group's members that its membership changed, unless its config says
+        not to (notifyConsumerIdsChangedEnable, RocketMQ's DefaultConsumerIdsChangeListener)."""
+        config = self.subscription_groups.get(group)
+        if config is None or config.notify_consumer_ids_changed_enable:
+            self.on_group_changed(group, self.consumers.channels_of(group))
 
     @property
     def guard(self) -> RoleGuard:

@@ -6,8 +6,10 @@ mqadmin clusterList reads `brokerVersionDesc`, `putTps`, `getTransferredTps`, th
 figures, `earliestMessageTimeStamp` and `commitLogDiskRatio`; `clusterList -m` the day marks. A
 broker here has no request thread pools: requests run on its event loop as they arrive, so the
 "queue" figures report what waits there instead (sends waiting for their flush, pulls held for new
-messages) and head wait times of 0. There is no timer store: the timer figures are RocketMQ's for a
-broker with the timer off.
+messages) and head wait times of 0. The timer figures come from the schedule service's timers
+(namesrv.broker.schedule.service, `TimerFigures`): how many seconds its reading is behind the
+earliest due timer, timers parked but not read yet, timers read and waiting, and timers parked and
+delivered a second over the last 10 s; a broker without them reports RocketMQ's zeros.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import collections
 import datetime
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from namesrv.common.clock import Clock
@@ -50,15 +53,38 @@ def format_runtime(ms: int) -> str:
     return f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]"
 
 
+@dataclass(frozen=True, slots=True)
+class TimerFigures:
+    """What the timers of a broker's schedule service stand at (RocketMQ's TimerMessageStore figures)."""
+
+    read_behind_s: int = 0
+    """How far delivery is behind the earliest due timer, in seconds (getDequeueBehind)."""
+    offset_behind: int = 0
+    """Timers parked but not read yet (getEnqueueBehindMessages)."""
+    congest_num: int = 0
+    """Timers read and waiting for their time (getAllCongestNum)."""
+    enqueued: int = 0
+    """Timers parked since the store began (the timer queue's max offset)."""
+    dequeued: int = 0
+    """Timers delivered since the broker started."""
+
+
+TIMER_TPS_WINDOW_S = 10
+
+
 class BrokerStats:
     """Put and get totals sampled once a second. `totals` returns (messages stored, messages handed
-    to consumers) since the broker started."""
+    to consumers) since the broker started; `timers` (set by whoever runs the schedule service) its
+    timers' figures."""
 
-    def __init__(self, clock: Clock, totals: Callable[[], tuple[int, int]]) -> None:
+    def __init__(self, clock: Clock, totals: Callable[[], tuple[int, int]],
+                 timers: Callable[[], TimerFigures] = TimerFigures) -> None:
         self.clock = clock
         self.boot_ms = clock()
         self._totals = totals
-        self._samples: collections.deque[tuple[int, int, int]] = collections.deque(maxlen=TPS_WINDOWS_S[-1] + 1)
+        self.timers = timers
+        self._samples: collections.deque[tuple[int, int, int, int, int]] = collections.deque(
+            maxlen=TPS_WINDOWS_S[-1] + 1)
         self._day = self._local_day(self.boot_ms)
         self.today_morning = (0, 0)
         """(put, get) totals when the current day began (0 until the first midnight, as RocketMQ's)."""
@@ -78,13 +104,23 @@ class BrokerStats:
         if day != self._day:
             self._day = day
             self.yesterday_morning, self.today_morning = self.today_morning, (put, get)
-        self._samples.append((now, put, get))
+        timers = self.timers()
+        self._samples.append((now, put, get, timers.enqueued, timers.dequeued))
 
     def _tps(self, window_s: int, column: int) -> str:
         """Messages a second over the last `window_s` samples; '' until there are that many (RocketMQ)."""
         if len(self._samples) <= window_s:
             return ""
         before, last = self._samples[-(window_s + 1)], self._samples[-1]
+        elapsed_ms = last[0] - before[0]
+        return repr((last[column] - before[column]) / elapsed_ms * 1000) if elapsed_ms > 0 else "0.0"
+
+    def _timer_tps(self, column: int) -> str:
+        """Timers a second over the last TIMER_TPS_WINDOW_S samples (or as many as there are)."""
+        if len(self._samples) < 2:
+            return "0.0"
+        before = self._samples[-min(len(self._samples), TIMER_TPS_WINDOW_S + 1)]
+        last = self._samples[-1]
         elapsed_ms = last[0] - before[0]
         return repr((last[column] - before[column]) / elapsed_ms * 1000) if elapsed_ms > 0 else "0.0"
 
@@ -98,6 +134,7 @@ class BrokerStats:
         """The KVTable of GET_BROKER_RUNTIME_INFO."""
         now = self.clock()
         put, get = self._totals()
+        timers = self.timers()
         disk = shutil.disk_usage(store_dir)
         return {
             "brokerVersionDesc": BROKER_VERSION_DESC,
@@ -125,9 +162,9 @@ class BrokerStats:
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueSize": str(pulls_held),
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
-            "timerReadBehind": "0",
-            "timerOffsetBehind": "0",
-            "timerCongestNum": "0",
-            "timerEnqueueTps": "0.0",
-            "timerDequeueTps": "0.0",
+            "timerReadBehind": str(timers.read_behind_s),
+            "timerOffsetBehind": str(timers.offset_behind),
+            "timerCongestNum": str(timers.congest_num),
+            "timerEnqueueTps": self._timer_tps(3),
+            "timerDequeueTps": self._timer_tps(4),
         }

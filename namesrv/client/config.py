@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.client.fault import FAULT_TABLES, FaultTable
 from namesrv.protocol.constants import DEFAULT_TOPIC_QUEUE_NUMS, MAX_MESSAGE_SIZE
+from namesrv.protocol.message.compression import COMPRESS_MSG_BODY_OVER_HOWMUCH
 
 
 class ProducerConfig(BaseModel):
@@ -34,6 +35,12 @@ class ProducerConfig(BaseModel):
     default_topic_queue_nums: int = Field(default=DEFAULT_TOPIC_QUEUE_NUMS, gt=0)
     max_message_size: int = Field(default=MAX_MESSAGE_SIZE, gt=0)
     async_send_threads: int = Field(default=4, gt=0)
+    compress_msg_body_over_howmuch: int = Field(default=COMPRESS_MSG_BODY_OVER_HOWMUCH, gt=0)
+    """Bodies of at least this many bytes are sent zlib-deflated with sysFlag COMPRESSED_FLAG, as
+    RocketMQ's producers (4 KiB); readers inflate them (over TCP; actor-call sends go plain)."""
+    rocketmq_namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+    """RocketMQ's namespace (DefaultMQProducer.namespace): topics and the group travel as
+    `ns%name` and results come back without it. Not `namespace`: that is the Ray namespace."""
     broker_transport: Literal["tcp", "ray"] = "tcp"
     """How sends reach a broker: "tcp", over a remoting connection of the producer's own to each
     broker whose route address is a TCP host:port (an actor call to any other); "ray", one actor

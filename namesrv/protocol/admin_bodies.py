@@ -122,6 +122,43 @@ class Connection:
 
 
 @dataclass(slots=True)
+class ResetOffsetBody:
+    """INVOKE_BROKER_TO_RESET_OFFSET's answer and RESET_CONSUMER_CLIENT_OFFSET's body: the offset
+    each queue of the topic is reset to (RocketMQ's ResetOffsetBody, a map keyed by MessageQueue)."""
+
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"offsetTable": dict(self.offset_table)}
+
+    def to_wire_for_c(self) -> dict[str, Any]:
+        """ResetOffsetBodyForC, what RocketMQ sends a C++ client: a list of MessageQueueForC."""
+        return {"offsetTable": [{"brokerName": mq.broker_name, "offset": o, "queueId": mq.queue_id, "topic": mq.topic}
+                                for mq, o in sorted(self.offset_table.items(), key=lambda e: e[0].queue_id)]}
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> ResetOffsetBody:
+        return cls({mq_of(k): int(v) for k, v in table_of(d.get("offsetTable"), "offsetTable").items()})
+
+
+@dataclass(slots=True)
+class ProducerConnection:
+    """GET_PRODUCER_CONNECTION_LIST (204): the producer group's clients."""
+
+    connection_set: list[Connection] = field(default_factory=list)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"connectionSet": [c.to_wire() for c in self.connection_set]}
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> ProducerConnection:
+        connections = d.get("connectionSet") or []
+        if not isinstance(connections, list):
+            raise InvalidInput("connectionSet is not a list")
+        return cls([Connection.from_wire(c) for c in connections if isinstance(c, dict)])
+
+
+@dataclass(slots=True)
 class ConsumerConnection:
     """GET_CONSUMER_CONNECTION_LIST (203): the group's clients and what they subscribe to."""
 

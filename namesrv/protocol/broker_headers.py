@@ -220,7 +220,8 @@ def request_header(cmd: Request, model: type[H]) -> H:
         cached: H = cmd.header
         return cached
     ext: Mapping[str, Any] = cmd.ext_fields or {}
-    if cmd.code == BrokerRequestCode.SEND_MESSAGE_V2 and model is SendMessageRequestHeader:
+    if (cmd.code in (BrokerRequestCode.SEND_MESSAGE_V2, BrokerRequestCode.SEND_REPLY_MESSAGE_V2)
+            and model is SendMessageRequestHeader):
         ext = SendMessageRequestHeader.from_v2(ext)
     header = model.from_ext(ext, wire=True)
     cmd.header = header
@@ -264,3 +265,36 @@ def end_transaction_ext(producer_group: str, tran_state_table_offset: int, commi
     return {"producerGroup": producer_group, "tranStateTableOffset": str(tran_state_table_offset),
             "commitLogOffset": str(commit_log_offset), "commitOrRollback": str(commit_or_rollback),
             "fromTransactionCheck": "true" if from_transaction_check else "false"}
+
+
+class DeleteSubscriptionGroupRequestHeader(Header):
+    """DELETE_SUBSCRIPTIONGROUP (207); the name is checked by the subscription group rule itself
+    (namesrv.broker.subscription.config.group_problem), which words RocketMQ's remark."""
+
+    group_name: str = Field(max_length=4096)
+    clean_offset: bool = False
+
+
+class GetProducerConnectionListRequestHeader(Header):
+    """GET_PRODUCER_CONNECTION_LIST (204)."""
+
+    producer_group: GroupName
+
+
+class ResetOffsetRequestHeader(Header):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220): the group's
+    offsets of `topic` at `timestamp` (ms; -1: each queue's max offset)."""
+
+    topic: TopicName
+    group: GroupName
+    timestamp: int = Field(ge=-1)
+    is_force: bool = False
+
+
+class CloneGroupOffsetRequestHeader(Header):
+    """CLONE_GROUP_OFFSET (314): srcGroup's offsets (of `topic`, or of every topic it has) to destGroup."""
+
+    src_group: GroupName
+    dest_group: GroupName
+    topic: TopicName | None = None
+    offline: bool = False

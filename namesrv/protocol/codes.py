@@ -69,22 +69,42 @@ class BrokerRequestCode(IntEnum):
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
     CHECK_CLIENT_CONFIG = 46
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    """mqadmin updateSubGroup: create or replace a consumer group's config (a SubscriptionGroupConfig body)."""
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    """Every consumer group's config on the broker (a SubscriptionGroupWrapper)."""
     GET_TOPIC_STATS_INFO = 202
     """mqadmin topicStatus: each queue's min/max offset and last store time (a TopicStatsTable)."""
     GET_CONSUMER_CONNECTION_LIST = 203
     """mqadmin consumerConnection: a group's clients and subscriptions (a ConsumerConnection)."""
+    GET_PRODUCER_CONNECTION_LIST = 204
+    """mqadmin producerConnection: a producer group's clients (a ProducerConnection)."""
+    DELETE_SUBSCRIPTIONGROUP = 207
+    """mqadmin deleteSubGroup: drop a consumer group's config (and, with cleanOffset, its offsets)."""
     GET_CONSUME_STATS = 208
     """mqadmin consumerProgress: a group's committed offset against each queue's max (ConsumeStats)."""
     DELETE_TOPIC_IN_BROKER = 215
     """mqadmin deleteTopic's first step: drop the topic on this broker, then register."""
+    RESET_CONSUMER_CLIENT_OFFSET = 220
+    """Broker -> consumer, oneway: jump to these offsets (a ResetOffsetBody)."""
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
+    """mqadmin resetOffsetByTime: the broker finds each queue's offset for a time and resets the group."""
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     """mqadmin / dashboard: the consumer groups of a topic (a GroupList)."""
     GET_CONSUMER_RUNNING_INFO = 307
     """mqadmin consumerStatus: the broker asks the client over its own connection (ConsumerRunningInfo)."""
     SEND_MESSAGE_V2 = 310
+    CLONE_GROUP_OFFSET = 314
+    """mqadmin cloneGroupOffset: copy one group's committed offsets to another."""
     VIEW_BROKER_STATS_DATA = 315
     """mqadmin statsAll: one topic's puts or one group's gets over a minute, an hour, a day."""
     SEND_BATCH_MESSAGE = 320
+    SEND_REPLY_MESSAGE = 324
+    """A responder's reply to a request-reply message: the broker pushes it to the requester."""
+    SEND_REPLY_MESSAGE_V2 = 325
+    """SEND_REPLY_MESSAGE with SEND_MESSAGE_V2's one-letter header."""
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    """Broker -> requester, awaiting its answer: the reply to its request (ReplyMessageRequestHeader)."""
     HA_TRANSFER = 9001
     """Not RocketMQ's (it has no remoting code for HA; 5.3 uses none between 3010 and 200050): a
     slave's replication long poll on its master's client port (namesrv.store.ha.wire)."""
@@ -100,7 +120,8 @@ SEND_CODES = frozenset({BrokerRequestCode.SEND_MESSAGE, BrokerRequestCode.SEND_M
 """The broker codes that store messages."""
 
 BROKER_LARGE_REQUEST_CODES = SEND_CODES | {BrokerRequestCode.HEART_BEAT, BrokerRequestCode.LOCK_BATCH_MQ,
-                                           BrokerRequestCode.UNLOCK_BATCH_MQ}
+                                           BrokerRequestCode.UNLOCK_BATCH_MQ, BrokerRequestCode.SEND_REPLY_MESSAGE,
+                                           BrokerRequestCode.SEND_REPLY_MESSAGE_V2}
 """Broker requests whose frames may be big: messages, and client bodies listing many groups or queues."""
 
 
@@ -121,6 +142,9 @@ class ResponseCode(IntEnum):
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
     SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
     FILTER_DATA_NOT_EXIST = 27
     INVALID_PARAMETER = 29
     CONSUMER_NOT_ONLINE = 206

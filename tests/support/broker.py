@@ -120,7 +120,8 @@ class Admin:
     def __init__(self, broker: Broker, config: BrokerConfig) -> None:
         self.queries = AdminQueries(broker.processor.context.identity, config, broker.topics, broker.store,
                                     broker.processor.context.fence, broker.offsets,
-                                    lambda: broker.processor.consumers, "/data/broker-a")
+                                    lambda: broker.processor.consumers, "/data/broker-a",
+                                    producers=lambda: broker.processor.context.producers)
         self.pipeline = RequestPipeline("broker-a", BrokerWireEncoder(ADDR).encode)
         self.pipeline.register(self.queries.handlers)
 

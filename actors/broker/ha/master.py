@@ -16,6 +16,7 @@ from actors.namesrv.housekeeping import BrokerChannel
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.role import RoleGuard
+from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.store.ha.lag import ReplicationLag
 from namesrv.store.ha.transfer import ReplicationError
@@ -45,6 +46,8 @@ class HAMasterService:
         instead of after haMaxTimeSlaveNotCatchup (RocketMQ sees its HA connection close)."""
         self.delay_offsets: Callable[[], bytes] = lambda: b""
         """The schedule service's progress (delayOffset.json's content), copied by the slaves."""
+        self.groups: SubscriptionGroupManager | None = None
+        """The subscription groups, copied by the slaves with the topic table."""
         self.tcp_addr: str | None = None
         """This broker's client address (host:port) when it listens on TCP: slaves replicate over it."""
         self.processor = HATransferProcessor(self.transfer)
@@ -112,11 +115,13 @@ class HAMasterService:
         return {"tcp_addr": self.tcp_addr}
 
     def metadata(self) -> dict[str, Any]:
-        """What SlaveSynchronize copies: the topic table with its DataVersion, and consumer offsets."""
+        """What SlaveSynchronize copies: the topic table with its DataVersion, consumer offsets, the
+        delay offsets and the subscription groups with their DataVersion."""
         return {"topicConfigTable": {n: tc.to_wire() for n, tc in self.topics.topic_config_table.items()},
                 "dataVersion": self.topics.data_version.to_wire(),
                 "offsetTable": {k: dict(v) for k, v in self.offsets.table.items()},
-                "delayOffset": self.delay_offsets()}
+                "delayOffset": self.delay_offsets(),
+                **({"subscriptionGroup": self.groups.wire_table()} if self.groups is not None else {})}
 
     def info(self) -> dict[str, Any]:
         end = self.store.size_bytes()

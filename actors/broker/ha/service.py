@@ -43,6 +43,8 @@ from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.metadata_log import METADATA_TOPIC, MetadataLog
+from namesrv.broker.subscription.config import parse_group_config
+from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import Clock
 from namesrv.protocol.models import TopicConfig, parse_data_version
@@ -87,6 +89,8 @@ class HAClient:
         self.channel: BrokerChannel | None = None
         """This slave's actor channel, handed to the master with every request."""
         self.delay_offsets: bytes = b""
+        self.groups: SubscriptionGroupManager | None = None
+        """The broker's subscription groups: the master's replace them when their DataVersion moved."""
         """The master's delay-offset table as last copied (the broker hands it to its schedule service)."""
         self.stopped = False
         """Set when this broker stops following the master (a role change): `run` ends."""
@@ -324,6 +328,10 @@ class HAClient:
                                         for k, v in meta["offsetTable"].items()})
         if isinstance(meta.get("delayOffset"), bytes):
             self.delay_offsets = meta["delayOffset"]
+        groups = meta.get("subscriptionGroup")
+        if self.groups is not None and isinstance(groups, dict):
+            configs = {g: parse_group_config(c) for g, c in groups["subscriptionGroupTable"].items()}
+            self.groups.sync_from_master(configs, parse_data_version(groups["dataVersion"]))
 
     def info(self) -> dict[str, Any]:
         held = self.store.size_bytes()

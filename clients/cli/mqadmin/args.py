@@ -56,3 +56,37 @@ def new_topic_arg(value: str) -> str:
     if topic in SYSTEM_TOPICS:
         raise argparse.ArgumentTypeError(f"{topic!r} is a system topic (the brokers refuse to change it)")
     return topic
+
+
+def subscription_group_arg(value: str) -> str:
+    """argparse type: a consumer group as a broker accepts it (RocketMQ's validateGroup rule)."""
+    from namesrv.broker.subscription.config import group_problem
+
+    problem = group_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def timestamp_arg(value: str) -> int:
+    """argparse type: resetOffsetByTime's -s: 'now', milliseconds since the epoch, or
+    yyyy-MM-dd#HH:mm:ss:SSS (local time); the milliseconds."""
+    import datetime
+    import time
+
+    text = value.strip()
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        ms = int(text)
+        if ms < 0:
+            raise argparse.ArgumentTypeError(f"{value!r} is before 1970")
+        return ms
+    head, _, millis = text.rpartition(":")
+    try:
+        if len(millis) != 3 or not millis.isdigit():
+            raise ValueError
+        moment = datetime.datetime.strptime(head, "%Y-%m-%d#%H:%M:%S")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not now, milliseconds or yyyy-MM-dd#HH:mm:ss:SSS") from None
+    return int(moment.timestamp()) * 1000 + int(millis)

@@ -1,6 +1,6 @@
 """RocketMQ's mqadmin verbs as `namesrv` subcommands, under mqadmin's names and option letters. Each
 verb is declared beside its handler (`@sub_command`, clients.cli.mqadmin.verb) in its family's
-module: `cluster`, `topic`, `stats`, `stats_all`, `consumer`, `message`, `namesrv`, `controller`,
+module: `cluster`, `topic`, `stats`, `stats_all`, `consumer`, `group`, `message`, `namesrv`, `controller`,
 all on the one admin client (`clients.admin.client.DefaultMQAdminExt`). The older `namesrv route` /
 `namesrv topic` (clients.cli.deploy) are aliases on that same client.
 
@@ -20,7 +20,7 @@ import importlib
 
 from clients.cli.mqadmin.verb import REGISTERED
 
-FAMILIES = ("cluster", "stats", "consumer", "stats_all", "message", "topic", "namesrv", "controller")
+FAMILIES = ("cluster", "stats", "consumer", "group", "stats_all", "message", "topic", "namesrv", "controller")
 """The modules that declare verbs, in the order `namesrv --help` lists them."""
 
 

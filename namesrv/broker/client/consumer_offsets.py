@@ -55,6 +55,29 @@ class ConsumerOffsetManager:
                     mine[int(queue_id)] = int(offset)
                     self.dirty = True
 
+    def remove_group(self, group: str) -> int:
+        """Forget every offset of `group` (deleteSubGroup's cleanOffset); the queues forgotten."""
+        suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
+        keys = [k for k in self.table if k.endswith(suffix)]
+        removed = sum(len(self.table.pop(k)) for k in keys)
+        self.dirty |= bool(keys)
+        return removed
+
+    def topics_of(self, group: str) -> list[str]:
+        """The topics `group` committed offsets for (RocketMQ's whichTopicByConsumer)."""
+        suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
+        return sorted(k[: -len(suffix)] for k in self.table if k.endswith(suffix))
+
+    def clone_offset(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """Copy `src_group`'s offsets of `topic` to `dest_group` (RocketMQ's cloneOffset); False
+        when the source has none."""
+        queues = self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{src_group}")
+        if not queues:
+            return False
+        self.table[f"{topic}{TOPIC_GROUP_SEPARATOR}{dest_group}"] = dict(queues)
+        self.dirty = True
+        return True
+
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one for this queue."""
         return self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id, -1)

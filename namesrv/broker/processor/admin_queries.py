@@ -8,6 +8,9 @@ QueryMessageProcessor): QUERY_MESSAGE (12) through the store's index and VIEW_ME
 
 Store reads (a queue's last store time) run off the event loop, in one go per request.
 
+GET_PRODUCER_CONNECTION_LIST (204, mqadmin producerConnection) lists a producer group's clients
+from their heartbeats (namesrv.broker.client.producer_manager).
+
 GET_CONSUMER_RUNNING_INFO (307, mqadmin consumerStatus) is answered by the client itself, as in
 RocketMQ's callConsumer: the broker finds the client's channel among the group's members, sends it
 the same request over its own TCP connection (`call_client`, the server's invoke) and answers with
@@ -29,6 +32,7 @@ from typing import Any
 
 from namesrv.broker.client.consumer_manager import ConsumerManager, SubscriptionData
 from namesrv.broker.client.consumer_offsets import TOPIC_GROUP_SEPARATOR, ConsumerOffsetManager
+from namesrv.broker.client.producer_manager import ProducerManager
 from namesrv.broker.config import BrokerConfig, rocketmq_name
 from namesrv.broker.context import MayRead, anyone_may_read
 from namesrv.broker.processor.types import BrokerIdentity
@@ -41,6 +45,7 @@ from namesrv.protocol.admin_bodies import (
     ConsumeStats,
     GroupList,
     OffsetWrapper,
+    ProducerConnection,
     TopicOffset,
     TopicStatsTable,
 )
@@ -49,6 +54,7 @@ from namesrv.protocol.broker_headers import (
     GetConsumerListByGroupRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
     QueryMessageRequestHeader,
     TopicHeader,
     ViewMessageRequestHeader,
@@ -102,7 +108,8 @@ def _language(code: int) -> str:
 class AdminQueries:
     def __init__(self, identity: BrokerIdentity, config: BrokerConfig, topics: TopicConfigManager, store: MessageStore,
                  fence: ReadFence, offsets: ConsumerOffsetManager, consumers: Callable[[], ConsumerManager],
-                 store_dir: str, may_read: MayRead = anyone_may_read, call_client: CallClient | None = None) -> None:
+                 store_dir: str, may_read: MayRead = anyone_may_read, call_client: CallClient | None = None,
+                 producers: Callable[[], ProducerManager] | None = None) -> None:
         """`fence` bounds what the queries show to what readers may see (namesrv.broker.read_fence);
         `consumers()` is the broker processor's live consumer table; `may_read` the ACL's check
         of a topic the request does not name (the topic of the message VIEW_MESSAGE_BY_ID finds);
@@ -116,11 +123,14 @@ class AdminQueries:
         self.fence = fence
         self.offsets = offsets
         self.consumers = consumers
+        self.producers = producers if producers is not None else (lambda: ProducerManager(lambda: 0))
+        """The broker processor's live producer table (an empty one when not given)."""
         self.store_dir = store_dir
         self.handlers: dict[int, Handler] = {
             BrokerRequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             BrokerRequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             BrokerRequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            BrokerRequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
             BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             BrokerRequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
@@ -239,6 +249,17 @@ class AdminQueries:
             {t: _subscription_wire(s) for t, s in info.subscriptions.items()},
             info.consume_type, info.message_model, info.consume_from_where)
         return RemotingResponse(body=fastjson.dumps(body.to_wire()))
+
+    def get_producer_connection_list(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        """mqadmin producerConnection: the group's live producers; a group with none is RocketMQ's
+        SYSTEM_ERROR "the producer group[...] not exist"."""
+        group = GetProducerConnectionListRequestHeader.from_ext(request.ext_fields, wire=request.wire).producer_group
+        channels = self.producers().channels_of(group)
+        if not channels:
+            return error(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        body = ProducerConnection([Connection(c.client_id, _client_addr(c.channel), _language(c.language), c.version)
+                                   for c in channels])
+        return RemotingResponse(body=fastjson.dumps(body.to_wire()), payload=body)
 
     def get_consumer_running_info(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         h = GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields, wire=request.wire)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from namesrv.broker.client.consumer_manager import ClientChannel, SubscriptionData
+from namesrv.broker.client.producer_manager import ProducerChannel
 from namesrv.broker.client.subscription_filter import check_client_config, note_unservable
 from namesrv.broker.context import BrokerContext, json_body
 from namesrv.protocol.broker_headers import UnregisterClientRequestHeader, request_header
@@ -42,14 +43,17 @@ class ClientManageProcessor:
         running = _running_infos(data)  # checked before anything is recorded
         for producer in data.get("producerDataSet") or []:
             if isinstance(producer, dict) and producer.get("groupName"):
-                ctx.producers.setdefault(str(producer["groupName"]), {})[client.channel] = now
+                ctx.producers.register_producer(str(producer["groupName"]), ProducerChannel(
+                    client_id, client.channel, cmd.language, cmd.version, now))
         for consumer in data.get("consumerDataSet") or []:
             if not isinstance(consumer, dict) or not consumer.get("groupName"):
                 continue
             group = str(consumer["groupName"])
             retry = f"{RETRY_GROUP_TOPIC_PREFIX}{group}"
-            if retry not in ctx.topics.topic_config_table and ctx.topics.create_topic_in_send_message_back_method(
-                    retry, 1) is not None:
+            config = ctx.subscription_groups.find(group)  # auto-created with the defaults when allowed
+            queues = config.retry_queue_nums if config is not None else 0  # no config: no retry topic (RocketMQ)
+            if (queues > 0 and retry not in ctx.topics.topic_config_table
+                    and ctx.topics.create_topic_in_send_message_back_method(retry, queues) is not None):
                 ctx.on_topic_created(retry)
             subs = [SubscriptionData.from_wire(s) for s in consumer.get("subscriptionDataSet") or []
                     if isinstance(s, dict)]
@@ -61,16 +65,16 @@ class ClientManageProcessor:
                 str(consumer.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"), subs)
             if changed:
                 log.info("consumer group %s: %s joined", group, client_id)
-                ctx.on_group_changed(group, ctx.consumers.channels_of(group))
+                ctx.group_changed(group)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _unregister_client(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
         ctx = self.ctx
         h = request_header(cmd, UnregisterClientRequestHeader)
         if h.producer_group:
-            ctx.producers.get(h.producer_group, {}).pop(client.channel, None)
+            ctx.producers.unregister_producer(h.producer_group, client.channel)
         if h.consumer_group and ctx.consumers.unregister_consumer(h.consumer_group, client.channel):
-            ctx.on_group_changed(h.consumer_group, ctx.consumers.channels_of(h.consumer_group))
+            ctx.group_changed(h.consumer_group)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _check_client_config(self, cmd: RemotingRequest, client: RequestContext) -> RemotingResponse:
@@ -78,15 +82,15 @@ class ClientManageProcessor:
 
     def channel_closed(self, channel: str) -> None:
         ctx = self.ctx
-        for members in ctx.producers.values():
-            members.pop(channel, None)
+        ctx.producers.do_channel_close(channel)
         for group in ctx.consumers.do_channel_close(channel):
-            ctx.on_group_changed(group, ctx.consumers.channels_of(group))
+            ctx.group_changed(group)
 
     def scan_not_active_clients(self) -> None:
         ctx = self.ctx
+        ctx.producers.scan_not_active()
         for group in ctx.consumers.scan_not_active():
-            ctx.on_group_changed(group, ctx.consumers.channels_of(group))
+            ctx.group_changed(group)
 
 
 def _running_infos(heartbeat: dict[str, object]) -> dict[str, bytes]:

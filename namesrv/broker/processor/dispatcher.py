@@ -59,6 +59,7 @@ from namesrv.broker.processor.types import BrokerIdentity, PullOutcome, SendOutc
 from namesrv.broker.role import RoleGuard
 from namesrv.broker.schedule.delivery import parse_delay_levels
 from namesrv.broker.stats import BrokerStats
+from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import Clock
 from namesrv.protocol.codes import SEND_CODES, BrokerRequestCode, ResponseCode
@@ -93,10 +94,12 @@ class BrokerProcessor:
         on_topic_created: Callable[[str], None] = lambda topic: None,
         on_group_changed: Callable[[str, list[str]], None] = lambda group, channels: None,
         role: RoleGuard | None = None,
+        groups: SubscriptionGroupManager | None = None,
     ) -> None:
         self.context = BrokerContext(identity, config, topics, store, offsets, clock, on_topic_created,
                                      on_group_changed, delay_levels_ms=parse_delay_levels(config.message_delay_level),
-                                     role=role if role is not None else RoleGuard(config, identity.broker_id, clock))
+                                     role=role if role is not None else RoleGuard(config, identity.broker_id, clock),
+                                     groups=groups)
         self.sender = SendMessageProcessor(self.context)
         self.puller = PullMessageProcessor(self.context)
         self.clients = ClientManageProcessor(self.context)

@@ -69,6 +69,7 @@ class PullMessageProcessor:
         if not is_readable(ctx.config.broker_permission):
             raise MQServerError(ResponseCode.NO_PERMISSION,
                                 f"the broker[{ctx.identity.broker_addr}] pulling message is forbidden")
+        self._check_group(h.consumer_group)
         tc = ctx.topics.topic_config_table.get(h.topic)
         if tc is None:
             raise MQServerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
@@ -83,6 +84,22 @@ class PullMessageProcessor:
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
             ctx.offsets.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return self._pull_answer(cmd, h, sub)
+
+    def _check_group(self, group: str) -> None:
+        """The group's config allows this pull (RocketMQ's PullMessageProcessor): it exists (made
+        with the defaults on first use when autoCreateSubscriptionGroup is on), consumeEnable, and
+        consumeBroadcastEnable for a broadcasting member."""
+        ctx = self.ctx
+        config = ctx.subscription_groups.find(group)
+        if config is None:
+            raise MQServerError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group [{group}] does not exist")
+        if not config.consume_enable:
+            raise MQServerError(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        info = ctx.consumers.groups.get(group)
+        if info is not None and info.message_model == "BROADCASTING" and not config.consume_broadcast_enable:
+            raise MQServerError(ResponseCode.NO_PERMISSION,
+                                f"the consumer group[{group}] can not consume by broadcast way")
 
     async def _pull_answer(self, cmd: RemotingRequest, h: PullMessageRequestHeader,
                            sub: SubscriptionData | None) -> RemotingResponse:

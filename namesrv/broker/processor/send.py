@@ -9,6 +9,7 @@ send-side request code means writing its handler here and adding one line to `ha
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable
 
 from namesrv.broker.context import BrokerContext
@@ -33,7 +34,8 @@ from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingRes
 from namesrv.remoting.pipeline import Handler, RequestContext
 from namesrv.store.types import DISK_FULL_REMARK, DiskFullError
 
-MAX_RECONSUME_TIMES = 16
+DLQ_NUMS_PER_GROUP = 1
+"""Queues of a group's %DLQ% topic (RocketMQ's DLQ_NUMS_PER_GROUP)."""
 
 
 class SendMessageProcessor:
@@ -194,10 +196,18 @@ class SendMessageProcessor:
         """Put a message a consumer failed to process into its group's retry topic, back off by
         delay level 3 + how often it was consumed (or the level it asks for), or, past the retry
         limit, into its dead-letter topic at once.
+        The group's config (namesrv.broker.subscription) gives the retry topic's queues
+        (retryQueueNums; 0: the message is dropped, as RocketMQ) and the retry limit when the
+        request does not carry one (retryMaxTimes).
         Only a message of the group's own retry topic or of a topic the group subscribes to, and
         (ACL) that the caller may read, is sent back: RocketMQ checks only the group, which lets a
         caller copy any message into a retry topic it reads."""
         ctx = self.ctx
+        group = ctx.subscription_groups.find(h.group)
+        if group is None:
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}")
+        if group.retry_queue_nums <= 0:  # as RocketMQ: the group keeps no retries, the message is dropped
+            return cmd.response(ResponseCode.SUCCESS)
         original = await asyncio.to_thread(ctx.store.get_by_commit_offset, h.offset)
         if original is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
@@ -209,18 +219,20 @@ class SendMessageProcessor:
         if denied is not None:
             return cmd.response(ResponseCode.NO_PERMISSION, denied)
         times = original.reconsume_times + 1
-        limit = h.max_reconsume_times if h.max_reconsume_times is not None else MAX_RECONSUME_TIMES
+        limit = h.max_reconsume_times if h.max_reconsume_times is not None else group.retry_max_times
         props = dict(original.properties)
         props.setdefault("RETRY_TOPIC", original.topic)
         props.setdefault("ORIGIN_MESSAGE_ID", h.origin_msg_id or original.msg_id)
         if times > limit or h.delay_level < 0:
-            topic = f"{DLQ_GROUP_TOPIC_PREFIX}{h.group}"
-            if ctx.topics.create_topic_in_send_message_back_method(topic, 1) is not None:
-                ctx.on_topic_created(topic)
+            topic, queues = f"{DLQ_GROUP_TOPIC_PREFIX}{h.group}", DLQ_NUMS_PER_GROUP
         else:
-            topic = f"{RETRY_GROUP_TOPIC_PREFIX}{h.group}"
+            topic, queues = f"{RETRY_GROUP_TOPIC_PREFIX}{h.group}", group.retry_queue_nums
             props[schedule.DELAY] = str(schedule.retry_delay_level(original.reconsume_times, h.delay_level))
-        message = MessageInner(topic, 0, original.body, props, original.msg_id, original.flag, original.sys_flag,
+        if ctx.topics.create_topic_in_send_message_back_method(topic, queues) is not None:
+            ctx.on_topic_created(topic)
+        tc = ctx.topics.topic_config_table.get(topic)
+        queue_id = random.randrange(min(queues, tc.write_queue_nums) if tc is not None else 1) if queues > 0 else 0
+        message = MessageInner(topic, queue_id, original.body, props, original.msg_id, original.flag, original.sys_flag,
                                original.born_timestamp, original.born_host, times)
-        await self.send([message], topic, 1)
+        await self.send([message], topic, queues)
         return cmd.response(ResponseCode.SUCCESS)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from namesrv.broker.schedule.delivery import TIMER_OUT_MS, TIMER_TOPIC, time_up
+from namesrv.broker.stats import TimerFigures
 from namesrv.common.clock import Clock
 from namesrv.common.persist import atomic_write
 from namesrv.protocol.constants import SCHEDULE_TOPIC
@@ -56,6 +57,8 @@ class ScheduleService:
         self.timer_heap: list[tuple[int, int]] = []
         """(deliver ms, queue offset) of timers read and not delivered yet."""
         self.delivered = 0
+        self.timers_delivered = 0
+        """Timers delivered since this service started (the runtime info's timerDequeueTps)."""
         self.lateness_ms: list[int] = []
         """How late each delivery was (deliver time -> stored in its real queue), last 10,000."""
         self._dirty = False
@@ -178,7 +181,16 @@ class ScheduleService:
         await self.persist()
         return delivered
 
+    def timer_figures(self) -> TimerFigures:
+        """Where the timers stand, for GET_BROKER_RUNTIME_INFO (namesrv.broker.stats.TimerFigures)."""
+        now = self.clock()
+        parked = self.store.max_offset(TIMER_TOPIC, 0)
+        behind_ms = now - self.timer_heap[0][0] if self.timer_heap else 0
+        return TimerFigures(read_behind_s=max(0, behind_ms) // 1000, offset_behind=max(0, parked - self.timer_scanned),
+                            congest_num=len(self.timer_heap), enqueued=parked, dequeued=self.timers_delivered)
+
     def _timer_delivered(self, offset: int) -> None:
+        self.timers_delivered += 1
         self.timer_done.add(offset)
         while self.timer_floor in self.timer_done:
             self.timer_done.discard(self.timer_floor)

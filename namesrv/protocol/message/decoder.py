@@ -3,8 +3,10 @@ QUERY_MESSAGE or VIEW_MESSAGE_BY_ID answer body holds, one message after another
 `message_codec`'s docstring). The admin tools read query answers with it.
 
 A message's `msg_id` is its offset message id (store host + commit-log offset), as MessageExt's
-getMsgId() gives on a broker-side decode; the client's id is `unique_key` (UNIQ_KEY). A body that is
-not whole messages raises InvalidInput naming the byte where it went wrong.
+getMsgId() gives on a broker-side decode; the client's id is `unique_key` (UNIQ_KEY). A body its
+producer compressed (sysFlag COMPRESSED_FLAG) is inflated (namesrv.protocol.message.compression), as
+MessageDecoder.decodes does for clients; `sys_flag` stays as stored. A body that is not whole
+messages raises InvalidInput naming the byte where it went wrong.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import struct
 from dataclasses import dataclass, field
 
 from namesrv.protocol.message.codec import MESSAGE_MAGIC_CODE, offset_msg_id
+from namesrv.protocol.message.compression import uncompressed_body
 from namesrv.protocol.message.properties import UNIQ_KEY, string_to_properties
 from namesrv.protocol.types import InvalidInput
 
@@ -95,7 +98,8 @@ def decode_messages(body: bytes) -> list[MessageExt]:
                 raise InvalidInput(f"message at byte {pos}: properties length {props_len} does not end it")
             props = string_to_properties(body[p:end].decode("utf-8"))
             out.append(MessageExt(topic, queue_id, queue_offset, phy, store_ts, born_ts, _host(born_addr, born_port),
-                                  _host(store_addr, store_port), payload, props, flag, sys_flag, reconsume, crc))
+                                  _host(store_addr, store_port), uncompressed_body(payload, sys_flag), props, flag,
+                                  sys_flag, reconsume, crc))
             pos = end
     except (struct.error, IndexError, UnicodeDecodeError) as e:
         raise InvalidInput(f"message at byte {pos} is cut short or not UTF-8 ({e})") from None

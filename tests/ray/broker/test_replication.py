@@ -1,12 +1,12 @@
 """Replication on a local Ray: a master and its slave as real broker actors with real stores.
 
 Sends to the master appear on the slave byte for byte; a restarted slave resumes from what it holds
-(it never copies again); topic config and consumer offsets follow; SYNC_MASTER acknowledges only what
-the slave holds (a stopped slave makes sends answer FLUSH_SLAVE_TIMEOUT); a slave refuses sends and
-serves pulls at the master's offsets, also once the master is dead. The brokers listen on TCP, so
-slaves replicate over their connection to the master's client port (HA_TRANSFER); one test runs a
-slave over that, over Ray calls by choice (ha_transport "ray"), and over Ray calls because its
-master has no TCP address.
+(it never copies again); topic config, consumer offsets and subscription groups follow; SYNC_MASTER
+acknowledges only what the slave holds (a stopped slave makes sends answer FLUSH_SLAVE_TIMEOUT); a
+slave refuses sends and serves pulls at the master's offsets, also once the master is dead. The
+brokers listen on TCP, so slaves replicate over their connection to the master's client port
+(HA_TRANSFER); one test runs a slave over that, over Ray calls by choice (ha_transport "ray"), and
+over Ray calls because its master has no TCP address.
 """
 
 from __future__ import annotations
@@ -80,6 +80,12 @@ def test_slave_copies_log_config_offsets_and_resumes_after_restart(deployments: 
                                                                       "queueId": "1"})
     wait_until(lambda: ray.get(actor(dep, SLAVE).process.remote(query)).ext_fields.get("offset") == "7", 30,
                "the consumer offset on the slave")
+    group = RemotingRequest(BrokerRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                            body=b'{"groupName": "g", "consumeEnable": false, "retryMaxTimes": 3}')
+    assert ray.get(actor(dep, MASTER).process.remote(group), timeout=30).ok
+    groups = RemotingRequest(BrokerRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    wait_until(lambda: ray.get(actor(dep, SLAVE).process.remote(groups)).payload["subscriptionGroupTable"].get(
+        "g", {}).get("retryMaxTimes") == 3, 30, "the subscription group on the slave")
 
     held = ha(dep, SLAVE)["offset"]
     slave_pid = dep.broker_pid(SLAVE)

@@ -11,7 +11,14 @@ import pytest
 
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.broker.config import BrokerConfig
-from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicOffset, TopicStatsTable
+from namesrv.protocol.admin_bodies import (
+    ConsumerConnection,
+    ConsumeStats,
+    GroupList,
+    ProducerConnection,
+    TopicOffset,
+    TopicStatsTable,
+)
 from namesrv.protocol.bodies import parse_properties
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
@@ -70,6 +77,24 @@ def test_consumer_progress_connections_and_groups(setup: tuple[Broker, Admin]) -
     assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
     groups = GroupList.from_wire(loads_keyed(admin.call(Code.QUERY_TOPIC_CONSUME_BY_WHO, topic="T").body or b""))
     assert groups.group_list == ["CG"]
+
+
+def test_producer_connections_from_heartbeats_until_the_channel_closes_or_expires(
+        setup: tuple[Broker, Admin]) -> None:
+    broker, admin = setup
+    other = RequestContext("tcp:127.0.0.1:6666#2", "127.0.0.1:6666")
+    broker.call(Code.HEART_BEAT, body=heartbeat("c1"))
+    broker.clock.advance(1000)
+    broker.call(Code.HEART_BEAT, body=heartbeat("c2"), client=other)
+    conn = ProducerConnection.from_wire(loads_keyed(admin.call(Code.GET_PRODUCER_CONNECTION_LIST,
+                                                               producerGroup="PG").body or b""))
+    assert [(c.client_id, c.client_addr, c.language, c.version) for c in conn.connection_set] == [
+        ("c2", "127.0.0.1:6666", "CPP", 63), ("c1", "127.0.0.1:5555", "CPP", 63)]
+    broker.processor.channel_closed(other.channel)
+    broker.clock.advance(120_001)
+    broker.processor.scan_not_active_clients()
+    gone = admin.call(Code.GET_PRODUCER_CONNECTION_LIST, producerGroup="PG")
+    assert (gone.code, gone.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[PG] not exist")
 
 
 def test_topic_table_and_broker_config(setup: tuple[Broker, Admin]) -> None:

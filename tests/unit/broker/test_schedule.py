@@ -20,6 +20,7 @@ from namesrv.broker.schedule.delivery import (
     transform,
 )
 from namesrv.broker.schedule.service import ScheduleService
+from namesrv.broker.stats import BrokerStats, TimerFigures
 from namesrv.broker.transaction.service import PREPARED_TYPE
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.constants import SCHEDULE_TOPIC
@@ -186,3 +187,31 @@ def test_a_promoted_slave_delivers_from_where_its_master_was(tmp_path: Path) -> 
     assert slave.real() == [b"level 1 (1 s)", b"timer 2 s", b"level 2 (5 s)"]
     master.store.close()
     slave.store.close()
+
+
+def test_timer_figures_are_what_the_runtime_info_reports(tmp_path: Path) -> None:
+    """GET_BROKER_RUNTIME_INFO's timer fields from the timers themselves: parked and not read
+    (timerOffsetBehind), read and waiting (timerCongestNum), seconds behind the earliest due one
+    (timerReadBehind), and timers parked and delivered a second (timerEnqueueTps / DequeueTps)."""
+    s = Scheduled(tmp_path)
+    stats = BrokerStats(s.clock, lambda: (0, 0), s.service.timer_figures)
+
+    async def scenario() -> None:
+        for i in range(3):
+            await s.park(f"t{i}".encode(), TIMER_DELAY_MS="2000")
+        assert s.service.timer_figures() == TimerFigures(0, 3, 0, 3, 0), "parked, not read yet"
+        assert await s.service.pass_once() == 0
+        assert s.service.timer_figures() == TimerFigures(0, 0, 3, 3, 0), "read, waiting for their time"
+        s.clock.advance(1_000)
+        stats.sample()
+        s.clock.advance(5_000)  # due at +1 s (a whole second rounds down a step): 5 s late, not run meanwhile
+        assert s.service.timer_figures().read_behind_s == 5
+        assert await s.service.pass_once() == 3
+        stats.sample()
+
+    asyncio.run(scenario())
+    table = stats.runtime_info(broker_active=True, store_dir=tmp_path, commit_log_max_offset=0,
+                               earliest_message_ms=-1, sends_waiting=0, pulls_held=0)
+    assert (table["timerReadBehind"], table["timerOffsetBehind"], table["timerCongestNum"]) == ("0", "0", "0")
+    assert float(table["timerEnqueueTps"]) == float(table["timerDequeueTps"]) == 3 / 6, "3 each over the 6 s sampled"
+    s.store.close()

@@ -225,3 +225,31 @@ def test_consumer_status_checks_and_json_are_rocketmqs() -> None:
     assert args.timeout == 15.0, "longer than the broker's 10 s wait for the client"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["consumerStatus", "-i", "c1"])
+
+
+def test_group_verbs_take_mqadmins_options_and_refuse_bad_ones_before_connecting() -> None:
+    import datetime
+
+    from clients.cli.main import build_parser
+    from clients.cli.mqadmin.args import timestamp_arg
+
+    parser = build_parser()
+    args = parser.parse_args(["updateSubGroup", "-c", "DefaultCluster", "-g", "G_1%x", "-n", "127.0.0.1:9876"])
+    assert (args.consume_enable, args.consume_broadcast_enable, args.consume_from_min_enable) == (True, False, False)
+    assert (args.retry_queue_nums, args.retry_max_times, args.notify_consumer_ids_changed_enable) == (1, 16, True)
+    local = datetime.datetime(2024, 5, 6, 7, 8, 9)
+    assert timestamp_arg("2024-05-06#07:08:09:123") == int(local.timestamp()) * 1000 + 123
+    assert timestamp_arg("1700000000000") == 1_700_000_000_000
+    assert abs(timestamp_arg("now") - int(datetime.datetime.now().timestamp() * 1000)) < 5_000
+    reset = parser.parse_args(["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "now", "-n", "127.0.0.1:9876"])
+    assert reset.force is True
+    for bad in (["updateSubGroup", "-g", "G"],  # neither -b nor -c
+                ["updateSubGroup", "-c", "C", "-g", "bad group"], ["updateSubGroup", "-c", "C", "-g", "g" * 256],
+                ["updateSubGroup", "-c", "C", "-g", "G", "-q", "-1"],
+                ["updateSubGroup", "-c", "C", "-g", "G", "-s", "y"],
+                ["deleteSubGroup", "-c", "C", "-g", "a b"], ["producerConnection", "-g", "P"],
+                ["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "yesterday"],
+                ["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "2024-05-06#07:08:09"],
+                ["cloneGroupOffset", "-s", "A", "-d", "B"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(bad)
