@@ -270,6 +270,7 @@ class ReplicasManager:
 
         await asyncio.to_thread(record_term)
         owner.processor.context.metadata.apply_new()  # every topic its log holds, under its own config
+        owner.processor.context.transactions.catch_up()  # every decision of its old master
         owner.role.change_role(self.master_role, epoch, broker_id=my_id)
         self.sync_state_set = {my_id}
         owner.start_master_services()
@@ -354,6 +355,7 @@ class ReplicasManager:
         if point < local_end:
             cut = await asyncio.to_thread(owner.store.truncate_to, point)
             owner.processor.context.metadata.rewind()  # the topic records cut go with it
+            owner.processor.context.transactions.reload()  # and the transaction decisions cut
             self.truncations.append({"atMs": int(time.time() * 1000), "epoch": epoch, "toOffset": point,
                                      "fromOffset": local_end, "bytes": cut})
             log.warning("%s: truncated %d bytes after offset %d (consistent point with %s)", self.addr, cut, point,

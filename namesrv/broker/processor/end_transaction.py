@@ -9,6 +9,7 @@ import asyncio
 import logging
 
 from namesrv.broker.context import BrokerContext
+from namesrv.broker.role import DEPOSED_REMARK, FLUSH_SLAVE_TIMEOUT_REMARK
 from namesrv.broker.schedule import delivery as schedule
 from namesrv.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionError, committed
 from namesrv.protocol.broker_headers import EndTransactionRequestHeader, request_header
@@ -44,6 +45,7 @@ class EndTransactionProcessor:
         except TransactionError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
         offset = half.queue_offset
+        txn.catch_up()  # a promoted slave: the decisions its old master made came with the log
         if txn.state.is_resolved(offset) or offset in self.ending:
             return cmd.response(ResponseCode.SUCCESS, "transaction already ended")
         self.ending.add(offset)
@@ -52,15 +54,21 @@ class EndTransactionProcessor:
                 real = committed(half)
                 stored = schedule.transform(real, len(ctx.delay_levels_ms), ctx.clock(),
                                             ctx.config.timer_precision_ms, ctx.config.timer_max_delay_sec)
-                await ctx.store.put(stored)
-                if stored.topic == real.topic:
-                    ctx.hold.notify(real.topic, real.queue_id)
+                put = await ctx.store.put(stored)
+                if stored.topic == real.topic:  # its held pulls woken once readable (read_fence)
+                    ctx.fence.written(put.commit_log_offset + put.store_size, real.topic, real.queue_id)
                 else:
                     ctx.on_parked()
-            await ctx.store.put(txn.op_record(offset))
+            op = await ctx.store.put(txn.op_record(offset))
             txn.state.resolve(offset)
         finally:
             self.ending.discard(offset)
+        # answered once the decision is held as a send is (a SYNC_MASTER's SyncStateSet)
+        code = await ctx.guard.replicated(op.commit_log_offset + op.store_size)
+        if code == ResponseCode.SERVICE_NOT_AVAILABLE:
+            return cmd.response(code, DEPOSED_REMARK)
+        if code != ResponseCode.SUCCESS:
+            return cmd.response(code, FLUSH_SLAVE_TIMEOUT_REMARK)
         log.debug("transaction %s %s", h.transaction_id, "committed" if h.commit_or_rollback == COMMIT_TYPE
                   else "rolled back")
         return cmd.response(ResponseCode.SUCCESS)

@@ -95,13 +95,18 @@ class TransactionService:
         self.check_interval_ms = check_interval_ms
         self.state = TransactionState()
         self.discarded = 0
-        self._load()
+        self._ops_read = 0
+        """The queue offset of the next op record to replay."""
+        self.catch_up()
 
-    def _load(self) -> None:
-        """Replay the op records: what was committed, rolled back or dropped before a restart."""
-        offset, end = 0, self.store.max_offset(TRANS_OP_HALF_TOPIC, 0)
-        while offset < end:
-            page = self.store.get_message(TRANS_OP_HALF_TOPIC, 0, offset, 256)
+    def catch_up(self) -> int:
+        """Replay the op records the log gained since the last call (all of them at start): what
+        was committed, rolled back or dropped before a restart, and, on a replica, what its master
+        decided (the records arrive with the replicated log). Run before every check-back scan, so
+        a promoted slave never checks back a half its old master resolved. Returns how many."""
+        end, replayed = self.store.max_offset(TRANS_OP_HALF_TOPIC, 0), 0
+        while self._ops_read < end:
+            page = self.store.get_message(TRANS_OP_HALF_TOPIC, 0, self._ops_read, 256)
             if not page:
                 break
             for op in page:
@@ -109,7 +114,16 @@ class TransactionService:
                     self.state.resolve(int(op.body))
                 except ValueError:
                     log.warning("op record %d is not a half offset: %r", op.queue_offset, op.body[:40])
-            offset = page[-1].queue_offset + 1
+            self._ops_read = page[-1].queue_offset + 1
+            replayed += len(page)
+        return replayed
+
+    def reload(self) -> None:
+        """The log was cut (a replica's truncation): the op records cut may have resolved halves
+        that are not resolved any more; rebuild the state from what the log holds now."""
+        self.state = TransactionState()
+        self._ops_read = 0
+        self.catch_up()
 
     def op_record(self, half_offset: int) -> MessageInner:
         """What marks a half resolved (RocketMQ's op message, tag "d")."""
@@ -128,6 +142,7 @@ class TransactionService:
 
     def due_for_check(self, limit: int = 256) -> tuple[list[StoredMessage], list[StoredMessage]]:
         """(halves to check back now, halves checked `check_max` times: to drop). Blocking reads."""
+        self.catch_up()
         now = self.clock()
         to_check: list[StoredMessage] = []
         to_drop: list[StoredMessage] = []

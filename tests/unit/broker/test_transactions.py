@@ -104,3 +104,44 @@ def test_a_restarted_broker_knows_what_was_resolved(tmp_path: Path) -> None:
     assert end(again, first, COMMIT_TYPE).code == ResponseCode.SUCCESS
     assert bodies(again) == [b"first"], "not committed a second time after the restart"
     assert end(again, second, COMMIT_TYPE).code == ResponseCode.SUCCESS and bodies(again) == [b"first", b"second"]
+
+
+def test_a_replica_knows_its_masters_decisions_as_they_arrive(tmp_path: Path) -> None:
+    """Issue 33, point 2: a slave's transaction state was loaded once at its start, so a promoted
+    slave checked back halves its old master had resolved, and a producer answering COMMIT stored the
+    message twice. The op records come with the replicated log; the replica replays them before any
+    check-back scan and any END_TRANSACTION."""
+    master = Broker(tmp_path / "master", transaction_timeout_ms=1_000)
+    replica = Broker(tmp_path / "replica", transaction_timeout_ms=1_000)
+    halves = [prepare(master, b"c%d" % i) for i in range(3)] + [prepare(master, b"r%d" % i) for i in range(2)]
+    open_half = prepare(master, b"undecided")
+    for h in halves[:3]:
+        end(master, h, COMMIT_TYPE)
+    for h in halves[3:]:
+        end(master, h, ROLLBACK_TYPE)
+    t = master.store.read_raw(0, 1 << 20)
+    replica.store.append_raw(t.offset, t.data)  # the replica was started before any of it
+    replica.clock.advance(10_000)
+    to_check, to_drop = replica.processor.context.transactions.due_for_check()
+    assert [h.queue_offset for h in to_check] == [open_half[0]] and to_drop == []
+    before = bodies(replica)
+    assert sorted(before) == [b"c0", b"c1", b"c2"]
+    for h in halves:  # a producer answering a check-back on the new master: already decided
+        assert end(replica, h, COMMIT_TYPE).remark == "transaction already ended"
+    assert bodies(replica) == before, "nothing committed twice"
+
+
+def test_a_truncated_replica_forgets_decisions_that_were_cut(tmp_path: Path) -> None:
+    master = Broker(tmp_path / "master")
+    replica = Broker(tmp_path / "replica")
+    half = prepare(master, b"cut-decision")
+    point = master.store.size_bytes()
+    end(master, half, ROLLBACK_TYPE)  # its op record: the unreplicated tail
+    t = master.store.read_raw(0, 1 << 20)
+    replica.store.append_raw(t.offset, t.data)
+    txn = replica.processor.context.transactions
+    txn.catch_up()
+    assert txn.state.is_resolved(half[0])
+    replica.store.truncate_to(point)
+    txn.reload()
+    assert not txn.state.is_resolved(half[0])
