@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import zlib
 from dataclasses import dataclass, field
 
 from namesrv.protocol.message.codec import MESSAGE_MAGIC_CODE, offset_msg_id
@@ -100,3 +101,17 @@ def decode_messages(body: bytes) -> list[MessageExt]:
     except (struct.error, IndexError, UnicodeDecodeError) as e:
         raise InvalidInput(f"message at byte {pos} is cut short or not UTF-8 ({e})") from None
     return out
+
+
+COMPRESSED_FLAG = 0x1
+"""MessageSysFlag.COMPRESSED_FLAG: the body is zlib-deflated (Java producers compress bodies over 4 KiB)."""
+
+
+def plain_body(msg: MessageExt) -> bytes:
+    """The message's body as its producer gave it: inflated when its sysFlag says it is compressed."""
+    if msg.sys_flag & COMPRESSED_FLAG:
+        try:
+            return zlib.decompress(msg.body)
+        except zlib.error as e:
+            raise InvalidInput(f"message {msg.msg_id}: compressed body does not inflate ({e})") from None
+    return msg.body
