@@ -9,6 +9,9 @@ and group."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import threading
 import time
 import uuid
 from collections import Counter
@@ -111,3 +114,64 @@ def test_a_group_of_actors_shares_takes_over_from_a_killed_member_and_scales(dep
     finally:
         group.shutdown()
     assert group.actors == []
+
+
+class RealClientLines:
+    """The real client's JSON lines, read as they come."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.cv = threading.Condition()
+        self.lines: list[dict[str, Any]] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                with self.cv:
+                    self.lines.append(json.loads(line))
+                    self.cv.notify_all()
+
+    def bodies(self) -> list[bytes]:
+        with self.cv:
+            return [str(r["body"]).encode() for r in self.lines if "body" in r]
+
+
+def test_a_group_mixing_these_consumers_with_the_real_client_shares_queues_without_overlap(
+        dep: Deployment, producer: Producer) -> None:
+    from clients.consumer.push_consumer import PushConsumer
+    from tests.e2e.test_real_client import start_client
+
+    topic, name = new_topic(dep, "Mixed"), f"CG_mixed_{uuid.uuid4().hex[:6]}"
+    got: list[bytes] = []
+    lock = threading.Lock()
+
+    def record(msgs: Any, ctx: Any) -> ConsumeConcurrentlyStatus:
+        with lock:
+            got.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    ours = PushConsumer(name, namesrv=list(dep.namesrvs), namespace=dep.spec.namespace, **FAST)
+    ours.subscribe(topic, "*")
+    ours.register_message_listener(record)
+    ours.start()
+    real = RealClientLines(start_client("consume", dep.namesrv_addr(), name, topic, "1000000", "--timeout", "120"))
+    try:
+        wait_until(lambda: len([q for q in ours.assignment() if q.topic == topic]) == QUEUES // 2, 30,
+                   "this consumer down to half the queues once the real client joined")
+        sent = {f"mixed-{i}".encode() for i in range(80)}
+        for body in sorted(sent):
+            producer.send(Message(topic, body))
+        wait_until(lambda: sent <= set(got) | set(real.bodies()), 30, "every message consumed by one of the two")
+        theirs = real.bodies()
+        with lock:
+            mine = list(got)
+        assert theirs and mine, "both members consumed a share"
+        assert not set(mine) & set(theirs), "a message consumed by both members"
+        assert len(mine) == len(set(mine)) and len(theirs) == len(set(theirs))
+    finally:
+        ours.shutdown()
+        real.proc.terminate()
+        real.proc.wait(timeout=30)
