@@ -110,6 +110,8 @@ class ConsumerCore:
         self.routes: ConsumerRoutes | None = None
         self.offset_store: OffsetStore = LocalFileOffsetStore()
         self.queue_offsets: _Offsets | None = None
+        self.assigned: set[MessageQueue] | None = None
+        """Lite pull's assign(): exactly these queues, no allocation (None: the group allocates)."""
 
     @property
     def clustering(self) -> bool:
@@ -119,19 +121,23 @@ class ConsumerCore:
         self.subscriptions[topic] = Subscription.of(topic, selector)
 
     # ------------------------------------------------------------------ lifecycle
+    def make_routes(self) -> ConsumerRoutes:
+        """Routes from the NameServer actors named, else from every one of the namespace."""
+        names = self.namesrv_names if self.namesrv_names is not None else discover_namesrvs(self.namespace)
+        if not names:
+            raise NoNameServerAvailable(f"no NameServer actor in Ray namespace {self.namespace!r}")
+        return ConsumerRoutes(NameServerClient(names, self.namespace, credentials=self.config.credentials))
+
     def start(self, owner: QueueOwner) -> None:
         if self.api is not None:
             raise MQClientError("The PushConsumer service state not OK, maybe started once")
         if not self.subscriptions:
             raise MQClientError("no subscription: call subscribe(topic, expression) before start()")
-        names = self.namesrv_names if self.namesrv_names is not None else discover_namesrvs(self.namespace)
-        if not names:
-            raise NoNameServerAvailable(f"no NameServer actor in Ray namespace {self.namespace!r}")
-        if self.clustering:  # RocketMQ's copySubscription: a clustering member also reads its retry topic
+        if self.clustering and self.assigned is None:  # copySubscription: a member also reads its retry topic
             retry = f"{RETRY_GROUP_TOPIC_PREFIX}{self.group}"
             self.subscriptions.setdefault(retry, Subscription.of(retry, MessageSelector.by_tag("*")))
         self.owner = owner
-        self.routes = ConsumerRoutes(NameServerClient(names, self.namespace, credentials=self.config.credentials))
+        self.routes = self.make_routes()
         self.api = ConsumerBrokerApi(self.client_id, self._on_request, self.config.credentials)
         self.queue_offsets = _Offsets(self.api, self.routes)
         if self.clustering:
@@ -286,6 +292,9 @@ class ConsumerCore:
             if not mq_all:
                 log.debug("%s: no readable queue of %s yet", self.group, topic)
                 continue
+            if self.assigned is not None:
+                self._update_process_queues(topic, {mq for mq in self.assigned if mq.topic == topic})
+                continue
             if not self.clustering:
                 self._update_process_queues(topic, set(mq_all))
                 continue
@@ -299,6 +308,21 @@ class ConsumerCore:
             stale = [mq for mq in self.process_queues if mq.topic not in self.subscriptions]
         for mq in stale:
             self._release(mq)
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Consume `mq` from `offset` next: its cached messages are dropped and its pulls start
+        again there (the queue must be held)."""
+        with self._pq_lock:
+            old = self.process_queues.get(mq)
+            if old is None:
+                raise MQClientError(f"The message queue is not in assigned list, may be rebalancing, {mq}")
+            old.dropped = True
+            pq = self.process_queues[mq] = ProcessQueue()
+            pq.locked, pq.last_lock_s = old.locked, old.last_lock_s
+            self.offset_store.update_offset(mq, offset)
+        assert self.owner is not None
+        self.owner.queue_removed(mq, old)
+        self.owner.queue_added(mq, pq, offset)
 
     def assignment(self) -> set[MessageQueue]:
         with self._pq_lock:

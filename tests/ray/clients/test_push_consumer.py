@@ -1,9 +1,11 @@
-"""PushConsumer against real brokers on a local Ray over TCP (issue 34, the consumer side): a group's
+"""PushConsumer and LitePullConsumer against real brokers on a local Ray over TCP (issue 34, the
+consumer side): a group's
 members share a topic's queues without overlap, a member leaving or joining moves queues at once (the
 broker's NOTIFY_CONSUMER_IDS_CHANGED; the rebalance timer is set far off, so only the notice can
 do it), offsets live on the broker and survive a restart, a failed message comes back with back-off
 and then lands in %DLQ%group, an orderly listener sees each queue in order through a rebalance, and
-bad settings are refused before anything connects.
+bad settings are refused before anything connects; lite pull members share the queues and auto
+commit, or poll assigned queues, seek and commit_sync.
 
 One deployment for the module (a NameServer, two brokers on free ports, every retry delay level 1 s);
 each test has its own topic and group."""
@@ -23,6 +25,7 @@ import pytest
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
+from clients.consumer.lite_pull_consumer import LitePullConsumer
 from clients.consumer.push_consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeContext,
@@ -287,3 +290,66 @@ def test_a_consumer_without_listener_subscription_or_valid_selector_is_refused(d
     d.subscribe("Anything", "*")
     with pytest.raises(MQClientError, match="listener"):
         d.start()
+
+
+# ---------------------------------------------------------------------------- LitePullConsumer
+def lite(dep: Deployment, group: str, **options: Any) -> LitePullConsumer:
+    return LitePullConsumer(group, namesrv=list(dep.namesrvs), namespace=dep.spec.namespace,
+                            **(FAST | {"consume_from_where": "CONSUME_FROM_FIRST_OFFSET"} | options))
+
+
+def poll_until(consumers: list[LitePullConsumer], expected: set[bytes],
+               got: dict[int, list[MessageExt]], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not expected <= {m.body for ms in got.values() for m in ms}:
+        assert time.monotonic() < deadline, "not every message polled in time"
+        for i, c in enumerate(consumers):
+            got[i].extend(c.poll(timeout_s=0.2))
+
+
+def test_lite_pull_members_share_the_queues_and_auto_commit(dep: Deployment, producer: Producer) -> None:
+    topic, group = new_topic(dep, "Lite"), f"CG_lite_{uuid.uuid4().hex[:6]}"
+    a, b = lite(dep, group), lite(dep, group)
+    for c in (a, b):
+        c.subscribe(topic, "*")
+        c.start()
+    try:
+        wait_until(lambda: len({q for c in (a, b) for q in c.assignment() if q.topic == topic}) == 8
+                   and all(c.assignment() for c in (a, b)), 20, "two members holding every queue")
+        sent = send(producer, topic, "lite", 40)
+        got: dict[int, list[MessageExt]] = defaultdict(list)
+        poll_until([a, b], sent, got)
+        bodies = Counter(m.body for ms in got.values() for m in ms)
+        assert max(bodies.values()) == 1 and got[0] and got[1], "shared without overlap"
+    finally:
+        a.shutdown()
+        b.shutdown()
+    assert committed(dep, group, topic) == 40, "auto commit: what poll returned is committed"
+
+
+def test_lite_pull_assign_seek_and_commit_sync(dep: Deployment, producer: Producer) -> None:
+    topic, group = new_topic(dep, "Assigned"), f"CG_assign_{uuid.uuid4().hex[:6]}"
+    c = lite(dep, group, persist_consumer_offset_interval_ms=60_000)
+    c.auto_commit = False
+    mine = [mq for mq in c.fetch_message_queues(topic) if mq.broker_name == "broker-a"]
+    c.assign(mine)
+    with pytest.raises(MQClientError, match="mutually exclusive"):
+        c.subscribe(topic, "*")
+    c.start()
+    try:
+        sent = [producer.send(Message(topic, f"as-{i}".encode())) for i in range(40)]
+        expected = {f"as-{i}".encode() for i, r in enumerate(sent) if r.message_queue.broker_name == "broker-a"}
+        got: dict[int, list[MessageExt]] = defaultdict(list)
+        poll_until([c], expected, got)
+        assert {m.body for m in got[0]} == expected, "only the assigned queues were polled"
+        assert committed(dep, group, topic) == 0, "nothing committed without auto commit"
+        first = mine[0]
+        again = [m.body for m in got[0] if m.queue_id == first.queue_id]
+        c.seek(first, 0)
+        replay: dict[int, list[MessageExt]] = defaultdict(list)
+        poll_until([c], set(again), replay)
+        assert [m.body for m in replay[0] if m.queue_id == first.queue_id][:len(again)] == again, "replayed in order"
+        c.commit_sync()
+        assert committed(dep, group, topic) == len(expected), "commit_sync committed what poll returned"
+    finally:
+        c.shutdown()
