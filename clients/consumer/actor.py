@@ -8,7 +8,7 @@ the broker's notice); `stats()` reads what each member consumed.
     group = ConsumerGroup.start(3, "my_group", {"TopicTest": "*"},
                                 lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS, namespace="namesrv")
     group.scale(5)
-    print(group.consumed())
+    group.wait_consumed(100)
     group.shutdown()
 
 The listener travels to each actor pickled (Ray's cloudpickle: a lambda or a function will do) and
@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -141,7 +142,18 @@ class ConsumerGroup:
         return list(ray.get([a.stats.remote() for a in self.actors]))
 
     def consumed(self) -> int:
+        """Messages the members' listeners consumed (returned success for), all members together."""
         return sum(s["consumed"] for s in self.stats())
+
+    def wait_consumed(self, n: int, timeout_s: float = 30.0) -> int:
+        """Wait until the members consumed at least `n` messages (asking them every 50 ms); the
+        count, or MQClientError once `timeout_s` passed without."""
+        deadline = time.monotonic() + timeout_s
+        while (count := self.consumed()) < n:
+            if time.monotonic() > deadline:
+                raise MQClientError(f"{self.group} consumed {count} of {n} messages in {timeout_s} s")
+            time.sleep(0.05)
+        return count
 
     def shutdown(self) -> None:
         self.scale(0)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from clients.consumer.broker_api import ConsumerBrokerApi
+from clients.consumer.locks import QueueLocks
 from clients.consumer.routes import ConsumerRoutes
 from clients.impl.broker_tcp import BrokerConnection
 from clients.impl.client_instance import build_client_id
@@ -34,10 +35,12 @@ from namesrv.client.consumer.subscription import MessageSelector, Subscription
 from namesrv.client.errors import MQClientError, NoNameServerAvailable
 from namesrv.client.message import check_group
 from namesrv.client.offsets import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore, offset_table_of
+from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.models import MessageQueue
+from namesrv.protocol.running_info import ConsumerRunningInfo
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -100,6 +103,8 @@ class ConsumerCore:
         self.subscriptions: dict[str, Subscription] = {}
         self.owner: QueueOwner | None = None
         self.on_reset: Callable[[str, dict[MessageQueue, int]], None] | None = None
+        self.running_info: Callable[[], ConsumerRunningInfo] | None = None
+        """GET_CONSUMER_RUNNING_INFO's answer (the consumer sets it)."""
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pq_lock = threading.RLock()
         self._rebalance_now = threading.Event()
@@ -110,6 +115,7 @@ class ConsumerCore:
         self.routes: ConsumerRoutes | None = None
         self.offset_store: OffsetStore = LocalFileOffsetStore()
         self.queue_offsets: _Offsets | None = None
+        self.locks: QueueLocks
         self.assigned: set[MessageQueue] | None = None
         """Lite pull's assign(): exactly these queues, no allocation (None: the group allocates)."""
 
@@ -139,6 +145,7 @@ class ConsumerCore:
         self.owner = owner
         self.routes = self.make_routes()
         self.api = ConsumerBrokerApi(self.client_id, self._on_request, self.config.credentials)
+        self.locks = QueueLocks(self.group, self.api, self.routes)
         self.queue_offsets = _Offsets(self.api, self.routes)
         if self.clustering:
             self.offset_store = RemoteBrokerOffsetStore(self.group, self.queue_offsets)
@@ -170,7 +177,7 @@ class ConsumerCore:
             pq.dropped = True
         self.offset_store.persist_all(set(held))
         if self.orderly and self.clustering:
-            self._unlock(list(held))
+            self.locks.unlock(list(held))
         assert self.routes is not None
         for addr in sorted(self.routes.broker_addrs(set(self.subscriptions))):
             try:
@@ -214,6 +221,9 @@ class ConsumerCore:
             threading.Thread(target=self.reset_offsets, args=(topic, table), daemon=True).start()
             if not request.is_oneway:
                 conn.answer(request, ResponseCode.SUCCESS)
+        elif request.code == BrokerRequestCode.GET_CONSUMER_RUNNING_INFO and self.running_info is not None:
+            body = fastjson.dumps(self.running_info().to_wire())
+            conn.answer(request, ResponseCode.SUCCESS, None, body)
         elif not request.is_oneway:
             conn.answer(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                         f"request code {request.code} not supported by this consumer")
@@ -267,7 +277,7 @@ class ConsumerCore:
                     elif what == "heartbeat":
                         self.heartbeat()
                     elif self.orderly and self.clustering:
-                        self.lock_all()
+                        self.locks.lock_all(self.assignment_table())
                 except Exception:
                     log.exception("%s timer of %s failed", what, self.group)
 
@@ -324,6 +334,10 @@ class ConsumerCore:
         self.owner.queue_removed(mq, old)
         self.owner.queue_added(mq, pq, offset)
 
+    def assignment_table(self) -> dict[MessageQueue, ProcessQueue]:
+        with self._pq_lock:
+            return dict(self.process_queues)
+
     def assignment(self) -> set[MessageQueue]:
         with self._pq_lock:
             return set(self.process_queues)
@@ -338,7 +352,7 @@ class ConsumerCore:
             if self._stop.is_set():
                 return
             pq = ProcessQueue()
-            if self.orderly and self.clustering and not self._lock(mq, pq):
+            if self.orderly and self.clustering and not self.locks.lock(mq, pq):
                 log.info("%s: %s is locked by another member; tried again at the next rebalance", self.group, mq)
                 continue
             self.offset_store.remove_offset(mq)
@@ -365,7 +379,7 @@ class ConsumerCore:
             got = pq.consume_lock.acquire(timeout=1.0)  # let a listener running on it finish first
             try:
                 self.offset_store.persist(mq)
-                self._unlock([mq])
+                self.locks.unlock([mq])
             finally:
                 if got:
                     pq.consume_lock.release()
@@ -373,55 +387,3 @@ class ConsumerCore:
             self.offset_store.persist(mq)
         self.offset_store.remove_offset(mq)
         log.info("%s: %s leaves %s", self.group, self.client_id, mq)
-
-    # ------------------------------------------------------------------ orderly locks
-    def _lock(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        assert self.api is not None and self.routes is not None
-        addr = self.routes.broker_addr(mq.broker_name, master_only=True)
-        if addr is None:
-            return False
-        try:
-            locked = mq in self.api.lock_batch(addr, self.group, [mq])
-        except Exception as e:
-            log.info("locking %s failed: %s", mq, e)
-            return False
-        pq.locked = locked
-        pq.last_lock_s = time.monotonic()
-        return locked
-
-    def lock_all(self) -> None:
-        """Renew the broker locks of every held queue (RebalanceImpl.lockAll)."""
-        assert self.api is not None and self.routes is not None
-        with self._pq_lock:
-            held = dict(self.process_queues)
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in held:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for name, mqs in by_broker.items():
-            addr = self.routes.broker_addr(name, master_only=True)
-            if addr is None:
-                continue
-            try:
-                ok = self.api.lock_batch(addr, self.group, mqs)
-            except Exception as e:
-                log.info("renewing locks on %s failed: %s", name, e)
-                continue
-            now = time.monotonic()
-            for mq in mqs:
-                held[mq].locked = mq in ok
-                if mq in ok:
-                    held[mq].last_lock_s = now
-
-    def _unlock(self, mqs: list[MessageQueue]) -> None:
-        assert self.api is not None and self.routes is not None
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for name, batch in by_broker.items():
-            addr = self.routes.broker_addr(name, master_only=True)
-            if addr is None:
-                continue
-            try:
-                self.api.unlock_batch(addr, self.group, batch)
-            except Exception as e:
-                log.info("unlocking %s on %s failed: %s", batch, name, e)

@@ -28,6 +28,7 @@ from typing import Any
 from clients.consumer.core import ConsumerCore
 from clients.consumer.pull_service import PullMessageService, PullRequest
 from clients.consumer.push_consumer import consumer_config
+from clients.consumer.running_info import running_info
 from namesrv.client.consumer.config import ConsumerConfig
 from namesrv.client.consumer.process_queue import ProcessQueue
 from namesrv.client.consumer.subscription import MessageSelector, Subscription
@@ -50,6 +51,8 @@ class LitePullConsumer:
                  **options: Any) -> None:
         self.config = consumer_config(config, (LITE_DEFAULTS if config is None else {}) | options)
         self.core = ConsumerCore(group, self.config, "CONSUME_ACTIVELY", namesrv, namespace, instance_name)
+        started_ms = int(time.time() * 1000)
+        self.core.running_info = lambda: running_info(self.core, started_ms)
         self.auto_commit = auto_commit
         self._ready: queue.Queue[tuple[PullRequest, list[MessageExt]]] = queue.Queue()
         self._pulls = PullMessageService(self.core, lambda req, msgs: self._ready.put((req, msgs)))

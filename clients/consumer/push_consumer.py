@@ -21,6 +21,7 @@ pulls with flow control), `consume_service` (the listener on a thread pool, retr
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,6 +29,7 @@ from pydantic import ValidationError
 from clients.consumer.consume_service import ConcurrentConsumeService, ConsumeService, OrderlyConsumeService
 from clients.consumer.core import ConsumerCore
 from clients.consumer.pull_service import PullMessageService, PullRequest
+from clients.consumer.running_info import running_info
 from namesrv.client.consume_from import ConsumeFromWhere
 from namesrv.client.consumer.config import ConsumerConfig, MessageModel
 from namesrv.client.consumer.listener import (
@@ -66,6 +68,8 @@ class PushConsumer:
                  instance_name: str | None = None, config: ConsumerConfig | None = None, **options: Any) -> None:
         self.config = consumer_config(config, options)
         self.core = ConsumerCore(group, self.config, "CONSUME_PASSIVELY", namesrv, namespace, instance_name)
+        started_ms = int(time.time() * 1000)
+        self.core.running_info = lambda: running_info(self.core, started_ms)
         self._listener: Any = None
         self._service: ConsumeService | None = None
         self._pulls: PullMessageService | None = None

@@ -353,3 +353,23 @@ def test_lite_pull_assign_seek_and_commit_sync(dep: Deployment, producer: Produc
         assert committed(dep, group, topic) == len(expected), "commit_sync committed what poll returned"
     finally:
         c.shutdown()
+
+
+def test_consumer_status_reads_the_members_running_info_over_its_connection(dep: Deployment) -> None:
+    """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus) is handed by the broker down the member's
+    own connection, and the member answers with its queues, offsets and settings."""
+    from clients.admin.client import DefaultMQAdminExt
+
+    topic, group = new_topic(dep, "Status"), f"CG_status_{uuid.uuid4().hex[:6]}"
+    c = member(dep, group, topic, lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    try:
+        wait_until(lambda: partitioned([c], topic), 20, "the member holding every queue")
+        addr = sorted(a for a in (c.core.routes.broker_addrs({topic}) if c.core.routes else set()))[0]
+        with DefaultMQAdminExt.over_tcp(dep.namesrv_addr()) as admin:
+            info = admin.get_consumer_running_info(addr, group, c.client_id)
+        assert info.properties["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert info.properties["messageModel"] == "CLUSTERING"
+        assert {mq for mq in info.mq_table if mq.topic == topic} == {q for q in c.assignment() if q.topic == topic}
+        assert {s["topic"] for s in info.subscription_set} == {topic, f"%RETRY%{group}"}
+    finally:
+        c.shutdown()
