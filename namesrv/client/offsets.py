@@ -120,11 +120,20 @@ class RemoteBrokerOffsetStore(OffsetStore):
         for mq, offset in self.clone_offset_table().items():
             if mq not in mqs:
                 self.remove_offset(mq)
-                continue
-            try:
-                self.broker.update_consumer_offset(self.group, mq, offset)
-            except Exception as e:
-                log.warning("committing offset %d of %s for %s failed: %s", offset, mq, self.group, e)
+            else:
+                self._commit(mq, offset)
+
+    def persist(self, mq: MessageQueue) -> None:
+        """Commit one queue's offset (the others stay as they are)."""
+        offset = self.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+        if offset >= 0:
+            self._commit(mq, offset)
+
+    def _commit(self, mq: MessageQueue, offset: int) -> None:
+        try:
+            self.broker.update_consumer_offset(self.group, mq, offset)
+        except Exception as e:
+            log.warning("committing offset %d of %s for %s failed: %s", offset, mq, self.group, e)
 
 
 class LocalFileOffsetStore(OffsetStore):
