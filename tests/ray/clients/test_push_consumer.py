@@ -18,6 +18,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +37,7 @@ from clients.consumer.push_consumer import (
 )
 from clients.producer.producer import Message, Producer
 from namesrv.client.errors import MQClientError
+from namesrv.client.offsets import LocalFileOffsetStore
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.models import MessageQueue
 from tests.support.consumer import committed
@@ -373,3 +375,45 @@ def test_consumer_status_reads_the_members_running_info_over_its_connection(dep:
         assert {s["topic"] for s in info.subscription_set} == {topic, f"%RETRY%{group}"}
     finally:
         c.shutdown()
+
+
+def test_broadcasting_members_each_read_every_message_with_offsets_of_their_own(
+        dep: Deployment, producer: Producer, tmp_path: Path) -> None:
+    topic, group, seen = new_topic(dep, "Broadcast"), f"CG_bcast_{uuid.uuid4().hex[:6]}", Deliveries()
+    opts = {"message_model": "BROADCASTING", "offset_store_dir": str(tmp_path)}
+    a, b = member(dep, group, topic, seen.listener("a"), **opts), member(dep, group, topic, seen.listener("b"), **opts)
+    try:
+        wait_until(lambda: all(len([q for q in m.assignment() if q.topic == topic]) == 8 for m in (a, b)), 20,
+                   "both members holding every queue")
+        sent = send(producer, topic, "all", 24)
+        with seen.cv:
+            assert seen.cv.wait_for(lambda: set(seen.bodies("a")) == set(seen.bodies("b")) == sent, 30)
+    finally:
+        a.shutdown()
+        b.shutdown()
+    files = sorted(tmp_path.glob("*/*/offsets.json"))
+    assert len(files) == 2, "one offsets file per member"
+    for f in files:
+        table = LocalFileOffsetStore(f).clone_offset_table()
+        assert sum(o for mq, o in table.items() if mq.topic == topic) == 24
+    assert committed(dep, group, topic) == 0, "broadcasting commits nothing on the brokers"
+
+
+def test_a_new_group_starts_from_last_or_from_a_timestamp(dep: Deployment, producer: Producer) -> None:
+    topic, seen = new_topic(dep, "StartAt"), Deliveries()
+    old = send(producer, topic, "old", 16)
+    last = member(dep, f"CG_last_{uuid.uuid4().hex[:6]}", topic, seen.listener("last"),
+                  consume_from_where="CONSUME_FROM_LAST_OFFSET")
+    stamp = member(dep, f"CG_stamp_{uuid.uuid4().hex[:6]}", topic, seen.listener("stamp"),
+                   consume_from_where="CONSUME_FROM_TIMESTAMP", consume_timestamp_ms=0)
+    try:
+        wait_until(lambda: partitioned([last], topic) and partitioned([stamp], topic), 20, "both holding every queue")
+        new = send(producer, topic, "new", 16)
+        seen.await_bodies(old | new)
+        with seen.cv:
+            assert seen.cv.wait_for(lambda: new <= set(seen.bodies("last")), 30)
+        assert set(seen.bodies("last")) == new, "from the last offset: only what came after the start"
+        assert set(seen.bodies("stamp")) == old | new, "from timestamp 0: everything stored"
+    finally:
+        last.shutdown()
+        stamp.shutdown()
