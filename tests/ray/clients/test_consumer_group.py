@@ -175,3 +175,33 @@ def test_a_group_mixing_these_consumers_with_the_real_client_shares_queues_witho
         ours.shutdown()
         real.proc.terminate()
         real.proc.wait(timeout=30)
+
+
+def test_bodies_a_real_client_compressed_are_delivered_plain(dep: Deployment) -> None:
+    """The C++ client deflates bodies over 4 KiB (sysFlag 0x1, as Java's producer does); the broker
+    stores them so; a PushConsumer's listener gets them as they were sent."""
+    from clients.consumer.push_consumer import PushConsumer
+    from tests.e2e.test_real_client import run_client
+
+    topic, name = new_topic(dep, "Deflated"), f"CG_deflated_{uuid.uuid4().hex[:6]}"
+    sent = run_client("produce", dep.namesrv_addr(), topic, "3", "--body-size", "6000")
+    assert all("error" not in s for s in sent), sent
+    got: list[Any] = []
+    arrived = threading.Event()
+
+    def record(msgs: Any, ctx: Any) -> ConsumeConcurrentlyStatus:
+        got.extend(msgs)
+        if len(got) >= 3:
+            arrived.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(name, namesrv=list(dep.namesrvs), namespace=dep.spec.namespace, **FAST)
+    c.subscribe(topic, "*")
+    c.register_message_listener(record)
+    c.start()
+    try:
+        assert arrived.wait(30), f"{len(got)} of 3 delivered"
+    finally:
+        c.shutdown()
+    assert any(m.sys_flag & 0x1 for m in got), "the real client compressed them (the case under test)"
+    assert sorted(m.body for m in got) == sorted(s["body"].encode() for s in sent)
