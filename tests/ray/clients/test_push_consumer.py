@@ -417,3 +417,29 @@ def test_a_new_group_starts_from_last_or_from_a_timestamp(dep: Deployment, produ
     finally:
         last.shutdown()
         stamp.shutdown()
+
+
+def test_a_slow_listener_holds_pulls_back_at_the_queue_threshold(dep: Deployment, producer: Producer) -> None:
+    """Flow control: with the listener stuck, a queue is pulled only while it caches no more than
+    pull_threshold_for_queue messages (one batch over it at most); released, everything arrives."""
+    topic, group = new_topic(dep, "Flow"), f"CG_flow_{uuid.uuid4().hex[:6]}"
+    release, seen = threading.Event(), Deliveries()
+    record = seen.listener("c")
+
+    def stuck(msgs: list[MessageExt], ctx: ConsumeContext) -> Any:
+        release.wait(30)
+        return record(msgs, ctx)
+
+    c = member(dep, group, topic, stuck, pull_threshold_for_queue=5, pull_batch_size=4, consume_thread_max=2)
+    try:
+        wait_until(lambda: partitioned([c], topic), 20, "the member holding every queue")
+        sent = send(producer, topic, "flow", 160)
+        wait_until(lambda: c.stats()["flow_controlled"] > 0, 20, "pulls held back by flow control")
+        cached = {mq: pq.cached_count for mq, pq in c.core.assignment_table().items() if mq.topic == topic}
+        assert max(cached.values()) <= 5 + 4, f"a queue cached past its threshold: {cached}"
+        assert sum(cached.values()) < len(sent), "not everything was pulled while the listener was stuck"
+        release.set()
+        seen.await_bodies(sent)
+    finally:
+        release.set()
+        c.shutdown()
