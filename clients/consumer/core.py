@@ -241,8 +241,8 @@ class ConsumerCore:
             for mq, offset in table.items():
                 if mq in held:
                     self.offset_store.update_offset(mq, offset)
-        self.offset_store.persist_all(set(held))
-        for mq in held:
+        for mq in held:  # one by one: persist_all would drop every other queue's offset from memory
+            self.offset_store.persist(mq)
             self.offset_store.remove_offset(mq)
         if self.on_reset is not None:
             self.on_reset(topic, table)

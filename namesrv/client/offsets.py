@@ -89,6 +89,7 @@ class OffsetStore:
             return {mq: o for mq, o in self.offset_table.items() if topic is None or mq.topic == topic}
 
     def persist_all(self, mqs: set[MessageQueue]) -> None:
+        """Commit the offsets of `mqs` (the queues the member holds)."""
         raise NotImplementedError
 
     def persist(self, mq: MessageQueue) -> None:
@@ -151,6 +152,10 @@ class LocalFileOffsetStore(OffsetStore):
             return
         table = {mq: o for mq, o in self.clone_offset_table().items() if mqs is None or mq in mqs}
         atomic_write(self.path, fastjson.dumps({"offsetTable": table}))
+
+    def persist(self, mq: MessageQueue) -> None:
+        """The file holds every queue: written whole, with this queue's offset as it is now."""
+        self.persist_all(None)
 
 
 def mq_of_key(key: JsonKey) -> MessageQueue:

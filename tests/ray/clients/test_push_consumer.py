@@ -409,9 +409,9 @@ def test_a_new_group_starts_from_last_or_from_a_timestamp(dep: Deployment, produ
     try:
         wait_until(lambda: partitioned([last], topic) and partitioned([stamp], topic), 20, "both holding every queue")
         new = send(producer, topic, "new", 16)
-        seen.await_bodies(old | new)
         with seen.cv:
-            assert seen.cv.wait_for(lambda: new <= set(seen.bodies("last")), 30)
+            assert seen.cv.wait_for(lambda: new <= set(seen.bodies("last")) and old | new <= set(seen.bodies("stamp")),
+                                    30), "both members consumed what they start at"
         assert set(seen.bodies("last")) == new, "from the last offset: only what came after the start"
         assert set(seen.bodies("stamp")) == old | new, "from timestamp 0: everything stored"
     finally:
@@ -442,4 +442,33 @@ def test_a_slow_listener_holds_pulls_back_at_the_queue_threshold(dep: Deployment
         seen.await_bodies(sent)
     finally:
         release.set()
+        c.shutdown()
+
+
+def test_reset_consumer_client_offset_makes_a_member_jump_back(dep: Deployment, producer: Producer) -> None:
+    """RESET_CONSUMER_CLIENT_OFFSET (220, oneway, ResetOffsetBody), as a broker sends it down a
+    member's connection, handed to the member as its connection's reader hands it: the member drops
+    its queues, commits the offsets given and consumes again from there."""
+    from namesrv.protocol import fastjson
+    from namesrv.remoting.wire_command import RemotingCommand
+
+    topic, group, seen = new_topic(dep, "Rewind"), f"CG_rewind_{uuid.uuid4().hex[:6]}", Deliveries()
+    c = member(dep, group, topic, seen.listener("c"))
+    try:
+        wait_until(lambda: partitioned([c], topic), 20, "the member holding every queue")
+        sent = send(producer, topic, "rewind", 24)
+        seen.await_bodies(sent)
+        wait_until(lambda: committed(dep, group, topic) == 24, 10, "every consumed message committed")
+        table = {mq: 0 for mq in c.assignment() if mq.topic == topic}
+        body = fastjson.dumps({"offsetTable": table})
+        request = RemotingCommand(220, 1, 2, ext_fields={"topic": topic, "group": group, "timestamp": "0",
+                                                         "isForce": "true"}, body=body)
+        assert c.core.api is not None and c.core.routes is not None
+        conn = c.core.api.connection(sorted(c.core.routes.broker_addrs({topic}))[0])
+        c.core._on_request(conn, request)
+        with seen.cv:
+            assert seen.cv.wait_for(lambda: sum(seen.bodies().values()) == 48, 30), "every message consumed again"
+        assert set(seen.bodies().values()) == {2}
+        wait_until(lambda: committed(dep, group, topic) == 24, 10, "the offsets committed again after the replay")
+    finally:
         c.shutdown()

@@ -37,6 +37,14 @@ def test_persist_all_writes_only_the_queues_asked_for(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.tmp*")), "no temp file left behind"
 
 
+def test_persisting_one_queue_keeps_the_others_in_the_file(tmp_path: Path) -> None:
+    store = LocalFileOffsetStore(tmp_path / "o.json")
+    store.update_offset(A0, 1)
+    store.update_offset(B0, 3)
+    store.persist(A0)
+    assert LocalFileOffsetStore(tmp_path / "o.json").clone_offset_table() == {A0: 1, B0: 3}
+
+
 def test_increase_only_never_moves_an_offset_back() -> None:
     store = LocalFileOffsetStore()
     store.update_offset(A0, 10)
