@@ -27,9 +27,16 @@ from typing import Any
 
 import ray
 
-from clients.consumer.push_consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
+from clients.consumer.push_consumer import (
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
+    PushConsumer,
+    consumer_config,
+)
 from namesrv.client.consumer.listener import ConsumeContext
 from namesrv.client.errors import MQClientError
+from namesrv.client.message import check_group, check_topic
+from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP
 from namesrv.protocol.message.decoder import MessageExt
 
 log = logging.getLogger(__name__)
@@ -87,6 +94,18 @@ class ConsumerActor:
         self.consumer.shutdown()
 
 
+def check_settings(group: str, subscriptions: dict[str, str], options: dict[str, Any]) -> None:
+    """What a member would refuse at start, checked in the caller (MQClientError)."""
+    consumer_config(None, options)
+    check_group(group)
+    if group == DEFAULT_CONSUMER_GROUP:
+        raise MQClientError(f"consumerGroup can not equal {DEFAULT_CONSUMER_GROUP}, please specify another one")
+    if not subscriptions:
+        raise MQClientError("no subscription: name at least one topic")
+    for topic in subscriptions:
+        check_topic(topic)
+
+
 class ConsumerGroup:
     """N ConsumerActors of one group (the handles in `actors`, oldest first)."""
 
@@ -111,6 +130,7 @@ class ConsumerGroup:
         every tag); returns once each has started (joined the group and taken its first queues).
         `options`: the settings of `ConsumerConfig`; `actor_options`: Ray's (num_cpus, resources...)."""
         subs = {subscriptions: "*"} if isinstance(subscriptions, str) else dict(subscriptions)
+        check_settings(group, subs, options)  # refused here, clearly, before any actor starts
         self = cls(group, subs, listener, namespace, namesrv, orderly, actor_options or {}, options)
         self.scale(n)
         return self

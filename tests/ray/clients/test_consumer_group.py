@@ -27,6 +27,7 @@ from clients.admin.client import AdminClient
 from clients.consumer.actor import ConsumerGroup
 from clients.consumer.push_consumer import ConsumeConcurrentlyStatus
 from clients.producer.producer import Message, Producer
+from namesrv.client.errors import MQClientError
 from namesrv.common.waiting import wait_until
 from tests.support.consumer import committed
 from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
@@ -205,3 +206,16 @@ def test_bodies_a_real_client_compressed_are_delivered_plain(dep: Deployment) ->
         c.shutdown()
     assert any(m.sys_flag & 0x1 for m in got), "the real client compressed them (the case under test)"
     assert sorted(m.body for m in got) == sorted(s["body"].encode() for s in sent)
+
+
+@pytest.mark.parametrize("group, topics, options, words", [
+    ("bad group!", "T", {}, "the specified group"),
+    ("DEFAULT_CONSUMER", "T", {}, "consumerGroup can not equal"),
+    ("CG_ok", {}, {}, "no subscription"),
+    ("CG_ok", "bad topic!", {}, "topic"),
+    ("CG_ok", "T", {"consume_thread_max": 0}, "consume_thread_max"),
+])
+def test_a_group_with_bad_settings_is_refused_before_any_actor_starts(
+        group: str, topics: Any, options: dict[str, Any], words: str) -> None:
+    with pytest.raises(MQClientError, match=words):
+        ConsumerGroup.start(2, group, topics, ok, namespace="nowhere", **options)
