@@ -139,7 +139,8 @@ class ConcurrentConsumeService(ConsumeService):
                 if again:
                     for m in again:
                         m.reconsume_times += 1
-                    done = [m for m in msgs if m not in again]
+                    retried = {id(m) for m in again}
+                    done = [m for m in msgs if id(m) not in retried]
                     self._commit(mq, pq, pq.remove(done))
                     self._later(SEND_BACK_FAILED_RETRY_S, self._consume, mq, pq, again)
                     return
