@@ -102,7 +102,6 @@ class ConsumerCore:
         self.client_id = build_client_id(instance_name or f"{time.time_ns():x}")
         self.subscriptions: dict[str, Subscription] = {}
         self.owner: QueueOwner | None = None
-        self.on_reset: Callable[[str, dict[MessageQueue, int]], None] | None = None
         self.running_info: Callable[[], ConsumerRunningInfo] | None = None
         """GET_CONSUMER_RUNNING_INFO's answer (the consumer sets it)."""
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
@@ -244,8 +243,6 @@ class ConsumerCore:
         for mq in held:  # one by one: persist_all would drop every other queue's offset from memory
             self.offset_store.persist(mq)
             self.offset_store.remove_offset(mq)
-        if self.on_reset is not None:
-            self.on_reset(topic, table)
         self._rebalance_now.set()
 
     # ------------------------------------------------------------------ rebalance

@@ -55,7 +55,8 @@ class LitePullConsumer:
         self.core.running_info = lambda: running_info(self.core, started_ms)
         self.auto_commit = auto_commit
         self._ready: queue.Queue[tuple[PullRequest, list[MessageExt]]] = queue.Queue()
-        self._pulls = PullMessageService(self.core, lambda req, msgs: self._ready.put((req, msgs)))
+        self._pulls = PullMessageService(self.core, lambda req, msgs: self._ready.put((req, msgs)),
+                                         correct_offsets=False)
         self._lock = threading.Lock()
         self._polled: dict[MessageQueue, int] = {}
         """The offset after what poll returned, per queue (what commit_sync commits)."""
@@ -158,6 +159,10 @@ class LitePullConsumer:
 
     def assignment(self) -> set[MessageQueue]:
         return self.core.assignment()
+
+    def stats(self) -> dict[str, int]:
+        return {"pulls": self._pulls.pulls, "flow_controlled": self._pulls.flow_controlled,
+                "rebalances": self.core.rebalances, "queues": len(self.core.assignment())}
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's readable queues (for assign; before or after start)."""

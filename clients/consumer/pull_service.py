@@ -48,9 +48,12 @@ Deliver = Callable[[PullRequest, list[MessageExt]], None]
 
 
 class PullMessageService:
-    def __init__(self, core: ConsumerCore, deliver: Deliver) -> None:
+    def __init__(self, core: ConsumerCore, deliver: Deliver, correct_offsets: bool = True) -> None:
+        """`correct_offsets`: move a drained queue's offset past messages the filter skipped
+        (the push consumer's correctTagsOffset); the lite consumer's offsets move only with poll."""
         self.core = core
         self.deliver = deliver
+        self.correct_offsets = correct_offsets
         self._heap: list[tuple[float, int, PullRequest]] = []
         self._seq = itertools.count()
         self._cv = threading.Condition()
@@ -141,7 +144,7 @@ class PullMessageService:
         if msgs and not req.pq.dropped:
             req.pq.put(msgs)
             self.deliver(req, msgs)
-        elif req.pq.is_empty() and self.core.clustering and not req.pq.dropped:
+        elif self.correct_offsets and req.pq.is_empty() and self.core.clustering and not req.pq.dropped:
             self.core.offset_store.update_offset(req.mq, next_offset, increase_only=True)  # correctTagsOffset
         if not req.pq.dropped:
             self.execute_later(req, cfg.pull_interval_ms)

@@ -331,8 +331,7 @@ def test_lite_pull_members_share_the_queues_and_auto_commit(dep: Deployment, pro
 
 def test_lite_pull_assign_seek_and_commit_sync(dep: Deployment, producer: Producer) -> None:
     topic, group = new_topic(dep, "Assigned"), f"CG_assign_{uuid.uuid4().hex[:6]}"
-    c = lite(dep, group, persist_consumer_offset_interval_ms=60_000)
-    c.auto_commit = False
+    c = lite(dep, group, auto_commit=False)
     mine = [mq for mq in c.fetch_message_queues(topic) if mq.broker_name == "broker-a"]
     c.assign(mine)
     with pytest.raises(MQClientError, match="mutually exclusive"):
@@ -344,6 +343,10 @@ def test_lite_pull_assign_seek_and_commit_sync(dep: Deployment, producer: Produc
         got: dict[int, list[MessageExt]] = defaultdict(list)
         poll_until([c], expected, got)
         assert {m.body for m in got[0]} == expected, "only the assigned queues were polled"
+        # past a long poll that found nothing on each queue (2 s): still nothing committed
+        pulled = c.stats()["pulls"]
+        wait_until(lambda: c.stats()["pulls"] >= pulled + len(mine), 10, "an empty pull answered on each queue")
+        c.core.offset_store.persist_all(c.assignment())
         assert committed(dep, group, topic) == 0, "nothing committed without auto commit"
         first = mine[0]
         again = [m.body for m in got[0] if m.queue_id == first.queue_id]
