@@ -55,7 +55,7 @@ case "$job" in
   bench)   name="${1:?benchmark name, e.g. bench_core}"; shift
            case "${name%.py}" in
              bench_analysis) ensure_java; ensure_venv analysis ;;
-             bench_clients)  ensure_venv dev ;;  # the real RocketMQ client (PyPI rocketmq) is a dev extra
+             bench_clients|bench_consumer) ensure_venv dev ;;  # the real RocketMQ client (PyPI rocketmq) is a dev extra
              *)              ensure_venv "" ;;
            esac
            exec "$VENV/bin/python" "benchmarks/${name%.py}.py" "$@" ;;

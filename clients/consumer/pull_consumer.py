@@ -1,5 +1,8 @@
-"""A pull consumer (RocketMQ's DefaultLitePullConsumer, reduced to what verification needs): reads
-every queue of a topic, on every broker of its route, from stored offsets.
+"""A pull consumer reduced to what verification needs (the demo, the chaos harness, the tests that
+check nothing acknowledged was lost): reads every queue of a topic, on every broker of its route,
+through the broker actors, from offsets of its own (a `LocalFileOffsetStore`, in memory unless it is
+given a path). It is no member of a group: no rebalance, no offsets on the broker. A group's consumer
+is `PushConsumer` or `LitePullConsumer`.
 
 `heartbeat(topics)` makes it a member of its group on those topics' brokers (a Ray call, so the
 broker knows it as channel `ray:<client_id>`; RocketMQ's pull consumer heartbeats on a timer, this
@@ -16,7 +19,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import ray
@@ -26,7 +28,7 @@ from clients.impl.broker_tcp import CLIENT_VERSION
 from clients.impl.client_instance import build_client_id
 from clients.impl.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import SessionCredentials, signature
-from namesrv.common.persist import atomic_write
+from namesrv.client.offsets import LocalFileOffsetStore, ReadOffsetType
 from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP, pull_message_ext
 from namesrv.protocol.codes import ResponseCode
@@ -48,34 +50,6 @@ class ConsumedMessage:
     properties: dict[str, str]
 
 
-def _queue_key(item: tuple[MessageQueue, int]) -> tuple[str, str, int]:
-    return item[0].topic, item[0].broker_name, item[0].queue_id
-
-
-class OffsetStore:
-    """Next offset to read per queue; persisted atomically when a path is given."""
-
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path is not None else None
-        self.offsets: dict[MessageQueue, int] = {}
-        if self.path is not None and self.path.exists():
-            for row in json.loads(self.path.read_text()):
-                self.offsets[MessageQueue(row["topic"], row["broker"], row["queue"])] = row["offset"]
-
-    def read(self, mq: MessageQueue) -> int:
-        return self.offsets.get(mq, 0)
-
-    def update(self, mq: MessageQueue, offset: int) -> None:
-        self.offsets[mq] = offset
-
-    def persist(self) -> None:
-        if self.path is None:
-            return
-        rows = [{"topic": m.topic, "broker": m.broker_name, "queue": m.queue_id, "offset": o}
-                for m, o in sorted(self.offsets.items(), key=_queue_key)]
-        atomic_write(self.path, json.dumps(rows).encode())
-
-
 class PullError(RuntimeError):
     """A broker refused a pull (no permission, no such topic, ...): code and remark as it answered."""
 
@@ -91,14 +65,14 @@ PULL_ANSWERS = frozenset({ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, Res
 
 
 class PullConsumer:
-    def __init__(self, namespace: str, namesrv: list[str], offset_store: OffsetStore | None = None,
+    def __init__(self, namespace: str, namesrv: list[str], offset_store: LocalFileOffsetStore | None = None,
                  timeout_s: float = 10.0, consumer_group: str = DEFAULT_CONSUMER_GROUP,
                  credentials: SessionCredentials | None = None) -> None:
         """`credentials`: an account with SUB on the topics and the group, for brokers with ACL on."""
         self.namespace = namespace
         self.namesrv = NameServerClient(namesrv, namespace, call_timeout_ms=int(timeout_s * 1000),
                                         credentials=credentials)
-        self.offsets = offset_store or OffsetStore()
+        self.offsets = offset_store or LocalFileOffsetStore()
         self.timeout_s = timeout_s
         self.consumer_group = consumer_group
         self.credentials = credentials
@@ -128,7 +102,7 @@ class PullConsumer:
 
     def _pull(self, mq: MessageQueue, actor: str, max_nums: int) -> tuple[list[ConsumedMessage], bool]:
         """The messages, and whether the queue has more after them."""
-        offset = self.offsets.read(mq)
+        offset = max(self.offsets.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY), 0)
         self._last_pull[mq] = int(time.time() * 1000)
         broker = ray.get_actor(actor, namespace=self.namespace)
         auth = signature(pull_message_ext(mq.topic, mq.queue_id, offset, max_nums, self.consumer_group), None,
@@ -138,7 +112,7 @@ class PullConsumer:
         if result["code"] not in PULL_ANSWERS:
             raise PullError(result["code"], result["remark"])
         next_offset = result["next_begin_offset"]
-        self.offsets.update(mq, next_offset)
+        self.offsets.update_offset(mq, next_offset)
         got = [
             ConsumedMessage(mq.topic, mq.broker_name, mq.queue_id, m["queue_offset"], m["msg_id"], m["body"],
                             m["properties"])
@@ -154,14 +128,14 @@ class PullConsumer:
             while more:
                 got, more = self._pull(mq, actor, batch)
                 consumed.extend(got)
-        self.offsets.persist()
+        self.offsets.persist_all()
         return consumed
 
     def running_info(self, topics: list[str]) -> dict[str, Any]:
         """ConsumerRunningInfo's fields this consumer really has (see the module's docstring)."""
         mq_table = {mq: {"commitOffset": offset} | ({"lastPullTimestamp": self._last_pull[mq]}
                                                     if mq in self._last_pull else {})
-                    for mq, offset in self.offsets.offsets.items() if mq.topic in topics}
+                    for mq, offset in self.offsets.clone_offset_table().items() if mq.topic in topics}
         return {"properties": {"PROP_CONSUME_TYPE": "CONSUME_ACTIVELY", "PROP_CLIENT_VERSION": "V5_3_3",
                                "PROP_CONSUMER_START_TIMESTAMP": str(self.start_ms),
                                "PROP_NAMESERVER_ADDR": ";".join(self.namesrv_names)},

@@ -94,11 +94,26 @@ class _Pending:
         self.deadline = deadline
 
 
-class BrokerConnection:
-    """One TCP connection to one broker, shared by every thread sending to it."""
+RequestHandler = Callable[["BrokerConnection", RemotingCommand], None]
+"""What a client does with a request the broker sends on its own down the connection
+(NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, ...): run on
+the connection's reader, so it must hand the work on and return at once; it answers a request that
+awaits one with `BrokerConnection.answer`."""
+LISTEN_READ_S = 0.5
+"""How long the reader of a listening connection blocks in one read while nothing is outstanding."""
 
-    def __init__(self, host: str, port: int) -> None:
+
+class BrokerConnection:
+    """One TCP connection to one broker, shared by every thread sending to it. With `on_request`,
+    the connection also listens: a reader runs for as long as it is open (not only while async
+    requests are outstanding), and every request the broker sends is handed to `on_request`."""
+
+    def __init__(self, host: str, port: int, on_request: RequestHandler | None = None) -> None:
         self.address = f"{host}:{port}"
+        self.on_request = on_request
+        """Called (on the reading thread) with each request the broker sends on this connection;
+        set later (not listening), it is called while the connection is read anyway (`keep_reading`)."""
+        self._listening = on_request is not None
         try:
             self._sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
         except OSError as e:
@@ -118,10 +133,11 @@ class BrokerConnection:
         self._decoder = FrameDecoder()
         self.broken: str | None = None
         """Why the connection is unusable (None: it is fine); a broken one is replaced."""
-        self.on_request: Callable[[BrokerConnection, RemotingCommand], None] | None = None
-        """Called (on the reading thread) with each request the broker sends on this connection."""
         self._holds = itertools.count(-1, -1)
         """Keys of `keep_reading` holds among the async requests (negative: never an opaque)."""
+        if self._listening:
+            self._pump_running = True
+            threading.Thread(target=self._pump, name=f"broker-{self.address}-listener", daemon=True).start()
 
     def close(self, reason: str = "closed") -> None:
         with self._lock:
@@ -140,6 +156,14 @@ class BrokerConnection:
         cmd = RemotingCommand(code, next(self._opaques), ONEWAY_FLAG, LanguageCode.PYTHON, CLIENT_VERSION, None, ext,
                               body)
         self._write(encode_command(cmd))
+
+    def answer(self, request: RemotingCommand, code: int, remark: str | None = None, body: bytes | None = None) -> None:
+        """Answer a request the broker sent (nothing for a oneway one; RemotingError: the
+        connection is gone)."""
+        if request.flag & ONEWAY_FLAG:
+            return
+        self._write(encode_command(RemotingCommand(code, request.opaque, 1, LanguageCode.PYTHON, CLIENT_VERSION,
+                                                   remark, None, body)))
 
     def invoke(self, code: int, ext: dict[str, str], body: bytes, timeout_s: float) -> RemotingCommand:
         """Send one request and wait for its answer (RemotingError: none within `timeout_s`)."""
@@ -198,18 +222,14 @@ class BrokerConnection:
                 self._pending.pop(key, None)
         return release
 
-    def answer(self, request: RemotingCommand, code: int, remark: str | None = None) -> None:
-        """Answer a request the broker sent (nothing for a oneway one)."""
-        if request.flag & ONEWAY_FLAG:
-            return
-        self._write(encode_command(request.response(code, remark)))
-
     def _pump(self) -> None:
         """The reader of async answers: takes the read turn whenever nobody holds it and reads
-        until no async request is outstanding (then it ends; the next `invoke_async` starts another)."""
+        until no async request is outstanding (then it ends; the next `invoke_async` starts another),
+        or, on a listening connection, until the connection closes."""
+        listening = self._listening
         while True:
             with self._lock:
-                if not self._pending or self.broken is not None:
+                if (not self._pending and not listening) or self.broken is not None:
                     self._pump_running = False
                     return
                 read = not self._reading
@@ -222,7 +242,10 @@ class BrokerConnection:
                 self._sweep()
                 continue
             try:
-                self._read_until(lambda: not self._pending, time.monotonic() + SWEEP_S)
+                if listening:
+                    self._read_until(lambda: False, time.monotonic() + (SWEEP_S if self._pending else LISTEN_READ_S))
+                else:
+                    self._read_until(lambda: not self._pending, time.monotonic() + SWEEP_S)
             except RemotingError:
                 pass  # the connection is closed: close() failed every outstanding request
             finally:
@@ -311,10 +334,11 @@ class BrokerConnection:
                 self.close(f"bad frame: {e}")
                 raise RemotingError(f"broker {self.address} sent a bad frame: {e}") from None
             answered: list[tuple[_Pending, RemotingCommand]] = []
-            requests = [cmd for cmd in commands if not cmd.is_response]
+            requests: list[RemotingCommand] = []
             with self._lock:
                 for cmd in commands:
                     if not cmd.is_response:
+                        requests.append(cmd)
                         continue
                     other = self._waiters.get(cmd.opaque)
                     if other is not None:
@@ -337,7 +361,7 @@ class BrokerConnection:
                 self.answer(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             f"request type {request.code} not supported")
         except Exception:  # a handler's bug must not stop the reader of every other answer
-            log.exception("a request from broker %s could not be served", self.address)
+            log.exception("a request (code %d) from broker %s could not be served", request.code, self.address)
 
 
 def _call(handler: AnswerHandler, answer: RemotingCommand | None, error: BaseException | None) -> None:

@@ -104,3 +104,4 @@ def decode_messages(body: bytes) -> list[MessageExt]:
     except (struct.error, IndexError, UnicodeDecodeError) as e:
         raise InvalidInput(f"message at byte {pos} is cut short or not UTF-8 ({e})") from None
     return out
+

@@ -17,6 +17,7 @@ import pytest
 from clients.impl.broker_tcp import BrokerConnection, tcp_address
 from namesrv.client.errors import RemotingError
 from namesrv.common.waiting import wait_until
+from namesrv.remoting.codec import encode_command
 from namesrv.remoting.connection import Connection
 from namesrv.remoting.server import RemotingServer
 from namesrv.remoting.wire_command import RemotingCommand
@@ -194,3 +195,33 @@ def test_a_lost_connection_fails_every_async_request_once_and_refuses_new_ones(s
     with pytest.raises(RemotingError, match="is closed"):
         conn.invoke_async(10, {"who": "after"}, b"x", 1, never.handler("after"))
     assert never.got == {}
+
+
+def test_a_listening_connection_hands_on_the_brokers_own_requests_and_answers_them(server: Server) -> None:
+    """With on_request, a connection reads while nothing is outstanding: a oneway request the server
+    sends (NOTIFY_CONSUMER_IDS_CHANGED) reaches the handler, and a request awaiting an answer
+    (GET_CONSUMER_RUNNING_INFO) is answered with `answer`; sync requests work beside it."""
+    got: list[RemotingCommand] = []
+    arrived = threading.Event()
+
+    def on_request(conn: BrokerConnection, request: RemotingCommand) -> None:
+        got.append(request)
+        if not request.is_oneway:
+            conn.answer(request, 0, "running", b"{}")
+        arrived.set()
+
+    conn = BrokerConnection("127.0.0.1", server.port, on_request=on_request)
+    try:
+        assert conn.invoke(10, {"who": "first"}, b"x", 5).remark == "first"  # the server knows it now
+        [peer] = list(server.server.by_token.values())
+        notice = RemotingCommand(40, 1, 2, ext_fields={"consumerGroup": "G"})
+        assert peer.transport is not None
+        server.loop.call_soon_threadsafe(peer.transport.write, encode_command(notice))
+        assert arrived.wait(5), "the notice reached the handler with nothing outstanding"
+        assert got[0].code == 40 and got[0].ext_fields == {"consumerGroup": "G"}
+        asked = asyncio.run_coroutine_threadsafe(
+            server.server.invoke(peer.token, RemotingCommand(307, 9, 0), 5), server.loop).result(10)
+        assert asked.remark == "running" and asked.body == b"{}"
+        assert conn.invoke(10, {"who": "after"}, b"x", 5).remark == "after"
+    finally:
+        conn.close()
