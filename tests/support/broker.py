@@ -126,10 +126,17 @@ class Admin:
         self.pipeline.register(self.queries.handlers)
 
     def call(self, code: int, **ext: str) -> RemotingCommand:
-        cmd = RemotingCommand(code, 3, ext_fields=ext or None)
-        [decoded] = FrameDecoder().feed(encode_command(cmd))
-        answer = self.pipeline.handle_command(decoded, CLIENT)
-        if not isinstance(answer, RemotingCommand):
-            answer = asyncio.run(_await(answer))
-        [wire] = FrameDecoder().feed(encode_command(answer))
-        return wire
+        return through_pipeline(self.pipeline, RemotingCommand(code, 3, ext_fields=ext or None))
+
+
+def through_pipeline(pipeline: RequestPipeline, request: RemotingCommand,
+                     client: RequestContext = CLIENT) -> RemotingCommand:
+    """`request` as the wire carries it, through `pipeline` (awaited on a loop of its own when its
+    handler answers later), and the answer as the wire carries it back."""
+    [decoded] = FrameDecoder().feed(encode_command(request))
+
+    async def run() -> RemotingCommand:
+        answer = pipeline.handle_command(decoded, client)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+    [wire] = FrameDecoder().feed(encode_command(asyncio.run(run())))
+    return wire

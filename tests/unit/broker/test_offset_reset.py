@@ -5,7 +5,6 @@ where the broker would write it to their connections."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -18,11 +17,9 @@ from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.models import MessageQueue
-from namesrv.remoting.codec import encode_command
-from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestPipeline
 from namesrv.remoting.wire_command import RemotingCommand
-from tests.support.broker import CLIENT, WIRE, Broker, heartbeat
+from tests.support.broker import CLIENT, WIRE, Broker, heartbeat, through_pipeline
 
 
 class Resets:
@@ -37,13 +34,7 @@ class Resets:
         return len(requests)
 
     def call(self, code: int, **ext: str) -> RemotingCommand:
-        [decoded] = FrameDecoder().feed(encode_command(RemotingCommand(code, 3, ext_fields=ext)))
-
-        async def run() -> RemotingCommand:
-            answer = self.pipeline.handle_command(decoded, CLIENT)
-            return answer if isinstance(answer, RemotingCommand) else await answer
-        [wire] = FrameDecoder().feed(encode_command(asyncio.run(run())))
-        return wire
+        return through_pipeline(self.pipeline, RemotingCommand(code, 3, ext_fields=ext))
 
     def reset(self, timestamp: int, force: bool = False, group: str = "CG", topic: str = "T") -> RemotingCommand:
         return self.call(Code.INVOKE_BROKER_TO_RESET_OFFSET, topic=topic, group=group, timestamp=str(timestamp),

@@ -19,7 +19,7 @@ from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.invoke import ClientCallTimeout
 from namesrv.remoting.pipeline import RequestPipeline
 from namesrv.remoting.wire_command import RemotingCommand
-from tests.support.broker import CLIENT, WIRE, Broker, heartbeat
+from tests.support.broker import CLIENT, WIRE, Broker, heartbeat, through_pipeline
 
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
 
@@ -42,13 +42,7 @@ class Replies:
         ext = {"producerGroup": "Responder", "topic": REPLY_TOPIC, "defaultTopic": "TBW102",
                "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "5", "flag": "0",
                "properties": properties_to_string({"MSG_TYPE": "reply", "CORRELATION_ID": "corr-1", **props})}
-        [decoded] = FrameDecoder().feed(encode_command(RemotingCommand(code, 3, ext_fields=ext, body=body)))
-
-        async def run() -> RemotingCommand:
-            answer = self.pipeline.handle_command(decoded, CLIENT)
-            return answer if isinstance(answer, RemotingCommand) else await answer
-        [wire] = FrameDecoder().feed(encode_command(asyncio.run(run())))
-        return wire
+        return through_pipeline(self.pipeline, RemotingCommand(code, 3, ext_fields=ext, body=body))
 
 
 @pytest.fixture

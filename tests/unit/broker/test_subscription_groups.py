@@ -5,7 +5,6 @@ notifyConsumerIdsChangedEnable). Pure: real store files, a manual clock."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -24,11 +23,9 @@ from namesrv.common.clock import ManualClock
 from namesrv.common.persist import BackgroundWriter
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.codec import encode_command
-from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.pipeline import RequestPipeline
 from namesrv.remoting.wire_command import RemotingCommand
-from tests.support.broker import CLIENT, WIRE, Broker, heartbeat
+from tests.support.broker import WIRE, Broker, heartbeat, through_pipeline
 
 
 def cfg(group: str, **settings: Any) -> SubscriptionGroupConfig:
@@ -116,14 +113,7 @@ class GroupAdmin:
         self.pipeline.register(SubscriptionGroupProcessor(self.groups, broker.offsets, self.writer).handlers)
 
     def call(self, code: int, body: bytes | None = None, **ext: str) -> RemotingCommand:
-        cmd = RemotingCommand(code, 3, ext_fields=ext or None, body=body)
-        [decoded] = FrameDecoder().feed(encode_command(cmd))
-
-        async def run() -> RemotingCommand:
-            answer = self.pipeline.handle_command(decoded, CLIENT)
-            return answer if isinstance(answer, RemotingCommand) else await answer
-        [wire] = FrameDecoder().feed(encode_command(asyncio.run(run())))
-        return wire
+        return through_pipeline(self.pipeline, RemotingCommand(code, 3, ext_fields=ext or None, body=body))
 
 
 @pytest.fixture
