@@ -402,6 +402,19 @@ def wait_registered_everywhere(dep: Deployment, timeout: float = 15.0) -> None:
         )
 
 
+@contextlib.contextmanager
+def registered_deployment(data_dir: Path, prefix: str = "t", **deploy: Any) -> Iterator[Deployment]:
+    """One deployment (`DeploymentFactory.deploy`'s arguments) whose brokers every NameServer has
+    registered, torn down after the block: a test module's shared deployment."""
+    factory = DeploymentFactory(data_dir, prefix=prefix)
+    try:
+        dep = factory.deploy(**deploy)
+        wait_registered_everywhere(dep)
+        yield dep
+    finally:
+        factory.close()
+
+
 
 
 # ---------------------------------------------------------------------------- an isolated host

@@ -30,7 +30,7 @@ from clients.producer.producer import Message, Producer
 from namesrv.client.errors import MQClientError
 from namesrv.common.waiting import wait_until
 from tests.support.consumer import committed
-from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
+from tests.support.ray_cluster import registered_deployment
 
 QUEUES = 8
 FAST = {"rebalance_interval_ms": 600_000, "consume_thread_max": 2, "consume_thread_min": 1,
@@ -40,13 +40,10 @@ FAST = {"rebalance_interval_ms": 600_000, "consume_thread_max": 2, "consume_thre
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    factory = DeploymentFactory(tmp_path_factory.mktemp("group"))
-    try:
-        d = factory.deploy(brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1, broker_port=0)
-        wait_registered_everywhere(d)
+    with registered_deployment(tmp_path_factory.mktemp("group"),
+                               brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1,
+                               broker_port=0) as d:
         yield d
-    finally:
-        factory.close()
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.message.decoder import decode_messages
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
+from tests.support.ray_cluster import registered_deployment, wait_registered_everywhere
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,14 +44,10 @@ T = "GroupOpsTopic"
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    factory = DeploymentFactory(tmp_path_factory.mktemp("groups"))
-    try:
-        d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0)
-        wait_registered_everywhere(d)
+    with registered_deployment(tmp_path_factory.mktemp("groups"), brokers=[BrokerSpec("broker-a")], namesrv_count=1,
+                               broker_port=0) as d:
         AdminClient(d).create_topic(T, read_queue_nums=2, write_queue_nums=2)
         yield d
-    finally:
-        factory.close()
 
 
 @pytest.fixture(scope="module")

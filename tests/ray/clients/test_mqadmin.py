@@ -34,7 +34,7 @@ from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.support.mqadmin import NAMESRV, fails, ok, run, tcp, tcp_json
-from tests.support.ray_cluster import DeploymentFactory, removals_of, stable_tables, wait_registered_everywhere
+from tests.support.ray_cluster import registered_deployment, removals_of, stable_tables
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -42,13 +42,10 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    factory = DeploymentFactory(tmp_path_factory.mktemp("mqadmin"))
-    try:
-        d = factory.deploy(brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=2, broker_port=0)
-        wait_registered_everywhere(d)
+    with registered_deployment(tmp_path_factory.mktemp("mqadmin"),
+                               brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=2,
+                               broker_port=0) as d:
         yield d
-    finally:
-        factory.close()
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from namesrv.protocol.message.codec import BatchEntry, encode_batch
 from namesrv.protocol.message.compression import COMPRESSED_FLAG
 from namesrv.protocol.message.decoder import MessageExt, decode_messages
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
-from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
+from tests.support.ray_cluster import registered_deployment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,16 +41,12 @@ BODY = b"a compressible JSON-ish body, " * 600
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    factory = DeploymentFactory(tmp_path_factory.mktemp("batch"))
-    try:
-        d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0)
-        wait_registered_everywhere(d)
+    with registered_deployment(tmp_path_factory.mktemp("batch"), brokers=[BrokerSpec("broker-a")], namesrv_count=1,
+                               broker_port=0) as d:
         admin = AdminClient(d)
         for topic in ("Batched", "Compressed", "FromRealClient", "ns1%Spaced", "Asked"):
             admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
         yield d
-    finally:
-        factory.close()
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ from tests.support.ray_cluster import (
     DeploymentFactory,
     broker_names,
     local_ray,
+    registered_deployment,
     summarize_route,
     wait_for_route_everywhere,
     wait_registered_everywhere,
@@ -118,13 +119,9 @@ def deployments(ray_session: str, tmp_path: Path) -> Iterator[DeploymentFactory]
 @pytest.fixture(scope="module")
 def cluster(ray_session: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """The cluster the non-destructive tests share (each on its own topics)."""
-    factory = DeploymentFactory(tmp_path_factory.mktemp("shared"), prefix="producer-shared")
-    try:
-        dep = factory.deploy(brokers=three_brokers(), namesrv_count=2)
-        wait_registered_everywhere(dep)
+    with registered_deployment(tmp_path_factory.mktemp("shared"), prefix="producer-shared", brokers=three_brokers(),
+                               namesrv_count=2) as dep:
         yield dep
-    finally:
-        factory.close()
 
 
 def test_round_trip_without_loss(cluster: Deployment) -> None:

@@ -41,7 +41,7 @@ from namesrv.client.offsets import LocalFileOffsetStore
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.models import MessageQueue
 from tests.support.consumer import committed
-from tests.support.ray_cluster import DeploymentFactory, pull_all, wait_registered_everywhere
+from tests.support.ray_cluster import pull_all, registered_deployment
 
 LEVELS = " ".join(["1s"] * 18)
 """Every delay level 1 s: a retry comes back after 1 s."""
@@ -53,14 +53,10 @@ FAST = {"rebalance_interval_ms": 600_000, "consume_thread_max": 4, "consume_thre
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    factory = DeploymentFactory(tmp_path_factory.mktemp("push"))
-    try:
-        d = factory.deploy(brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1,
-                           broker_port=0, broker_overrides={"message_delay_level": LEVELS})
-        wait_registered_everywhere(d)
+    with registered_deployment(tmp_path_factory.mktemp("push"),
+                               brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1, broker_port=0,
+                               broker_overrides={"message_delay_level": LEVELS}) as d:
         yield d
-    finally:
-        factory.close()
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from actors.deployment.spec import BrokerSpec
 from clients.cli.main import main as namesrv_main
 from namesrv.controller.config import ControllerConfig
 from namesrv.remoting.config import RemotingServerConfig
-from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
+from tests.support.ray_cluster import registered_deployment
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -42,13 +42,9 @@ def call(handle: Any, method: str, *args: Any, **kwargs: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    factory = DeploymentFactory(tmp_path_factory.mktemp("mqadmin-ctl"))
-    try:
-        d = factory.deploy(brokers=[BrokerSpec(SET)], namesrv_count=1, broker_port=0)
-        wait_registered_everywhere(d)
+    with registered_deployment(tmp_path_factory.mktemp("mqadmin-ctl"), brokers=[BrokerSpec(SET)], namesrv_count=1,
+                               broker_port=0) as d:
         yield d
-    finally:
-        factory.close()
 
 
 @pytest.fixture(scope="module")
