@@ -1,5 +1,5 @@
 """A consumer's remoting calls to brokers (RocketMQ's MQClientAPIImpl, the consumer's part), over
-one listening connection per broker (`clients.impl.broker_tcp.BrokerConnection`): what the broker
+one listening connection per broker (`clients.impl.broker_connection.BrokerConnection`): what the broker
 sends down it on its own (NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET) goes to
 `on_request`.
 
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from clients.impl.broker_tcp import BrokerConnection, RequestHandler, tcp_address
+from clients.impl.broker_connection import BrokerConnection, RequestHandler, tcp_address
 from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.client.errors import MQBrokerError, MQClientError
 from namesrv.client.offsets import OffsetNotFound

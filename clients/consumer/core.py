@@ -25,7 +25,7 @@ from typing import Protocol
 from clients.consumer.broker_api import ConsumerBrokerApi
 from clients.consumer.locks import QueueLocks
 from clients.consumer.routes import ConsumerRoutes
-from clients.impl.broker_tcp import BrokerConnection
+from clients.impl.broker_connection import BrokerConnection
 from clients.impl.client_instance import build_client_id
 from clients.impl.namesrv_client import NameServerClient, discover_namesrvs
 from namesrv.client.consume_from import compute_pull_from_where

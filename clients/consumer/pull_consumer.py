@@ -24,7 +24,7 @@ from typing import Any, cast
 import ray
 
 from actors.runtime.handles import ActorHandles
-from clients.impl.broker_tcp import CLIENT_VERSION
+from clients.impl.broker_connection import CLIENT_VERSION
 from clients.impl.client_instance import build_client_id
 from clients.impl.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import SessionCredentials, signature

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from clients.consumer.core import ConsumerCore
-from clients.impl.broker_tcp import CLIENT_VERSION
+from clients.impl.broker_connection import CLIENT_VERSION
 from namesrv.client.offsets import ReadOffsetType
 from namesrv.protocol.running_info import ConsumerRunningInfo
 

@@ -1,4 +1,4 @@
-"""A producer's own connection to a broker (clients.impl.broker_tcp.BrokerConnection) against a real
+"""A producer's own connection to a broker (clients.impl.broker_connection.BrokerConnection) against a real
 RemotingServer on 127.0.0.1, no Ray: answers reach the thread that asked for them however many
 threads share the connection, a late answer is dropped, and a lost connection fails every waiter
 at once and is never used again."""
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from clients.impl.broker_tcp import BrokerConnection, tcp_address
+from clients.impl.broker_connection import BrokerConnection, tcp_address
 from namesrv.client.errors import RemotingError
 from namesrv.common.waiting import wait_until
 from namesrv.remoting.codec import encode_command
