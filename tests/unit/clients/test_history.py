@@ -1,0 +1,102 @@
+"""The queue history checker (issue 33, point 5) on made-up histories: a clean one passes every
+check, and each broken one fails exactly the check it breaks, naming the counterexample."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clients.chaos.history import Decided, History, Received, Sent, Stored, check_history
+
+Q0 = ("T", "broker-a", 0)
+Q1 = ("T", "broker-a", 1)
+
+
+def clean() -> History:
+    """p1 sends m0..m5 one after the other, alternating queues; c1 reads them all; a transaction
+    tx-c committed (held once) and tx-r rolled back (held nowhere)."""
+    h = History()
+    for i in range(6):
+        q, off = (Q0, i // 2) if i % 2 == 0 else (Q1, i // 2)
+        h.sent.append(Sent("p1", f"m{i}", 10 * i, 10 * i + 5, True, q, off))
+        h.stored.append(Stored(q, off, f"m{i}"))
+        h.received.append(Received("c1", q, off, f"m{i}", 10 * i + 7))
+    h.sent.append(Sent("p2", "tx-c", 100, 105, True, transactional=True))
+    h.sent.append(Sent("p2", "tx-r", 110, 115, True, transactional=True))
+    h.decided += [Decided("tx-c", True, True), Decided("tx-r", False, True)]
+    h.stored.append(Stored(Q1, 3, "tx-c"))
+    return h
+
+
+def failing(h: History) -> dict[str, str]:
+    return {i.name.split()[0]: i.value + i.detail for i in check_history(h) if not i.ok}
+
+
+def test_a_clean_history_passes_every_check() -> None:
+    results = check_history(clean())
+    assert [i.name.split()[0] for i in results] == ["H1", "H2", "H3", "H4", "H5"]
+    assert all(i.ok for i in results), results
+
+
+def test_an_acknowledged_message_held_nowhere_and_never_given_is_lost() -> None:
+    h = clean()
+    h.stored = [s for s in h.stored if s.msg_id != "m3"]
+    h.received = [r for r in h.received if r.msg_id != "m3"]
+    assert set(failing(h)) == {"H1"} and "m3" in failing(h)["H1"]
+    h.received.append(Received("c1", Q1, 1, "m3", 99))  # given before retention deleted it: not lost
+    assert "H1" not in failing(h)
+
+
+def test_an_offset_reused_for_another_message_after_a_read_is_a_change() -> None:
+    """The failure a reader gated by the confirm offset never sees: given m4 at Q0:2, then a new
+    master (which never had m4) gives Q0:2 to m9."""
+    h = clean()
+    h.stored = [s for s in h.stored if (s.queue, s.offset) != (Q0, 2)] + [Stored(Q0, 2, "m9")]
+    h.sent.append(Sent("p3", "m9", 200, 205, True, Q0, 2))
+    broken = failing(h)
+    assert set(broken) == {"H2"}  # m4 survives only in c1's hands (H1 counts what was given as kept)
+    assert "held m9 at the end" in broken["H2"]
+    h2 = clean()
+    h2.received.append(Received("c2", Q0, 2, "m9", 300))  # two readers, two messages, one offset
+    assert "later m9 to c2" in failing(h2)["H2"]
+
+
+def test_a_committed_transaction_held_twice_or_not_at_all_breaks_h3() -> None:
+    h = clean()
+    h.stored.append(Stored(Q0, 3, "tx-c"))  # committed again by a promoted slave
+    assert "tx-c held 2x" in failing(h)["H3"]
+    h.stored = [s for s in h.stored if s.msg_id != "tx-c"]
+    assert "tx-c held 0x" in failing(h)["H3"]
+
+
+def test_a_rolled_back_transaction_given_to_a_consumer_breaks_h4() -> None:
+    h = clean()
+    h.received.append(Received("c1", Q0, 3, "tx-r", 120))
+    assert set(failing(h)) == {"H4"} and "tx-r" in failing(h)["H4"]
+
+
+def test_a_later_send_at_a_lower_offset_breaks_the_order() -> None:
+    h = clean()
+    h.sent += [Sent("p4", "x", 500, 505, True, Q0, 5), Sent("p4", "y", 510, 515, True, Q0, 4)]
+    h.stored += [Stored(Q0, 4, "y"), Stored(Q0, 5, "x")]
+    assert set(failing(h)) == {"H5"} and "x@5 acknowledged, then y@4" in failing(h)["H5"]
+    h2 = clean()  # overlapping sends may land in either order: not a violation
+    h2.sent.append(Sent("p1", "a", 600, 700, True, Q0, 5))
+    h2.sent.append(Sent("p1", "b", 650, 660, True, Q0, 4))
+    assert "H5" not in failing(h2)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32), st.integers(min_value=1, max_value=300))
+def test_sequential_sends_in_offset_order_always_pass_h5(seed: int, n: int) -> None:
+    rng = random.Random(seed)
+    h, t, offsets = History(), 0, {Q0: 0, Q1: 0}
+    for i in range(n):
+        q = rng.choice([Q0, Q1])
+        end = t + rng.randint(1, 5)
+        h.sent.append(Sent("p", f"m{i}", t, end, True, q, offsets[q]))
+        offsets[q] += rng.randint(1, 3)
+        t = end + rng.randint(1, 5)
+    assert check_history(h)[-1].ok
