@@ -55,6 +55,7 @@ from namesrv.protocol.types import InvalidInput, check_name, check_topic, descri
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
 from namesrv.remoting.pipeline import RequestContext, resolve
+from namesrv.store.ha.wire import TransferRequest, peer_call_ext
 
 log = logging.getLogger(__name__)
 
@@ -289,30 +290,51 @@ class BrokerActor:
         }
 
     # ------------------------------------------------------------------ replication (actors.broker.ha.service)
+    def _peer_only(self, ext: dict[str, str], auth: dict[str, str] | None) -> None:
+        """With ACL on, a replication call must be signed (over `ext`) by a broker or admin account,
+        as HA_TRANSFER over TCP: a refusal raises MQServerError (NO_PERMISSION and why)."""
+        acl = self.controller.acl
+        if acl is None:
+            return
+        refused = acl.before(RemotingRequest(BrokerRequestCode.HA_TRANSFER, ext | credentials_only(auth)),
+                             RequestContext())
+        if refused is not None:
+            raise MQServerError.of(refused)
+
     async def ha_transfer(self, slave_id: int, from_offset: int, max_bytes: int, wait_ms: int,
                           channel: BrokerChannel | None = None, ack_offset: int | None = None,
-                          stream: int = 0) -> dict[str, Any]:
+                          stream: int = 0, auth: dict[str, str] | None = None) -> dict[str, Any]:
         """A slave asks for the records after `from_offset` (and acknowledges everything before, or
         before `ack_offset` when pipelined: see HAMasterService.transfer); `channel`: its actor,
         watched so its death takes it out of the SyncStateSet at once. A refused transfer (bad
         arguments, a read the master cannot serve) raises MQServerError: SYSTEM_ERROR with the
-        remark HA_TRANSFER answers over TCP ("<kind>: <why>")."""
+        remark HA_TRANSFER answers over TCP ("<kind>: <why>"). With ACL on, `auth` over the
+        request's fields (`TransferRequest.ext_fields`) must be a broker's or an admin's."""
+        self._peer_only(TransferRequest(slave_id, from_offset, max_bytes, wait_ms, ack_offset, stream).ext_fields(),
+                        auth)
         return _served(await self.controller.ha_master.transfer(slave_id, from_offset, max_bytes, wait_ms, channel,
                                                                 ack_offset, stream))
 
-    async def ha_connect(self, slave_id: int, channel: BrokerChannel | None = None) -> dict[str, Any]:
+    async def ha_connect(self, slave_id: int, channel: BrokerChannel | None = None,
+                         auth: dict[str, str] | None = None) -> dict[str, Any]:
         """A slave about to replicate over TCP asks where (see HAMasterService.connect); a bad
-        slave id raises MQServerError (SYSTEM_ERROR)."""
+        slave id raises MQServerError (SYSTEM_ERROR); `auth` over `peer_call_ext("ha_connect", id)`."""
+        self._peer_only(peer_call_ext("ha_connect", slave_id), auth)
         return _served(self.controller.ha_master.connect(slave_id, channel))
 
-    async def ha_metadata(self) -> dict[str, Any]:
+    async def ha_metadata(self, slave_id: int = 0, auth: dict[str, str] | None = None) -> dict[str, Any]:
+        """What a slave copies every slave_sync_interval_ms (topics, groups, offsets, delay offsets);
+        `auth` over `peer_call_ext("ha_metadata", slave_id)` with ACL on."""
+        self._peer_only(peer_call_ext("ha_metadata", slave_id), auth)
         return self.controller.ha_master.metadata()
 
-    async def ha_epoch_entries(self) -> dict[str, Any]:
+    async def ha_epoch_entries(self, slave_id: int = 0, auth: dict[str, str] | None = None) -> dict[str, Any]:
         """This broker's epoch entries [(epoch, start, end)], last epoch and log end: what a
         returning replica finds its consistent point against (controller mode; RocketMQ's
         GET_BROKER_EPOCH_CACHE). A broker not in controller mode raises MQServerError
-        (SYSTEM_ERROR), as RocketMQ answers that request there."""
+        (SYSTEM_ERROR), as RocketMQ answers that request there. `auth` over
+        `peer_call_ext("ha_epoch_entries", slave_id)` with ACL on."""
+        self._peer_only(peer_call_ext("ha_epoch_entries", slave_id), auth)
         replicas = self.controller.replicas
         if replicas is None:
             raise MQServerError(ResponseCode.SYSTEM_ERROR, "this request only for controllerMode: "

@@ -13,7 +13,9 @@ from namesrv.broker.processor.dispatcher import BrokerProcessor
 from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.transaction.service import PGROUP, as_checked, check_back_header
 from namesrv.protocol.codes import BrokerRequestCode
+from namesrv.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC
 from namesrv.protocol.message.codec import encode_message_ext, offset_msg_id
+from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.connection import Connection
 from namesrv.remoting.server import RemotingServer
@@ -71,8 +73,10 @@ class Broker2Client:
         txn = self.processor.context.transactions
         to_check, to_drop = await asyncio.to_thread(txn.due_for_check)
         for half in to_drop:
-            log.warning("transaction %s of %s dropped: unresolved after %d check-backs", half.msg_id,
-                        half.properties.get(PGROUP), txn.check_max)
+            log.warning("transaction %s of %s dropped into %s: unresolved after %d check-backs", half.msg_id,
+                        half.properties.get(PGROUP), TRANS_CHECK_MAX_TIME_TOPIC, txn.check_max)
+            self._check_max_time_topic()
+            await self.processor.store.put(txn.discard_copy(half))
             await self.processor.store.put(txn.op_record(half.queue_offset))
             txn.state.resolve(half.queue_offset)
             txn.discarded += 1
@@ -87,3 +91,10 @@ class Broker2Client:
             self._send(conn, RemotingCommand(BrokerRequestCode.CHECK_TRANSACTION_STATE, next(self._opaque),
                                              ONEWAY_FLAG, ext_fields=header,
                                              body=encode_message_ext(as_checked(half), addr)))
+
+    def _check_max_time_topic(self) -> None:
+        """TRANS_CHECK_MAX_TIME_TOPIC exists once a half is discarded into it (as RocketMQ creates it)."""
+        topics = self.processor.context.topics
+        if TRANS_CHECK_MAX_TIME_TOPIC not in topics.topic_config_table:
+            topics.update_topic_config(TopicConfig(topic_name=TRANS_CHECK_MAX_TIME_TOPIC, read_queue_nums=1,
+                                                   write_queue_nums=1))

@@ -47,12 +47,14 @@ from actors.broker.ha.service import HAClient
 from actors.controller.actor import CONTROLLER_NAME
 from actors.namesrv.housekeeping import BrokerChannel
 from actors.runtime.handles import ActorHandles, is_tcp_address
+from namesrv.acl.plain_acl import signature
 from namesrv.broker.metadata import BrokerMetadata, load_metadata, save_metadata
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.remoting.command import MQServerError
 from namesrv.store.ha.epoch_cache import EpochEntry, EpochFileCache, find_consistent_point
 from namesrv.store.ha.transfer import ReplicationError
+from namesrv.store.ha.wire import peer_call_ext
 from namesrv.store.types import BrokerRole
 
 log = logging.getLogger(__name__)
@@ -331,7 +333,9 @@ class ReplicasManager:
             seen: object
             try:
                 handle = await self._handles.aget(master_actor)
-                theirs = await asyncio.wait_for(handle.ha_epoch_entries.remote(), CALL_TIMEOUT_S)
+                me = self.broker_id or 0
+                auth = signature(peer_call_ext("ha_epoch_entries", me), None, owner.config.credentials)
+                theirs = await asyncio.wait_for(handle.ha_epoch_entries.remote(me, auth=auth), CALL_TIMEOUT_S)
                 seen = theirs
             except MQServerError as e:  # it answered, refusing (not in controller mode yet)
                 seen = f"refused: {e.remark}"

@@ -39,6 +39,7 @@ from actors.broker.ha.master import INLINE_BYTES
 from actors.broker.ha.tcp import HAConnection
 from actors.namesrv.housekeeping import BrokerChannel
 from actors.runtime.handles import ActorHandles
+from namesrv.acl.plain_acl import signature
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
@@ -50,7 +51,7 @@ from namesrv.common.clock import Clock
 from namesrv.protocol.models import TopicConfig, parse_data_version
 from namesrv.remoting.command import MQServerError
 from namesrv.store.ha.transfer import ReplicationError
-from namesrv.store.ha.wire import TransferRequest, parse_transfer_answer
+from namesrv.store.ha.wire import TransferRequest, parse_transfer_answer, peer_call_ext
 from namesrv.store.message_store import MessageStore
 from namesrv.store.types import FlushDiskType
 
@@ -112,10 +113,12 @@ class HAClient:
         """The master answered within the last two poll waits plus a second."""
         return self.clock() - self.last_ok_ms <= 2 * self.config.ha_poll_wait_ms + 1000
 
-    async def _call(self, method: str, *args: Any) -> Any:
+    async def _call(self, method: str, *args: Any, signs: dict[str, str]) -> Any:
+        """`method` of the master's actor, signed over `signs` with this broker's account (ACL)."""
         handle = await self._handles.aget(self.master_name)
+        auth = signature(signs, None, self.config.credentials)
         try:
-            return await asyncio.wait_for(getattr(handle, method).remote(*args),
+            return await asyncio.wait_for(getattr(handle, method).remote(*args, auth=auth),
                                           self.config.ha_poll_wait_ms / 1000 + CALL_SLACK_S)
         except MQServerError:  # the master answered, refusing: its handle is fine
             raise
@@ -142,7 +145,8 @@ class HAClient:
             if self._tcp is not None and not self._tcp.closed:
                 return self._tcp
             try:
-                hello = await self._call("ha_connect", self.slave_id, self.channel)
+                hello = await self._call("ha_connect", self.slave_id, self.channel,
+                                         signs=peer_call_ext("ha_connect", self.slave_id))
             except AttributeError:  # a master of an older version, without ha_connect: Ray calls
                 hello = None
             addr = hello.get("tcp_addr") if isinstance(hello, dict) else None
@@ -166,10 +170,12 @@ class HAClient:
             self._answered_over = "tcp"
             return answer
         pipelined = () if ack_offset is None else (ack_offset, stream)
+        signs = TransferRequest(self.slave_id, from_offset, cfg.ha_transfer_batch_bytes, cfg.ha_poll_wait_ms,
+                                ack_offset, stream).ext_fields()
         try:
             reply: dict[str, Any] = await self._call("ha_transfer", self.slave_id, from_offset,
                                                      cfg.ha_transfer_batch_bytes, cfg.ha_poll_wait_ms, self.channel,
-                                                     *pipelined)
+                                                     *pipelined, signs=signs)
         except MQServerError as e:  # refused: read as the same refusal over TCP is
             reply = parse_transfer_answer(e.code, e.remark, None, None)
         self._answered_over = "ray"
@@ -318,7 +324,7 @@ class HAClient:
     async def sync_metadata(self) -> None:
         """SlaveSynchronize: the master's topic table (when its version moved) and consumer offsets."""
         try:
-            meta = await self._call("ha_metadata")
+            meta = await self._call("ha_metadata", self.slave_id, signs=peer_call_ext("ha_metadata", self.slave_id))
         except (RayError, TimeoutError, ValueError) as e:
             self._failed(e)
             return

@@ -8,7 +8,8 @@ EndTransactionProcessor, TransactionalMessageCheckService), pure: no Ray, no soc
   goes to RMQ_SYS_TRANS_OP_HALF_TOPIC, so a restarted broker knows what is resolved.
 - A half left unresolved past `transactionTimeOut` (6 s, or the message's
   CHECK_IMMUNITY_TIME_IN_SECONDS) is checked back with its producer group, at most once per
-  `transactionCheckInterval` and `transactionCheckMax` (15) times; then it is dropped and logged.
+  `transactionCheckInterval` and `transactionCheckMax` (15) times; then it is dropped and logged, a
+  copy kept in TRANS_CHECK_MAX_TIME_TOPIC (RocketMQ 5).
 
 Beyond RocketMQ: a second END_TRANSACTION for a resolved half changes nothing (RocketMQ would store
 the committed message twice).
@@ -20,7 +21,7 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from namesrv.common.clock import Clock
-from namesrv.protocol.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from namesrv.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.store.message_store import MessageStore
 
@@ -33,6 +34,7 @@ REAL_QID = "REAL_QID"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 TRANSACTION_ID = "__transactionId__"
 UNIQ_KEY = "UNIQ_KEY"
+TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 NOT_TYPE, PREPARED_TYPE, COMMIT_TYPE, ROLLBACK_TYPE = 0, 0x1 << 2, 0x2 << 2, 0x3 << 2
 TRANSACTION_MASK = 0x3 << 2
 
@@ -124,6 +126,14 @@ class TransactionService:
         self.state = TransactionState()
         self._ops_read = 0
         self.catch_up()
+
+    def discard_copy(self, half: StoredMessage) -> MessageInner:
+        """Where a half checked back `check_max` times goes before it is marked resolved (RocketMQ 5's
+        DefaultTransactionalMessageCheckListener.resolveDiscardMsg): TRANS_CHECK_MAX_TIME_TOPIC,
+        queue 0, with its real topic and queue kept in its properties, for an operator to look at."""
+        props = half.properties | {TRANSACTION_CHECK_TIMES: str(self.state.checks.get(half.queue_offset, 0))}
+        return MessageInner(TRANS_CHECK_MAX_TIME_TOPIC, 0, half.body, props, half.msg_id, half.flag, half.sys_flag,
+                            half.born_timestamp, half.born_host, half.reconsume_times)
 
     def op_record(self, half_offset: int) -> MessageInner:
         """What marks a half resolved (RocketMQ's op message, tag "d")."""

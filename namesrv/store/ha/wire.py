@@ -116,3 +116,10 @@ def parse_transfer_answer(code: int, remark: str | None, ext: Mapping[str, str] 
         return {"error": "BadAnswer", "remark": f"HA_TRANSFER answer at offset {offset}, master end {master_max}"}
     return {"offset": offset, "data": body or b"", "master_max": master_max, "waited_ms": waited,
             "moved": fields.get("moved") == "true"}
+
+
+def peer_call_ext(call: str, slave_id: int) -> dict[str, str]:
+    """What a replica's Ray call other than a transfer (`ha_connect`, `ha_metadata`,
+    `ha_epoch_entries`) signs: checked as HA_TRANSFER is, so only a broker or admin account may make
+    it when ACL is on (a transfer signs its request's own fields, `TransferRequest.ext_fields`)."""
+    return {"haCall": call, "slaveId": str(slave_id)}

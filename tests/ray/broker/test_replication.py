@@ -19,10 +19,11 @@ import ray
 
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
-from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.remoting.command import RemotingRequest
+from namesrv.remoting.command import MQServerError, RemotingRequest
+from namesrv.store.ha.wire import TransferRequest, peer_call_ext
 from namesrv.store.mapped_file_queue import segment_paths
 from tests.support.ray_cluster import DeploymentFactory, broker_info, stopped
 
@@ -189,14 +190,34 @@ def test_a_sync_master_replicates_over_tcp_and_over_the_ray_fallback(deployments
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("transport", ["tcp", "ray"])
 def test_a_slave_signs_its_transfers_as_a_broker_when_the_master_checks_acl(deployments: DeploymentFactory,
-                                                                           tmp_path: Path) -> None:
+                                                                           tmp_path: Path, transport: str) -> None:
+    """Over TCP (HA_TRANSFER) and over Ray calls alike (issue 33, point 4: the Ray path used to take no
+    account at all, so any Ray driver could read every topic's raw log or forge an acknowledgement),
+    only a broker's (or an admin's) account replicates."""
     acl = tmp_path / "plain_acl.yml"
-    acl.write_text("accounts:\n  - accessKey: broker\n    secretKey: broker-secret\n    broker: true\n")
+    acl.write_text("accounts:\n  - accessKey: broker\n    secretKey: broker-secret\n    broker: true\n"
+                   "  - accessKey: app\n    secretKey: app-secret\n    defaultTopicPerm: PUB|SUB\n")
     creds = SessionCredentials(access_key="broker", secret_key="broker-secret")
+    app = SessionCredentials(access_key="app", secret_key="app-secret")
     dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1, broker_port=0,
                              broker_overrides=HA | {"broker_role": "SYNC_MASTER", "acl_enable": True,
-                                                    "acl_file": str(acl), "credentials": creds})
+                                                    "acl_file": str(acl), "credentials": creds,
+                                                    "ha_transport": transport})
     wait_until(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 30, "the slave in the SyncStateSet")
     info = ha(dep, SLAVE)
-    assert info["transport"] == "tcp" and info["last_error"] is None, info
+    assert info["transport"] == transport and info["last_error"] is None, info
+    master = actor(dep, MASTER)
+    transfer = TransferRequest(7, 0, 4096, 0)
+    for who, why in ((None, "No accessKey"), (app, "Need broker permission")):
+        with pytest.raises(MQServerError, match=why):
+            ray.get(master.ha_transfer.remote(7, 0, 4096, 0, auth=signature(transfer.ext_fields(), None, who)),
+                    timeout=30)
+        with pytest.raises(MQServerError, match=why):
+            ray.get(master.ha_metadata.remote(7, auth=signature(peer_call_ext("ha_metadata", 7), None, who)),
+                    timeout=30)
+    assert ha(dep, MASTER)["sync_state_set"] == [0, 1] and 7 not in ha(dep, MASTER)["slave_acks"]
+    meta = ray.get(master.ha_metadata.remote(7, auth=signature(peer_call_ext("ha_metadata", 7), None, creds)),
+                   timeout=30)
+    assert "topicConfigTable" in meta

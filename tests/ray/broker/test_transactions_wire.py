@@ -1,7 +1,7 @@
 """Transactions over TCP in raw frames, as a transactional producer speaks them (the PyPI client
 does not expose one): a half is invisible, the broker checks an unresolved one back over the
 producer's own connection, the producer's answer commits it, and one never answered is dropped
-after transactionCheckMax check-backs."""
+after transactionCheckMax check-backs, a copy kept in TRANS_CHECK_MAX_TIME_TOPIC."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC
 from namesrv.protocol.message.codec import decode_offset_msg_id
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
@@ -58,3 +59,5 @@ def test_check_back_commits_an_answered_half_and_drops_an_unanswered_one(deploym
                    "the unanswered half dropped")
         assert len(checks("ignored")) == CHECK_MAX
     assert [m["body"] for m in pull_all(broker, "TxTopic", 0)["messages"]] == [b"answered"]
+    [kept] = pull_all(broker, TRANS_CHECK_MAX_TIME_TOPIC, 0)["messages"]  # RocketMQ 5 keeps what it drops
+    assert kept["body"] == b"ignored" and kept["properties"]["REAL_TOPIC"] == "TxTopic"

@@ -10,7 +10,7 @@ from pathlib import Path
 from namesrv.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionService
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.constants import TRANS_HALF_TOPIC
+from namesrv.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
 from namesrv.protocol.message.codec import decode_offset_msg_id
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.wire_command import RemotingCommand
@@ -145,3 +145,18 @@ def test_a_truncated_replica_forgets_decisions_that_were_cut(tmp_path: Path) -> 
     replica.store.truncate_to(point)
     txn.reload()
     assert not txn.state.is_resolved(half[0])
+
+
+def test_a_half_checked_back_too_often_is_kept_in_the_check_max_time_topic(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, transaction_timeout_ms=1_000, transaction_check_max=1)
+    txn = broker.processor.context.transactions
+    half = prepare(broker, b"orphan")
+    broker.clock.advance(1_000)
+    [due], _ = txn.due_for_check()
+    txn.checked(due.queue_offset)
+    broker.clock.advance(60_000)
+    _, [dropped] = txn.due_for_check()
+    copy = txn.discard_copy(dropped)
+    assert copy.topic == TRANS_CHECK_MAX_TIME_TOPIC and copy.queue_id == 0 and copy.body == b"orphan"
+    assert copy.properties["REAL_TOPIC"] == "T" and copy.properties["TRANSACTION_CHECK_TIMES"] == "1"
+    assert copy.properties["PGROUP"] == "PG_tx" and dropped.queue_offset == half[0]
