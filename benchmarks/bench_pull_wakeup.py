@@ -18,6 +18,12 @@ its ack each message was delivered (what the hold and wake-up add), and how many
 deliveries took over 1 s (a missed wake-up waits for the suspend timeout or a periodic re-check),
 then put -> delivered side by side with put -> ack. `--flush ASYNC_FLUSH` takes the fsync out of
 both. `--quick`: 4 queues x 50 messages.
+
+`--compare-replicated` (issue 33): the cost of the read fence. Two brokers on a local Ray instead
+of the child process, side by side in one run, each driven the same way in alternating rounds: an
+unreplicated master, and a SYNC_MASTER whose slave replicates over TCP, where a message is readable
+(and a held pull woken) only once the slave holds it. Printed: put -> delivered for both, and their
+ratio (target: replicated p99 <= 2x unreplicated).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from _common import latency_ms, pct_ms, print_machine, ratio_table
 
@@ -166,6 +173,55 @@ async def drive(port: int, args: argparse.Namespace) -> tuple[list[float], list[
     return latencies, acks, after_ack
 
 
+def replicated_ports(run: Any, queues: int) -> tuple[int, int]:
+    """(unreplicated master's port, SYNC_MASTER's port) of two deployments on the run's Ray, each
+    with the benchmark's topic and, for the SYNC_MASTER, its slave in the SyncStateSet."""
+    import ray
+
+    from actors.deployment.launcher import Deployment
+    from actors.deployment.spec import BrokerSpec, ClusterSpec
+    from clients.admin.client import AdminClient
+    from namesrv.common.waiting import wait_until
+
+    ports = []
+    for name, brokers, role in (("plain", [BrokerSpec("broker-a", 0)], "ASYNC_MASTER"),
+                                ("replicated", [BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], "SYNC_MASTER")):
+        spec = ClusterSpec(namesrv_count=1, brokers=brokers, profile="fast", namespace=f"{run.namespace}-{name}",
+                           data_dir=f"{run.data_dir}/{name}", namesrv_port=0, broker_port=0,
+                           broker_overrides={"broker_role": role})
+        dep = Deployment(spec)
+        run.deployments.append(dep)
+        dep.start()
+        AdminClient(dep).create_topic(TOPIC, read_queue_nums=queues, write_queue_nums=queues)
+        master = dep.brokers[dep.addr_of("broker-a-0")]
+        if len(brokers) > 1:
+            wait_until(lambda m=master: ray.get(m.get_ha_info.remote(), timeout=30)["sync_state_set"] == [0, 1],
+                       60, "the slave in the SyncStateSet")
+        ports.append(int(dep.addr_of("broker-a-0").rsplit(":", 1)[1]))
+    return ports[0], ports[1]
+
+
+def compare_replicated(args: argparse.Namespace) -> None:
+    from _common import local_ray_run
+
+    results: dict[str, list[float]] = {"unreplicated": [], "replicated": []}
+    with local_ray_run("bench-pull-wakeup-ha", fsync=True) as run:
+        plain, replicated = replicated_ports(run, args.queues)
+        for _ in range(args.rounds):
+            for label, port in (("unreplicated", plain), ("replicated", replicated)):
+                latencies, _, _ = asyncio.run(drive(port, args))
+                results[label] += latencies
+    print(f"\n== put -> delivered to a held pull: {args.queues} queues x {args.messages} messages x "
+          f"{args.rounds} rounds each, SYNC_FLUSH; replicated: SYNC_MASTER + a slave over TCP, reads fenced "
+          f"at what the slave holds")
+    for label, latencies in results.items():
+        print(f"  {label:12s} {latency_ms(latencies)}")
+    print(ratio_table([(f"p{round(p * 100)}", pct_ms(results["unreplicated"], p), pct_ms(results["replicated"], p))
+                       for p in (0.5, 0.9, 0.99)], "unreplicated", "replicated", digits=3))
+    ratio = pct_ms(results["replicated"], 0.99) / max(pct_ms(results["unreplicated"], 0.99), 1e-9)
+    print(f"\nreplicated p99 {ratio:.2f}x unreplicated: {'within' if ratio <= 2 else 'OVER'} the 2x target")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queues", type=int, default=4)
@@ -174,9 +230,17 @@ def main() -> None:
     parser.add_argument("--suspend-ms", type=int, default=15_000)
     parser.add_argument("--flush", choices=["SYNC_FLUSH", "ASYNC_FLUSH"], default="SYNC_FLUSH")
     parser.add_argument("--quick", action="store_true", help="4 queues x 50 messages")
+    parser.add_argument("--compare-replicated", action="store_true",
+                        help="an unreplicated master and a SYNC_MASTER with a slave, side by side on a local Ray")
+    parser.add_argument("--rounds", type=int, default=2, help="with --compare-replicated: alternating rounds")
     args = parser.parse_args()
     if args.quick:
         args.queues, args.messages = 4, 50
+    if args.compare_replicated:
+        if args.flush != "SYNC_FLUSH":
+            parser.error("--compare-replicated measures SYNC_FLUSH brokers")
+        compare_replicated(args)
+        return
     root = tempfile.mkdtemp(prefix="bench-pull-wakeup-")
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
