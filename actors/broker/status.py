@@ -11,6 +11,7 @@ from typing import Any
 import ray
 
 from actors.broker.lifecycle import BrokerController
+from namesrv.broker.metadata_log import METADATA_TOPIC
 
 
 def ha_info(c: BrokerController) -> dict[str, Any]:
@@ -37,7 +38,9 @@ def broker_status(c: BrokerController, actor_name: str) -> dict[str, Any]:
 
 def runtime_info(c: BrokerController, actor_name: str) -> dict[str, Any]:
     """Identity, process and node, store directory and recovery, config (without credentials),
-    topic table version, registration and remoting stats, consumers, held pulls and queues."""
+    topic table version, registration and remoting stats, consumers, held pulls and queues.
+    `recovered_messages` counts the messages the queues hold, not the topic-config records the log
+    also carries (`metadata_records`, namesrv.broker.metadata_log)."""
     rec = c.store.recovery
     return {
         "broker_addr": c.identity.broker_addr,
@@ -56,7 +59,8 @@ def runtime_info(c: BrokerController, actor_name: str) -> dict[str, Any]:
         "topics": len(c.topics.topic_config_table),
         "master_addr": c.registrar.master_addr,
         "permission": c.config.broker_permission,
-        "recovered_messages": sum(c.store.queues().values()),
+        "recovered_messages": sum(n for (topic, _), n in c.store.queues().items() if topic != METADATA_TOPIC),
+        "metadata_records": c.store.max_offset(METADATA_TOPIC, 0),
         "recovery_scanned_records": rec.records,
         "recovery_scanned_from": rec.scanned_from,
         "truncated_bytes": rec.truncated_bytes,
