@@ -37,6 +37,7 @@ from actors.namesrv.housekeeping import SUPERSEDED, BrokerChannel
 from actors.runtime.metrics import broker_metrics
 from namesrv.acl.plain_acl import credentials_only
 from namesrv.broker.config import BrokerConfig
+from namesrv.broker.metadata_log import message_count
 from namesrv.broker.processor.types import PullOutcome
 from namesrv.broker.transaction.service import PGROUP, REAL_TOPIC
 from namesrv.protocol.broker_headers import (
@@ -152,7 +153,7 @@ class BrokerActor:
         log.info("broker %s[%d] %s up (incarnation %s), %d messages in store, %d re-read past the checkpoint "
                  "(from offset %d) in %.1f ms%s%s%s",
                  broker_name, broker_id, self.broker_addr, self.controller.incarnation,
-                 sum(self.controller.store.queues().values()), rec.records, rec.scanned_from,
+                 message_count(self.controller.store), rec.records, rec.scanned_from,
                  self.controller.recovery_ms,
                  f", dropped {rec.consume_queue_entries_dropped} consume-queue entries past the log's end"
                  if rec.consume_queue_entries_dropped else "",

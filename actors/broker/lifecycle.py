@@ -34,6 +34,7 @@ from namesrv.acl.rpc_hook import AclHook, check_broker
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.config_update import CONFIG_FILE, BrokerConfigFile
+from namesrv.broker.metadata_log import message_count
 from namesrv.broker.processor.admin import AdminBrokerProcessor
 from namesrv.broker.processor.admin_queries import AdminQueries
 from namesrv.broker.processor.dispatcher import BrokerProcessor
@@ -347,7 +348,7 @@ class BrokerController:
                     self.metrics.inc(kind, delta, result=result)
         self._flushed_stats = collections.Counter(stats)
         self.metrics.set("store_size_bytes", self.store.size_bytes() - self.store.min_physical_offset())
-        self.metrics.set("messages", sum(self.store.queues().values()))
+        self.metrics.set("messages", message_count(self.store))
         self.metrics.flush()
 
     # ------------------------------------------------------------------ requests

@@ -11,7 +11,7 @@ from typing import Any
 import ray
 
 from actors.broker.lifecycle import BrokerController
-from namesrv.broker.metadata_log import METADATA_TOPIC
+from namesrv.broker.metadata_log import METADATA_TOPIC, message_count
 
 
 def ha_info(c: BrokerController) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def runtime_info(c: BrokerController, actor_name: str) -> dict[str, Any]:
         "topics": len(c.topics.topic_config_table),
         "master_addr": c.registrar.master_addr,
         "permission": c.config.broker_permission,
-        "recovered_messages": sum(n for (topic, _), n in c.store.queues().items() if topic != METADATA_TOPIC),
+        "recovered_messages": message_count(c.store),
         "metadata_records": c.store.max_offset(METADATA_TOPIC, 0),
         "recovery_scanned_records": rec.records,
         "recovery_scanned_from": rec.scanned_from,

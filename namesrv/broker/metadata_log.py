@@ -37,6 +37,11 @@ METADATA_TOPIC = "rmq_sys_BROKER_METADATA"
 READ_BATCH = 32
 
 
+def message_count(store: MessageStore) -> int:
+    """The messages the store's queues hold, without the topic-config records of `METADATA_TOPIC`."""
+    return sum(n for (topic, _), n in store.queues().items() if topic != METADATA_TOPIC)
+
+
 class MetadataLog:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, records: Callable[[], bool]) -> None:
         """`records()`: whether this broker writes its topic changes into the log (a master)."""
