@@ -39,8 +39,8 @@ def broker_status(c: BrokerController, actor_name: str) -> dict[str, Any]:
 def runtime_info(c: BrokerController, actor_name: str) -> dict[str, Any]:
     """Identity, process and node, store directory and recovery, config (without credentials),
     topic table version, registration and remoting stats, consumers, held pulls and queues.
-    `recovered_messages` counts the messages the queues hold, not the topic-config records the log
-    also carries (`metadata_records`, namesrv.broker.metadata_log)."""
+    `recovered_messages` and `queues` count the messages the queues hold, not the topic-config records
+    the log also carries (`metadata_records`, namesrv.broker.metadata_log)."""
     rec = c.store.recovery
     return {
         "broker_addr": c.identity.broker_addr,
@@ -75,7 +75,7 @@ def runtime_info(c: BrokerController, actor_name: str) -> dict[str, Any]:
         "consumer_groups": {g: c.processor.consumers.consumer_ids(g) for g in c.processor.consumers.groups},
         "held_pulls": c.processor.hold.held,
         "transactions_dropped": c.processor.context.transactions.discarded,
-        "queues": {f"{t}:{q}": n for (t, q), n in c.store.queues().items()},
+        "queues": {f"{t}:{q}": n for (t, q), n in c.store.queues().items() if t != METADATA_TOPIC},
         "broker_role": str(c.config.broker_role),
         "ha": ha_info(c),
     }

@@ -31,13 +31,22 @@ def value(samples: list[Sample], name: str, **labels: str) -> float:
     return sum(v for n, lab, v in samples if n == name and all(lab.get(k) == want for k, want in labels.items()))
 
 
+def delta(samples: list[Sample], base: list[Sample], name: str, **labels: str) -> float:
+    """A counter's growth since `base` was scraped."""
+    return value(samples, name, **labels) - value(base, name, **labels)
+
+
 def eventually(check: Callable[[list[Sample]], bool], what: str) -> list[Sample]:
     """Ray exports metrics every few seconds: poll the endpoint until `check` holds."""
     return wait_until(lambda: (lambda s: s if check(s) else None)(scrape()), 60, what, interval_s=1.0)
 
 
 def test_metrics_follow_what_happened(deployments: DeploymentFactory) -> None:
-    dep = deployments.deploy(brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1, broker_port=0)
+    """Brokers of names no other module uses (their series are this test's alone: the shared Ray
+    keeps every series an earlier module's actors exported); the NameServer's counters are read as
+    deltas from a scrape taken before anything happened."""
+    base = scrape()
+    dep = deployments.deploy(brokers=[BrokerSpec("meter-a"), BrokerSpec("meter-b")], namesrv_count=1, broker_port=0)
     wait_registered_everywhere(dep)
     AdminClient(dep).create_topic("Metered", read_queue_nums=2, write_queue_nums=2)
     host, port = parse_namesrv_addr(dep.namesrv_addr())[0]
@@ -50,35 +59,35 @@ def test_metrics_follow_what_happened(deployments: DeploymentFactory) -> None:
         "metered_producer", dep.spec.namespace, list(dep.namesrvs))
     summary = ray.get(producer.run_send_loop.remote(["Metered"], 0, 60, 64, 1, 12), timeout=120)
     assert summary["acknowledged"] == 12
-    on_b = sum(1 for r in ray.get(producer.get_records.remote(), timeout=60) if r["broker_name"] == "broker-b")
-    broker_b = dep.addr_of("broker-b-0")
+    on_b = sum(1 for r in ray.get(producer.get_records.remote(), timeout=60) if r["broker_name"] == "meter-b")
+    broker_b = dep.addr_of("meter-b-0")
     bhost, bport = broker_b.rsplit(":", 1)
     with RemotingClient(bhost, int(bport)) as c:
         pull = {"consumerGroup": "G", "topic": "Metered", "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
                 "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subVersion": 0}
         assert c.invoke(BrokerRequestCode.PULL_MESSAGE, pull).is_response
-    dep.kill_broker("broker-a-0")
+    dep.kill_broker("meter-a-0")
     removals = dep.namesrvs["namesrv-0"].get_removals
     wait_until(lambda: any(r.cause == "channel" for r in ray.get(removals.remote(), timeout=60)),
-               10, "broker-a removed by its channel")
+               10, "meter-a removed by its channel")
 
     def done(s: list[Sample]) -> bool:
-        return (value(s, "ray_namesrv_requests_total", owner="namesrv-0", code="105", result="SUCCESS",
+        return (delta(s, base, "ray_namesrv_requests_total", owner="namesrv-0", code="105", result="SUCCESS",
                       transport="tcp") >= 25
-                and value(s, "ray_namesrv_broker_removals_total", owner="namesrv-0", cause="channel") >= 1
+                and delta(s, base, "ray_namesrv_broker_removals_total", owner="namesrv-0", cause="channel") >= 1
                 and value(s, "ray_producer_sends_total", owner="metered_producer", result="ok") >= 12
                 and value(s, "ray_broker_pulls_total") >= 1
-                and value(s, "ray_broker_sends_total", owner="broker-b-0", result="SUCCESS") >= on_b)
+                and value(s, "ray_broker_sends_total", owner="meter-b-0", result="SUCCESS") >= on_b)
 
     s = eventually(done, "the NameServer, broker and producer metrics")
-    assert value(s, "ray_namesrv_requests_total", owner="namesrv-0", code="105", result="TOPIC_NOT_EXIST",
+    assert delta(s, base, "ray_namesrv_requests_total", owner="namesrv-0", code="105", result="TOPIC_NOT_EXIST",
                  transport="tcp") == 1
-    assert value(s, "ray_namesrv_request_latency_ms_count", owner="namesrv-0", code="105") >= 1
-    assert value(s, "ray_namesrv_registration_bytes_total", owner="namesrv-0") > 0
+    assert delta(s, base, "ray_namesrv_request_latency_ms_count", owner="namesrv-0", code="105") >= 1
+    assert delta(s, base, "ray_namesrv_registration_bytes_total", owner="namesrv-0") > 0
     assert value(s, "ray_namesrv_topics", owner="namesrv-0") >= 1
-    assert value(s, "ray_broker_sends_total", owner="broker-b-0", result="SUCCESS") == on_b, "counted once each"
-    assert value(s, "ray_broker_messages", owner="broker-b-0") == on_b
-    assert (value(s, "ray_broker_store_size_bytes", owner="broker-b-0") > 0) == (on_b > 0)
+    assert value(s, "ray_broker_sends_total", owner="meter-b-0", result="SUCCESS") == on_b, "counted once each"
+    assert value(s, "ray_broker_messages", owner="meter-b-0") == on_b
+    assert (value(s, "ray_broker_store_size_bytes", owner="meter-b-0") > 0) == (on_b > 0)
     assert value(s, "ray_producer_send_latency_ms_count", owner="metered_producer") >= 1
     s = eventually(lambda s: value(s, "ray_namesrv_live_brokers", owner="namesrv-0") == 1,
                    "the live-broker gauge after the kill")
