@@ -50,7 +50,9 @@ job="${1:-}"; shift || true
 case "$job" in
   demo)    case " $* " in *" --real-client "*) ensure_venv dev ;; *) ensure_venv "" ;; esac  # PyPI rocketmq
            exec "$VENV/bin/namesrv" demo "$@" ;;
-  test)    ensure_java; ensure_venv dev,analysis; lint; exec "$VENV/bin/python" -m pytest "$@" ;;
+  test)    ensure_java; ensure_venv dev,analysis; lint
+           # two workers (pytest-xdist), a test file per unit of work: see tests/conftest.py
+           exec "$VENV/bin/python" -m pytest -n "${NAMESRV_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@" ;;
   lint)    ensure_venv dev,analysis; lint ;;
   bench)   name="${1:?benchmark name, e.g. bench_core}"; shift
            case "${name%.py}" in

@@ -4,11 +4,14 @@ so the pure unit tests never load Ray."""
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.time_budget import Budgets
 
 RAY_MODULES = pytest.StashKey[set[str]]()
 """The test modules with a test that asks for the shared Ray (`ray_local`, directly or not)."""
@@ -19,9 +22,41 @@ def _release_shared_ray() -> None:
         sys.modules["tests.support.ray_cluster"].release_shared_ray()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[RAY_MODULES] = {item.module.__name__ for item in items
                                  if isinstance(item, pytest.Function) and "ray_local" in item.fixturenames}
+    schedule_by_file(items)
+
+
+def schedule_by_file(items: list[pytest.Item]) -> None:
+    """How `bash run.sh test` spreads the tests over its workers (pytest-xdist, `--dist loadgroup`):
+    a file is one unit of work, so its module-scoped deployment is made once, on one worker; a file
+    that names an `xdist_group` goes with that group instead (the Spark files share one RayDP
+    session). The groups with the largest time budgets start first, so the workers finish together
+    instead of one waiting on the chaos soak at the end. Without xdist only the order changes (a
+    group's tests stay together, in file order)."""
+    budgets = Budgets.load()
+
+    def file_of(item: pytest.Item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    def group_of(item: pytest.Item) -> str:
+        marker = item.get_closest_marker("xdist_group")
+        return str(marker.args[0] if marker and marker.args else marker.kwargs["name"]) if marker else file_of(item)
+
+    per_file: Counter[str] = Counter()
+    per_group: dict[str, Counter[str]] = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(file_of(item)))
+        per_file[file_of(item)] += 1
+        per_group.setdefault(group_of(item), Counter())[file_of(item)] += 1
+    # a group's share of each file's budget, by its number of tests there
+    budget = {group: sum(budgets.of(f) * n / per_file[f] for f, n in files.items())
+              for group, files in per_group.items()}
+    first_seen = {group: i for i, group in reversed(list(enumerate(group_of(item) for item in items)))}
+    items.sort(key=lambda item: (-budget[group_of(item)], first_seen[group_of(item)]))
 
 
 @pytest.fixture(scope="module", autouse=True)

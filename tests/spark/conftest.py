@@ -1,5 +1,6 @@
-"""Fixtures for the Spark tests: one Ray and one Spark session (RayDP) for the whole run, because
-starting Spark costs ~20 s. Chaos runs in these tests use the same Ray (their actors take no CPU)."""
+"""Fixtures for the Spark tests: one Ray and one Spark session (RayDP) for all of tests/spark (its
+files are one group of work, run together on one worker), because starting Spark costs ~20 s. Chaos
+runs in these tests use the same Ray (their actors take no CPU)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     pytest.importorskip("raydp")
