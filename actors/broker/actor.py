@@ -371,7 +371,7 @@ class BrokerActor:
             if refused is not None:
                 raise MQServerError.of(refused)
         txn = c.processor.context.transactions
-        to_check, _ = await asyncio.to_thread(txn.due_for_check)
+        to_check, _ = await txn.scan_for_check()
         due = [h for h in to_check if h.properties.get(PGROUP) == producer_group]
         for half in due:
             txn.checked(half.queue_offset)

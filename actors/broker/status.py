@@ -11,7 +11,7 @@ from typing import Any
 import ray
 
 from actors.broker.lifecycle import BrokerController
-from namesrv.broker.metadata_log import METADATA_TOPIC, message_count
+from namesrv.broker.metadata_log import METADATA_TOPIC, message_count, message_queues
 
 
 def ha_info(c: BrokerController) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def runtime_info(c: BrokerController, actor_name: str) -> dict[str, Any]:
         "consumer_groups": {g: c.processor.consumers.consumer_ids(g) for g in c.processor.consumers.groups},
         "held_pulls": c.processor.hold.held,
         "transactions_dropped": c.processor.context.transactions.discarded,
-        "queues": {f"{t}:{q}": n for (t, q), n in c.store.queues().items() if t != METADATA_TOPIC},
+        "queues": {f"{t}:{q}": n for (t, q), n in message_queues(c.store).items()},
         "broker_role": str(c.config.broker_role),
         "ha": ha_info(c),
     }

@@ -5,7 +5,6 @@ producer of a half message's group (it answers END_TRANSACTION); and, awaiting t
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 
@@ -71,7 +70,7 @@ class Broker2Client:
         """Ask a producer of its group about every half unresolved too long; drop (and log) one
         checked transactionCheckMax times (TransactionalMessageCheckService)."""
         txn = self.processor.context.transactions
-        to_check, to_drop = await asyncio.to_thread(txn.due_for_check)
+        to_check, to_drop = await txn.scan_for_check()
         for half in to_drop:
             log.warning("transaction %s of %s dropped into %s: unresolved after %d check-backs", half.msg_id,
                         half.properties.get(PGROUP), TRANS_CHECK_MAX_TIME_TOPIC, txn.check_max)

@@ -37,9 +37,14 @@ METADATA_TOPIC = "rmq_sys_BROKER_METADATA"
 READ_BATCH = 32
 
 
+def message_queues(store: MessageStore) -> dict[tuple[str, int], int]:
+    """The store's queues and their max offsets, without the topic-config records of `METADATA_TOPIC`."""
+    return {key: n for key, n in store.queues().items() if key[0] != METADATA_TOPIC}
+
+
 def message_count(store: MessageStore) -> int:
-    """The messages the store's queues hold, without the topic-config records of `METADATA_TOPIC`."""
-    return sum(n for (topic, _), n in store.queues().items() if topic != METADATA_TOPIC)
+    """The messages the store's queues hold (the topic-config records not counted)."""
+    return sum(message_queues(store).values())
 
 
 class MetadataLog:
@@ -55,6 +60,7 @@ class MetadataLog:
         """The queue offset of the next record to apply (a broker starts with what its table has)."""
         self.records_applied = 0
         topics.listeners.append(self._changed)
+        store.truncation_listeners.append(lambda _end: self.rewind())
 
     def _changed(self, topic: str, tc: TopicConfig | None) -> None:
         """A topic changed by a request: its record is queued into the log at once, in the same
@@ -100,7 +106,6 @@ class MetadataLog:
     def apply_new(self) -> int:
         """A replica: apply the records its log gained since the last call, in order; returns how
         many. Blocking reads of a few records (page cache): fine on the loop."""
-        self.rewind()
         end = self.store.max_offset(METADATA_TOPIC, 0)
         applied = 0
         while self.applied < end:

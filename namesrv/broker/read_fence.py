@@ -41,9 +41,10 @@ class ReadFence:
             return self.store.max_offset(topic, queue_id)
         return self.store.confirmed_max_offset(topic, queue_id, self.confirm_offset())
 
-    def readable(self, commit_log_offset: int, size: int) -> bool:
-        """Whether a record at `commit_log_offset` of `size` bytes may be shown to a reader."""
-        return not self.guard.gates_reads or commit_log_offset + size <= self.confirm_offset()
+    def readable_end(self) -> float:
+        """Where the records a reader may be shown end (a record is readable when it ends at or
+        before it): the confirm offset, unbounded when reads are not gated. Read once per query."""
+        return self.confirm_offset() if self.guard.gates_reads else float("inf")
 
     def written(self, end: int, topic: str, queue_id: int) -> None:
         """A message of the queue is stored, its record ending at `end`: wake the queue's held
@@ -57,7 +58,7 @@ class ReadFence:
         """The confirm offset may have moved: wake the queues whose writes became readable."""
         if not self._pending:
             return
-        confirm = self.confirm_offset() if self.guard.gates_reads else float("inf")  # deposed: release all
+        confirm = self.readable_end()  # deposed (reads not gated): release all
         woken: set[tuple[str, int]] = set()
         while self._pending and self._pending[0][0] <= confirm:
             _, topic, queue_id = heapq.heappop(self._pending)

@@ -128,6 +128,9 @@ class MessageStore:
         self.listeners: list[Callable[[], None]] = []
         """Called on the writer's event loop after every batch `put` wrote (replication waits on it)."""
         self.writer = GroupCommitService(self.dir, self._write_batch, self.listeners)
+        self.truncation_listeners: list[Callable[[int], None]] = []
+        """Called on the event loop after `truncate` cut the log, with the offset it now ends at:
+        what was read out of the log (topic records, transaction decisions) goes back with it."""
 
     @property
     def dispatch_failed(self) -> OSError | None:
@@ -264,6 +267,14 @@ class MessageStore:
             self.commit_log.truncate(offset)
             self.dispatchers.truncate(offset)
         return end - offset
+
+    async def truncate(self, offset: int) -> int:
+        """`truncate_to` off the event loop, then every truncation listener on it; returns the bytes cut."""
+        cut = await asyncio.to_thread(self.truncate_to, offset)
+        if cut:
+            for listener in self.truncation_listeners:
+                listener(offset)
+        return cut
 
     # ------------------------------------------------------------------ read
     def max_offset(self, topic: str, queue_id: int) -> int:

@@ -357,9 +357,7 @@ class ReplicasManager:
             log.error("%s: %s", self.addr, self.diverged)
             return None
         if point < local_end:
-            cut = await asyncio.to_thread(owner.store.truncate_to, point)
-            owner.processor.context.metadata.rewind()  # the topic records cut go with it
-            owner.processor.context.transactions.reload()  # and the transaction decisions cut
+            cut = await owner.store.truncate(point)  # the topic records and decisions cut go with it
             self.truncations.append({"atMs": int(time.time() * 1000), "epoch": epoch, "toOffset": point,
                                      "fromOffset": local_end, "bytes": cut})
             log.warning("%s: truncated %d bytes after offset %d (consistent point with %s)", self.addr, cut, point,

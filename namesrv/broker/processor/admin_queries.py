@@ -205,8 +205,9 @@ class AdminQueries:
                                    h.end_timestamp)
 
     async def _query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> RemotingResponse:
-        found = [m for m in await asyncio.to_thread(self.store.query_message, topic, key, max_num, begin, end)
-                 if self.fence.readable(m.commit_log_offset, m.store_size)]
+        matches = await asyncio.to_thread(self.store.query_message, topic, key, max_num, begin, end)
+        readable_end = self.fence.readable_end()
+        found = [m for m in matches if m.commit_log_offset + m.store_size <= readable_end]
         stamp, phy = self.store.index.last_update()
         ext = {"indexLastUpdateTimestamp": str(stamp), "indexLastUpdatePhyoffset": str(phy)}
         if not found:

@@ -17,6 +17,7 @@ the committed message twice).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 
@@ -100,6 +101,7 @@ class TransactionService:
         self._ops_read = 0
         """The queue offset of the next op record to replay."""
         self.catch_up()
+        store.truncation_listeners.append(lambda _end: self.reload())
 
     def catch_up(self) -> int:
         """Replay the op records the log gained since the last call (all of them at start): what
@@ -150,9 +152,15 @@ class TransactionService:
             raise TransactionError("The transaction state table offset wrong")
         return half
 
-    def due_for_check(self, limit: int = 256) -> tuple[list[StoredMessage], list[StoredMessage]]:
-        """(halves to check back now, halves checked `check_max` times: to drop). Blocking reads."""
+    async def scan_for_check(self, limit: int = 256) -> tuple[list[StoredMessage], list[StoredMessage]]:
+        """`due_for_check` after catching up with the log's op records, both where END_TRANSACTION
+        resolves halves (the event loop), the scan's reads in a thread."""
         self.catch_up()
+        return await asyncio.to_thread(self.due_for_check, limit)
+
+    def due_for_check(self, limit: int = 256) -> tuple[list[StoredMessage], list[StoredMessage]]:
+        """(halves to check back now, halves checked `check_max` times: to drop), as far as the op
+        records replayed so far tell (`scan_for_check` catches up first). Blocking reads."""
         now = self.clock()
         to_check: list[StoredMessage] = []
         to_drop: list[StoredMessage] = []

@@ -5,6 +5,7 @@ restarted from its store knows what was resolved."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from namesrv.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionService
@@ -122,7 +123,7 @@ def test_a_replica_knows_its_masters_decisions_as_they_arrive(tmp_path: Path) ->
     t = master.store.read_raw(0, 1 << 20)
     replica.store.append_raw(t.offset, t.data)  # the replica was started before any of it
     replica.clock.advance(10_000)
-    to_check, to_drop = replica.processor.context.transactions.due_for_check()
+    to_check, to_drop = asyncio.run(replica.processor.context.transactions.scan_for_check())
     assert [h.queue_offset for h in to_check] == [open_half[0]] and to_drop == []
     before = bodies(replica)
     assert sorted(before) == [b"c0", b"c1", b"c2"]
@@ -142,8 +143,7 @@ def test_a_truncated_replica_forgets_decisions_that_were_cut(tmp_path: Path) -> 
     txn = replica.processor.context.transactions
     txn.catch_up()
     assert txn.state.is_resolved(half[0])
-    replica.store.truncate_to(point)
-    txn.reload()
+    asyncio.run(replica.store.truncate(point))  # its listeners: the decisions cut are forgotten
     assert not txn.state.is_resolved(half[0])
 
 
