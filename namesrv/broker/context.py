@@ -105,7 +105,7 @@ class BrokerContext:
         if self.role is None:
             self.role = RoleGuard(cfg, self.identity.broker_id, self.clock)
         self.fence = ReadFence(self.store, self.role, self.hold)
-        self.metadata = MetadataLog(self.store, self.topics, lambda: self.guard.writable)
+        self.metadata = MetadataLog(self.store, self.topics, self.groups, self.offsets, lambda: self.guard.writable)
         self.transactions = TransactionService(self.store, self.clock, cfg.transaction_timeout_ms,
                                                cfg.transaction_check_max, cfg.transaction_check_interval_ms)
         self.broker_stats = BrokerStats(self.clock, lambda: (self.stats[("sends", "SUCCESS")],

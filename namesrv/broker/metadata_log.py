@@ -1,18 +1,26 @@
-"""Topic configs carried in the replicated commit log, so metadata follows the data (issue 33,
-point 0).
+"""A broker's metadata carried in the replicated commit log, so it follows the data (issue 33,
+point 0): topic configs, subscription groups and consumer offsets.
 
 A slave used to learn its master's topics only from the periodic metadata copy (RocketMQ's
 SlaveSynchronize, every `slave_sync_interval_ms`): a topic created a few seconds before its master
 died was unknown to the new master, which held the topic's messages and answered every pull with
-TOPIC_NOT_EXIST. Now a master writes each topic change (created, replaced, deleted) as a record of
-the system topic `METADATA_TOPIC` into its own commit log, queued before anything of that topic
-that follows it (queued into the writer in the same step as the change). Replication copies the log in
-order, so a replica holding a message holds its topic's config, and a SYNC_MASTER's or a
-controller-mode master's acknowledgement of the message (or of the topic: the admin path waits for
-its record's replication) covers the config too. A replica applies the records it appended
-(`apply_new`), in log order, to its own table; a promoted slave has every topic its log holds,
-under the topic's own config. The periodic copy stays (consumer offsets, the delay-level progress,
-and the whole table with its DataVersion).
+TOPIC_NOT_EXIST; and a group's offsets committed since the last copy were rewound, so its consumers
+read again what they had finished. Now a master writes each change as a record of the system topic
+`METADATA_TOPIC` into its own commit log:
+
+- a topic or subscription group created, replaced or deleted: one record, queued in the same step
+  as the change, so it precedes anything of that topic (or group) that follows it;
+- consumer offsets: coalesced, the changes of `offsets_delay_s` (0.1 s) in one record, because
+  pulls commit offsets all the time (`commitOffset`). A failover rewinds a group by at most that
+  window, on top of the client's own 5 s persist interval: at-least-once, as RocketMQ promises.
+
+Replication copies the log in order, so a replica holding a message holds its topic's config, and a
+SYNC_MASTER's or a controller-mode master's acknowledgement of the message (or of the topic: the
+admin path waits for its record's replication) covers the config too. A replica applies the records
+it appended (`apply_new`), in log order, to its own tables; a promoted slave has every topic its log
+holds, under the topic's own config, and its groups' offsets as of the last record. A truncation
+(`MessageStore.truncate`) makes it apply again from where its log now ends. The periodic copy stays
+(the delay-level progress, and the whole tables with their DataVersions).
 
 Pure: no Ray, no sockets. Runs on the broker's event loop.
 """
@@ -23,7 +31,11 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.subscription.config import SubscriptionGroupConfig, SubscriptionGroupError
+from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
@@ -33,8 +45,9 @@ from namesrv.store.types import AppendResult
 log = logging.getLogger(__name__)
 
 METADATA_TOPIC = "rmq_sys_BROKER_METADATA"
-"""The system topic of the topic-config records (one queue; never registered, never pulled)."""
+"""The system topic of the metadata records (one queue; never registered, never pulled)."""
 READ_BATCH = 32
+OFFSETS_DELAY_S = 0.1
 
 
 def message_queues(store: MessageStore) -> dict[tuple[str, int], int]:
@@ -48,33 +61,69 @@ def message_count(store: MessageStore) -> int:
 
 
 class MetadataLog:
-    def __init__(self, store: MessageStore, topics: TopicConfigManager, records: Callable[[], bool]) -> None:
-        """`records()`: whether this broker writes its topic changes into the log (a master)."""
-        self.store, self.topics, self.records = store, topics, records
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+                 offsets: ConsumerOffsetManager, records: Callable[[], bool],
+                 offsets_delay_s: float = OFFSETS_DELAY_S) -> None:
+        """`records()`: whether this broker writes its changes into the log (a master)."""
+        self.store, self.topics, self.groups, self.offsets = store, topics, groups, offsets
+        self.records, self.offsets_delay_s = records, offsets_delay_s
         self._pending: list[MessageInner] = []
         """Changes made with no event loop running (a test's direct call): queued by the next `written`."""
+        self._offsets: dict[str, dict[int, int] | None] = {}
+        """Offset changes not yet in a record (topic@group: changed queues, or None when removed)."""
+        self._offsets_timer: asyncio.TimerHandle | None = None
         self._last: asyncio.Future[AppendResult] | None = None
         """The latest record queued: the writer keeps their order, so it is written last."""
         self._applying = False
         self.applied = store.max_offset(METADATA_TOPIC, 0)
-        """The queue offset of the next record to apply (a broker starts with what its table has)."""
+        """The queue offset of the next record to apply (a broker starts with what its tables have)."""
         self.records_applied = 0
-        topics.listeners.append(self._changed)
+        topics.listeners.append(self._topic_changed)
+        groups.listeners.append(self._group_changed)
+        offsets.listeners.append(self._offsets_changed)
         store.truncation_listeners.append(lambda _end: self.rewind())
 
-    def _changed(self, topic: str, tc: TopicConfig | None) -> None:
+    # ------------------------------------------------------------------ a master writes
+    def _writing(self) -> bool:
+        return not self._applying and self.records()
+
+    def _topic_changed(self, topic: str, tc: TopicConfig | None) -> None:
         """A topic changed by a request: its record is queued into the log at once, in the same
         step, so nothing of the topic can be queued before it."""
-        if self._applying or not self.records():
+        if self._writing():
+            self._queue({"topic": topic, "config": None if tc is None else tc.to_wire()})
+
+    def _group_changed(self, group: str, config: SubscriptionGroupConfig | None) -> None:
+        if self._writing():
+            self._queue({"group": group, "config": None if config is None else config.to_wire()})
+
+    def _offsets_changed(self, key: str, queues: dict[int, int] | None) -> None:
+        if not self._writing():
             return
-        body = json.dumps({"topic": topic, "config": None if tc is None else tc.to_wire()}).encode()
-        record = MessageInner(METADATA_TOPIC, 0, body)
+        known = self._offsets.get(key)
+        self._offsets[key] = None if queues is None else (known or {}) | queues
+        if self._offsets_timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # written by the next `written`
+            self._offsets_timer = loop.call_later(self.offsets_delay_s, self._flush_offsets)
+
+    def _flush_offsets(self) -> None:
+        self._offsets_timer = None
+        changes, self._offsets = self._offsets, {}
+        if changes and self.records():  # a master deposed meanwhile writes nothing
+            self._queue({"offsets": {k: None if q is None else {str(i): o for i, o in q.items()}
+                                     for k, q in changes.items()}})
+
+    def _queue(self, record: dict[str, Any]) -> None:
+        message = MessageInner(METADATA_TOPIC, 0, json.dumps(record).encode())
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            self._pending.append(record)
+            self._pending.append(message)
             return
-        self._submit(record)
+        self._submit(message)
 
     def _submit(self, record: MessageInner) -> None:
         self._last = future = self.store.submit(record)
@@ -85,20 +134,25 @@ class MetadataLog:
             return
         failed = future.exception()
         if failed is not None:
-            log.error("topic config record not written: %s", failed)
+            log.error("metadata record not written: %s", failed)
         else:
             self.applied = max(self.applied, future.result().queue_offset + 1)
 
     async def written(self) -> int:
-        """Wait until every record queued so far is written; where the last one ends (0: none)."""
+        """Wait until every record queued so far (and the offsets changed so far) is written; where
+        the last one ends (0: none)."""
         pending, self._pending = self._pending, []
         for record in pending:
             self._submit(record)
+        if self._offsets_timer is not None:
+            self._offsets_timer.cancel()
+        self._flush_offsets()
         if self._last is None:
             return 0
         result = await asyncio.shield(self._last)
         return result.commit_log_offset + result.store_size
 
+    # ------------------------------------------------------------------ a replica applies
     def rewind(self) -> None:
         """The log was cut (a replica's truncation): apply again from where it now ends."""
         self.applied = min(self.applied, self.store.max_offset(METADATA_TOPIC, 0))
@@ -121,18 +175,26 @@ class MetadataLog:
         return applied
 
     def _apply(self, body: bytes) -> None:
-        try:
-            record = json.loads(body)
-            topic, wire = str(record["topic"]), record["config"]
-            tc = None if wire is None else TopicConfig.model_validate(wire)
-        except (ValueError, KeyError, TypeError) as e:
-            log.error("topic config record not applied: %s", e)
-            return
         self._applying = True
         try:
-            if tc is None:
-                self.topics.delete_topic_config(topic)
+            record = json.loads(body)
+            if "topic" in record:
+                wire = record["config"]
+                if wire is None:
+                    self.topics.delete_topic_config(str(record["topic"]))
+                else:
+                    self.topics.update_topic_config(TopicConfig.model_validate(wire))
+            elif "group" in record:
+                wire = record["config"]
+                if wire is None:
+                    self.groups.delete(str(record["group"]))
+                else:
+                    self.groups.update(SubscriptionGroupConfig.model_validate(wire))
             else:
-                self.topics.update_topic_config(tc)
+                for key, queues in dict(record["offsets"]).items():
+                    self.offsets.apply(str(key), None if queues is None
+                                       else {int(q): int(o) for q, o in dict(queues).items()})
+        except (ValueError, KeyError, TypeError, AttributeError, SubscriptionGroupError) as e:
+            log.error("metadata record not applied: %s", e)
         finally:
             self._applying = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from namesrv.common.persist import atomic_write
@@ -28,6 +29,9 @@ class ConsumerOffsetManager:
         self.path = Path(path) if path is not None else None
         self.table: dict[str, dict[int, int]] = {}
         self.dirty = False
+        self.listeners: list[Callable[[str, dict[int, int] | None], None]] = []
+        """Told of every change a request makes: (topic@group, its changed queues' offsets, or None
+        when the key is gone). The metadata log writes them into the replicated commit log."""
         self._load()
 
     def _load(self) -> None:
@@ -40,11 +44,25 @@ class ConsumerOffsetManager:
             raise ConsumerOffsetError(f"cannot load consumer offsets {self.path}: {e}") from e
         log.info("loaded offsets of %d topic@group pairs from %s", len(self.table), self.path)
 
+    def _changed(self, key: str, queues: dict[int, int] | None) -> None:
+        self.dirty = True
+        for listener in self.listeners:
+            listener(key, queues)
+
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        queues = self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+        queues = self.table.setdefault(key, {})
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
-            self.dirty = True
+            self._changed(key, {queue_id: offset})
+
+    def apply(self, key: str, queues: dict[int, int] | None) -> None:
+        """A replica: its master's change, as its listeners were told it (None: the key removed)."""
+        if queues is None:
+            self.table.pop(key, None)
+        else:
+            self.table.setdefault(key, {}).update(queues)
+        self.dirty = True
 
     def merge_from_master(self, table: dict[str, dict[int, int]]) -> None:
         """A slave takes its master's offsets over its own (RocketMQ's SlaveSynchronize: putAll)."""
@@ -60,7 +78,8 @@ class ConsumerOffsetManager:
         suffix = f"{TOPIC_GROUP_SEPARATOR}{group}"
         keys = [k for k in self.table if k.endswith(suffix)]
         removed = sum(len(self.table.pop(k)) for k in keys)
-        self.dirty |= bool(keys)
+        for key in keys:
+            self._changed(key, None)
         return removed
 
     def topics_of(self, group: str) -> list[str]:
@@ -74,8 +93,9 @@ class ConsumerOffsetManager:
         queues = self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{src_group}")
         if not queues:
             return False
-        self.table[f"{topic}{TOPIC_GROUP_SEPARATOR}{dest_group}"] = dict(queues)
-        self.dirty = True
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{dest_group}"
+        self.table[key] = dict(queues)
+        self._changed(key, dict(queues))
         return True
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from namesrv.broker.subscription.config import (
@@ -43,6 +44,9 @@ class SubscriptionGroupManager:
         self.writer = writer
         self.table: dict[str, SubscriptionGroupConfig] = {c.group_name: c for c in system_group_configs()}
         self.data_version = DataVersion()
+        self.listeners: list[Callable[[str, SubscriptionGroupConfig | None], None]] = []
+        """Told of every group a request created, replaced or (None) deleted: the metadata log
+        writes them into the replicated commit log."""
         self._load()
 
     def _load(self) -> None:
@@ -84,6 +88,8 @@ class SubscriptionGroupManager:
             self.table[group] = new
         self.data_version = self.data_version.next_version(self.clock())
         self._persist(undo)
+        for listener in self.listeners:
+            listener(group, new)
 
     # ------------------------------------------------------------------ reads
     def get(self, group: str) -> SubscriptionGroupConfig | None:

@@ -25,7 +25,8 @@ from clients.cli.main import main as namesrv_main
 from clients.consumer.pull_consumer import PullConsumer
 from clients.producer.producer import Message, MQClientError, Producer
 from namesrv.common.waiting import wait_until
-from namesrv.protocol.codes import ResponseCode
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.remoting.command import RemotingRequest
 from namesrv.store.mapped_file_queue import segment_paths
 from tests.support.ray_cluster import (
     FAILOVER_HA,
@@ -158,7 +159,8 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
 def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deployments: DeploymentFactory) -> None:
     """Issue 33, point 0: with the periodic metadata copy effectively off, a topic created through the
     admin path (its own queue count and order flag) and one auto-created by a send, each written,
-    are served in full by the promoted slave under their own configs, not TOPIC_NOT_EXIST."""
+    are served in full by the promoted slave under their own configs, not TOPIC_NOT_EXIST; a group's
+    config and committed offset are the promoted slave's too (before: rewound to the last copy)."""
     dep = deploy(deployments, slave_sync_interval_ms=3_600_000)
     a0 = dep.brokers[dep.addr_of(A0)]
     created = ray.get(a0.create_topic.remote("MetaT", 6, 6, order=True), timeout=30)
@@ -166,6 +168,16 @@ def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deploy
     acked = send_numbered(dep, A0, "MetaT", 12) + send_numbered(dep, A0, "AutoT", 8)
     assert all(r.ok for r in acked), acked
     mine = ray.get(a0.get_topic_config_table.remote(), timeout=30)
+    group = RemotingRequest(BrokerRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                            body=b'{"groupName": "MetaG", "retryMaxTimes": 3}')
+    commit = RemotingRequest(BrokerRequestCode.UPDATE_CONSUMER_OFFSET,
+                             {"consumerGroup": "MetaG", "topic": "MetaT", "queueId": "2", "commitOffset": "3"})
+    assert ray.get(a0.process.remote(group), timeout=30).ok and ray.get(a0.process.remote(commit), timeout=30).ok
+    query = RemotingRequest(BrokerRequestCode.QUERY_CONSUMER_OFFSET,
+                            {"consumerGroup": "MetaG", "topic": "MetaT", "queueId": "2"})
+    a1 = dep.brokers[dep.addr_of(A1)]
+    wait_until(lambda: ray.get(a1.process.remote(query), timeout=30).ext_fields.get("offset") == "3", 30,
+               "the offset on the slave, by the log alone")
     master_pid = dep.broker_pid(A0)
     dep.kill_broker(A0)
     wait_until(lambda: not Path(f"/proc/{master_pid}").exists(), 10, "the master's process gone")
@@ -178,6 +190,9 @@ def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deploy
     assert sorted(held) == [(q, o) for q in range(4) for o in range(3)]
     assert sorted(held.values()) == sorted(f"m{i}".encode() * 10 for i in range(12))
     assert sorted(read_all(dep, A1, "AutoT").values()) == sorted(f"m{i}".encode() * 10 for i in range(8))
+    assert ray.get(a1.process.remote(query), timeout=30).ext_fields.get("offset") == "3"
+    groups = ray.get(a1.process.remote(RemotingRequest(BrokerRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)), timeout=30)
+    assert groups.payload["subscriptionGroupTable"]["MetaG"]["retryMaxTimes"] == 3
 
 
 @pytest.mark.timeout(180)

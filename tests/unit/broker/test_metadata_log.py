@@ -1,14 +1,19 @@
-"""Topic configs follow the data (issue 33, point 0): a master writes each topic change into its
-commit log ahead of anything of that topic, and a replica that copied the log applies them, so a
-promoted slave knows every topic it holds messages of, under the topic's own config, with no
-periodic metadata copy at all."""
+"""Metadata follows the data (issue 33, point 0): a master writes each topic and subscription-group
+change into its commit log ahead of anything that follows it, and its consumer offsets coalesced;
+a replica that copied the log applies them, so a promoted slave knows every topic it holds messages
+of, under the topic's own config, and its groups and their offsets, with no periodic metadata copy
+at all."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.metadata_log import METADATA_TOPIC, MetadataLog
+from namesrv.broker.subscription.config import SubscriptionGroupConfig
+from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.codes import ResponseCode
@@ -24,7 +29,9 @@ class Replica:
     def __init__(self, root: Path) -> None:
         self.store = MessageStore(root / "store", clock=ManualClock())
         self.topics = TopicConfigManager(root / "topics.json", ManualClock())
-        self.metadata = MetadataLog(self.store, self.topics, lambda: False)
+        self.groups = SubscriptionGroupManager(root / "groups.json", ManualClock())
+        self.offsets = ConsumerOffsetManager(root / "offsets.json")
+        self.metadata = MetadataLog(self.store, self.topics, self.groups, self.offsets, lambda: False)
 
     def copy(self, master: MessageStore) -> int:
         t = master.read_raw(self.store.size_bytes(), 1 << 20)
@@ -116,3 +123,74 @@ def test_a_replica_skips_a_record_it_cannot_read(tmp_path: Path) -> None:
     replica.topics.update_topic_config(TopicConfig(topic_name="Ok", read_queue_nums=1, write_queue_nums=1))
     assert replica.copy(master) == 2
     assert "Ok" not in replica.topics.topic_config_table  # the second record (a delete) applied
+
+
+def test_offsets_are_coalesced_into_one_record_and_a_replica_takes_them(tmp_path: Path) -> None:
+    """Issue 33: a group's offsets reached a slave only by the periodic copy, so a failover rewound
+    them. Pulls commit all the time: the changes of a short window go into one record."""
+    master = Broker(tmp_path / "m")
+    replica = Replica(tmp_path / "r")
+    metadata = master.processor.context.metadata
+    offsets = master.offsets
+
+    async def commits() -> int:
+        await metadata.written()  # the support's topic T
+        before = master.store.max_offset(METADATA_TOPIC, 0)
+        for offset in range(1, 101):  # a consumer pulling and committing, two queues
+            offsets.commit_offset("G1", "T", 0, offset)
+            offsets.commit_offset("G1", "T", 1, offset * 2)
+        offsets.commit_offset("Gone", "T", 0, 7)
+        offsets.remove_group("Gone")
+        assert offsets.clone_offset("G1", "G2", "T")
+        await metadata.written()
+        return master.store.max_offset(METADATA_TOPIC, 0) - before
+
+    assert asyncio.run(commits()) == 1, "201 commits, a removal and a clone: one record"
+    replica.copy(master.store)
+    assert replica.offsets.table == master.offsets.table == {"T@G1": {0: 100, 1: 200}, "T@G2": {0: 100, 1: 200}}
+    assert replica.offsets.query_offset("Gone", "T", 0) == -1
+
+
+def test_offsets_are_written_after_the_window_without_anyone_waiting(tmp_path: Path) -> None:
+    master = Broker(tmp_path / "m")
+    metadata = master.processor.context.metadata
+    metadata.offsets_delay_s = 0.01
+
+    async def commit() -> None:
+        await metadata.written()
+        before = master.store.max_offset(METADATA_TOPIC, 0)
+        master.offsets.commit_offset("G", "T", 3, 42)
+        await wait_for(lambda: master.store.max_offset(METADATA_TOPIC, 0) == before + 1)
+
+    asyncio.run(commit())
+    replica = Replica(tmp_path / "r")
+    replica.copy(master.store)
+    assert replica.offsets.query_offset("G", "T", 3) == 42
+
+
+def test_subscription_groups_follow_the_log_and_a_slave_writes_nothing(tmp_path: Path) -> None:
+    master = Broker(tmp_path / "m")
+    replica = Replica(tmp_path / "r")
+    groups = master.processor.context.subscription_groups
+
+    async def changes() -> None:
+        groups.update(SubscriptionGroupConfig(group_name="Orders", retry_max_times=3, consume_broadcast_enable=False))
+        groups.update(SubscriptionGroupConfig(group_name="Temp"))
+        groups.delete("Temp")
+        await master.processor.context.metadata.written()
+
+    asyncio.run(changes())
+    replica.copy(master.store)
+    assert replica.groups.get("Orders") == groups.get("Orders") and replica.groups.get("Orders").retry_max_times == 3
+    assert replica.groups.get("Temp") is None
+    # the replica's own changes (a consumer auto-creating its group there) go into no log
+    replica.offsets.commit_offset("Local", "T", 0, 1)
+    replica.groups.find("Local")
+    assert asyncio.run(replica.metadata.written()) == 0
+
+
+async def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.005)
