@@ -203,14 +203,14 @@ class SendMessageProcessor:
         (ACL) that the caller may read, is sent back: RocketMQ checks only the group, which lets a
         caller copy any message into a retry topic it reads."""
         ctx = self.ctx
+        original = await asyncio.to_thread(ctx.store.get_by_commit_offset, h.offset)
+        if original is None:  # looked up first: a bad offset auto-creates no group
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         group = ctx.subscription_groups.find(h.group)
         if group is None:
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}")
         if group.retry_queue_nums <= 0:  # as RocketMQ: the group keeps no retries, the message is dropped
             return cmd.response(ResponseCode.SUCCESS)
-        original = await asyncio.to_thread(ctx.store.get_by_commit_offset, h.offset)
-        if original is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         if (original.topic != f"{RETRY_GROUP_TOPIC_PREFIX}{h.group}"
                 and ctx.consumers.subscription(h.group, original.topic) is None):
             return cmd.response(ResponseCode.NO_PERMISSION, f"the message at offset {h.offset} is not of a topic "
