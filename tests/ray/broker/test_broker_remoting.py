@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Iterator
 
 import pytest
 import ray
@@ -18,15 +19,16 @@ from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import MAX_FRAME_SIZE
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.client import RemotingClient
-from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
+from tests.support.ray_cluster import registered_deployment, wait_registered_everywhere
 
 
-@pytest.fixture
-def dep(deployments: DeploymentFactory) -> Deployment:
-    d = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0)
-    wait_registered_everywhere(d)
-    AdminClient(d).create_topic("Wire", read_queue_nums=2, write_queue_nums=2)
-    return d
+@pytest.fixture(scope="module")
+def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """One broker for the module: every test compares what it did with what the broker held before."""
+    with registered_deployment(tmp_path_factory.mktemp("broker-remoting"), brokers=[BrokerSpec("broker-a")],
+                               namesrv_count=1, broker_port=0) as d:
+        AdminClient(d).create_topic("Wire", read_queue_nums=2, write_queue_nums=2)
+        yield d
 
 
 def client(dep: Deployment) -> RemotingClient:
@@ -50,13 +52,14 @@ def test_the_route_carries_a_dialable_address_kept_across_a_restart(dep: Deploym
     assert route is not None and route.broker_datas[0].broker_addrs == {0: addr}
     with client(dep) as c:
         assert send(c, b"before the restart") == ResponseCode.SUCCESS
+    held = queues(dep)["Wire:0"]
     dep.kill_broker(addr)
     dep.restart_broker(addr)
     wait_registered_everywhere(dep)
     assert next(iter(dep.brokers)) == addr, "same host:port after the restart"
     with client(dep) as c:
         assert send(c, b"after the restart") == ResponseCode.SUCCESS
-    assert queues(dep)["Wire:0"] == 2, "the store came back with the broker"
+    assert queues(dep)["Wire:0"] == held + 1, "the store came back with the broker"
 
 
 def test_consumer_offsets_survive_a_broker_restart(dep: Deployment) -> None:
