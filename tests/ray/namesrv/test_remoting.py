@@ -7,6 +7,8 @@ import json
 import socket
 import struct
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import ray
@@ -23,6 +25,7 @@ from namesrv.remoting.codec import encode_command
 from namesrv.remoting.wire_command import SerializeType
 from tests.support.ray_cluster import (
     DeploymentFactory,
+    registered_deployment,
     route_of,
     stable_tables,
     wait_for_route,
@@ -53,10 +56,21 @@ def register_over_tcp(client: RemotingClient, topics: dict[str, int], counter: i
     return answer.code
 
 
+TWO_AND_TWO: dict[str, Any] = {"brokers": [BrokerSpec("broker-a"), BrokerSpec("broker-b")], "namesrv_count": 2,
+                               "namesrv_overrides": {"broker_channel_expired_time_ms": 60_000}}
+
+
+@pytest.fixture(scope="module")
+def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """The module's deployment: its tests leave the tables as they found them."""
+    with registered_deployment(tmp_path_factory.mktemp("remoting"), **TWO_AND_TWO) as d:
+        yield d
+
+
 @pytest.fixture
-def dep(deployments: DeploymentFactory) -> Deployment:
-    d = deployments.deploy(brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=2,
-                           namesrv_overrides={"broker_channel_expired_time_ms": 60_000})
+def fresh_dep(deployments: DeploymentFactory) -> Deployment:
+    """A deployment of the test's own, for a test that wipes permissions and deletes TBW102."""
+    d = deployments.deploy(**TWO_AND_TWO)
     wait_registered_everywhere(d)
     return d
 
@@ -68,7 +82,8 @@ def test_the_address_list_is_rocketmqs_form(dep: Deployment) -> None:
 
 
 @pytest.mark.parametrize("kind", list(SerializeType))
-def test_admin_codes_over_tcp(dep: Deployment, kind: SerializeType) -> None:
+def test_admin_codes_over_tcp(fresh_dep: Deployment, kind: SerializeType) -> None:
+    dep = fresh_dep
     with client_of(dep, kind=kind) as c:
         info = fastjson.loads(c.invoke(RequestCode.GET_BROKER_CLUSTER_INFO).body or b"")
         assert set(info["brokerAddrTable"]) == {"broker-a", "broker-b"}
