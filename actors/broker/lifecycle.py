@@ -229,8 +229,9 @@ class BrokerController:
             self.loop.every("reload-acl", 1.0, self.acl.reload, initial_delay_s=1.0)
         self.loop.every("sample-broker-stats", SAMPLE_INTERVAL_S, self.processor.broker_stats.sample,
                         initial_delay_s=SAMPLE_INTERVAL_S)
-        self.loop.every("scan-not-active-clients", CLIENT_SCAN_INTERVAL_S, self.processor.scan_not_active_clients,
-                        initial_delay_s=CLIENT_SCAN_INTERVAL_S)
+        scan_s = min(CLIENT_SCAN_INTERVAL_S, cfg.channel_expired_timeout_ms / 4000)
+        self.loop.every("scan-not-active-clients", scan_s, self.processor.scan_not_active_clients,
+                        initial_delay_s=scan_s)
         if cfg.broker_role is not BrokerRole.SLAVE or self.replicas is not None:
             # a slave's log is its master's copy: it writes nothing itself
             self.start_master_services()

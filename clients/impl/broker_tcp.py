@@ -69,7 +69,8 @@ class DirectBrokerTransport:
     TCP address in the route, an actor call (`fallback`) to any other."""
 
     def __init__(self, fallback: RayBrokerTransport, producer_group: str, client_id: str = "",
-                 compress_over: int = COMPRESS_MSG_BODY_OVER_HOWMUCH) -> None:
+                 compress_over: int = COMPRESS_MSG_BODY_OVER_HOWMUCH,
+                 heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S) -> None:
         self.fallback = fallback
         self.credentials = fallback.credentials
         self.producer_group = producer_group
@@ -81,10 +82,31 @@ class DirectBrokerTransport:
         self._connections: dict[str, BrokerConnection] = {}
         self._heard: dict[str, float] = {}
         """Broker address -> when this producer last sent it a heartbeat (monotonic s)."""
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self._stopped = threading.Event()
+        self._heartbeats: threading.Thread | None = None
         _TRANSPORTS.add(self)
+
+    def start_heartbeats(self) -> None:
+        """Heartbeat every broker this producer has a connection to, every `heartbeat_interval_s`,
+        also while it sends nothing (MQClientInstance's sendHeartbeatToAllBroker): an idle producer
+        stays in the brokers' producer tables (mqadmin producerConnection, transaction check-backs)."""
+        if self.client_id and self._heartbeats is None:
+            self._heartbeats = threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                                name=f"{self.client_id}-{self.producer_group}-heartbeat")
+            self._heartbeats.start()
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stopped.wait(self.heartbeat_interval_s):
+            with self._lock:
+                connections = [(addr, c) for addr, c in self._connections.items() if c.broken is None]
+            for addr, conn in connections:
+                if self._heartbeat_due(addr):
+                    self._heartbeat(addr, conn)
 
     def close(self) -> None:
         _TRANSPORTS.discard(self)
+        self._stopped.set()
         with self._lock:
             connections, self._connections = list(self._connections.values()), {}
         for conn in connections:
@@ -150,12 +172,12 @@ class DirectBrokerTransport:
 
 
     def _heartbeat_due(self, addr: str) -> bool:
-        """A connection's first use, then at most every HEARTBEAT_INTERVAL_S of sending."""
+        """A connection's first use, then at most once per heartbeat interval."""
         if not self.client_id:
             return False
-        now = time.monotonic()
+        now, interval = time.monotonic(), self.heartbeat_interval_s
         with self._lock:
-            if now - self._heard.get(addr, -HEARTBEAT_INTERVAL_S) < HEARTBEAT_INTERVAL_S:
+            if now - self._heard.get(addr, -interval) < interval:
                 return False
             self._heard[addr] = now
             return True
@@ -163,7 +185,7 @@ class DirectBrokerTransport:
     def _heartbeat(self, addr: str, conn: BrokerConnection) -> None:
         """HEART_BEAT (oneway) with this producer's group, as RocketMQ's producers register with
         each broker: mqadmin producerConnection lists them, and a broker forgets a producer silent
-        for 120 s (this one sends only while it sends messages)."""
+        for 120 s (`start_heartbeats` keeps an idle one known)."""
         body = json.dumps({"clientID": self.client_id, "producerDataSet": [{"groupName": self.producer_group}],
                            "consumerDataSet": []}).encode()
         auth = signature({}, body, self.credentials)

@@ -123,7 +123,9 @@ class Producer:
         transport: Transport = instance.transport
         if self.config.broker_transport == "tcp":
             self._direct = DirectBrokerTransport(instance.transport, wire_group, client_id,
-                                                 self.config.compress_msg_body_over_howmuch)
+                                                 self.config.compress_msg_body_over_howmuch,
+                                                 self.config.heartbeat_broker_interval_ms / 1000)
+            self._direct.start_heartbeats()
             transport = self._direct
         self.engine = SendEngine(transport, self.config)
         self._executor = ThreadPoolExecutor(self.config.async_send_threads, thread_name_prefix=f"{self.group}-async")

@@ -168,6 +168,9 @@ class BrokerConfig(BaseModel):
     SYNC_MASTER's acknowledged send is then lost only if both machines crash before the fsyncs).
     False: only after its fsync (per its flush policy), which puts a second fsync on every
     SYNC_MASTER send's path."""
+    channel_expired_timeout_ms: int = Field(default=120_000, gt=0)
+    """RocketMQ's channelExpiredTimeout: a producer or consumer silent this long (no heartbeat) is
+    forgotten (ClientHousekeepingService, which looks every 10 s)."""
     slave_sync_interval_ms: int = Field(default=10_000, gt=0)
     """A slave copies its master's topic config and consumer offsets this often (SlaveSynchronize)."""
     enable_controller_mode: bool = False

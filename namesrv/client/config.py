@@ -28,6 +28,9 @@ class ProducerConfig(BaseModel):
     fault_table: Literal["4.9", "5.x"] = "5.x"
     """Which RocketMQ version's latency -> isolation table to apply when fault tolerance is on."""
     poll_name_server_interval_ms: int = Field(default=30_000, gt=0)
+    heartbeat_broker_interval_ms: int = Field(default=30_000, gt=0)
+    """RocketMQ's heartbeatBrokerInterval: every broker this producer has a connection to hears from
+    it this often, also while it sends nothing."""
     route_push: bool = True
     """Beyond RocketMQ: also hold a long-poll so route changes arrive at once, not at the next poll."""
     auto_create_topic: bool = True

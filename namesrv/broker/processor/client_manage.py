@@ -88,8 +88,9 @@ class ClientManageProcessor:
 
     def scan_not_active_clients(self) -> None:
         ctx = self.ctx
-        ctx.producers.scan_not_active()
-        for group in ctx.consumers.scan_not_active():
+        expired_ms = ctx.config.channel_expired_timeout_ms
+        ctx.producers.scan_not_active(expired_ms)
+        for group in ctx.consumers.scan_not_active(expired_ms):
             ctx.group_changed(group)
 
 

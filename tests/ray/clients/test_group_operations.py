@@ -42,10 +42,14 @@ T = "GroupOpsTopic"
 """Two queues on broker-a."""
 
 
+EXPIRY_MS = 4_000
+"""The broker's channelExpiredTimeout here (RocketMQ's 120 s): a client silent this long is forgotten."""
+
+
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     with registered_deployment(tmp_path_factory.mktemp("groups"), brokers=[BrokerSpec("broker-a")], namesrv_count=1,
-                               broker_port=0) as d:
+                               broker_port=0, broker_overrides={"channel_expired_timeout_ms": EXPIRY_MS}) as d:
         AdminClient(d).create_topic(T, read_queue_nums=2, write_queue_nums=2)
         yield d
 
@@ -178,6 +182,24 @@ def test_producer_connection_lists_a_producer(dep: Deployment, addr: str, capsys
     assert [(r["clientId"], r["language"]) for r in rows] == [(client_id, "PYTHON")]
     code, _, err = verb(capsys, addr, "producerConnection", "-g", "NobodyProduces", "-t", T)
     assert code != 0 and "not online" in err
+
+
+def test_an_idle_producer_keeps_heartbeating_and_stays_listed(dep: Deployment, addr: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A producer that sends once and then idles heartbeats every heartbeatBrokerInterval, as
+    RocketMQ's client instance does: it outlives the broker's channel expiry, while one that
+    heartbeats less often than the expiry is dropped (before, both were: heartbeats rode on sends)."""
+    def listed(group: str) -> bool:
+        code, _, _ = verb(capsys, addr, "producerConnection", "-g", group, "-t", T)
+        return code == 0
+
+    with (Producer("IdleHeartbeats", namespace=dep.spec.namespace, heartbeat_broker_interval_ms=500) as idle,
+          Producer("IdleSilent", namespace=dep.spec.namespace, heartbeat_broker_interval_ms=600_000) as silent):
+        idle.send(Message(T, b"once"))
+        silent.send(Message(T, b"once"))
+        assert listed("IdleHeartbeats") and listed("IdleSilent")
+        wait_until(lambda: not listed("IdleSilent"), EXPIRY_MS / 1000 * 4, "the silent producer expired")
+        assert listed("IdleHeartbeats"), "still known: its heartbeats went on without sends"
 
 
 # ============================================================================ offsets
