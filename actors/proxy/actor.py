@@ -27,8 +27,10 @@ def proxy_actor_name(index: int) -> str:
 
 
 class ProxyActor:
-    def __init__(self, name: str, namespace: str, namesrv_names: list[str], host: str, port: int,
-                 config: dict[str, Any] | None = None) -> None:
+    async def __init__(self, name: str, namespace: str, namesrv_names: list[str], host: str,  # type: ignore[misc]
+                       port: int, config: dict[str, Any] | None = None) -> None:
+        """Ray runs an async actor's constructor on its event loop: the server is up (and a proxy Ray
+        restarts serves again) before the first call."""
         self.name = name
         self.namespace = namespace
         self.namesrv_names = list(namesrv_names)
@@ -40,6 +42,7 @@ class ProxyActor:
         self._routes: RouteCache | None = None
         self._heartbeats: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
+        await self._ensure_started()
 
     async def _ensure_started(self) -> MessagingService:
         if self._service is not None:
