@@ -8,6 +8,7 @@ endpoint. One deployment (two TCP brokers, one proxy)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -30,7 +31,7 @@ from namesrv.proxy.descriptors import SERVICE, load
 from tests.support.ray_cluster import pull_all, registered_deployment
 
 ROOT = Path(__file__).resolve().parents[3]
-RMQ5_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
+RMQ5_PYTHON = ROOT / os.environ.get("NAMESRV_RMQ5_VENV", ".venv-rmq5") / "bin" / "python"  # run.sh's venv
 DRIVER = ROOT / "tests" / "support" / "rmq5_client.py"
 P = load()
 
