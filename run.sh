@@ -39,6 +39,37 @@ ensure_venv() {
     "$VENV/bin/pip" install -q --disable-pip-version-check -c requirements.lock -e "$target"
     touch "$stamp"
   fi
+  ensure_rmq5_descriptors
+}
+
+# The RocketMQ 5 gRPC protocol for the proxy actors (namesrv.proxy.descriptors): the pinned
+# rocketmq-python-client wheel goes into a folder of the venv (never on its path: its package
+# `rocketmq` collides with the 4.x client's), and its generated modules are serialised into one
+# descriptor set the proxy loads.
+ensure_rmq5_descriptors() {
+  local pin dir out
+  pin="$(grep '^rocketmq-python-client==' requirements-rmq5.lock)"
+  dir="$VENV/share/rocketmq-v2/wheel"; out="$VENV/share/rocketmq-v2/messaging.fds"
+  [ -f "$out" ] && [ -f "$dir/.${pin}" ] && return
+  log "building the RocketMQ 5 protocol descriptors from $pin"
+  rm -rf "$dir"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$dir" "$pin"
+  "$VENV/bin/python" -m namesrv.proxy.descriptors build "$dir" "$out"
+  touch "$dir/.${pin}"
+}
+
+# ensure_rmq5_venv: the official RocketMQ 5 Python client in a venv of its own (.venv-rmq5), which
+# the proxy tests drive in a subprocess.
+ensure_rmq5_venv() {
+  local venv="${NAMESRV_RMQ5_VENV:-.venv-rmq5}" py stamp
+  py="$(command -v python3.11 || command -v python3)"
+  [ -x "$venv/bin/python" ] || { log "creating $venv"; "$py" -m venv "$venv"; }
+  stamp="$venv/.installed-$(sha1sum < requirements-rmq5.lock | cut -c1-12)"
+  if [ ! -f "$stamp" ]; then
+    log "installing the RocketMQ 5 client into $venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r requirements-rmq5.lock
+    touch "$stamp"
+  fi
 }
 
 lint() {
@@ -50,7 +81,7 @@ job="${1:-}"; shift || true
 case "$job" in
   demo)    case " $* " in *" --real-client "*) ensure_venv dev ;; *) ensure_venv "" ;; esac  # PyPI rocketmq
            exec "$VENV/bin/namesrv" demo "$@" ;;
-  test)    ensure_java; ensure_venv dev,analysis; lint
+  test)    ensure_java; ensure_venv dev,analysis; ensure_rmq5_venv; lint
            # two workers (pytest-xdist), a test file per unit of work: see tests/conftest.py
            exec "$VENV/bin/python" -m pytest -n "${NAMESRV_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@" ;;
   lint)    ensure_venv dev,analysis; lint ;;

@@ -33,6 +33,7 @@ from actors.deployment.spec import REGISTRY_SETTINGS
 from actors.deployment.spec import BrokerSpec as BrokerSpec
 from actors.deployment.spec import ClusterSpec as ClusterSpec
 from actors.namesrv.actor import NameServerActor
+from actors.proxy.actor import PROXY_PREFIX, ProxyActor, proxy_actor_name
 from actors.runtime.ray_info import head_node_id as head_node_id  # part of the launcher's API
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.remoting.config import LOOPBACK, RemotingServerConfig
@@ -70,6 +71,8 @@ class Deployment:
         self.broker_specs: dict[str, BrokerSpec] = {b.addr: b for b in spec.brokers}
         self.registry: Any = None
         self.controller: Any = None
+        self.proxies: dict[str, Any] = {}
+        self.proxy_endpoints: dict[str, str] = {}
 
     def _registry(self) -> Any:
         """The deployment's record (actors.deployment.registry), created on first use: where `connect()` finds
@@ -169,8 +172,24 @@ class Deployment:
             for spec in rest:
                 self.start_broker(spec)
             ray.get([self.brokers[s.addr].ping.remote() for s in rest])
-        log.info("deployed %d NameServers and %d brokers", len(self.namesrvs), len(self.brokers))
+        for i in range(self.spec.proxy_count):
+            self.start_proxy(i)
+        log.info("deployed %d NameServers, %d brokers and %d proxies", len(self.namesrvs), len(self.brokers),
+                 len(self.proxies))
         return self
+
+    def start_proxy(self, index: int) -> str:
+        """Start RocketMQ 5 gRPC proxy `index` (actors.proxy) and return its endpoint once it serves."""
+        name = proxy_actor_name(index)
+        options: dict[str, Any] = {"name": name, "namespace": self.spec.namespace, "num_cpus": 0,
+                                   "max_restarts": self.spec.namesrv_max_restarts, "lifetime": self._lifetime(),
+                                   "get_if_exists": True}
+        handle: Any = ray.remote(ProxyActor).options(**options).remote(
+            name, self.spec.namespace, self.spec.namesrv_names, self.spec.listen_host,
+            self.spec.proxy_listen_port(index))
+        self.proxies[name] = handle
+        self.proxy_endpoints[name] = str(ray.get(handle.endpoint.remote(), timeout=30))
+        return self.proxy_endpoints[name]
 
     def _await_roles(self, specs: list[BrokerSpec]) -> None:
         """Controller mode: wait (at most CONTROLLER_JOIN_S) until the controller has decided these
@@ -270,7 +289,16 @@ class Deployment:
         return outcome
 
     def teardown(self, graceful: bool = True) -> None:
-        """Stop everything this deployment started: brokers first (they unregister), then NameServers."""
+        """Stop everything this deployment started: proxies, brokers (they unregister), then NameServers."""
+        for name in list(self.proxies):
+            handle = self.proxies.pop(name)
+            try:
+                if graceful:
+                    ray.get(handle.shutdown.remote(), timeout=10)
+            except Exception as e:
+                log.info("proxy %s not shut down gracefully: %s", name, type(e).__name__)
+            ray.kill(handle, no_restart=True)
+        self.proxy_endpoints.clear()
         for addr in list(self.brokers):
             try:
                 if graceful:
@@ -338,6 +366,9 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
         dep.controller = _named_actor(CONTROLLER_NAME, namespace)
         spec.controller = True
     for name in names:
+        if name.startswith(PROXY_PREFIX) and (handle := _named_actor(name, namespace)) is not None:
+            dep.proxies[name] = handle
+            continue
         if name in dep.namesrvs or name in (REGISTRY_NAME, CONTROLLER_NAME):
             continue
         handle = _named_actor(name, namespace)

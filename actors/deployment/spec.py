@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.broker.actor import broker_actor_name
+from namesrv.proxy.settings import DEFAULT_GRPC_PORT as DEFAULT_PROXY_PORT
 from namesrv.remoting.config import DEFAULT_BROKER_PORT, DEFAULT_NAMESRV_PORT, LOOPBACK, RemotingServerConfig
 
 DEFAULT_NAMESPACE = "namesrv"
 REGISTRY_SETTINGS = ("profile", "data_dir", "detached", "namesrv_max_restarts", "broker_max_restarts",
                      "namesrv_overrides", "broker_overrides", "namesrv_port", "listen_host", "remoting_overrides",
-                     "broker_port", "controller")
+                     "broker_port", "controller", "proxy_count", "proxy_port")
 """The ClusterSpec fields the registry keeps (actors.deployment.registry): what a restart needs besides the brokers."""
 NAMESRV_PREFIX = "namesrv-"
 
@@ -70,6 +71,11 @@ class ClusterSpec:
     broker_port: int | None = DEFAULT_BROKER_PORT
     """Broker i (in `brokers` order) serves clients on broker_port + 10 * i; 0 takes free ports
     (kept across restarts), None serves Ray callers only."""
+    proxy_count: int = 0
+    """RocketMQ 5 gRPC proxies (actors.proxy) to start after the brokers; 0: none (the default: a
+    deployment that serves only remoting clients starts no gRPC server)."""
+    proxy_port: int | None = DEFAULT_PROXY_PORT
+    """Proxy i serves gRPC on proxy_port + i; 0 takes free ports."""
     controller: bool = False
     """Start the controller (actors.controller.start) before the brokers: they run in controller mode
     (actors.broker.ha.replicas_manager) and a dead master is replaced by a slave."""
@@ -79,6 +85,9 @@ class ClusterSpec:
             return None
         port = self.namesrv_port + self.namesrv_names.index(name) if self.namesrv_port else 0
         return RemotingServerConfig(listen_host=self.listen_host, listen_port=port, **self.remoting_overrides)
+
+    def proxy_listen_port(self, index: int) -> int:
+        return self.proxy_port + index if self.proxy_port else 0
 
     @property
     def namesrv_names(self) -> list[str]:

@@ -334,4 +334,10 @@ class AdminClient(DefaultMQAdminExt):
                 brokers[addr]["replica"] = ray.get(handle.status.remote(), timeout=self.timeout_s)
             except Exception as e:
                 brokers[addr] = {"broker_addr": addr, "error": type(e).__name__}
-        return {"namesrvs": namesrvs, "brokers": brokers}
+        proxies: dict[str, Any] = {}
+        for name, handle in getattr(self.dep, "proxies", {}).items():
+            try:
+                proxies[name] = ray.get(handle.get_status.remote(), timeout=self.timeout_s)
+            except Exception as e:
+                proxies[name] = {"name": name, "error": type(e).__name__}
+        return {"namesrvs": namesrvs, "brokers": brokers, "proxies": proxies}

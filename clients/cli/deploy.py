@@ -81,7 +81,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     spec = ClusterSpec(
         namesrv_count=args.namesrvs, brokers=brokers, profile=args.profile, namespace=args.namespace,
         data_dir=args.data_dir, detached=True, namesrv_port=args.namesrv_port, listen_host=args.listen_host,
-        controller=args.slaves > 0 and not args.no_controller,
+        controller=args.slaves > 0 and not args.no_controller, proxy_count=args.proxies, proxy_port=args.proxy_port,
     )
     spec.broker_overrides.update(replication_overrides(args.slaves, args.broker_role))
     if args.acl is not None:
@@ -103,6 +103,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"deployed {len(dep.namesrvs)} NameServers and {len(dep.brokers)} brokers "
           f"(profile {args.profile}) in Ray namespace {args.namespace!r}")
     print(f"namesrvAddr: {dep.namesrv_addr()}")
+    for name, endpoint in sorted(dep.proxy_endpoints.items()):
+        print(f"{name}: RocketMQ 5 gRPC endpoint {endpoint}")
     return 0
 
 
@@ -143,6 +145,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                           _replication(info)))
     print()
     print(table(("broker", "process", "topics", "messages", "data version", "role", "epoch", "replication"), brows))
+    prows = [(name, "UNREACHABLE " + p["error"], "", "", "") if "error" in p else
+             (name, p["endpoint"], f"pid {p['pid']}", p["sent"], p["telemetry_sessions"])
+             for name, p in sorted(status.get("proxies", {}).items())]
+    if prows:
+        print()
+        print(table(("proxy", "gRPC endpoint", "process", "sent", "telemetry streams"), prows))
     return 0
 
 
@@ -285,6 +293,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--listen-host", default="127.0.0.1",
                    help="where the TCP servers listen: 127.0.0.1 (default, this machine only) or 0.0.0.0 "
                         "(a multi-node cluster: clients on other hosts)")
+    p.add_argument("--proxies", type=int_in(0, 64), default=0,
+                   help="RocketMQ 5 gRPC proxies for the official 5.x clients (docs/proxy.md); 0 (default) starts none")
+    p.add_argument("--proxy-port", type=int, default=8081,
+                   help="proxy i serves gRPC on this port + i (default 8081; 0 takes free ports)")
     p.add_argument("--pin-brokers", action="store_true",
                    help="pin each broker to a node, round-robin over alive nodes (workers first), so a "
                         "restart finds its store on the same disk")

@@ -1,2 +1,3 @@
-"""The RocketMQ 5 proxy's pure core (RocketMQ's proxy module): the gRPC MessagingService mapped onto
-NameServers and brokers goes here; its actors go in `actors/`."""
+"""The RocketMQ 5 proxy's pure core (RocketMQ's proxy module, cluster mode): the gRPC MessagingService
+mapped onto NameServers and brokers (descriptors, routes, sends, transactions, settings, status
+codes); its actors are in `actors/proxy/`."""

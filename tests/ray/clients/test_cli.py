@@ -70,8 +70,9 @@ def test_cli_walk_up_topic_route_status_demo_down(isolated_host: IsolatedHost, t
     host = isolated_host
     data = str(tmp_path / "data")
     out = succeeds(host.run([NAMESRV, "up", "--profile", "fast", "--namesrvs", "1", "--brokers", "broker-a",
-                             "--data-dir", data], timeout=300))
+                             "--data-dir", data, "--proxies", "1"], timeout=300))
     assert "deployed 1 NameServers and 1 brokers" in out
+    assert "proxy-0: RocketMQ 5 gRPC endpoint 127.0.0.1:8081" in out  # docs/proxy.md
     assert any("gcs_server" in p for p in host.processes()), "`namesrv up` started a Ray of its own"
     fails(host.run([NAMESRV, "up", "--data-dir", data]), 1, "already deployed", "namesrv down")
 
@@ -85,6 +86,7 @@ def test_cli_walk_up_topic_route_status_demo_down(isolated_host: IsolatedHost, t
     status = succeeds(host.run([NAMESRV, "status"]))
     assert re.search(r"^namesrv-0\s+ready\s", status, re.M), status
     assert re.search(r"^namesrv-0\s+DefaultCluster\s+broker-a\s+0\s+127\.0\.0\.1:\d+\s.*\syes$", status, re.M), status
+    assert re.search(r"^proxy-0\s+127\.0\.0\.1:8081\s+pid \d+", status, re.M), status
     for verb in ("status", "route", "topic", "down"):
         argv = [NAMESRV, verb, "--namespace", "nothing-here"] + (["TopicA"] if verb in ("route", "topic") else [])
         fails(host.run(argv), 1, "no NameServer in Ray namespace 'nothing-here'")

@@ -1,0 +1,99 @@
+"""A proxy's TCP connections to the brokers (one per address, opened on first use, opened again once
+lost), the producer heartbeats that make the brokers send it check-backs of the topics its clients
+publish (producer group = topic), and those check-backs handed to a callback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from namesrv.protocol.codes import BrokerRequestCode
+from namesrv.proxy.status import ProxyError
+from namesrv.remoting.async_client import AsyncRemotingClient
+from namesrv.remoting.client import RemotingConnectError, RemotingTimeoutError
+from namesrv.remoting.wire_command import RemotingCommand
+
+log = logging.getLogger(__name__)
+CheckBack = Callable[[str, RemotingCommand], None]
+
+
+def tcp_address(addr: str) -> tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ProxyError("INTERNAL_SERVER_ERROR", f"broker {addr!r} serves no TCP port the proxy can reach")
+    return host, int(port)
+
+
+class BrokerLinks:
+    def __init__(self, client_id: str, timeout_s: float, on_check: CheckBack) -> None:
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._on_check = on_check
+        self._conns: dict[str, AsyncRemotingClient] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self.producer_groups: set[str] = set()
+
+    def _on_request(self, conn: AsyncRemotingClient, cmd: RemotingCommand) -> None:
+        if cmd.code == BrokerRequestCode.CHECK_TRANSACTION_STATE:
+            self._on_check(conn.address, cmd)
+
+    async def conn(self, addr: str) -> AsyncRemotingClient:
+        c = self._conns.get(addr)
+        if c is not None and not c.closed:
+            return c
+        lock = self._opening.setdefault(addr, asyncio.Lock())
+        async with lock:
+            c = self._conns.get(addr)
+            if c is None or c.closed:
+                host, port = tcp_address(addr)
+                try:
+                    c = await AsyncRemotingClient.connect(host, port, self.timeout_s, self._on_request)
+                except RemotingConnectError as e:
+                    raise ProxyError("INTERNAL_SERVER_ERROR", str(e)) from None
+                self._conns[addr] = c
+                if self.producer_groups:
+                    await self._heartbeat(c)
+        return c
+
+    async def invoke(self, addr: str, code: int, ext: dict[str, Any], body: bytes | None = None) -> RemotingCommand:
+        c = await self.conn(addr)
+        try:
+            return await c.invoke(code, ext, body, self.timeout_s)
+        except RemotingTimeoutError as e:
+            raise ProxyError("PROXY_TIMEOUT", str(e)) from None
+        except RemotingConnectError as e:
+            raise ProxyError("INTERNAL_SERVER_ERROR", str(e)) from None
+
+    def _heartbeat_body(self) -> bytes:
+        return json.dumps({"clientID": self.client_id, "consumerDataSet": [],
+                           "producerDataSet": [{"groupName": g} for g in sorted(self.producer_groups)]}).encode()
+
+    async def _heartbeat(self, c: AsyncRemotingClient) -> None:
+        try:
+            await c.invoke(BrokerRequestCode.HEART_BEAT, {}, self._heartbeat_body(), self.timeout_s)
+        except (RemotingTimeoutError, RemotingConnectError) as e:
+            log.info("heartbeat to %s failed: %s", c.address, e)
+
+    async def add_producer_groups(self, groups: set[str], addrs: list[str]) -> None:
+        """Register `groups` as producer groups on every broker in `addrs` (and on every open one)."""
+        new = groups - self.producer_groups
+        self.producer_groups |= groups
+        targets = set(addrs) | (set(self._conns) if new else set())
+        for addr in targets:
+            try:
+                await self._heartbeat(await self.conn(addr))
+            except ProxyError as e:
+                log.info("no heartbeat to %s: %s", addr, e.message)
+
+    async def heartbeat_all(self) -> None:
+        for c in list(self._conns.values()):
+            if not c.closed and self.producer_groups:
+                await self._heartbeat(c)
+
+    async def close(self) -> None:
+        for c in self._conns.values():
+            await c.close()
+        self._conns.clear()

@@ -1,0 +1,308 @@
+"""`apache.rocketmq.v2.MessagingService` on grpc.aio, with generic handlers built from the descriptor
+set (namesrv.proxy.descriptors): each RPC maps onto the NameServers (routes) and brokers (TCP
+remoting) through namesrv.proxy's pure mapping. A refused request is answered with its v2 status
+and sends nothing on; an RPC the service does not have gets gRPC's UNIMPLEMENTED; the consumption
+RPCs answer NOT_IMPLEMENTED until the brokers serve POP_MESSAGE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from actors.proxy.brokers import BrokerLinks
+from actors.proxy.routes import RouteCache
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.codec import decode_offset_msg_id
+from namesrv.protocol.message.decoder import decode_messages
+from namesrv.protocol.models import TopicRouteData
+from namesrv.protocol.types import InvalidInput
+from namesrv.proxy import route as routing
+from namesrv.proxy import status as st
+from namesrv.proxy import transaction as txn
+from namesrv.proxy.descriptors import SERVICE, Protocol
+from namesrv.proxy.send import check_topic, plan_send
+from namesrv.proxy.settings import ProxyConfig, server_settings
+from namesrv.proxy.status import ProxyError
+from namesrv.remoting.wire_command import RemotingCommand
+
+log = logging.getLogger(__name__)
+POP_MISSING = "the brokers do not serve pop consumption (POP_MESSAGE) yet: consume with a remoting client"
+NOT_BUILT = ("ReceiveMessage", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue",
+             "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage", "SyncLiteSubscription")
+CLIENT_ID = "x-mq-client-id"
+HEARTBEAT_S = 30.0
+
+
+@dataclass
+class TelemetrySession:
+    client_id: str
+    outbox: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    topics: set[str] = field(default_factory=set)
+    client_type: str = ""
+
+
+def _metadata(context: Any, key: str) -> str:
+    for k, v in context.invocation_metadata() or ():
+        if k == key:
+            return str(v)
+    return ""
+
+
+class MessagingService:
+    def __init__(self, proto: Protocol, config: ProxyConfig, routes: RouteCache, client_id: str,
+                 host: str, port: int) -> None:
+        self.p = proto
+        self.config = config
+        self.routes = routes
+        self.endpoints = routing.endpoints(host, port)
+        self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s, self._on_check)
+        self.sessions: dict[str, TelemetrySession] = {}
+        self._counter = itertools.count()
+        self.calls: dict[str, int] = {}
+        self.sent = 0
+        self.check_backs = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ plumbing
+    def handler(self) -> grpc.GenericRpcHandler:
+        handlers = {}
+        for name, (req_cls, resp_cls, client_stream, server_stream) in self.p.methods().items():
+            behaviour = self._behaviour(name, resp_cls)
+            kwargs = {"request_deserializer": req_cls.FromString, "response_serializer": resp_cls.SerializeToString}
+            if client_stream and server_stream:
+                handlers[name] = grpc.stream_stream_rpc_method_handler(behaviour, **kwargs)
+            elif server_stream:
+                handlers[name] = grpc.unary_stream_rpc_method_handler(behaviour, **kwargs)
+            else:
+                handlers[name] = grpc.unary_unary_rpc_method_handler(behaviour, **kwargs)
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    def _status(self, code: str, message: str) -> Any:
+        return self.p.new("Status", code=self.p.enum("Code", code), message=message)
+
+    def _behaviour(self, name: str, resp_cls: Any) -> Callable[..., Any]:
+        if name == "Telemetry":
+            return self.telemetry
+        if name in ("ReceiveMessage", "PullMessage"):
+            async def not_built_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+                self._count(name)
+                yield resp_cls(status=self._status("NOT_IMPLEMENTED", POP_MISSING))
+            return not_built_stream
+        method: Callable[[Any, Any], Awaitable[Any]] | None = getattr(self, _snake(name), None)
+
+        async def unary(request: Any, context: Any) -> Any:
+            self._count(name)
+            if method is None:
+                return resp_cls(status=self._status("NOT_IMPLEMENTED", POP_MISSING if name in NOT_BUILT
+                                                    else f"{name} is not implemented by this proxy"))
+            try:
+                return await method(request, context)
+            except ProxyError as e:
+                return resp_cls(status=self._status(e.code, e.message))
+            except Exception as e:
+                log.exception("%s failed", name)
+                return resp_cls(status=self._status("INTERNAL_SERVER_ERROR", f"{type(e).__name__}: {e}"))
+        return unary
+
+    def _count(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def heartbeat_loop(self) -> None:
+        """Keep the proxy's producer registrations alive on the brokers (their channel expiry)."""
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            await self.brokers.heartbeat_all()
+
+    @staticmethod
+    def _topic(resource: Any) -> dict[str, str]:
+        out = {"name": str(resource.name)}
+        if resource.resource_namespace:
+            out["resource_namespace"] = str(resource.resource_namespace)
+        return out
+
+    def _ok(self, resp: str, **fields: Any) -> Any:
+        msg = self.p.new(resp)
+        json_format.ParseDict(fields, msg)
+        msg.status.CopyFrom(self._status("OK", "OK"))
+        return msg
+
+    @staticmethod
+    def _master(route: TopicRouteData, broker_name: str) -> str:
+        for b in route.broker_datas:
+            if b.broker_name == broker_name and routing.MASTER_ID in b.broker_addrs:
+                return b.broker_addrs[routing.MASTER_ID]
+        raise ProxyError("INTERNAL_SERVER_ERROR", f"broker {broker_name} has no master in the route")
+
+    # ------------------------------------------------------------------ routes
+    async def query_route(self, request: Any, context: Any) -> Any:
+        topic = check_topic(str(request.topic.name))
+        route = await self.routes.get(topic)
+        queues = routing.message_queues(self._topic(request.topic), route, self.endpoints)
+        return self._ok("QueryRouteResponse", message_queues=queues)
+
+    async def query_assignment(self, request: Any, context: Any) -> Any:
+        topic = check_topic(str(request.topic.name))
+        _check_group(str(request.group.name))
+        route = await self.routes.get(topic)
+        entries = routing.assignments(self._topic(request.topic), route, self.endpoints, fifo=False)
+        if not entries:
+            raise ProxyError("FORBIDDEN", "no readable queue")
+        return self._ok("QueryAssignmentResponse", assignments=entries)
+
+    async def heartbeat(self, request: Any, context: Any) -> Any:
+        return self._ok("HeartbeatResponse")
+
+    async def notify_client_termination(self, request: Any, context: Any) -> Any:
+        client_id = _metadata(context, CLIENT_ID)
+        self.sessions.pop(client_id, None)
+        return self._ok("NotifyClientTerminationResponse")
+
+    # ------------------------------------------------------------------ sending
+    async def send_message(self, request: Any, context: Any) -> Any:
+        plan = plan_send(list(request.messages), self.config, int(time.time() * 1000))
+        route = await self.routes.get(plan.topic)
+        queues = routing.write_queues(route)
+        if not queues:
+            raise ProxyError("FORBIDDEN", f"no writable queue for topic {plan.topic}")
+        queue = routing.select_queue(queues, plan.sharding_key, next(self._counter))
+        if any(m.transactional for m in plan.messages) and plan.topic not in self.brokers.producer_groups:
+            await self.brokers.add_producer_groups({plan.topic}, [queue.broker_addr])  # check-backs reach us
+        entries, codes = [], []
+        for msg in plan.messages:
+            answer = await self.brokers.invoke(queue.broker_addr, BrokerRequestCode.SEND_MESSAGE_V2,
+                                               msg.header(queue.queue_id), msg.body)
+            status = st.from_send_answer(answer.code, answer.remark)
+            entry: dict[str, Any] = {"status": {"code": status.code, "message": status.message}}
+            if answer.code == ResponseCode.SUCCESS:
+                self.sent += 1
+                f = answer.ext_fields or {}
+                entry.update(message_id=msg.message_id, offset=str(int(f.get("queueOffset", "0"))))
+                if msg.transactional:
+                    _, clo = decode_offset_msg_id(str(f.get("msgId", "")).split(",")[0])
+                    entry["transaction_id"] = txn.HalfLocation(queue.broker_name, clo,
+                                                               int(f.get("queueOffset", "0"))).encode()
+            entries.append(entry)
+            codes.append(status.code)
+        resp = self.p.new("SendMessageResponse")
+        json_format.ParseDict({"entries": entries}, resp)
+        total = st.overall(codes)
+        resp.status.CopyFrom(self._status(total.code, total.message))
+        return resp
+
+    async def end_transaction(self, request: Any, context: Any) -> Any:
+        topic = check_topic(str(request.topic.name))
+        half = txn.decode_transaction_id(str(request.transaction_id))
+        route = await self.routes.get(topic)
+        addr = self._master(route, half.broker_name)
+        header = txn.end_transaction_header(topic, half, str(request.message_id), int(request.resolution),
+                                            int(request.source) == txn.SOURCE_SERVER_CHECK)
+        answer = await self.brokers.invoke(addr, BrokerRequestCode.END_TRANSACTION, header)
+        if answer.code != ResponseCode.SUCCESS:
+            status = st.from_remoting(answer.code, answer.remark)
+            raise ProxyError(status.code, status.message)
+        return self._ok("EndTransactionResponse")
+
+    # ------------------------------------------------------------------ telemetry
+    async def telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+        self._count("Telemetry")
+        client_id = _metadata(context, CLIENT_ID)
+        if not client_id:
+            yield self.p.new("TelemetryCommand", status=self._status("CLIENT_ID_REQUIRED", "client id is required"))
+            return
+        session = TelemetrySession(client_id)
+        self.sessions[client_id] = session
+        reader = asyncio.ensure_future(self._read_telemetry(session, request_iterator))
+        try:
+            while True:
+                getter = asyncio.ensure_future(session.outbox.get())
+                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield getter.result()
+                    continue
+                getter.cancel()
+                while not session.outbox.empty():
+                    yield session.outbox.get_nowait()
+                return
+        finally:
+            reader.cancel()
+            if self.sessions.get(client_id) is session:
+                del self.sessions[client_id]
+
+    async def _read_telemetry(self, session: TelemetrySession, request_iterator: Any) -> None:
+        async for cmd in request_iterator:
+            kind = cmd.WhichOneof("command")
+            if kind == "settings":
+                await self._on_settings(session, cmd.settings)
+            elif kind == "thread_stack_trace" or kind == "verify_message_result":
+                log.info("client %s answered %s", session.client_id, kind)
+            else:
+                session.outbox.put_nowait(self.p.new("TelemetryCommand", status=self._status(
+                    "UNRECOGNIZED_CLIENT_TYPE" if kind is None else "NOT_IMPLEMENTED",
+                    f"telemetry command {kind} is not supported")))
+
+    async def _on_settings(self, session: TelemetrySession, settings: Any) -> None:
+        client = json_format.MessageToDict(settings, preserving_proto_field_name=True)
+        session.client_type = str(client.get("client_type", ""))
+        answer = self.p.new("Settings")
+        json_format.ParseDict(server_settings(client, self.config), answer)
+        session.outbox.put_nowait(self.p.new("TelemetryCommand", status=self._status("OK", "OK"), settings=answer))
+        if settings.HasField("publishing"):
+            topics = {str(t.name) for t in settings.publishing.topics}
+            session.topics = topics
+            addrs: list[str] = []
+            for topic in topics:
+                try:
+                    route = await self.routes.get(check_topic(topic))
+                except ProxyError:
+                    continue
+                addrs.extend(q.broker_addr for q in routing.write_queues(route))
+            await self.brokers.add_producer_groups(topics, sorted(set(addrs)))
+
+    def _on_check(self, broker_addr: str, cmd: RemotingCommand) -> None:
+        """A broker asks about a half of a topic our clients publish: to one of them, as a
+        RecoverOrphanedTransactionCommand on its Telemetry stream."""
+        ext = {k: str(v) for k, v in (cmd.ext_fields or {}).items()}
+        topic = ext.get("topic", "")
+        session = next((s for s in self.sessions.values() if topic in s.topics), None)
+        if session is None:
+            log.info("check-back of %s from %s: no producer of it is connected", topic, broker_addr)
+            return
+        try:
+            halves = decode_messages(cmd.body or b"")
+            if not halves:
+                raise ProxyError("BAD_REQUEST", "check-back without a message")
+            command = self.p.new("RecoverOrphanedTransactionCommand")
+            json_format.ParseDict(txn.recover_command(ext, halves[0]), command)
+        except (ProxyError, InvalidInput, ValueError, json_format.ParseError) as e:
+            log.warning("check-back from %s not relayed: %s", broker_addr, e)
+            return
+        self.check_backs += 1
+        session.outbox.put_nowait(self.p.new("TelemetryCommand", recover_orphaned_transaction_command=command))
+
+
+def _check_group(group: str) -> None:
+    if not group or not group.strip():
+        raise ProxyError("ILLEGAL_CONSUMER_GROUP", "the specified group is blank")
+    try:
+        check_topic(group)  # the same name rule (Validators.checkGroup)
+    except ProxyError:
+        raise ProxyError("ILLEGAL_CONSUMER_GROUP", f"the specified group[{group}] contains illegal characters, "
+                                                   "allowing only ^[%|a-zA-Z0-9_-]+$") from None
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")

@@ -1,0 +1,127 @@
+"""A topic's route as RocketMQ's gRPC proxy answers it in cluster mode (RouteActivity): every queue
+of every broker group, each broker at the proxy's own endpoint, and the queues a producer writes to.
+
+Values are dicts in protobuf's JSON form (proto field names) for `ParseDict`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from namesrv.protocol.models import TopicRouteData
+
+PERM_READ, PERM_WRITE = 4, 2
+MASTER_ID = 0
+ALL_MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
+"""The types a queue accepts: this system's topics carry no message type, so every topic is what
+RocketMQ 5 calls MIXED (a topic created with `message.type=NORMAL` would accept only NORMAL)."""
+
+
+def endpoints(host: str, port: int) -> dict[str, Any]:
+    scheme = "IPv4" if host.replace(".", "").isdigit() else "DOMAIN_NAME"
+    return {"scheme": scheme, "addresses": [{"host": host, "port": port}]}
+
+
+def permission(perm: int) -> str:
+    readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+    if readable and writable:
+        return "READ_WRITE"
+    return "READ" if readable else "WRITE" if writable else "NONE"
+
+
+def message_queues(topic: dict[str, str], route: TopicRouteData, proxy: dict[str, Any]) -> list[dict[str, Any]]:
+    """QueryRoute's queues (genMessageQueueFromQueueData): per group and broker, its read-only, then
+    write-only, then read-write queues (a group with no access: at least one NONE queue), each
+    broker's endpoints the proxy's."""
+    brokers = {b.broker_name: b for b in route.broker_datas}
+    out: list[dict[str, Any]] = []
+    for qd in route.queue_datas:
+        group = brokers.get(qd.broker_name)
+        if group is None:
+            break  # as RouteActivity: a queue data without its broker ends the list
+        readable, writable = bool(qd.perm & PERM_READ), bool(qd.perm & PERM_WRITE)
+        r = w = rw = n = 0
+        if readable and writable:
+            rw = min(qd.write_queue_nums, qd.read_queue_nums)
+            r, w = qd.read_queue_nums - rw, qd.write_queue_nums - rw
+        elif writable:
+            w = qd.write_queue_nums
+        elif readable:
+            r = qd.read_queue_nums
+        else:
+            n = max(1, qd.write_queue_nums, qd.read_queue_nums)
+        for broker_id in sorted(group.broker_addrs):
+            broker = {"name": qd.broker_name, "id": broker_id, "endpoints": proxy}
+            perms = ["READ"] * r + ["WRITE"] * w + ["READ_WRITE"] * rw + ["NONE"] * n
+            out.extend({"topic": dict(topic), "id": i, "permission": p, "broker": broker,
+                        "accept_message_types": list(ALL_MESSAGE_TYPES)} for i, p in enumerate(perms))
+    return out
+
+
+def assignments(topic: dict[str, str], route: TopicRouteData, proxy: dict[str, Any],
+                fifo: bool) -> list[dict[str, Any]]:
+    """QueryAssignment's entries: per readable group with a master, one queue -1 (or, for a FIFO
+    group, each read queue). Empty means FORBIDDEN "no readable queue"."""
+    brokers = {b.broker_name: b for b in route.broker_datas}
+    out: list[dict[str, Any]] = []
+    for qd in route.queue_datas:
+        group = brokers.get(qd.broker_name)
+        if not qd.perm & PERM_READ or qd.read_queue_nums <= 0 or group is None or MASTER_ID not in group.broker_addrs:
+            continue
+        broker = {"name": qd.broker_name, "id": MASTER_ID, "endpoints": proxy}
+        ids = range(qd.read_queue_nums) if fifo else [-1]
+        out.extend({"message_queue": {"topic": dict(topic), "id": i, "permission": permission(qd.perm),
+                                      "broker": broker}} for i in ids)
+    return out
+
+
+@dataclass(frozen=True)
+class WriteQueue:
+    broker_name: str
+    broker_addr: str
+    queue_id: int
+
+
+def write_queues(route: TopicRouteData) -> list[WriteQueue]:
+    """The queues a send may go to: each writable group's master, queues 0..writeQueueNums-1."""
+    masters = {b.broker_name: b.broker_addrs.get(MASTER_ID) for b in route.broker_datas}
+    out: list[WriteQueue] = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        addr = masters.get(qd.broker_name)
+        if addr and qd.perm & PERM_WRITE:
+            out.extend(WriteQueue(qd.broker_name, addr, i) for i in range(qd.write_queue_nums))
+    return out
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def consistent_hash(key: int, buckets: int) -> int:
+    """Guava's Hashing.consistentHash(long, int): how RocketMQ's proxy picks a message group's queue."""
+    if buckets <= 0:
+        raise ValueError(f"buckets must be positive, got {buckets}")
+    state = key & 0xFFFFFFFFFFFFFFFF
+    candidate = 0
+    while True:
+        state = (2862933555777941757 * state + 1) & 0xFFFFFFFFFFFFFFFF
+        nxt = int((candidate + 1) / (((state >> 33) + 1) / 2147483648.0))
+        if 0 <= nxt < buckets:
+            candidate = nxt
+        else:
+            return candidate
+
+
+def select_queue(queues: list[WriteQueue], sharding_key: str | None, counter: int) -> WriteQueue:
+    """A message group's queue by consistent hash of the group, else round robin by `counter`."""
+    if not queues:
+        raise ValueError("no writable queue")
+    if sharding_key:
+        return queues[consistent_hash(java_string_hash(sharding_key), len(queues))]
+    return queues[counter % len(queues)]

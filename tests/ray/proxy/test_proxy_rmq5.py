@@ -1,0 +1,264 @@
+"""The RocketMQ 5 gRPC proxy actors (issue 35, points 1-2) with the official 5.x Python client
+(PyPI rocketmq-python-client, run from its own venv): normal, FIFO, delayed and transactional sends
+land on the brokers; an orphaned half is resolved through the client's checker over Telemetry; the
+server's Settings answer the client's; bad requests get the proxy's status codes and send nothing;
+an RPC the service does not have gets UNIMPLEMENTED; a killed proxy is restarted by Ray on its
+endpoint. One deployment (two TCP brokers, one proxy)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psutil
+import pytest
+import ray
+from google.protobuf import json_format
+
+from actors.deployment.launcher import Deployment
+from actors.deployment.placement import free_port
+from actors.deployment.spec import BrokerSpec
+from clients.admin.client import AdminClient
+from namesrv.common.waiting import wait_until
+from namesrv.proxy.descriptors import SERVICE, load
+from tests.support.ray_cluster import pull_all, registered_deployment
+
+ROOT = Path(__file__).resolve().parents[3]
+RMQ5_PYTHON = ROOT / os.environ.get("NAMESRV_RMQ5_VENV", ".venv-rmq5") / "bin" / "python"  # run.sh's venv
+DRIVER = ROOT / "tests" / "support" / "rmq5_client.py"
+P = load()
+
+
+@pytest.fixture(scope="module")
+def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    if not RMQ5_PYTHON.exists():
+        pytest.fail(f"{RMQ5_PYTHON} is missing: `bash run.sh test` makes the RocketMQ 5 client's venv")
+    with registered_deployment(tmp_path_factory.mktemp("proxy"), prefix="proxy",
+                               brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1,
+                               broker_port=0, proxy_count=1, proxy_port=free_port(),
+                               broker_overrides={"transaction_timeout_ms": 1_000,
+                                                 "transaction_check_interval_ms": 500,
+                                                 "timer_precision_ms": 100}) as d:
+        yield d
+
+
+def topic_of(dep: Deployment, prefix: str, queues: int = 2) -> str:
+    topic = f"{prefix}{uuid.uuid4().hex[:6]}"
+    AdminClient(dep).create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+    return topic
+
+
+def endpoint(dep: Deployment) -> str:
+    return next(iter(dep.proxy_endpoints.values()))
+
+
+def run_client(dep: Deployment, topic: str, actions: list[dict[str, Any]], tmp_path: Path,
+               timeout: float = 120) -> list[dict[str, Any]]:
+    spec = tmp_path / f"spec-{uuid.uuid4().hex[:6]}.json"
+    spec.write_text(json.dumps({"endpoint": endpoint(dep), "topic": topic, "actions": actions}))
+    out = subprocess.run([str(RMQ5_PYTHON), str(DRIVER), str(spec)], capture_output=True, text=True,
+                         timeout=timeout, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(actions), out.stdout + out.stderr[-3000:]
+    return results
+
+
+def messages(dep: Deployment, topic: str) -> list[dict[str, Any]]:
+    """Every message of `topic` on every broker, as the brokers' pull reads them."""
+    out = []
+    for broker in dep.brokers.values():
+        for q in range(2):
+            for m in pull_all(broker, topic, q)["messages"]:
+                out.append(m | {"broker": ray.get(broker.get_runtime_info.remote())["broker_name"], "queue": q})
+    return out
+
+
+def props(m: dict[str, Any]) -> dict[str, str]:
+    p = m.get("properties") or {}
+    if isinstance(p, str):
+        from namesrv.protocol.message.properties import string_to_properties
+        return string_to_properties(p)
+    return dict(p)
+
+
+def stub(dep: Deployment, method: str, kind: str = "unary_unary") -> Any:
+    req, resp, _, _ = P.methods()[method]
+    channel = grpc.insecure_channel(endpoint(dep))
+    return getattr(channel, kind)(f"/{SERVICE}/{method}", request_serializer=req.SerializeToString,
+                                  response_deserializer=resp.FromString)
+
+
+def code_name(status: Any) -> str:
+    return P.enum_name("Code", status.code)
+
+
+def test_normal_fifo_and_delayed_sends_land_on_the_brokers(dep: Deployment, tmp_path: Path) -> None:
+    topic = topic_of(dep, "Rmq5Send")
+    actions: list[dict[str, Any]] = [
+        {"op": "send", "body": f"n{i}", "tag": "TagA", "keys": [f"k{i}"], "properties": {"color": "red"}}
+        for i in range(4)]
+    actions += [{"op": "send", "body": f"f{i}", "group": "order-7"} for i in range(5)]
+    actions += [{"op": "send", "body": "late", "delay_s": 2}]
+    t0 = time.time()
+    results = run_client(dep, topic, actions, tmp_path)
+    assert [r for r in results if not r["ok"]] == []
+    wait_until(lambda: len(messages(dep, topic)) == 10, 30, "all ten sends readable (the delayed one after its time)")
+    stored = {m["body"]: m for m in messages(dep, topic)}
+    # normal: tag, keys, user property and the client's message id arrive as the remoting properties
+    n0 = props(stored[b"n0"])
+    assert (n0["TAGS"], n0["KEYS"], n0["color"]) == ("TagA", "k0", "red")
+    assert n0["UNIQ_KEY"] == results[0]["message_id"]
+    assert len({(stored[f"n{i}".encode()]["broker"], stored[f"n{i}".encode()]["queue"]) for i in range(4)}) > 1, \
+        "normal sends spread over the queues"
+    # FIFO: one message group, one queue, in send order
+    fifo = [stored[f"f{i}".encode()] for i in range(5)]
+    assert len({(m["broker"], m["queue"]) for m in fifo}) == 1
+    assert [m["queue_offset"] for m in fifo] == sorted(m["queue_offset"] for m in fifo)
+    assert all(props(m)["__SHARDINGKEY"] == "order-7" for m in fifo)
+    # delayed: put into its topic by the broker's timer at its delivery time: int(now) + 2 s, taken
+    # by the driver at most a second before the client stamps born_timestamp (whole seconds too)
+    late = stored[b"late"]
+    assert late["born_timestamp"] >= int(t0) * 1000
+    assert late["store_timestamp"] >= late["born_timestamp"] + 1000
+
+
+def test_transactions_commit_rollback_and_orphan_check_back(dep: Deployment, tmp_path: Path) -> None:
+    topic = topic_of(dep, "Rmq5Tx")
+    spec = tmp_path / "orphan.json"
+    spec.write_text(json.dumps({"endpoint": endpoint(dep), "topic": topic, "hold": True, "actions": [
+        {"op": "tx", "body": "commit", "resolution": "commit"},
+        {"op": "tx", "body": "rollback", "resolution": "rollback"},
+        {"op": "orphan", "body": "orphan", "wait_s": 60}]}))
+    proc = subprocess.Popen([str(RMQ5_PYTHON), str(DRIVER), str(spec)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        results = [json.loads(proc.stdout.readline()) for _ in range(3)]
+        assert [r for r in results if not r["ok"]] == []
+        assert all(r["transaction_id"] for r in results)
+        assert results[2]["checked"] and results[2]["checked_bodies"] == ["orphan"], \
+            "the broker's check-back reached the client's checker as RecoverOrphanedTransactionCommand"
+        wait_until(lambda: sorted(m["body"] for m in messages(dep, topic)) == [b"commit", b"orphan"], 30,
+                   "the committed half and the orphan the checker committed delivered, the rolled back one not")
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=60)
+    status = ray.get(next(iter(dep.proxies.values())).get_status.remote())
+    assert status["check_backs"] >= 1
+
+
+def test_settings_answer_the_clients_on_telemetry(dep: Deployment) -> None:
+    topic = topic_of(dep, "Rmq5Tel")
+    settings = P.new("Settings")
+    json_format.ParseDict({"client_type": "PRODUCER", "publishing": {"topics": [{"name": topic}]},
+                           "request_timeout": "3s"}, settings)
+    call = stub(dep, "Telemetry", "stream_stream")(iter([P.new("TelemetryCommand", settings=settings)]),
+                                                   metadata=(("x-mq-client-id", "test-client-1"),), timeout=10)
+    first = next(iter(call))
+    assert code_name(first.status) == "OK"
+    s = first.settings
+    assert s.publishing.max_body_size == 4 * 1024 * 1024
+    assert s.backoff_policy.max_attempts == 3
+    assert s.backoff_policy.exponential_backoff.initial.ToMilliseconds() == 10
+    assert [t.name for t in s.publishing.topics] == [topic]
+    consumer = P.new("Settings")
+    json_format.ParseDict({"client_type": "SIMPLE_CONSUMER", "subscription": {"group": {"name": "G1"}}}, consumer)
+    answer = next(iter(stub(dep, "Telemetry", "stream_stream")(
+        iter([P.new("TelemetryCommand", settings=consumer)]), metadata=(("x-mq-client-id", "c2"),), timeout=10)))
+    sub = answer.settings.subscription
+    assert (sub.receive_batch_size, sub.long_polling_timeout.seconds, sub.fifo) == (32, 20, False)
+    assert answer.settings.backoff_policy.max_attempts == 17
+    no_id = next(iter(stub(dep, "Telemetry", "stream_stream")(
+        iter([P.new("TelemetryCommand", settings=consumer)]), timeout=10)))
+    assert code_name(no_id.status) == "CLIENT_ID_REQUIRED"
+
+
+def test_route_assignment_and_consumption_status(dep: Deployment) -> None:
+    topic = topic_of(dep, "Rmq5Route")
+    route = stub(dep, "QueryRoute")(P.new("QueryRouteRequest", topic={"name": topic}), timeout=10)
+    assert code_name(route.status) == "OK"
+    assert len(route.message_queues) == 4  # two brokers x two read-write queues
+    host, port = endpoint(dep).rsplit(":", 1)
+    assert {(a.host, a.port) for q in route.message_queues for a in q.broker.endpoints.addresses} == {(host, int(port))}
+    missing = stub(dep, "QueryRoute")(P.new("QueryRouteRequest", topic={"name": "NoSuchTopic42"}), timeout=10)
+    assert code_name(missing.status) == "TOPIC_NOT_FOUND"
+    assignment = stub(dep, "QueryAssignment")(P.new("QueryAssignmentRequest", topic={"name": topic},
+                                                    group={"name": "G1"}), timeout=10)
+    assert code_name(assignment.status) == "OK"
+    assert sorted((a.message_queue.broker.name, a.message_queue.id) for a in assignment.assignments) == \
+        [("broker-a", -1), ("broker-b", -1)]
+    receive = list(stub(dep, "ReceiveMessage", "unary_stream")(P.new("ReceiveMessageRequest", group={"name": "G1"}),
+                                                              timeout=10))
+    assert [code_name(r.status) for r in receive] == ["NOT_IMPLEMENTED"]
+    ack = stub(dep, "AckMessage")(P.new("AckMessageRequest"), timeout=10)
+    assert code_name(ack.status) == "NOT_IMPLEMENTED"
+    proxies = AdminClient(dep).status()["proxies"]  # what `namesrv status` lists
+    assert [p["endpoint"] for p in proxies.values()] == [endpoint(dep)]
+    assert proxies["proxy-0"]["calls"]["QueryRoute"] >= 2
+
+
+def test_an_unknown_rpc_gets_unimplemented(dep: Deployment) -> None:
+    channel = grpc.insecure_channel(endpoint(dep))
+    call = channel.unary_unary(f"/{SERVICE}/NoSuchMethod", request_serializer=lambda b: b,
+                               response_deserializer=lambda b: b)
+    with pytest.raises(grpc.RpcError) as e:
+        call(b"", timeout=10)
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def _send(dep: Deployment, topic: str, body: bytes, **system: Any) -> Any:
+    msg = P.new("Message")
+    json_format.ParseDict({"topic": {"name": topic}, "system_properties": {"message_id": uuid.uuid4().hex,
+                                                                          "message_type": "NORMAL", **system}}, msg)
+    msg.body = body
+    return stub(dep, "SendMessage")(P.new("SendMessageRequest", messages=[msg]), timeout=10)
+
+
+def test_bad_sends_get_the_proxys_codes_and_send_nothing(dep: Deployment) -> None:
+    topic = topic_of(dep, "Rmq5Bad")
+    cases = [
+        (_send(dep, "", b"x"), "ILLEGAL_TOPIC"),
+        (_send(dep, "bad topic!", b"x"), "ILLEGAL_TOPIC"),
+        (_send(dep, "RMQ_SYS_TRANS_HALF_TOPIC", b"x"), "ILLEGAL_TOPIC"),
+        (_send(dep, topic, b"x" * (4 * 1024 * 1024 + 1)), "MESSAGE_BODY_TOO_LARGE"),
+        (_send(dep, topic, b""), "MESSAGE_BODY_EMPTY"),
+        (_send(dep, topic, b"x", tag="a|b"), "ILLEGAL_MESSAGE_TAG"),
+        (_send(dep, topic, b"x", message_id=""), "ILLEGAL_MESSAGE_ID"),
+        (_send(dep, topic, b"x", delivery_timestamp="2199-01-01T00:00:00Z"), "ILLEGAL_DELIVERY_TIME"),
+        (stub(dep, "SendMessage")(P.new("SendMessageRequest"), timeout=10), "MESSAGE_CORRUPTED"),
+        (stub(dep, "EndTransaction")(P.new("EndTransactionRequest", topic={"name": topic},
+                                           transaction_id="not-ours"), timeout=10), "INVALID_TRANSACTION_ID"),
+    ]
+    assert [code_name(r.status) for r, _ in cases] == [want for _, want in cases]
+    assert messages(dep, topic) == [], "nothing refused reached a broker"
+    ok = _send(dep, topic, b"fine")
+    assert code_name(ok.status) == "OK" and len(messages(dep, topic)) == 1
+
+
+def test_a_killed_proxy_is_restarted_and_serves_the_same_endpoint(dep: Deployment, tmp_path: Path) -> None:
+    topic = topic_of(dep, "Rmq5Restart")
+    handle = next(iter(dep.proxies.values()))
+    pid = ray.get(handle.get_status.remote())["pid"]
+    ray.kill(handle, no_restart=False)
+    wait_until(lambda: not psutil.pid_exists(pid), 30, "the killed proxy's process gone")
+
+    def answers() -> bool:
+        try:
+            return code_name(stub(dep, "QueryRoute")(P.new("QueryRouteRequest", topic={"name": topic}),
+                                                     timeout=2).status) == "OK"
+        except grpc.RpcError:
+            return False
+
+    wait_until(answers, 60, "the restarted proxy serving its endpoint again (its constructor starts the server)")
+    assert ray.get(handle.get_status.remote())["pid"] != pid
+    assert [r["ok"] for r in run_client(dep, topic, [{"op": "send", "body": "after"}], tmp_path)] == [True]
+    assert [m["body"] for m in messages(dep, topic)] == [b"after"]

@@ -1,0 +1,75 @@
+"""QueryRoute / QueryAssignment answers and the send queue choice (namesrv.proxy.route)."""
+
+from __future__ import annotations
+
+from google.protobuf import json_format
+from hypothesis import given
+from hypothesis import strategies as st
+
+from namesrv.protocol.models import BrokerData, QueueData, TopicRouteData
+from namesrv.proxy.descriptors import load
+from namesrv.proxy.route import (
+    assignments,
+    consistent_hash,
+    endpoints,
+    java_string_hash,
+    message_queues,
+    select_queue,
+    write_queues,
+)
+
+P = load()
+PROXY = endpoints("127.0.0.1", 8081)
+TOPIC = {"name": "T"}
+
+
+def route(*groups: tuple[str, int, int, int], slaves: bool = False) -> TopicRouteData:
+    brokers = [BrokerData("c", name, {0: f"10.0.0.{i}:10911"} | ({1: f"10.0.1.{i}:10911"} if slaves else {}))
+               for i, (name, *_) in enumerate(groups)]
+    return TopicRouteData([QueueData(name, r, w, perm) for name, r, w, perm in groups], brokers)
+
+
+def test_queues_by_permission_with_the_proxy_as_every_broker() -> None:
+    queues = message_queues(TOPIC, route(("a", 4, 2, 6), ("b", 2, 2, 4)), PROXY)
+    assert [(q["broker"]["name"], q["id"], q["permission"]) for q in queues] == [
+        ("a", 0, "READ"), ("a", 1, "READ"), ("a", 2, "READ_WRITE"), ("a", 3, "READ_WRITE"),
+        ("b", 0, "READ"), ("b", 1, "READ")]
+    assert all(q["broker"]["endpoints"] == PROXY for q in queues)
+    assert set(queues[0]["accept_message_types"]) == {"NORMAL", "FIFO", "DELAY", "TRANSACTION"}
+    parsed = P.new("QueryRouteResponse")
+    json_format.ParseDict({"message_queues": queues}, parsed)  # the dicts are the message's JSON form
+    assert parsed.message_queues[0].broker.endpoints.addresses[0].port == 8081
+    no_access = message_queues(TOPIC, route(("a", 0, 0, 0)), PROXY)
+    assert [q["permission"] for q in no_access] == ["NONE"]
+    with_slave = message_queues(TOPIC, route(("a", 1, 1, 6), slaves=True), PROXY)
+    assert [q["broker"]["id"] for q in with_slave] == [0, 1]
+
+
+def test_assignments_one_per_readable_master_or_each_queue_when_fifo() -> None:
+    r = route(("a", 4, 4, 6), ("b", 2, 2, 2), ("c", 3, 3, 4))
+    assert [(a["message_queue"]["broker"]["name"], a["message_queue"]["id"]) for a in assignments(TOPIC, r, PROXY,
+                                                                                                   False)] == \
+        [("a", -1), ("c", -1)]
+    assert len(assignments(TOPIC, r, PROXY, True)) == 7
+    assert assignments(TOPIC, route(("a", 4, 4, 2)), PROXY, False) == []
+
+
+def test_write_queues_and_selection() -> None:
+    queues = write_queues(route(("b", 2, 2, 6), ("a", 2, 3, 6), ("c", 2, 2, 4)))
+    assert [(q.broker_name, q.queue_id) for q in queues] == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]
+    assert [select_queue(queues, None, i).queue_id for i in range(6)] == [0, 1, 2, 0, 1, 0]
+    assert len({select_queue(queues, "order-9", i) for i in range(10)}) == 1, "a message group keeps its queue"
+
+
+def test_java_hash() -> None:
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("") == 0
+    assert java_string_hash("polygenelubricants") == -2147483648
+
+
+@given(key=st.integers(-(2 ** 63), 2 ** 63 - 1), buckets=st.integers(1, 500))
+def test_consistent_hash_moves_a_key_only_to_a_new_bucket(key: int, buckets: int) -> None:
+    """Guava's contract: in range, and growing n -> n+1 buckets moves a key only into the new one."""
+    before, after = consistent_hash(key, buckets), consistent_hash(key, buckets + 1)
+    assert 0 <= before < buckets
+    assert after in (before, buckets)
