@@ -22,6 +22,7 @@ entries of `retryFlag queueId value`, as RocketMQ builds them. Pure.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -32,6 +33,7 @@ NORMAL_TOPIC, RETRY_TOPIC, RETRY_TOPIC_V2 = "0", "1", "2"
 POP_ORDER_REVIVE_QUEUE = 999
 """RocketMQ's KeyBuilder.POP_ORDER_REVIVE_QUEUE: the reviveQid of an orderly pop's messages."""
 MAX_HANDLE_CHARS = 1024
+_NUMBER = re.compile(r"-?[0-9]{1,18}")
 
 
 def pop_retry_topic(topic: str, group: str) -> str:
@@ -80,7 +82,7 @@ class ExtraInfo:
 
 
 def _number(text: str, what: str, low: int = 0) -> int:
-    if not text.isascii() or not text.lstrip("-").isdigit() or len(text) > 19:
+    if _NUMBER.fullmatch(text) is None:
         raise InvalidInput(f"illegal extraInfo: {what} {text!r} is not a number")
     value = int(text)
     if value < low:
