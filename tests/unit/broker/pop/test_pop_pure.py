@@ -184,3 +184,23 @@ def test_state_group_commits_and_compacts(tmp_path: Path, monkeypatch: pytest.Mo
     again.open(offsets)
     assert sorted(k[3] for k in again.index.entries) == [28, 29] and offsets.query_offset("G", "T", 0) == 30
     again.close()
+
+
+def test_the_acl_asks_sub_on_the_topic_and_the_group_of_every_pop_code() -> None:
+    from namesrv.acl.broker_resources import wire_resources
+    from namesrv.acl.plain_acl import SUB
+    from namesrv.protocol.codes import BrokerRequestCode as Code
+    from namesrv.remoting.command import RemotingRequest
+
+    want = {"T": SUB, "%RETRY%G": SUB}
+    pop = {"consumerGroup": "G", "topic": "T", "queueId": "-1", "maxMsgNums": "1", "invisibleTime": "1",
+           "pollTime": "0", "bornTime": "0", "initMode": "0"}
+    ack = {"consumerGroup": "G", "topic": "T", "queueId": "0", "offset": "0", "extraInfo": "0 1 2 0 0 b 0 0"}
+    assert wire_resources(RemotingRequest(Code.POP_MESSAGE, pop)) == want
+    assert wire_resources(RemotingRequest(Code.ACK_MESSAGE, ack)) == want
+    assert wire_resources(RemotingRequest(Code.CHANGE_MESSAGE_INVISIBLETIME, ack | {"invisibleTime": "5"})) == want
+    body = b'{"acks": [{"c": "G", "t": "T", "r": "0", "so": 0, "q": 0, "pt": 1, "b": "AQ=="}, ' \
+           b'{"c": "H", "t": "U", "r": "1", "so": 0, "q": 0, "pt": 1, "b": "AQ=="}]}'
+    assert wire_resources(RemotingRequest(Code.BATCH_ACK_MESSAGE, {}, body)) == want | {"U": SUB, "%RETRY%H": SUB}
+    with pytest.raises(InvalidInput):
+        wire_resources(RemotingRequest(Code.BATCH_ACK_MESSAGE, {}, b'{"acks": 5}'))
