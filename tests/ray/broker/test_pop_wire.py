@@ -23,6 +23,7 @@ import ray
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from namesrv.common.waiting import wait_until
+from namesrv.remoting.command import RemotingRequest
 from tests.support.broker import decode_messages
 from tests.support.ray_cluster import registered_deployment
 
@@ -179,6 +180,24 @@ def test_bad_handles_are_refused_and_change_nothing(cluster: tuple[Deployment, R
     assert answer["code"] != SUCCESS
     assert status(dep)["pop_in_flight"] == before
     assert c.ack("PopBad", m)["code"] == SUCCESS
+
+
+def test_pop_and_ack_over_ray_as_over_tcp(cluster: tuple[Deployment, RawClient]) -> None:
+    """A Ray caller (the gRPC proxy actors) sends the same codes through `process` and gets the
+    messages as objects, handle in their properties."""
+    dep, c = cluster
+    broker = dep.brokers[next(iter(dep.brokers))]
+    drain(c, "PopRay")
+    c.send(b"by ray")
+    popped = ray.get(broker.process.remote(RemotingRequest(POP, {
+        "consumerGroup": "PopRay", "topic": TOPIC, "queueId": "-1", "maxMsgNums": "8", "invisibleTime": "60000",
+        "pollTime": "0", "bornTime": "0", "initMode": "0"})), timeout=30)
+    assert popped.code == SUCCESS and [m.body for m in popped.payload.messages] == [b"by ray"]
+    m = popped.payload.messages[0]
+    acked = ray.get(broker.process.remote(RemotingRequest(ACK, {
+        "consumerGroup": "PopRay", "topic": TOPIC, "queueId": str(m.queue_id), "offset": str(m.queue_offset),
+        "extraInfo": m.properties["POP_CK"]})), timeout=30)
+    assert acked.code == SUCCESS
 
 
 def test_a_broker_restart_loses_nothing_in_flight(cluster: tuple[Deployment, RawClient]) -> None:
