@@ -56,6 +56,8 @@ class InflightIndex:
         self._due: list[tuple[int, Key, int]] = []
         """(due at, key, pop time): a min-heap; an item whose entry changed or left is skipped."""
         self._per_queue: dict[QueueKey, set[int]] = {}
+        self._deferred: dict[Key, int] = {}
+        """Entries `restore`d with a later due time than their invisible time gives."""
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -63,6 +65,7 @@ class InflightIndex:
     def add(self, entry: InFlight) -> None:
         """A message popped (again: its former entry, if any, is replaced)."""
         self._per_queue.setdefault((entry.group, entry.topic, entry.queue_id), set()).add(entry.offset)
+        self._deferred.pop(entry.key, None)
         self.entries[entry.key] = entry
         heapq.heappush(self._due, (entry.due_at, entry.key, entry.pop_time))
 
@@ -87,6 +90,7 @@ class InflightIndex:
         now = self.clock()
         changed = replace(entry, pop_time=now if now != entry.pop_time else now + 1, invisible_time=invisible_time)
         self.entries[key] = changed
+        self._deferred.pop(key, None)
         heapq.heappush(self._due, (changed.due_at, key, changed.pop_time))
         return changed
 
@@ -97,27 +101,36 @@ class InflightIndex:
         while self._due and len(out) < limit and self._due[0][0] <= now:
             due_at, key, pop_time = heapq.heappop(self._due)
             entry = self.entries.get(key)
-            if entry is None or entry.pop_time != pop_time or entry.due_at != due_at:
-                continue  # acked, changed or re-popped since
+            if entry is None or not self._current(entry, due_at, pop_time):
+                continue  # acked, changed, re-popped or deferred since
             self._remove(entry)
             out.append(entry)
         return out
 
-    def restore(self, entry: InFlight) -> None:
+    def restore(self, entry: InFlight, not_before: int | None = None) -> None:
         """Put back an entry `take_due` gave out that could not be re-delivered (unless the message
-        was popped again meanwhile): it is due again at once."""
-        if entry.key not in self.entries:
-            self.add(entry)
+        was popped again meanwhile): due again at once, or at `not_before` (ms). Its handle stays
+        what it was."""
+        if entry.key in self.entries:
+            return
+        self.add(entry)
+        if not_before is not None and not_before > entry.due_at:
+            self._deferred[entry.key] = not_before
+            heapq.heappush(self._due, (not_before, entry.key, entry.pop_time))
 
     def next_due(self) -> int | None:
         """When the earliest entry lapses (ms), or None when nothing is in flight."""
         while self._due:
             due_at, key, pop_time = self._due[0]
-            entry = self.entries.get(key)
-            if entry is not None and entry.pop_time == pop_time and entry.due_at == due_at:
+            if self._current(self.entries.get(key), due_at, pop_time):
                 return due_at
             heapq.heappop(self._due)
         return None
+
+    def _current(self, entry: InFlight | None, due_at: int, pop_time: int) -> bool:
+        """Whether a heap item is the entry's current due time."""
+        return (entry is not None and entry.pop_time == pop_time
+                and self._deferred.get(entry.key, entry.due_at) == due_at)
 
     def in_flight(self, group: str, topic: str, queue_id: int) -> int:
         """How many of the queue's messages the group holds in flight (an orderly pop waits for 0)."""
@@ -130,6 +143,7 @@ class InflightIndex:
 
     def _remove(self, entry: InFlight) -> None:
         del self.entries[entry.key]
+        self._deferred.pop(entry.key, None)
         q = (entry.group, entry.topic, entry.queue_id)
         offsets = self._per_queue.get(q)
         if offsets is not None:

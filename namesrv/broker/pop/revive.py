@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 1.0
 BATCH = 256
+RETRY_AFTER_MS = 1000
+"""How long a message whose re-delivery failed waits before the next try."""
 Send = Callable[[list[MessageInner], str, int], Awaitable[SendOutcome]]
 
 
@@ -45,6 +47,7 @@ class PopReviveService:
         self.order_attempts: dict[Key, int] = {}
         self.revived = 0
         self.dead = 0
+        self.failures = 0
         self.lateness_ms: list[int] = []
         """How late each of the last revives was after its invisible time lapsed (figures, tests)."""
         state.on_added = self.notify
@@ -68,16 +71,19 @@ class PopReviveService:
                 pass
 
     async def revive_due(self) -> int:
-        """Re-deliver what is due now; how many entries were handled."""
+        """Re-deliver what is due now; how many entries were handled. One that fails (the store
+        refused it, or a bug) is tried again RETRY_AFTER_MS later and the rest go on: one bad
+        message never stops the revive (apache/rocketmq #9956)."""
         due = self.state.index.take_due(BATCH)
-        for n, entry in enumerate(due):
+        for entry in due:
             try:
                 records = await self._revive(entry)
-            except (MQServerError, OSError) as e:  # not stored: back in the index, tried again
-                log.warning("pop revive of %s failed: %s", entry.key, e)
-                for rest in due[n:]:
-                    self.state.index.restore(rest)
-                return n
+            except Exception as e:  # not stored: back in the index, tried again later
+                log.warning("pop revive of %s failed, again in %d ms: %s", entry.key, RETRY_AFTER_MS, e,
+                            exc_info=not isinstance(e, (MQServerError, OSError)))
+                self.failures += 1
+                self.state.index.restore(entry, self.ctx.clock() + RETRY_AFTER_MS)
+                continue
             await self.state.record(*records)
             self.lateness_ms = [*self.lateness_ms[-9_999:], self.ctx.clock() - entry.due_at]
         return len(due)

@@ -244,3 +244,25 @@ def test_orderly_pop_holds_the_queue_until_its_batch_is_acked(broker: PopBroker)
     assert broker.offsets.query_offset("CG", "T", 0) == 1
     assert broker.ack(again[1]).code == ResponseCode.SUCCESS
     assert [m["body"] for m in popped(broker.pop(order="true"))] == [b"m2"]
+
+
+def test_a_revive_the_store_refuses_waits_and_does_not_stop_the_others(broker: PopBroker) -> None:
+    broker.send(b"a", queue_id=0)
+    broker.send(b"b", queue_id=1)
+    assert len(popped(broker.pop())) == 2
+    broker.clock.advance(INVISIBLE)
+    original = broker.processor.revive.send
+    calls: list[str] = []
+
+    async def first_refused(messages: Any, topic: str, queues: int) -> Any:
+        calls.append(messages[0].body.decode())
+        if len(calls) == 1:
+            raise OSError("disk says no")
+        return await original(messages, topic, queues)
+
+    broker.processor.revive.send = first_refused
+    assert broker.revive() == 2 and broker.processor.revive.failures == 1
+    assert broker.store.max_offset("%RETRY%CG_T", 0) == 1 and len(broker.processor.pop_state.index) == 1
+    assert broker.revive() == 0  # not again at once: no hot loop on a failing store
+    broker.clock.advance(1000)
+    assert broker.revive() == 1 and broker.store.max_offset("%RETRY%CG_T", 0) == 2 and len(calls) == 3

@@ -204,3 +204,19 @@ def test_the_acl_asks_sub_on_the_topic_and_the_group_of_every_pop_code() -> None
     assert wire_resources(RemotingRequest(Code.BATCH_ACK_MESSAGE, {}, body)) == want | {"U": SUB, "%RETRY%H": SUB}
     with pytest.raises(InvalidInput):
         wire_resources(RemotingRequest(Code.BATCH_ACK_MESSAGE, {}, b'{"acks": 5}'))
+
+
+def test_a_restored_entry_can_wait_and_keeps_its_handle() -> None:
+    clock = ManualClock(0)
+    index = InflightIndex(clock)
+    index.add(entry(0, 0, 100))
+    index.add(entry(1, 0, 200))
+    clock.advance(300)
+    first, second = index.take_due()
+    index.restore(first, not_before=1300)
+    index.restore(second)
+    assert index.next_due() == 200 and [e.offset for e in index.take_due()] == [1]
+    assert index.take_due() == [] and index.next_due() == 1300
+    assert index.find(first.key, 0) == first  # the handle still names it
+    clock.advance(1000)
+    assert index.take_due() == [first]
