@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from namesrv.broker.context import BrokerContext
 from namesrv.broker.pop.extra_info import pop_retry_topic
@@ -27,6 +28,8 @@ from namesrv.broker.pop.journal import ack_record, pop_record
 from namesrv.broker.pop.processor import FIRST_POP_TIME, POP_CK
 from namesrv.broker.pop.state import PopState
 from namesrv.broker.processor.types import SendOutcome
+from namesrv.broker.schedule.delivery import SCHEDULE_PROPERTIES
+from namesrv.broker.transaction.service import TRAN_MSG
 from namesrv.protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.remoting.command import MQServerError
@@ -35,6 +38,10 @@ log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 1.0
 BATCH = 256
+PUT_BATCH = 64
+"""Re-deliveries stored per send (one batch of one topic's queue 0)."""
+DROPPED_PROPERTIES = frozenset({POP_CK, TRAN_MSG, *SCHEDULE_PROPERTIES})
+"""Not carried into the retry topic or the DLQ: the old handle, and what would park or half the copy."""
 RETRY_AFTER_MS = 1000
 """How long a message whose re-delivery failed waits before the next try."""
 Send = Callable[[list[MessageInner], str, int], Awaitable[SendOutcome]]
@@ -71,73 +78,116 @@ class PopReviveService:
                 pass
 
     async def revive_due(self) -> int:
-        """Re-deliver what is due now; how many entries were handled. One that fails (the store
-        refused it, or a bug) is tried again RETRY_AFTER_MS later and the rest go on: one bad
-        message never stops the revive (apache/rocketmq #9956)."""
+        """Re-deliver what is due now, a batch at a time: the messages read in one worker-thread
+        call, put as one batch per target topic (queue 0), journalled in one record write. How
+        many entries were handled. What fails (the store refused it, or a bug) is tried again
+        RETRY_AFTER_MS later and the rest go on: one bad message never stops the revive
+        (apache/rocketmq #9956)."""
         due = self.state.index.take_due(BATCH)
-        for entry in due:
+        if not due:
+            return 0
+        store = self.ctx.store
+
+        def read_all() -> list[StoredMessage | None]:
+            out: list[StoredMessage | None] = []
+            for e in due:
+                found = store.read_messages(e.topic, e.queue_id, e.offset, 1)
+                out.append(found.messages[0] if found.messages and found.messages[0].queue_offset == e.offset
+                           else None)
+            return out
+
+        messages = await asyncio.to_thread(read_all)
+        by_topic: dict[str, list[Revival]] = {}
+        records: list[dict[str, object]] = []
+        revived: list[InFlight] = []
+        for entry, message in zip(due, messages, strict=True):
+            r = self._decide(entry, message)
+            if r.message is None:
+                records.extend(r.records)
+                revived.append(entry)
+            else:
+                by_topic.setdefault(r.message.topic, []).append(r)
+        for topic, group in by_topic.items():
             try:
-                records = await self._revive(entry)
+                if self.ctx.topics.create_topic_in_send_message_back_method(topic, 1) is not None:
+                    self.ctx.on_topic_created(topic)
+                for i in range(0, len(group), PUT_BATCH):
+                    part = group[i:i + PUT_BATCH]
+                    await self.send([r.message for r in part if r.message is not None], topic, 1)
+                    for r in part:
+                        self._stored(r)
+                        records.extend(r.records)
+                        revived.append(r.entry)
             except Exception as e:  # not stored: back in the index, tried again later
-                log.warning("pop revive of %s failed, again in %d ms: %s", entry.key, RETRY_AFTER_MS, e,
-                            exc_info=not isinstance(e, (MQServerError, OSError)))
-                self.failures += 1
-                self.state.index.restore(entry, self.ctx.clock() + RETRY_AFTER_MS)
-                continue
-            await self.state.record(*records)
-            self.lateness_ms = [*self.lateness_ms[-9_999:], self.ctx.clock() - entry.due_at]
+                failed = [r for r in group if r.entry not in revived]
+                log.warning("pop revive of %d messages into %s failed, again in %d ms: %s", len(failed), topic,
+                            RETRY_AFTER_MS, e, exc_info=e if not isinstance(e, (MQServerError, OSError)) else None)
+                self.failures += len(failed)
+                for r in failed:
+                    self.state.index.restore(r.entry, self.ctx.clock() + RETRY_AFTER_MS)
+        await self.state.record(*records)
+        now = self.ctx.clock()
+        self.lateness_ms = [*self.lateness_ms, *(now - e.due_at for e in revived)][-10_000:]
         return len(due)
 
-    async def _revive(self, entry: InFlight) -> list[dict[str, object]]:
-        """Deliver one lapsed message again; the journal records that say so."""
+    def _decide(self, entry: InFlight, message: StoredMessage | None) -> Revival:
+        """Where a lapsed message goes: nowhere (gone from the store; an orderly pop's message,
+        popped again from its queue), its retry topic, or the DLQ."""
         ctx = self.ctx
-        found = await asyncio.to_thread(ctx.store.read_messages, entry.topic, entry.queue_id, entry.offset, 1)
-        message = found.messages[0] if found.messages and found.messages[0].queue_offset == entry.offset else None
-        done = [ack_record(entry, "rev")]
+        done: list[dict[str, object]] = [ack_record(entry, "rev")]
         if message is None:
             log.warning("pop revive: %s is no longer in the store", entry.key)
-            return done
+            return Revival(entry, done)
         group = ctx.subscription_groups.find(entry.group)
         max_times = group.retry_max_times if group is not None else 16
+        dlq = f"{DLQ_GROUP_TOPIC_PREFIX}{entry.group}"
         if entry.order:
             attempts = self.order_attempts.get(entry.key, 0) + 1
             if attempts <= max_times:
                 self.order_attempts[entry.key] = attempts
                 ctx.hold.notify(entry.origin_topic, entry.queue_id)  # the queue is free again
-                return done
+                return Revival(entry, done)
+            return Revival(entry, done, self._inner(entry, message, dlq, attempts), dead=True)
+        times = message.reconsume_times + 1
+        if times > max_times:
+            return Revival(entry, done, self._inner(entry, message, dlq, times), dead=True)
+        retry = entry.topic if entry.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) \
+            else pop_retry_topic(entry.origin_topic, entry.group)
+        return Revival(entry, done, self._inner(entry, message, retry, times))
+
+    def _inner(self, entry: InFlight, message: StoredMessage, topic: str, times: int) -> MessageInner:
+        props = {k: v for k, v in message.properties.items() if k not in DROPPED_PROPERTIES}
+        if message.reconsume_times == 0 or FIRST_POP_TIME not in props:
+            props[FIRST_POP_TIME] = str(entry.pop_time)
+        if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            props.setdefault("RETRY_TOPIC", entry.origin_topic)
+        return MessageInner(topic, 0, message.body, props, message.msg_id, message.flag, message.sys_flag,
+                            message.born_timestamp, self.ctx.identity.broker_addr, times)
+
+    def _stored(self, r: Revival) -> None:
+        """A re-delivery is stored: count it; an orderly pop's queue moves past a dead message."""
+        ctx, entry = self.ctx, r.entry
+        if r.dead:
+            self.dead += 1
+        else:
+            self.revived += 1
+            ctx.hold.notify(entry.origin_topic, -1)  # held pops of the topic read its retry topic too
+        if entry.order:
             self.order_attempts.pop(entry.key, None)
-            await self._put(entry, message, f"{DLQ_GROUP_TOPIC_PREFIX}{entry.group}", attempts)
             q = (entry.group, entry.topic, entry.queue_id)
             lowest = self.state.index.lowest_in_flight(*q)
             nxt = lowest if lowest is not None else entry.offset + 1
             if nxt > ctx.offsets.query_offset(*q):
                 ctx.offsets.commit_offset(*q, nxt)
-                done.append(pop_record([], (*q, nxt)))
-            return done
-        times = message.reconsume_times + 1
-        if times > max_times:
-            await self._put(entry, message, f"{DLQ_GROUP_TOPIC_PREFIX}{entry.group}", times)
-        else:
-            retry = entry.topic if entry.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) \
-                else pop_retry_topic(entry.origin_topic, entry.group)
-            await self._put(entry, message, retry, times)
-        ctx.hold.notify(entry.origin_topic, -1)  # held pops of the topic read its retry topic too
-        return done
+                r.records.append(pop_record([], (*q, nxt)))
+            ctx.hold.notify(entry.origin_topic, entry.queue_id)
 
-    async def _put(self, entry: InFlight, message: StoredMessage, topic: str, times: int) -> None:
-        ctx = self.ctx
-        props = {k: v for k, v in message.properties.items() if k != POP_CK}
-        if message.reconsume_times == 0 or FIRST_POP_TIME not in props:
-            props[FIRST_POP_TIME] = str(entry.pop_time)
-        dead = topic.startswith(DLQ_GROUP_TOPIC_PREFIX)
-        if dead:
-            props.setdefault("RETRY_TOPIC", entry.origin_topic)
-        if ctx.topics.create_topic_in_send_message_back_method(topic, 1) is not None:
-            ctx.on_topic_created(topic)
-        inner = MessageInner(topic, 0, message.body, props, message.msg_id, message.flag, message.sys_flag,
-                             message.born_timestamp, ctx.identity.broker_addr, times)
-        await self.send([inner], topic, 1)
-        if dead:
-            self.dead += 1
-        else:
-            self.revived += 1
+
+@dataclass(slots=True)
+class Revival:
+    entry: InFlight
+    records: list[dict[str, object]]
+    """The journal records once it is done."""
+    message: MessageInner | None = None
+    """What to store (retry topic or DLQ); None: nothing to store."""
+    dead: bool = False
