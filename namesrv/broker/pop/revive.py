@@ -55,12 +55,18 @@ class PopReviveService:
         self.revived = 0
         self.dead = 0
         self.failures = 0
+        self._journalling: set[asyncio.Task[None]] = set()
         self.lateness_ms: list[int] = []
         """How late each of the last revives was after its invisible time lapsed (figures, tests)."""
         state.on_added = self.notify
 
     def notify(self) -> None:
         self._wake.set()
+
+    async def journalled(self) -> None:
+        """Until the journal holds every revive so far (shutdown, tests)."""
+        while self._journalling:
+            await asyncio.gather(*self._journalling)
 
     async def run(self, closed: Callable[[], bool]) -> None:
         """Revive until `closed()`: when the earliest entry is due, at least every IDLE_WAIT_S."""
@@ -76,12 +82,13 @@ class PopReviveService:
                 await asyncio.wait_for(self._wake.wait(), wait)
             except TimeoutError:
                 pass
+        await self.journalled()
 
     async def revive_due(self) -> int:
         """Re-deliver what is due now, a batch at a time: the messages read in one worker-thread
-        call, put as one batch per target topic (queue 0), journalled in one record write. How
-        many entries were handled. What fails (the store refused it, or a bug) is tried again
-        RETRY_AFTER_MS later and the rest go on: one bad message never stops the revive
+        call, stored in batches per target topic (queue 0, all batches at once), journalled in one
+        record write. How many entries were handled. What fails (the store refused it, or a bug)
+        is tried again RETRY_AFTER_MS later and the rest go on: one bad message never stops the revive
         (apache/rocketmq #9956)."""
         due = self.state.index.take_due(BATCH)
         if not due:
@@ -107,28 +114,38 @@ class PopReviveService:
                 revived.append(entry)
             else:
                 by_topic.setdefault(r.message.topic, []).append(r)
-        for topic, group in by_topic.items():
-            try:
-                if self.ctx.topics.create_topic_in_send_message_back_method(topic, 1) is not None:
-                    self.ctx.on_topic_created(topic)
-                for i in range(0, len(group), PUT_BATCH):
-                    part = group[i:i + PUT_BATCH]
-                    await self.send([r.message for r in part if r.message is not None], topic, 1)
-                    for r in part:
-                        self._stored(r)
-                        records.extend(r.records)
-                        revived.append(r.entry)
-            except Exception as e:  # not stored: back in the index, tried again later
-                failed = [r for r in group if r.entry not in revived]
-                log.warning("pop revive of %d messages into %s failed, again in %d ms: %s", len(failed), topic,
-                            RETRY_AFTER_MS, e, exc_info=e if not isinstance(e, (MQServerError, OSError)) else None)
-                self.failures += len(failed)
-                for r in failed:
-                    self.state.index.restore(r.entry, self.ctx.clock() + RETRY_AFTER_MS)
-        await self.state.record(*records)
+        await asyncio.gather(*(self._store_batch(topic, part, records, revived)
+                               for topic, group in by_topic.items()
+                               for part in (group[i:i + PUT_BATCH] for i in range(0, len(group), PUT_BATCH))))
+        # Journalled in the background (in order, behind the earlier records): a crash before it is
+        # on disk revives these again after the restart (at least once), so the next batch need not
+        # wait for the fsync.
+        if records:
+            task = asyncio.get_running_loop().create_task(self.state.record(*records))
+            self._journalling.add(task)
+            task.add_done_callback(self._journalling.discard)
         now = self.ctx.clock()
         self.lateness_ms = [*self.lateness_ms, *(now - e.due_at for e in revived)][-10_000:]
         return len(due)
+
+    async def _store_batch(self, topic: str, part: list[Revival], records: list[dict[str, object]],
+                           revived: list[InFlight]) -> None:
+        """Store one batch of re-deliveries of one topic; on failure, put them back for later."""
+        try:
+            if self.ctx.topics.create_topic_in_send_message_back_method(topic, 1) is not None:
+                self.ctx.on_topic_created(topic)
+            await self.send([r.message for r in part if r.message is not None], topic, 1)
+        except Exception as e:  # not stored: back in the index, tried again later
+            log.warning("pop revive of %d messages into %s failed, again in %d ms: %s", len(part), topic,
+                        RETRY_AFTER_MS, e, exc_info=e if not isinstance(e, (MQServerError, OSError)) else None)
+            self.failures += len(part)
+            for r in part:
+                self.state.index.restore(r.entry, self.ctx.clock() + RETRY_AFTER_MS)
+            return
+        for r in part:
+            self._stored(r)
+            records.extend(r.records)
+            revived.append(r.entry)
 
     def _decide(self, entry: InFlight, message: StoredMessage | None) -> Revival:
         """Where a lapsed message goes: nowhere (gone from the store; an orderly pop's message,

@@ -60,7 +60,11 @@ class PopBroker(Broker):
         return self.ack(m, code=Code.CHANGE_MESSAGE_INVISIBLETIME, invisibleTime=invisible, **kw)
 
     def revive(self) -> int:
-        return asyncio.run(self.processor.revive.revive_due())
+        async def run() -> int:
+            n = await self.processor.revive.revive_due()
+            await self.processor.revive.journalled()
+            return n
+        return asyncio.run(run())
 
 
 @pytest.fixture
