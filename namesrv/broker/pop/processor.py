@@ -173,9 +173,11 @@ class PopMessageProcessor:
         return topic[len(prefix):] if topic.startswith(prefix) else topic
 
     def _anything_new(self, h: PopMessageRequestHeader) -> bool:
-        """Whether a queue this pop reads holds something past the group's offset (the held pop's
-        wake-up check)."""
+        """Whether a queue this pop may take holds something past the group's offset (the held
+        pop's wake-up check)."""
         for topic, queue_id in self._queues(h):
+            if h.order and self.state.index.in_flight(h.consumer_group, topic, queue_id):
+                continue  # held by the group's batch in flight: its ack or revive wakes this pop
             offset, _ = self._start_offset(h.consumer_group, topic, queue_id, h.init_mode)
             if self.ctx.fence.max_offset(topic, queue_id) > offset:
                 return True

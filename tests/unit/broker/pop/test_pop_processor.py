@@ -21,6 +21,8 @@ from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.models import TopicConfig
+from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.pipeline import RequestContext
 from namesrv.remoting.wire_command import RemotingCommand
 from tests.support.broker import ADDR, Broker, decode_messages
 
@@ -271,3 +273,43 @@ def test_a_revive_the_store_refuses_waits_and_does_not_stop_the_others(broker: P
     broker.clock.advance(1000)
     assert broker.revive() == 1 and len(calls) == 3
     assert [broker.store.max_offset(t, 0) for t in retried] == [1, 1]
+
+
+def test_a_held_orderly_pop_waits_for_the_ack_not_for_new_messages(broker: PopBroker) -> None:
+    broker.topics.update_topic_config(TopicConfig(topic_name="T", read_queue_nums=1, write_queue_nums=1))
+    broker.send(b"m0")
+    [m] = popped(broker.pop(order="true"))
+    broker.send(b"m1")  # the queue has more, but the group's batch holds it
+
+    async def held_then_acked() -> tuple[Any, int]:
+        loop = asyncio.get_running_loop()
+        ext = {"consumerGroup": "CG", "topic": "T", "queueId": -1, "maxMsgNums": 1, "invisibleTime": INVISIBLE,
+               "pollTime": 30_000, "bornTime": 0, "initMode": 0, "order": "true"}
+        pending = broker.processor.process(RemotingRequest(Code.POP_MESSAGE, {k: str(v) for k, v in ext.items()}),
+                                           RequestContext())
+        task = asyncio.ensure_future(pending)  # type: ignore[arg-type]
+        passes = 0
+        original = broker.processor.popper.pop
+
+        async def counted(*args: Any) -> Any:
+            nonlocal passes
+            passes += 1
+            return await original(*args)
+
+        broker.processor.popper.pop = counted  # type: ignore[method-assign]
+        for _ in range(50):  # the hold stays put: no pass after pass while the queue is held
+            await asyncio.sleep(0)
+        assert not task.done()
+        started = loop.time()
+        ack = {"consumerGroup": "CG", "topic": "T", "queueId": 0, "offset": 0, "extraInfo": m["props"]["POP_CK"]}
+        answer = broker.processor.process(RemotingRequest(Code.ACK_MESSAGE, {k: str(v) for k, v in ack.items()}),
+                                          RequestContext())
+        if not isinstance(answer, RemotingResponse):
+            await answer
+        result = await asyncio.wait_for(task, 5)
+        assert loop.time() - started < 5
+        return result, passes
+
+    result, passes = asyncio.run(held_then_acked())
+    assert result.code == ResponseCode.SUCCESS and [m.body for m in result.payload.messages] == [b"m1"]
+    assert passes <= 2
