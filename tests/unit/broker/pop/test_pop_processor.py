@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.pop.extra_info import decode_extra_info, parse_offset_info
@@ -313,3 +315,26 @@ def test_a_held_orderly_pop_waits_for_the_ack_not_for_new_messages(broker: PopBr
     result, passes = asyncio.run(held_then_acked())
     assert result.code == ResponseCode.SUCCESS and [m.body for m in result.payload.messages] == [b"m1"]
     assert passes <= 2
+
+
+FIELDS = ["consumerGroup", "topic", "queueId", "offset", "extraInfo", "invisibleTime", "maxMsgNums", "pollTime",
+          "bornTime", "initMode", "order", "expType", "exp"]
+VALUES = st.one_of(st.sampled_from(["CG", "T", "0", "1", "-1", "33", "", "true", "TAG", "*", "a > 1",
+                                    "0 1 2 0 0 broker-a 0 0", "0 1 2 0 1 broker-a 0 0", "99999999999999999999"]),
+                   st.text(max_size=12))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from([Code.POP_MESSAGE, Code.ACK_MESSAGE, Code.CHANGE_MESSAGE_INVISIBLETIME,
+                        Code.BATCH_ACK_MESSAGE]),
+       st.dictionaries(st.sampled_from(FIELDS), VALUES, max_size=8), st.binary(max_size=64))
+def test_any_pop_request_gets_an_answer_and_a_refused_one_changes_nothing(broker: PopBroker, code: int,
+                                                                          ext: dict[str, str], body: bytes) -> None:
+    if not broker.processor.pop_state.index.entries:
+        broker.send(b"kept")
+        assert popped(broker.pop(invisible=600_000_000))
+    index = broker.processor.pop_state.index
+    before = (dict(index.entries), broker.state())
+    answer = broker.call(code, ext, body)  # a bug would raise out of the processor
+    if answer.code != ResponseCode.SUCCESS:
+        assert (dict(index.entries), broker.state()) == before
