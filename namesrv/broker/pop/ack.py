@@ -11,6 +11,7 @@ itself or its pop retry topic, and its pop time which delivery it is. Answers:
     INVALID_PARAMETER  the extraInfo does not parse (RocketMQ's ExtraInfoUtil would throw)
     TOPIC_NOT_EXIST    the (real) topic is unknown
     MESSAGE_ILLEGAL    the queue id is not one of the topic's, as RocketMQ
+    SERVICE_NOT_AVAILABLE  the broker is not a master (pop state lives on masters)
     NO_MESSAGE         the offset is outside the queue ("offset is illegal, ..." as RocketMQ), or
                        the message is not in flight under that handle: acked already, revived
                        (its invisible time lapsed), or the handle is older than a change
@@ -56,8 +57,15 @@ class AckMessageProcessor:
         }
 
     # ------------------------------------------------------------------ checks
+    def _writable(self) -> None:
+        """Only a master holds pop state (a slave's index is empty: it would answer NO_MESSAGE)."""
+        if not self.ctx.guard.writable:
+            raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                f"the broker[{self.ctx.identity.broker_addr}] is not a master: no ack")
+
     def _handle(self, h: AckMessageRequestHeader) -> tuple[ExtraInfo, Key]:
         """The handle and the message it names; MQServerError when either is not valid."""
+        self._writable()
         try:
             info = decode_extra_info(h.extra_info)
         except InvalidInput as e:
@@ -90,6 +98,7 @@ class AckMessageProcessor:
         return self._acked(cmd, [entry], "")
 
     def _batch_ack(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
+        self._writable()
         body = batch_ack_body(json_body(cmd.body, "batch ack"))
         wanted: list[tuple[Key, int]] = []
         for a in body.acks:  # every entry checked before anything changes

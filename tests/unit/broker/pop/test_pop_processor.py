@@ -338,3 +338,12 @@ def test_any_pop_request_gets_an_answer_and_a_refused_one_changes_nothing(broker
     answer = broker.call(code, ext, body)  # a bug would raise out of the processor
     if answer.code != ResponseCode.SUCCESS:
         assert (dict(index.entries), broker.state()) == before
+
+
+def test_a_slave_refuses_pops_and_acks(tmp_path: Path) -> None:
+    slave = PopBroker(tmp_path, broker_role="SLAVE")
+    assert not slave.processor.role.writable
+    assert slave.pop().code == ResponseCode.SERVICE_NOT_AVAILABLE
+    m = {"queue_id": 0, "queue_offset": 0, "props": {"POP_CK": "0 1 2 0 0 broker-a 0 0"}}
+    assert slave.ack(m).code == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert slave.change(m, 5).code == ResponseCode.SERVICE_NOT_AVAILABLE
