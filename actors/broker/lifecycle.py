@@ -138,7 +138,8 @@ class BrokerController:
         self.role = RoleGuard(config, broker_id, clock)
         self.processor = BrokerProcessor(identity, config, self.topics, self.store, self.offsets, clock,
                                          on_topic_created=self._topic_created,
-                                         on_group_changed=self._group_changed, role=self.role, groups=self.groups)
+                                         on_group_changed=self._group_changed, role=self.role, groups=self.groups,
+                                         pop_journal=store_dir / "config" / "popInflight.journal")
         self.ha_master = HAMasterService(self.store, self.role, self.topics, self.offsets, config)
         self.ha_master.groups = self.groups
         self.ha_master.tcp_addr = addr if remoting is not None else None
@@ -192,6 +193,7 @@ class BrokerController:
         self.pipeline.register(OffsetResetProcessor(self.processor.context, self.to_clients.reset_offsets).handlers)
         self.pipeline.register(ReplyMessageProcessor(self.processor.context, self.to_clients.call_client).handlers)
         self._schedule_task: asyncio.Task[None] | None = None
+        self._revive_task: asyncio.Task[None] | None = None
         self.replicas = ReplicasManager(self, namespace, broker_id, master_role, channel_of(self.token)) \
             if controller_mode else None
         if self.replicas is not None:
@@ -253,6 +255,7 @@ class BrokerController:
         await self.persist_offsets()
         await self.schedule.persist(force=True)
         await self.durable()
+        await asyncio.to_thread(self.processor.pop_state.close)
         await asyncio.to_thread(self.store.close)
         return outcomes
 
@@ -273,14 +276,19 @@ class BrokerController:
 
     # ------------------------------------------------------------------ roles (controller mode)
     def start_master_services(self) -> None:
-        """Scheduled delivery (transaction checks and the SyncStateSet shrink are steps that act
-        only while this broker is a master)."""
+        """Scheduled delivery and the pop revive (transaction checks and the SyncStateSet shrink
+        are steps that act only while this broker is a master)."""
         if self.role.writable and (self._schedule_task is None or self._schedule_task.done()):
             self._schedule_task = self.loop.spawn(
                 "deliver-scheduled", self.schedule.run(lambda: self.loop.closed or not self.role.writable))
+        if self.role.writable and (self._revive_task is None or self._revive_task.done()):
+            self._revive_task = self.loop.spawn(
+                "pop-revive", self.processor.revive.run(lambda: self.loop.closed or not self.role.writable))
 
     async def stop_master_services(self) -> None:
-        """After the fence: the schedule service sees it is no longer master, persists and ends."""
+        """After the fence: the schedule service sees it is no longer master, persists and ends
+        (the pop revive sees it too)."""
+        self.processor.revive.notify()
         task = self._schedule_task
         if task is not None and not task.done():
             self.schedule.notify()

@@ -4,7 +4,8 @@ the request's typed header: the object the processor acts on, not the raw extFie
 A topic maps to the permission the request needs on it; a group is its retry topic
 (`%RETRY%group`), as RocketMQ keys group permissions. A send to a retry topic needs SUB on that
 group (a consumer re-sending to its own group), any other send PUB on its topic; a pull, an offset
-query or commit SUB on the topic and the group; a heartbeat SUB on every group and topic it
+query or commit, a pop, an ack (each of a batch) or a change of invisible time SUB on the topic and
+the group; a heartbeat SUB on every group and topic it
 subscribes to; a query by key SUB on its topic; a view by offset SUB on the topic it names, and
 the processor checks the topic of the message it finds (RocketMQ's PlainAccessValidator checks
 only the topic the request names). A reply is a send to its reply topic; an offset reset or clone
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from namesrv.acl.plain_acl import PUB, SUB
+from namesrv.broker.pop.headers import AckMessageRequestHeader, PopMessageRequestHeader, batch_ack_body
 from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import (
     CloneGroupOffsetRequestHeader,
@@ -60,6 +62,9 @@ WIRE_HEADERS: dict[int, type[Header]] = {
     BrokerRequestCode.SEND_REPLY_MESSAGE_V2: SendMessageRequestHeader,
     BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader,
     BrokerRequestCode.CLONE_GROUP_OFFSET: CloneGroupOffsetRequestHeader,
+    BrokerRequestCode.POP_MESSAGE: PopMessageRequestHeader,
+    BrokerRequestCode.ACK_MESSAGE: AckMessageRequestHeader,
+    BrokerRequestCode.CHANGE_MESSAGE_INVISIBLETIME: AckMessageRequestHeader,
 }
 """The header model the broker's processor reads for each code the ACL looks into."""
 
@@ -75,7 +80,7 @@ def header_resources(code: int, header: Header | None) -> dict[str, int]:
     if isinstance(header, CloneGroupOffsetRequestHeader):
         return ({header.topic: SUB} if header.topic else {}) | {retry + header.src_group: SUB,
                                                                  retry + header.dest_group: SUB}
-    if isinstance(header, PullMessageRequestHeader):
+    if isinstance(header, (PullMessageRequestHeader, PopMessageRequestHeader, AckMessageRequestHeader)):
         return {header.topic: SUB, retry + header.consumer_group: SUB}
     if isinstance(header, ConsumerQueueHeader):  # QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET
         return {header.topic: SUB, retry + header.consumer_group: SUB}
@@ -115,4 +120,11 @@ def wire_resources(cmd: Request) -> dict[str, int]:
             raise InvalidInput(f"heartbeat body: {e}") from None
         if isinstance(heartbeat, dict):
             resources |= heartbeat_resources(heartbeat)
+    if cmd.code == BrokerRequestCode.BATCH_ACK_MESSAGE:  # each ack as ACK_MESSAGE: SUB on its topic and group
+        try:
+            body = batch_ack_body(fastjson.loads(cmd.body or b"null"))
+        except fastjson.JsonError as e:
+            raise InvalidInput(f"batch ack body: {e}") from None
+        for ack in body.acks:
+            resources |= {ack.topic: SUB, RETRY_GROUP_TOPIC_PREFIX + ack.consumer_group: SUB}
     return resources

@@ -105,6 +105,14 @@ class BrokerRequestCode(IntEnum):
     """SEND_REPLY_MESSAGE with SEND_MESSAGE_V2's one-letter header."""
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     """Broker -> requester, awaiting its answer: the reply to its request (ReplyMessageRequestHeader)."""
+    POP_MESSAGE = 200050
+    """RocketMQ 5 pop: messages of a topic made invisible to the group for invisibleTime (namesrv.broker.pop)."""
+    ACK_MESSAGE = 200051
+    """A popped message is done: it never comes back (by its extraInfo)."""
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    """A popped message stays invisible for a new invisibleTime from now (a new handle)."""
+    BATCH_ACK_MESSAGE = 200151
+    """ACK_MESSAGE of many messages in one body (BatchAckMessageRequestBody)."""
     HA_TRANSFER = 9001
     """Not RocketMQ's (it has no remoting code for HA; 5.3 uses none between 3010 and 200050): a
     slave's replication long poll on its master's client port (namesrv.store.ha.wire)."""
@@ -149,3 +157,7 @@ class ResponseCode(IntEnum):
     INVALID_PARAMETER = 29
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
+    NO_MESSAGE = 208
+    """A pop found nothing, or an ack/change named no message in flight."""
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210

@@ -51,9 +51,12 @@ class PullHoldService:
             self.held -= 1
 
     def notify(self, topic: str, queue_id: int) -> None:
-        event = self._waiters.pop((topic, queue_id), None)
-        if event is not None:
-            event.set()
+        """Wake the holds of the queue, and those of any queue of the topic (queue id -1: a pop of
+        every queue, namesrv.broker.pop)."""
+        for key in ((topic, queue_id), (topic, -1)):
+            event = self._waiters.pop(key, None)
+            if event is not None:
+                event.set()
 
     def notify_all(self) -> None:
         for key in list(self._waiters):

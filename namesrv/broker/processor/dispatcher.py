@@ -9,6 +9,9 @@ through one `BrokerContext` (namesrv.broker.context):
     ClientManageProcessor    (client_processor)   heartbeat, unregister, check client config
     ConsumerManageProcessor  (consumer_processor) consumer list, consumer offsets, queue offsets
     AdminRuntimeProcessor    (admin_processor)    queue locks of orderly consumers, runtime info
+    EndTransactionProcessor  (transactions)       commit or roll back a prepared message
+    PopMessageProcessor      (popper)             RocketMQ 5's pop (namesrv.broker.pop)
+    AckMessageProcessor      (acker)              ack, batch ack, change invisible time of a popped message
 
 Adding a broker request code means writing its handler in the right processor and adding one line
 to that processor's `handlers`; `BrokerProcessor` picks it up. (The topic and config codes of
@@ -43,12 +46,17 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from namesrv.broker.client.consumer_manager import ConsumerManager, SubscriptionData
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.context import BrokerContext, MayRead
+from namesrv.broker.pop.ack import AckMessageProcessor
+from namesrv.broker.pop.processor import PopMessageProcessor
+from namesrv.broker.pop.revive import PopReviveService
+from namesrv.broker.pop.state import PopState
 from namesrv.broker.processor.admin import AdminRuntimeProcessor
 from namesrv.broker.processor.client_manage import ClientManageProcessor
 from namesrv.broker.processor.consumer_manage import ConsumerManageProcessor
@@ -95,7 +103,10 @@ class BrokerProcessor:
         on_group_changed: Callable[[str, list[str]], None] = lambda group, channels: None,
         role: RoleGuard | None = None,
         groups: SubscriptionGroupManager | None = None,
+        pop_journal: str | Path | None = None,
     ) -> None:
+        """`pop_journal`: the file the pop state persists to (None: in memory only); loaded by
+        `open_pop` once the consumer offsets are."""
         self.context = BrokerContext(identity, config, topics, store, offsets, clock, on_topic_created,
                                      on_group_changed, delay_levels_ms=parse_delay_levels(config.message_delay_level),
                                      role=role if role is not None else RoleGuard(config, identity.broker_id, clock),
@@ -106,8 +117,14 @@ class BrokerProcessor:
         self.consumer_manager = ConsumerManageProcessor(self.context)
         self.admin = AdminRuntimeProcessor(self.context)
         self.transactions = EndTransactionProcessor(self.context)
+        self.pop_state = PopState(clock, pop_journal)
+        self.pop_state.open(offsets)
+        self.popper = PopMessageProcessor(self.context, self.pop_state)
+        self.acker = AckMessageProcessor(self.context, self.pop_state)
+        self.revive = PopReviveService(self.context, self.pop_state, self.sender.send)
         self.handlers: dict[int, Handler] = {}
-        for processor in (self.sender, self.puller, self.clients, self.consumer_manager, self.admin, self.transactions):
+        for processor in (self.sender, self.puller, self.clients, self.consumer_manager, self.admin, self.transactions,
+                          self.popper, self.acker):
             for code, handler in processor.handlers.items():
                 if code in self.handlers:
                     raise ValueError(f"broker request code {code} has two handlers")

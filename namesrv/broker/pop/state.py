@@ -1,0 +1,91 @@
+"""A broker's pop state: the invisibility index, its journal with group commit, the queues being
+popped right now, and the pop offsets the journal recorded.
+
+The index lives on the broker's event loop; every change is made there first, then recorded:
+`record` queues the journal records and resolves once they are on disk. Records queued while a
+write is under way go out together in the next one (one fsync for many pops and acks), in the
+order they were queued. Pure apart from the journal's file (no Ray, no sockets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.pop.inflight import InflightIndex, QueueKey
+from namesrv.broker.pop.journal import PopJournal
+from namesrv.common.clock import Clock
+
+
+class PopState:
+    def __init__(self, clock: Clock, journal_path: str | Path | None = None) -> None:
+        self.clock = clock
+        self.index = InflightIndex(clock)
+        self.journal = PopJournal(journal_path)
+        self.pop_offsets: dict[QueueKey, int] = {}
+        """The last pop offset recorded per (group, topic, queue): compaction keeps them."""
+        self.busy: set[QueueKey] = set()
+        """Queues a pop is reading now: another pop of the group skips them (RocketMQ's queue lock)."""
+        self.on_added: Callable[[], None] = lambda: None
+        """Called when an entry joined the index (the revive service looks at its next due time)."""
+        self._pending: list[dict[str, Any]] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._writing = False
+        self._writer: asyncio.Task[None] | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pop-journal")
+
+    def open(self, offsets: ConsumerOffsetManager) -> None:
+        """Load the journal: the entries in flight, and the pop offsets committed where the offsets
+        file is behind (a crash within its persist interval)."""
+        recorded = self.journal.load(self.index)
+        for (group, topic, queue_id), offset in recorded.items():
+            self.pop_offsets[(group, topic, queue_id)] = offset
+            if offsets.query_offset(group, topic, queue_id) < offset:
+                offsets.commit_offset(group, topic, queue_id, offset)
+
+    async def record(self, *records: dict[str, Any]) -> None:
+        """Journal `records`; returns once they are fsynced (at once without a journal)."""
+        if self.journal.path is None or not records:
+            return
+        for r in records:
+            if r["op"] == "pop" and "next" in r:
+                g, t, q, o = r["next"]
+                self.pop_offsets[(g, t, q)] = o
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._pending.extend(records)
+        self._waiters.append(done)
+        if not self._writing:
+            self._writing = True
+            self._writer = loop.create_task(self._write_pending())
+        await done
+
+    async def _write_pending(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending:
+                batch, waiters = self._pending, self._waiters
+                self._pending, self._waiters = [], []
+                try:
+                    await loop.run_in_executor(self._executor, lambda b=batch: self.journal.append(*b))  # type: ignore[misc]
+                except OSError as e:
+                    for w in waiters:
+                        if not w.done():
+                            w.set_exception(e)
+                    continue
+                for w in waiters:
+                    if not w.done():
+                        w.set_result(None)
+            if self.journal.should_compact(len(self.index)):
+                # on the loop: the snapshot and the rewrite see the same index, nothing appends meanwhile
+                self.journal.compact(list(self.index.entries.values()), dict(self.pop_offsets))
+        finally:
+            self._writing = False
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self.journal.close()
