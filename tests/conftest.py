@@ -29,17 +29,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     schedule_by_file(items)
 
 
+ONE_AT_A_TIME = ("tests/e2e/test_benchmarks_smoke.py", "tests/ray/chaos/", "tests/spark/")
+"""Files that run one after the other on one worker (one group of work): the benchmarks, which
+load every core by design, beside the chaos runs and Spark, whose invariants and detection delays
+hold on a busy machine but not next to a benchmark (the Spark files also share one RayDP session)."""
+
+
 def schedule_by_file(items: list[pytest.Item]) -> None:
     """How `bash run.sh test` spreads the tests over its workers (pytest-xdist, `--dist loadgroup`):
-    a file is one unit of work, so its module-scoped deployment is made once, on one worker; a file
-    that names an `xdist_group` goes with that group instead (the Spark files share one RayDP
-    session). The groups with the largest time budgets start first, so the workers finish together
-    instead of one waiting on the chaos soak at the end. Without xdist only the order changes (a
-    group's tests stay together, in file order)."""
+    a file is one unit of work, so its module-scoped deployment is made once, on one worker; the
+    files of `ONE_AT_A_TIME` (and any test naming an `xdist_group`) are one unit together. The
+    groups with the largest time budgets start first, so the workers finish together instead of one
+    waiting on the chaos soak at the end. Without xdist only the order changes (a group's tests stay
+    together, in file order)."""
     budgets = Budgets.load()
 
     def file_of(item: pytest.Item) -> str:
         return item.nodeid.split("::", 1)[0]
+
+    def default_group(item: pytest.Item) -> str:
+        file = file_of(item)
+        return "one at a time" if file.startswith(ONE_AT_A_TIME) else file
 
     def group_of(item: pytest.Item) -> str:
         marker = item.get_closest_marker("xdist_group")
@@ -49,7 +59,7 @@ def schedule_by_file(items: list[pytest.Item]) -> None:
     per_group: dict[str, Counter[str]] = {}
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(file_of(item)))
+            item.add_marker(pytest.mark.xdist_group(default_group(item)))
         per_file[file_of(item)] += 1
         per_group.setdefault(group_of(item), Counter())[file_of(item)] += 1
     # a group's share of each file's budget, by its number of tests there

@@ -29,10 +29,8 @@ def test_the_readme_lists_every_benchmark_in_benchmarks_dir() -> None:
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize("name", [  # each benchmark a unit of work of its own for the test workers
-    pytest.param(n, marks=[pytest.mark.xdist_group(f"benchmark {n}"),
-                           *([pytest.mark.spark] if n in ANALYSIS_BENCHMARKS else [])])
-    for n in BENCHMARKS
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.spark) if n in ANALYSIS_BENCHMARKS else n for n in BENCHMARKS
 ])
 def test_benchmark_quick_runs_from_the_readme_command(name: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RAY_"))}

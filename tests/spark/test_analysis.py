@@ -46,7 +46,7 @@ from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSeriali
 from namesrv.routeinfo.route_info_manager import RouteInfoManager  # noqa: E402
 from namesrv.routeinfo.snapshot import snapshot_record_batch  # noqa: E402
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]  # one RayDP session
+pytestmark = pytest.mark.spark
 
 T0 = 1_700_000_000_000
 CLUSTER = "C1"

@@ -46,7 +46,7 @@ from namesrv.protocol.models import DataVersion, TopicConfig, TopicConfigSeriali
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
 from namesrv.routeinfo.snapshot import snapshot_record_batch
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]  # one RayDP session
+pytestmark = pytest.mark.spark
 
 T0 = 1_700_000_000_000
 A0, A1, B0 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"

@@ -26,7 +26,7 @@ from clients.chaos.plan import ChaosConfig  # noqa: E402
 from clients.chaos.run import run_chaos  # noqa: E402
 from clients.chaos.schema import BROKER_FAULTS, FAULT_KINDS, SET_FAULTS, TIMELINE_KINDS  # noqa: E402
 
-pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 SEED = 3
 """Covers every fault kind and revival in 12 s (see tests/ray/chaos/test_chaos.py)."""
