@@ -3,3 +3,6 @@ from one collector that keeps the cluster's state warm; pages update over server
 
 Ray-free parts (`model`, `views`, `svg`, `forms`) import neither Ray nor aiohttp; `collector`,
 `web` and `actor` are the server side."""
+
+CONSOLE_NAME = "console"
+"""The console actor's name in its deployment's Ray namespace."""

@@ -10,13 +10,13 @@ from typing import Any
 import ray
 from aiohttp import web
 
+from actors.console import CONSOLE_NAME
 from actors.console.collector import Collector, CollectorPeriods
 from actors.console.web import ConsoleApp
 from namesrv.remoting.config import LOOPBACK
 
 log = logging.getLogger(__name__)
 
-CONSOLE_NAME = "console"
 START_TIMEOUT_S = 30.0
 
 

@@ -21,6 +21,7 @@ from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.broker.actor import BrokerActor, store_path
+from actors.console import CONSOLE_NAME
 from actors.controller.actor import CONTROLLER_NAME, kv_prefix
 from actors.controller.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.controller.start import controller_config, start_controller
@@ -70,6 +71,8 @@ class Deployment:
         self.broker_specs: dict[str, BrokerSpec] = {b.addr: b for b in spec.brokers}
         self.registry: Any = None
         self.controller: Any = None
+        self.console: Any = None
+        self.console_url: str | None = None
 
     def _registry(self) -> Any:
         """The deployment's record (actors.deployment.registry), created on first use: where `connect()` finds
@@ -169,8 +172,20 @@ class Deployment:
             for spec in rest:
                 self.start_broker(spec)
             ray.get([self.brokers[s.addr].ping.remote() for s in rest])
+        if self.spec.console:
+            self.start_console()
         log.info("deployed %d NameServers and %d brokers", len(self.namesrvs), len(self.brokers))
         return self
+
+    def start_console(self, port: int | None = None) -> str:
+        """Start (or find) this deployment's web console (actors.console); its URL. With ACL on
+        (the NameServers' `acl_enable`), it asks for an account before any page."""
+        from actors.console.actor import start_console
+
+        self.console, self.console_url = start_console(
+            self.spec.namespace, self.spec.namesrv_names, acl=bool(self.spec.namesrv_overrides.get("acl_enable")),
+            port=self.spec.console_port if port is None else port, detached=self.spec.detached)
+        return self.console_url
 
     def _await_roles(self, specs: list[BrokerSpec]) -> None:
         """Controller mode: wait (at most CONTROLLER_JOIN_S) until the controller has decided these
@@ -293,6 +308,9 @@ class Deployment:
             ray.kill(self.controller, no_restart=True)
             self.controller = None
             forget_controller_state(self.spec.namespace)
+        if self.console is not None:
+            ray.kill(self.console, no_restart=True)
+            self.console = None
 
 
 def forget_controller_state(namespace: str) -> int:
@@ -337,8 +355,15 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
     if CONTROLLER_NAME in names:
         dep.controller = _named_actor(CONTROLLER_NAME, namespace)
         spec.controller = True
+    if CONSOLE_NAME in names:
+        dep.console = _named_actor(CONSOLE_NAME, namespace)
+        if dep.console is not None:
+            try:
+                dep.console_url = ray.get(dep.console.get_url.remote(), timeout=5)
+            except Exception:  # not answering: status shows it without a URL
+                dep.console_url = None
     for name in names:
-        if name in dep.namesrvs or name in (REGISTRY_NAME, CONTROLLER_NAME):
+        if name in dep.namesrvs or name in (REGISTRY_NAME, CONTROLLER_NAME, CONSOLE_NAME):
             continue
         handle = _named_actor(name, namespace)
         if handle is None:

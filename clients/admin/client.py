@@ -334,4 +334,7 @@ class AdminClient(DefaultMQAdminExt):
                 brokers[addr]["replica"] = ray.get(handle.status.remote(), timeout=self.timeout_s)
             except Exception as e:
                 brokers[addr] = {"broker_addr": addr, "error": type(e).__name__}
-        return {"namesrvs": namesrvs, "brokers": brokers}
+        console = None
+        if getattr(self.dep, "console", None) is not None:
+            console = {"url": getattr(self.dep, "console_url", None)}
+        return {"namesrvs": namesrvs, "brokers": brokers, "console": console}
