@@ -75,7 +75,6 @@ def _int(raw: str, what: str, low: int, high: int) -> int:
 class Actions:
     def __init__(self, collector: Collector) -> None:
         self.c = collector
-
     def _masters(self) -> list[str]:
         masters = sorted(b.addr for b in self.c.live_brokers() if b.broker_id == MASTER_ID or b.role.endswith("MASTER"))
         if not masters:
@@ -145,7 +144,8 @@ class Actions:
     async def reset_offset(self, raw_group: str, raw_topic: str, raw_time: str,
                            creds: SessionCredentials | None) -> dict[str, int]:
         """INVOKE_BROKER_TO_RESET_OFFSET on every master of the topic's route: each queue to the
-        first message stored at or after the time (ms since the epoch, or 'now')."""
+        first message stored at or after the time (ms since the epoch, or 'now'). A broker that does
+        not know the group is passed over; none knowing it is an error."""
         group = raw_group.strip()
         if not group or any(c.isspace() for c in group):
             raise ActionError(f"invalid consumer group {raw_group!r}")
@@ -153,15 +153,19 @@ class Actions:
         stamp = int(time.time() * 1000) if raw_time.strip().lower() == "now" else \
             _int(raw_time, "timestamp (ms)", 0, 2**62)
         offsets: dict[str, int] = {}
+        refused: list[str] = []
         for addr in self._route_masters(topic):
             resp = await self.c.call_broker(addr, self.c.request(
                 BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                 {"topic": topic, "group": group, "timestamp": str(stamp), "isForce": "true"}, credentials=creds))
             if not resp.ok:
-                raise ActionError(f"reset {group} on {topic} at {addr}: {_why(resp)}")
+                refused.append(f"{addr}: {_why(resp)}")
+                continue
             body = reset_offsets(resp)
             for mq, off in (body.offset_table.items() if body is not None else []):
                 offsets[f"{mq.broker_name}:{mq.queue_id}"] = off
+        if not offsets and refused:
+            raise ActionError(f"reset {group} on {topic}: " + "; ".join(refused))
         return offsets
 
     async def message_by_id(self, raw_id: str, creds: SessionCredentials | None) -> MessageRow:

@@ -15,6 +15,7 @@ made, so a test can check that page loads add none.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable
@@ -53,6 +54,9 @@ from namesrv.remoting.command import RemotingRequest, RemotingResponse
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 5.0
+ORIGIN: contextvars.ContextVar[str] = contextvars.ContextVar("console_call_origin", default="view")
+"""Who asks a server: the collector's own tasks set "collector", a form's action "action"; anything
+else (a page view) is counted as "view", which must stay at zero."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ class Collector:
         self.state = ConsoleState(namesrvs={n: NamesrvView(n, error="not asked yet") for n in namesrv_names})
         self.credentials: SessionCredentials | None = None
         self.calls = {"namesrv": 0, "broker": 0}
+        self.calls_by_origin = {"collector": 0, "action": 0, "view": 0}
+        self.max_broker_calls_per_tick = 0
         self.ticks = {"namesrv": 0, "stats": 0}
         self.watched_producers: set[str] = set()
         self._namesrv_handles: dict[str, Any] = {}
@@ -86,6 +92,7 @@ class Collector:
 
     # ------------------------------------------------------------------ lifecycle and notification
     def start(self) -> None:
+        ORIGIN.set("collector")  # the tasks created below copy this context
         self._tasks.append(asyncio.create_task(self._every(self.periods.namesrv_period_s, self.refresh_namesrvs)))
         self._tasks.append(asyncio.create_task(self._every(self.periods.stats_period_s, self.refresh_brokers)))
         for name in self.namesrv_names:
@@ -123,6 +130,10 @@ class Collector:
             await asyncio.sleep(period_s)
 
     # ------------------------------------------------------------------ calls (counted)
+    def _count(self, kind: str, n: int = 1) -> None:
+        self.calls[kind] += n
+        self.calls_by_origin[ORIGIN.get()] += n
+
     async def _ask(self, ref: Awaitable[Any]) -> Any:
         return await asyncio.wait_for(ref, CALL_TIMEOUT_S)
 
@@ -131,7 +142,7 @@ class Collector:
         return RemotingRequest(code, signed(ext or {}, body, credentials or self.credentials), body)
 
     async def call_namesrv(self, name: str, request: RemotingRequest) -> RemotingResponse:
-        self.calls["namesrv"] += 1
+        self._count("namesrv")
         resp: RemotingResponse = await self._ask(self._namesrv(name).process.remote(request))
         return resp
 
@@ -140,7 +151,7 @@ class Collector:
         handle = self.broker_handle(addr)
         if handle is None:
             raise LookupError(f"no live broker at {addr}")
-        self.calls["broker"] += 1
+        self._count("broker")
         resp: RemotingResponse = await self._ask(handle.process.remote(request))
         return resp
 
@@ -164,7 +175,7 @@ class Collector:
         view = self.state.namesrvs[name]
         try:
             handle = self._namesrv(name)
-            self.calls["namesrv"] += 1
+            self._count("namesrv")
             status = await self._ask(handle.get_status.remote())
             listing = await self.call_namesrv(name, self.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
         except Exception as e:
@@ -209,7 +220,7 @@ class Collector:
             try:
                 auth = credentials_only(signed(long_poll_content(held), None, self.credentials)) \
                     if self.credentials else None
-                self.calls["namesrv"] += 1
+                self._count("namesrv")
                 changes = await asyncio.wait_for(
                     self._namesrv(name).listen_for_change.remote(held, self.periods.long_poll_s, auth),
                     self.periods.long_poll_s + CALL_TIMEOUT_S)
@@ -237,6 +248,7 @@ class Collector:
         return sorted(record["brokers"])
 
     async def refresh_brokers(self) -> None:
+        before = self.calls["broker"]
         try:
             names = await self._broker_names()
         except Exception as e:
@@ -248,6 +260,7 @@ class Collector:
             self.state.record(self.state.tps_history, view.addr, round(view.put_tps, 2))
         await self._refresh_groups()
         await self._refresh_producers()
+        self.max_broker_calls_per_tick = max(self.max_broker_calls_per_tick, self.calls["broker"] - before)
         self.ticks["stats"] += 1
         self.bump()
 
@@ -257,10 +270,10 @@ class Collector:
             if actor_name not in self._broker_handles:
                 self._broker_handles[actor_name] = ray.get_actor(actor_name, namespace=self.namespace)
             handle = self._broker_handles[actor_name]
-            self.calls["broker"] += 2
+            self._count("broker", 2)
             info, status = await asyncio.gather(self._ask(handle.get_runtime_info.remote()),
                                                 self._ask(handle.status.remote()))
-            self.calls["broker"] += 1
+            self._count("broker")
             kv = runtime_kv(await self._ask(handle.process.remote(self.request(
                 BrokerRequestCode.GET_BROKER_RUNTIME_INFO))))
         except Exception as e:

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from actors.console import views
 from actors.console.actions import ActionError, Actions
-from actors.console.collector import Collector
+from actors.console.collector import ORIGIN, Collector
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.codes import RequestCode, ResponseCode
 
@@ -91,6 +91,8 @@ class ConsoleApp:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "POST" or (request.path == "/messages" and request.query):
+            ORIGIN.set("action")  # a form's requests to the servers; a page view makes none (collector.ORIGIN)
         if not self.acl or request.path in ("/login", "/healthz") or self.credentials(request) is not None:
             return await handler(request)
         if request.method == "GET" and request.path != "/events":
