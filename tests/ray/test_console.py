@@ -176,6 +176,8 @@ def test_an_invalid_topic_name_is_a_clear_error_and_changes_nothing(browser: Any
     wait_until(lambda: "topic" in text_of(browser, "#error"), LIVE_S, "the error on the page")
     assert "bad topic!" in text_of(browser, "#error") or "pattern" in text_of(browser, "#error")
     assert topics_on(dep) == before
+    # the refused form's answer is a 400, which the browser logs; nothing else went wrong
+    assert all("status of 400 (Bad Request)" in e for e in console_errors(browser))
 
 
 def test_a_groups_lag_appears_after_sends_and_a_reset_moves_it(browser: Any, url: str, dep: Deployment):
@@ -250,3 +252,41 @@ def test_page_views_ask_no_server(url: str, dep: Deployment):
     assert after["calls"]["broker"] - before["calls"]["broker"] <= (ticks + 1) * after["max_broker_calls_per_tick"]
     print(f"140 page loads in {took:.2f} s: {after['calls']['broker'] - before['calls']['broker']} broker calls "
           f"over {ticks} collector ticks (at most {after['max_broker_calls_per_tick']} per tick)")
+
+
+def test_with_acl_on_nothing_works_without_an_account(dep: Deployment):
+    """A console started for an ACL deployment gates every page, stream and form behind a login.
+    (This deployment's NameServers run without ACL, so any account passes the NameServer's check
+    here; tests/ray/test_acl.py covers the servers' own refusals.)"""
+    from actors.console.actor import ConsoleActor
+
+    handle = ray.remote(ConsoleActor).options(name="console-acl", namespace=dep.spec.namespace, num_cpus=0).remote(
+        dep.spec.namespace, dep.spec.namesrv_names, True, "127.0.0.1", 0, CollectorPeriods(0.3, 1.0, 2.0))
+    try:
+        acl_url = ray.get(handle.start.remote(), timeout=60)
+
+        async def walk() -> None:
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:  # 127.0.0.1's cookies
+                for page in ("cluster", "namesrvs", f"topics/{TOPIC}", "groups", "messages?id=x"):
+                    async with s.get(acl_url + page, allow_redirects=False) as r:
+                        assert r.status == 303 and r.headers["Location"].startswith("/login?next="), page
+                async with s.get(acl_url + "events?page=cluster") as r:
+                    assert r.status == 401
+                async with s.post(acl_url + "topics", data={"topic": "Unauthorised"}) as r:
+                    assert r.status == 401
+                async with s.post(acl_url + "login", data={"access_key": "ops", "secret_key": ""}) as r:
+                    assert r.status == 400 and "enter an access key and a secret key" in await r.text()
+                async with s.post(acl_url + "login", data={"access_key": "ops", "secret_key": "ops-secret",
+                                                           "next": "/namesrvs"}, allow_redirects=False) as r:
+                    assert r.status == 303 and r.headers["Location"] == "/namesrvs"
+                async with s.get(acl_url + "namesrvs") as r:
+                    assert r.status == 200 and "NameServers side by side" in await r.text()
+                async with s.post(acl_url + "logout", allow_redirects=False) as r:
+                    assert r.status == 303
+                async with s.get(acl_url + "cluster", allow_redirects=False) as r:
+                    assert r.status == 303
+        asyncio.run(walk())
+        assert "Unauthorised" not in set().union(*topics_on(dep).values())
+    finally:
+        ray.get(handle.shutdown.remote(), timeout=30)
+        ray.kill(handle, no_restart=True)
