@@ -85,6 +85,7 @@ class Collector:
         self._namesrv_handles: dict[str, Any] = {}
         self._broker_handles: dict[str, Any] = {}
         """actor name -> handle."""
+        self._registry: Any = None
         self._versions: dict[str, dict[str, int]] = {n: {} for n in namesrv_names}
         """Per NameServer, the route version held per topic (a topic without a route included)."""
         self._changed = asyncio.Event()
@@ -243,8 +244,14 @@ class Collector:
 
     # ------------------------------------------------------------------ brokers, groups, producers
     async def _broker_names(self) -> list[str]:
-        registry = ray.get_actor(REGISTRY_NAME, namespace=self.namespace)
-        record = await self._ask(registry.get.remote())
+        """Every broker the deployment started (actors.deployment.registry), dead ones included."""
+        if self._registry is None:
+            self._registry = ray.get_actor(REGISTRY_NAME, namespace=self.namespace)
+        try:
+            record = await self._ask(self._registry.get.remote())
+        except Exception:
+            self._registry = None
+            raise
         return sorted(record["brokers"])
 
     async def refresh_brokers(self) -> None:

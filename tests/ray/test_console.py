@@ -8,15 +8,19 @@ headless, through chromium-driver and selenium) and over plain HTTP:
   NameServers themselves); an invalid name gets a clear error and changes nothing;
 - a consumer group's lag appears after sends, and a reset by time moves it, live;
 - HTTP: statuses and headers (the event stream, a refused form's 400);
-- cheapness: page loads make no server call (the collector's calls are counted by origin).
+- cheapness: page loads make no server call (the collector's calls are counted by origin);
+- with ACL on, nothing works without an account.
+Screenshots of the pages go to $CONSOLE_SCREENSHOTS (else a temporary directory).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -80,6 +84,20 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the pages' screenshots go: $CONSOLE_SCREENSHOTS (CI keeps it as an artefact), else a
+    temporary directory."""
+    where = os.environ.get("CONSOLE_SCREENSHOTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("console-screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def shoot(driver: Any, shots: Path, name: str) -> None:
+    assert driver.save_screenshot(str(shots / f"console-{name}.png"))
+
+
 def text_of(driver: Any, css: str) -> str:
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
@@ -114,7 +132,8 @@ def topics_on(dep: Deployment) -> dict[str, set[str]]:
     return out
 
 
-def test_every_page_loads_and_the_cluster_page_lists_both_brokers(browser: Any, url: str, dep: Deployment):
+def test_every_page_loads_and_the_cluster_page_lists_both_brokers(browser: Any, url: str, dep: Deployment,
+                                                                   shots: Path):
     for page in ("namesrvs", "topics", "groups", "producers", "messages", "topics/TBW102", "groups/none"):
         browser.get(url + page)
         assert text_of(browser, "nav"), page
@@ -123,10 +142,11 @@ def test_every_page_loads_and_the_cluster_page_lists_both_brokers(browser: Any, 
                LIVE_S, "both brokers on the cluster page")
     rows = text_of(browser, "#live")
     assert "ASYNC_MASTER" in rows and "namesrv-0, namesrv-1" in rows
+    shoot(browser, shots, "cluster")
     assert console_errors(browser) == []
 
 
-def test_a_divergence_shows_and_clears_live(browser: Any, url: str, dep: Deployment):
+def test_a_divergence_shows_and_clears_live(browser: Any, url: str, dep: Deployment, shots: Path):
     browser.get(url + "namesrvs")
     wait_until(lambda: text_of(browser, "#divergence") == "the NameServers agree", LIVE_S, "agreement at first")
     browser.execute_script("window.notReloaded = true;")
@@ -140,6 +160,7 @@ def test_a_divergence_shows_and_clears_live(browser: Any, url: str, dep: Deploym
     table = text_of(browser, "#broker-divergence")
     assert "DefaultCluster/ghost/0@127.0.0.1:1" in table and "namesrv-1" in table  # missing on namesrv-1
     assert "GhostTopic" in text_of(browser, "#topic-divergence")
+    shoot(browser, shots, "namesrvs-divergence")
 
     assert ray.get(ns0.unregister_broker.remote(**GHOST), timeout=30).ok
     wait_until(lambda: text_of(browser, "#divergence") == "the NameServers agree", LIVE_S, "the divergence cleared")
@@ -148,7 +169,7 @@ def test_a_divergence_shows_and_clears_live(browser: Any, url: str, dep: Deploym
     assert console_errors(browser) == []
 
 
-def test_create_a_topic_from_the_page_and_see_its_route(browser: Any, url: str, dep: Deployment):
+def test_create_a_topic_from_the_page_and_see_its_route(browser: Any, url: str, dep: Deployment, shots: Path):
     from selenium.webdriver.common.by import By
 
     browser.get(url + "topics")
@@ -162,6 +183,7 @@ def test_create_a_topic_from_the_page_and_see_its_route(browser: Any, url: str, 
         rows = text_of(browser, "#routes")
         return rows.count("broker-a r4/w4") == 2 and rows.count("broker-b r4/w4") == 2
     wait_until(routed, LIVE_S, "the route on both NameServers, on the page")
+    shoot(browser, shots, "topic")
     assert all(TOPIC in topics for topics in topics_on(dep).values())
     assert console_errors(browser) == []
 
@@ -180,7 +202,8 @@ def test_an_invalid_topic_name_is_a_clear_error_and_changes_nothing(browser: Any
     assert all("status of 400 (Bad Request)" in e for e in console_errors(browser))
 
 
-def test_a_groups_lag_appears_after_sends_and_a_reset_moves_it(browser: Any, url: str, dep: Deployment):
+def test_a_groups_lag_appears_after_sends_and_a_reset_moves_it(browser: Any, url: str, dep: Deployment,
+                                                                shots: Path):
     from selenium.webdriver.common.by import By
 
     wait_until(lambda: all(TOPIC in t for t in topics_on(dep).values()), LIVE_S, f"{TOPIC} created by the test above")
@@ -194,8 +217,8 @@ def test_a_groups_lag_appears_after_sends_and_a_reset_moves_it(browser: Any, url
         assert ray.get(dep.brokers[addr].send_message.remote(TOPIC, 0, f"m{i}".encode()), timeout=30).ok
 
     browser.get(url + f"groups/{GROUP}")
-    browser.execute_script("window.notReloaded = true;")
     wait_until(lambda: text_of(browser, "#group-lag") == "5", LIVE_S, "lag 5 after five sends")
+    shoot(browser, shots, "group")
     browser.find_element(By.ID, "reset-topic").clear()
     browser.find_element(By.ID, "reset-topic").send_keys(TOPIC)
     browser.find_element(By.ID, "reset-time").clear()
@@ -206,6 +229,7 @@ def test_a_groups_lag_appears_after_sends_and_a_reset_moves_it(browser: Any, url
     wait_until(lambda: text_of(browser, "#group-lag") == "0", LIVE_S, "lag 0 after the reset to now")
     browser.get(url + "groups")
     wait_until(lambda: GROUP in text_of(browser, "#groups"), LIVE_S, "the group in the list")
+    shoot(browser, shots, "groups")
     assert console_errors(browser) == []
 
 
