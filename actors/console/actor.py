@@ -67,10 +67,17 @@ class ConsoleActor:
 
 
 def start_console(namespace: str, namesrv_names: list[str], *, acl: bool = False, port: int = 0, host: str = LOOPBACK,
-                  detached: bool = False, periods: CollectorPeriods | None = None) -> tuple[Any, str]:
-    """The namespace's console actor (started here, or the one already running) and its URL."""
+                  detached: bool = False, periods: CollectorPeriods | None = None,
+                  node_id: str | None = None) -> tuple[Any, str]:
+    """The namespace's console actor (started here, or the one already running) and its URL.
+    `node_id`: the node whose 127.0.0.1 it listens on (softly; the head node for `namesrv up`)."""
     options: dict[str, Any] = {"name": CONSOLE_NAME, "namespace": namespace, "num_cpus": 0, "get_if_exists": True,
                                "lifetime": "detached" if detached else None}
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
+        options["memory"] = 1024 * 1024  # a soft affinity is honoured only for a request of some resource
     handle: Any = ray.remote(ConsoleActor).options(**options).remote(namespace, namesrv_names, acl, host, port, periods)
     url: str = ray.get(handle.start.remote(), timeout=START_TIMEOUT_S)
     return handle, url

@@ -178,13 +178,15 @@ class Deployment:
         return self
 
     def start_console(self, port: int | None = None) -> str:
-        """Start (or find) this deployment's web console (actors.console); its URL. With ACL on
-        (the NameServers' `acl_enable`), it asks for an account before any page."""
+        """Start (or find) this deployment's web console (actors.console); its URL, on 127.0.0.1 of
+        this driver's node (where the console is placed, softly). With ACL on (the NameServers'
+        `acl_enable`), it asks for an account before any page."""
         from actors.console.actor import start_console
 
         self.console, self.console_url = start_console(
             self.spec.namespace, self.spec.namesrv_names, acl=bool(self.spec.namesrv_overrides.get("acl_enable")),
-            port=self.spec.console_port if port is None else port, detached=self.spec.detached)
+            port=self.spec.console_port if port is None else port, detached=self.spec.detached,
+            node_id=ray.get_runtime_context().get_node_id())
         return self.console_url
 
     def _await_roles(self, specs: list[BrokerSpec]) -> None:
