@@ -108,6 +108,7 @@ class Collector:
     def bump(self) -> None:
         """The state changed: wake every page waiting for news."""
         self.state.version += 1
+        self.state.derived.clear()
         self._changed.set()
         self._changed = asyncio.Event()
 

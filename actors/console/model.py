@@ -155,6 +155,14 @@ class ConsoleState:
     lag_history: dict[str, deque[int]] = field(default_factory=dict)
     events: deque[Event] = field(default_factory=lambda: deque(maxlen=EVENTS))
     version: int = 0
+    derived: dict[str, Any] = field(default_factory=dict)
+    """What pages derive from the whole state (the divergence, per-topic totals), computed once per
+    version: the collector clears it with every change (`Collector.bump`)."""
+
+    def derive(self, name: str, compute: Any) -> Any:
+        if name not in self.derived:
+            self.derived[name] = compute()
+        return self.derived[name]
 
     def record(self, series: dict[str, deque[Any]], key: str, value: Any) -> None:
         series.setdefault(key, deque(maxlen=HISTORY)).append(value)

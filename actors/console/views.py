@@ -12,6 +12,20 @@ LIST_LIMIT = 500
 """Rows a list page renders at most (the filter narrows the rest)."""
 
 
+def state_divergence(state: ConsoleState) -> Divergence:
+    """The NameServers' divergence, computed once per state version."""
+    div: Divergence = state.derive("divergence", lambda: divergence(state.namesrvs))
+    return div
+
+
+def _topic_messages(state: ConsoleState) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for b in state.brokers.values():
+        for (t, _q), n in b.queues.items():
+            totals[t] = totals.get(t, 0) + n
+    return totals
+
+
 def cluster_page(state: ConsoleState) -> dict[str, Any]:
     """Brokers by set (masters first), each with which NameServers list it."""
     listed: dict[str, list[str]] = {}
@@ -32,7 +46,7 @@ def cluster_page(state: ConsoleState) -> dict[str, Any]:
 
 
 def namesrvs_page(state: ConsoleState) -> dict[str, Any]:
-    div: Divergence = divergence(state.namesrvs)
+    div = state_divergence(state)
     columns = []
     for _name, view in sorted(state.namesrvs.items()):
         columns.append({
@@ -68,16 +82,13 @@ def queue_offsets(state: ConsoleState, topic: str) -> list[dict[str, Any]]:
 
 
 def topics_page(state: ConsoleState, needle: str = "", show_system: bool = False) -> dict[str, Any]:
-    names = sorted(state.all_topics())
+    names: list[str] = state.derive("topic_names", lambda: sorted(state.all_topics()))
     needle = needle.strip()
     matched = [t for t in names if needle.lower() in t.lower()] if needle else names
     if not show_system:
         matched = [t for t in matched if not _system_topic(t)]
-    div = divergence(state.namesrvs)
-    offsets: dict[str, int] = {}
-    for b in state.brokers.values():
-        for (t, _q), n in b.queues.items():
-            offsets[t] = offsets.get(t, 0) + n
+    div = state_divergence(state)
+    offsets: dict[str, int] = state.derive("topic_messages", lambda: _topic_messages(state))
     rows = []
     for t in matched[:LIST_LIMIT]:
         on = [n for n, v in sorted(state.namesrvs.items()) if t in v.topics]

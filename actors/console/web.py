@@ -146,9 +146,11 @@ class ConsoleApp:
         html = self.env.get_template(template).render(**(base | data))
         return web.Response(text=html, content_type="text/html", status=status)
 
-    def live(self, page: str, query: dict[str, str]) -> str:
-        template, data = PAGES[page]
-        return self.env.get_template(template).render(**data(self.collector.state, query))
+    def live(self, page: str, query: dict[str, str], data: dict[str, Any] | None = None) -> str:
+        """The page's live part (from `data` when the caller has it already)."""
+        template, compute = PAGES[page]
+        return self.env.get_template(template).render(**(data if data is not None else
+                                                         compute(self.collector.state, query)))
 
     def page(self, page: str, template: str, status: int = 200) -> Handler:
         async def handler(request: web.Request) -> web.Response:
@@ -161,7 +163,8 @@ class ConsoleApp:
         data = PAGES[page][1](self.collector.state, query)
         events = "/events?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in ({"page": page} | query).items())
         notice = request.query.get("notice")
-        return self.render(template, data | {"page": page, "events_url": events, "live_html": self.live(page, query),
+        return self.render(template, data | {"page": page, "events_url": events,
+                                             "live_html": self.live(page, query, data),
                                              "notice": notice} | extra, status)
 
     async def index(self, request: web.Request) -> web.StreamResponse:
