@@ -9,7 +9,8 @@ headless, through chromium-driver and selenium) and over plain HTTP:
 - a consumer group's lag appears after sends, and a reset by time moves it, live;
 - HTTP: statuses and headers (the event stream, a refused form's 400);
 - cheapness: page loads make no server call (the collector's calls are counted by origin);
-- with ACL on, nothing works without an account.
+- with ACL on, nothing works without an account;
+- a broker killed with ray.kill leaves the open cluster page and every NameServer column, live.
 Screenshots of the pages go to $CONSOLE_SCREENSHOTS (else a temporary directory).
 """
 
@@ -314,3 +315,25 @@ def test_with_acl_on_nothing_works_without_an_account(dep: Deployment):
     finally:
         ray.get(handle.shutdown.remote(), timeout=30)
         ray.kill(handle, no_restart=True)
+
+
+def test_a_killed_broker_leaves_the_cluster_and_namesrv_pages_live(browser: Any, url: str, dep: Deployment):
+    """Last in the module: it kills broker-b."""
+    browser.get(url + "cluster")
+    wait_until(lambda: "broker-b-0" in text_of(browser, "#live"), LIVE_S, "broker-b on the cluster page")
+    browser.execute_script("window.notReloaded = true;")
+    addr = next(a for a, s in dep.broker_specs.items() if s.broker_name == "broker-b")
+    started = time.monotonic()
+    dep.kill_broker(addr)
+    wait_until(lambda: "broker-b-0" not in text_of(browser, "#live"), LIVE_S, "broker-b gone from the cluster page")
+    gone_s = time.monotonic() - started
+    assert "broker-a-0" in text_of(browser, "#live")
+    assert browser.execute_script("return window.notReloaded === true;")
+
+    browser.get(url + "namesrvs")
+    wait_until(lambda: text_of(browser, "#ns-namesrv-0") and text_of(browser, "#ns-namesrv-1"), LIVE_S, "columns")
+    for column in ("#ns-namesrv-0", "#ns-namesrv-1"):
+        assert "broker-b" not in text_of(browser, column) and "broker-a" in text_of(browser, column)
+    assert "broker-b" in text_of(browser, "#events")  # the removal, as each NameServer saw it
+    assert console_errors(browser) == []
+    print(f"a killed broker left the open cluster page {gone_s:.2f} s after ray.kill")
