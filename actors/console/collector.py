@@ -54,6 +54,8 @@ from namesrv.remoting.command import RemotingRequest, RemotingResponse
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 5.0
+GROUP_CONCURRENCY = 16
+"""Groups whose stats are asked for at once in a refresh."""
 ORIGIN: contextvars.ContextVar[str] = contextvars.ContextVar("console_call_origin", default="view")
 """Who asks a server: the collector's own tasks set "collector", a form's action "action"; anything
 else (a page view) is counted as "view", which must stay at zero."""
@@ -333,10 +335,15 @@ class Collector:
                 continue
             for g in configured:
                 hosts.setdefault(g, set()).add(b.addr)
-        groups: dict[str, GroupView] = {}
-        for group, addrs in sorted(hosts.items()):
-            groups[group] = await self._group(group, sorted(addrs))
-            self.state.record(self.state.lag_history, group, groups[group].lag)
+        limit = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+        async def one(group: str, addrs: set[str]) -> GroupView:
+            async with limit:
+                return await self._group(group, sorted(addrs))
+        views = await asyncio.gather(*(one(g, a) for g, a in sorted(hosts.items())))
+        groups = {v.group: v for v in views}
+        for v in views:
+            self.state.record(self.state.lag_history, v.group, v.lag)
         self.state.groups = groups
 
     async def _group(self, group: str, addrs: list[str]) -> GroupView:

@@ -46,6 +46,8 @@ GROUP = "ConsoleGroup"
 TOPIC = "ConsoleTopic"
 LIVE_S = 15.0
 """How long a live change may take to reach an open page (collector period 0.3 s, stats 1 s)."""
+SENT: dict[str, str] = {}
+"""The offset message id of a message the lag test sends (the HTTP test looks it up)."""
 GHOST = {"clusterName": "DefaultCluster", "brokerAddr": "127.0.0.1:1", "brokerName": "ghost", "brokerId": 0}
 
 
@@ -215,7 +217,10 @@ def test_a_groups_lag_appears_after_sends_and_a_reset_moves_it(browser: Any, url
     broker_call(dep, addr, BrokerRequestCode.UPDATE_CONSUMER_OFFSET,
                 {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "commitOffset": "0"})
     for i in range(5):
-        assert ray.get(dep.brokers[addr].send_message.remote(TOPIC, 0, f"m{i}".encode()), timeout=30).ok
+        sent = ray.get(dep.brokers[addr].send_message.remote(TOPIC, 0, f"m{i}".encode(), {"KEYS": f"key-{i}"}),
+                       timeout=30)
+        assert sent.ok
+        SENT.setdefault("offset_msg_id", sent.ext_fields["offsetMsgId"])
 
     browser.get(url + f"groups/{GROUP}")
     wait_until(lambda: text_of(browser, "#group-lag") == "5", LIVE_S, "lag 5 after five sends")
@@ -255,6 +260,15 @@ def test_http_statuses_headers_and_a_refused_form(url: str, dep: Deployment):
                 assert r.status == 400 and "timestamp (ms) must be a whole number" in await r.text()
             async with s.get(url + "messages", params={"id": "not-a-message-id"}) as r:
                 assert r.status == 400
+            async with s.get(url + "messages", params={"id": SENT["offset_msg_id"]}) as r:
+                assert r.status == 200 and "<pre>m0</pre>" in await r.text()
+            async with s.get(url + "messages", params={"topic": TOPIC, "key": "key-3"}) as r:
+                text = await r.text()
+                assert r.status == 200 and "<pre>m3</pre>" in text and "<pre>m0</pre>" not in text
+            async with s.post(url + "producers", data={"group": "two words"}) as r:
+                assert r.status == 400 and "invalid producer group" in await r.text()
+            async with s.post(url + "producers", data={"group": "ConsoleProducers"}) as r:
+                assert r.status == 200 and "<h3>ConsoleProducers</h3>" in await r.text()  # after the redirect
     asyncio.run(walk())
     assert "Fine" not in set().union(*topics_on(dep).values())
 
