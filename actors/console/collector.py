@@ -95,11 +95,14 @@ class Collector:
 
     # ------------------------------------------------------------------ lifecycle and notification
     def start(self) -> None:
-        ORIGIN.set("collector")  # the tasks created below copy this context
-        self._tasks.append(asyncio.create_task(self._every(self.periods.namesrv_period_s, self.refresh_namesrvs)))
-        self._tasks.append(asyncio.create_task(self._every(self.periods.stats_period_s, self.refresh_brokers)))
+        def task(coro: Any) -> None:
+            context = contextvars.copy_context()
+            context.run(ORIGIN.set, "collector")  # this task's calls only, not its creator's
+            self._tasks.append(asyncio.create_task(coro, context=context))
+        task(self._every(self.periods.namesrv_period_s, self.refresh_namesrvs))
+        task(self._every(self.periods.stats_period_s, self.refresh_brokers))
         for name in self.namesrv_names:
-            self._tasks.append(asyncio.create_task(self._route_loop(name)))
+            task(self._route_loop(name))
 
     async def stop(self) -> None:
         for t in self._tasks:

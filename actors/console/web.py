@@ -91,8 +91,9 @@ class ConsoleApp:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.method == "POST" or (request.path == "/messages" and request.query):
-            ORIGIN.set("action")  # a form's requests to the servers; a page view makes none (collector.ORIGIN)
+        # Whatever this request asks of the servers is counted under its origin (collector.ORIGIN):
+        # a form's action, or a page view, which must ask nothing.
+        ORIGIN.set("action" if request.method == "POST" or (request.path == "/messages" and request.query) else "view")
         if not self.acl or request.path in ("/login", "/healthz") or self.credentials(request) is not None:
             return await handler(request)
         if request.method == "GET" and request.path != "/events":

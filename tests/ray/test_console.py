@@ -286,6 +286,7 @@ def test_page_views_ask_no_server(url: str, dep: Deployment):
     after, took = stats(dep), time.monotonic() - started
     assert after["renders"] - before["renders"] >= 140
     assert after["by_origin"]["view"] == 0, after
+    assert sum(after["by_origin"].values()) == sum(after["calls"].values()) and after["by_origin"]["collector"] > 0
     ticks = after["ticks"]["stats"] - before["ticks"]["stats"]
     # The brokers were asked only by the collector's periodic refreshes in that time.
     assert after["calls"]["broker"] - before["calls"]["broker"] <= (ticks + 1) * after["max_broker_calls_per_tick"]

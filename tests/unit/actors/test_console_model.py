@@ -1,5 +1,6 @@
 """The console's Ray-free model: divergence between NameServers' views, the pages' data, the
-charts, and that these modules import neither Ray nor aiohttp."""
+charts, and that these modules import neither Ray nor aiohttp; and how the collector counts the
+calls it makes by origin (what the cheapness check in tests/ray/test_console.py reads)."""
 
 from __future__ import annotations
 
@@ -124,3 +125,23 @@ def test_the_pure_modules_import_neither_ray_nor_aiohttp():
         imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert not imported & {"ray", "aiohttp"}, name
+
+
+def test_calls_are_counted_under_the_origin_of_the_context_that_makes_them():
+    import asyncio
+    import contextvars
+
+    from actors.console.collector import ORIGIN, Collector
+
+    c = Collector("ns", ["namesrv-0"])
+    c._count("broker")  # no origin set: a page view's context
+    context = contextvars.copy_context()
+    context.run(ORIGIN.set, "collector")
+    context.run(c._count, "broker", 2)
+
+    async def action() -> None:
+        ORIGIN.set("action")
+        c._count("namesrv")
+    asyncio.run(action())
+    assert c.calls == {"namesrv": 1, "broker": 3}
+    assert c.calls_by_origin == {"collector": 2, "action": 1, "view": 1}
