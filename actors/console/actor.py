@@ -4,6 +4,7 @@ configured port. `start_console` starts it (or finds the running one) and answer
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -18,6 +19,7 @@ from namesrv.remoting.config import LOOPBACK
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0
+SHUTDOWN_STEP_S = 5.0
 
 
 class ConsoleActor:
@@ -57,10 +59,17 @@ class ConsoleActor:
                 "renders": self.web.renders, "url": self.url}
 
     async def shutdown(self) -> None:
-        await self.collector.stop()
+        """Stop collecting and serving (each step bounded: open event streams are cut)."""
+        try:
+            await asyncio.wait_for(self.collector.stop(), SHUTDOWN_STEP_S)
+        except TimeoutError:
+            log.warning("console collector did not stop in %g s", SHUTDOWN_STEP_S)
         if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+            runner, self._runner = self._runner, None
+            try:
+                await asyncio.wait_for(runner.cleanup(), SHUTDOWN_STEP_S)
+            except TimeoutError:
+                log.warning("console web server did not stop in %g s", SHUTDOWN_STEP_S)
 
     async def ping(self) -> str:
         return CONSOLE_NAME

@@ -88,6 +88,7 @@ class Collector:
         self._broker_handles: dict[str, Any] = {}
         """actor name -> handle."""
         self._registry: Any = None
+        self._route_changes: dict[str, int] = {}
         self._versions: dict[str, dict[str, int]] = {n: {} for n in namesrv_names}
         """Per NameServer, the route version held per topic (a topic without a route included)."""
         self._changed = asyncio.Event()
@@ -150,7 +151,7 @@ class Collector:
 
     async def call_namesrv(self, name: str, request: RemotingRequest) -> RemotingResponse:
         self._count("namesrv")
-        resp: RemotingResponse = await self._ask(self._namesrv(name).process.remote(request))
+        resp: RemotingResponse = await self._ask((await self._namesrv(name)).process.remote(request))
         return resp
 
     async def call_broker(self, addr: str, request: RemotingRequest) -> RemotingResponse:
@@ -167,21 +168,28 @@ class Collector:
         name = view.actor_name if view is not None and view.actor_name else addr
         return self._broker_handles.get(name)
 
-    def _namesrv(self, name: str) -> Any:
+    async def _lookup(self, name: str) -> Any:
+        """The named actor's handle, looked up off the event loop (the GCS may be slow to answer)."""
+        return await asyncio.wait_for(asyncio.to_thread(ray.get_actor, name, namespace=self.namespace),
+                                      CALL_TIMEOUT_S)
+
+    async def _namesrv(self, name: str) -> Any:
         if name not in self._namesrv_handles:
-            self._namesrv_handles[name] = ray.get_actor(name, namespace=self.namespace)
+            self._namesrv_handles[name] = await self._lookup(name)
         return self._namesrv_handles[name]
 
     # ------------------------------------------------------------------ NameServers
     async def refresh_namesrvs(self) -> None:
         await asyncio.gather(*(self._refresh_namesrv(n) for n in self.namesrv_names))
+        for name in self.namesrv_names:
+            self.state.record(self.state.route_change_history, name, self._route_changes.pop(name, 0))
         self.ticks["namesrv"] += 1
         self.bump()
 
     async def _refresh_namesrv(self, name: str) -> None:
         view = self.state.namesrvs[name]
         try:
-            handle = self._namesrv(name)
+            handle = await self._namesrv(name)
             self._count("namesrv")
             status = await self._ask(handle.get_status.remote())
             listing = await self.call_namesrv(name, self.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
@@ -229,7 +237,7 @@ class Collector:
                     if self.credentials else None
                 self._count("namesrv")
                 changes = await asyncio.wait_for(
-                    self._namesrv(name).listen_for_change.remote(held, self.periods.long_poll_s, auth),
+                    (await self._namesrv(name)).listen_for_change.remote(held, self.periods.long_poll_s, auth),
                     self.periods.long_poll_s + CALL_TIMEOUT_S)
             except asyncio.CancelledError:
                 raise
@@ -243,6 +251,7 @@ class Collector:
                     view.routes.pop(topic, None)
                 else:
                     view.routes[topic] = route_view(change.version, change.route)
+            self._route_changes[name] = self._route_changes.get(name, 0) + len(changes)
             if changes:
                 self._event(f"{name}: route of {', '.join(sorted(changes)[:5])}"
                             f"{' ...' if len(changes) > 5 else ''} changed")
@@ -252,7 +261,7 @@ class Collector:
     async def _broker_names(self) -> list[str]:
         """Every broker the deployment started (actors.deployment.registry), dead ones included."""
         if self._registry is None:
-            self._registry = ray.get_actor(REGISTRY_NAME, namespace=self.namespace)
+            self._registry = await self._lookup(REGISTRY_NAME)
         try:
             record = await self._ask(self._registry.get.remote())
         except Exception:
@@ -281,7 +290,7 @@ class Collector:
         old = next((v for v in self.state.brokers.values() if v.actor_name == actor_name), None)
         try:
             if actor_name not in self._broker_handles:
-                self._broker_handles[actor_name] = ray.get_actor(actor_name, namespace=self.namespace)
+                self._broker_handles[actor_name] = await self._lookup(actor_name)
             handle = self._broker_handles[actor_name]
             self._count("broker", 2)
             info, status = await asyncio.gather(self._ask(handle.get_runtime_info.remote()),
@@ -318,6 +327,9 @@ class Collector:
             queues={(k.rpartition(":")[0], int(k.rpartition(":")[2])): int(n)
                     for k, n in info.get("queues", {}).items()},
             consumer_groups={g: list(ids) for g, ids in info.get("consumer_groups", {}).items()},
+            sync_state_set=sorted(int(i) for i in ha.get("sync_state_set") or []),
+            role_log=[(int(e.get("atMs", 0)), str(e.get("role", "")), int(e.get("epoch", 0)))
+                      for e in status.get("role_log") or []],
             seen_ms=now_ms())
 
     def live_brokers(self) -> list[BrokerView]:

@@ -97,6 +97,10 @@ class BrokerView:
     queues: dict[tuple[str, int], int] = field(default_factory=dict)
     """(topic, queueId): max offset."""
     consumer_groups: dict[str, list[str]] = field(default_factory=dict)
+    sync_state_set: list[int] = field(default_factory=list)
+    """A master's in-sync replicas (broker ids), as it reports them."""
+    role_log: list[tuple[int, str, int]] = field(default_factory=list)
+    """(at ms, role, epoch): every role this broker held."""
     seen_ms: int = 0
 
 
@@ -152,6 +156,8 @@ class ConsoleState:
     groups: dict[str, GroupView] = field(default_factory=dict)
     producers: dict[str, ProducerView] = field(default_factory=dict)
     tps_history: dict[str, deque[float]] = field(default_factory=dict)
+    route_change_history: dict[str, deque[int]] = field(default_factory=dict)
+    """Per NameServer, the route changes pushed to the collector in each tick."""
     lag_history: dict[str, deque[int]] = field(default_factory=dict)
     events: deque[Event] = field(default_factory=lambda: deque(maxlen=EVENTS))
     version: int = 0

@@ -42,7 +42,16 @@ def cluster_page(state: ConsoleState) -> dict[str, Any]:
         })
     unknown = sorted(addr for addr in listed if addr not in state.brokers)
     return {"sets": [{"cluster": c, "name": n, "members": m} for (c, n), m in sorted(sets.items())],
-            "unknown": [{"addr": a, "listed_on": listed[a]} for a in unknown]}
+            "unknown": [{"addr": a, "listed_on": listed[a]} for a in unknown],
+            "roles": role_timeline(state)}
+
+
+def role_timeline(state: ConsoleState, limit: int = 50) -> list[dict[str, Any]]:
+    """Every broker's role changes (its first role included), newest first: failovers in order."""
+    rows = [{"at_ms": at, "broker": b.actor_name or b.addr, "role": role, "epoch": epoch}
+            for b in state.brokers.values() for at, role, epoch in b.role_log]
+    rows.sort(key=lambda r: (r["at_ms"], r["broker"]), reverse=True)
+    return rows[:limit]
 
 
 def namesrvs_page(state: ConsoleState) -> dict[str, Any]:
@@ -54,6 +63,7 @@ def namesrvs_page(state: ConsoleState) -> dict[str, Any]:
             "brokers": [{"b": b, "diverged": b.key in div.brokers} for b in sorted(
                 view.brokers, key=lambda e: (e.cluster, e.broker_name, e.broker_id))],
             "topics_diverged": sorted(t for t in div.topics if t in view.topics),
+            "chart": sparkline(list(state.route_change_history.get(view.name, [])), label="route changes"),
         })
     return {"columns": columns, "div": div,
             "broker_divergence": [{"key": k, "on": sorted(v),

@@ -145,3 +145,14 @@ def test_calls_are_counted_under_the_origin_of_the_context_that_makes_them():
     asyncio.run(action())
     assert c.calls == {"namesrv": 1, "broker": 3}
     assert c.calls_by_origin == {"collector": 2, "action": 1, "view": 1}
+
+
+def test_role_timeline_lists_every_brokers_roles_newest_first():
+    s = state()
+    s.brokers["127.0.0.1:10911"].role_log = [(1_000, "SLAVE", 0), (5_000, "SYNC_MASTER", 2)]
+    s.brokers["127.0.0.1:10921"] = BrokerView("127.0.0.1:10921", "broker-a-1", "C", "broker-a", 1,
+                                              role_log=[(2_000, "SYNC_MASTER", 1), (5_000, "SLAVE", 2)])
+    assert [(r["broker"], r["role"], r["epoch"]) for r in views.role_timeline(s)] == [
+        ("broker-a-1", "SLAVE", 2), ("broker-a-0", "SYNC_MASTER", 2), ("broker-a-1", "SYNC_MASTER", 1),
+        ("broker-a-0", "SLAVE", 0)]
+    assert len(views.role_timeline(s, limit=1)) == 1
