@@ -164,7 +164,8 @@ def test_a_divergence_shows_and_clears_live(browser: Any, url: str, dep: Deploym
                "the ghost broker shown as a divergence")
     table = text_of(browser, "#broker-divergence")
     assert "DefaultCluster/ghost/0@127.0.0.1:1" in table and "namesrv-1" in table  # missing on namesrv-1
-    assert "GhostTopic" in text_of(browser, "#topic-divergence")
+    wait_until(lambda: "GhostTopic" in text_of(browser, "#topic-divergence"), LIVE_S,
+               "its topic shown on namesrv-0 only")  # a registration's topics may land a tick after the broker
     shoot(browser, shots, "namesrvs-divergence")
 
     assert ray.get(ns0.unregister_broker.remote(**GHOST), timeout=30).ok
@@ -290,8 +291,9 @@ def test_page_views_ask_no_server(url: str, dep: Deployment):
     assert after["by_origin"]["view"] == 0, after
     assert sum(after["by_origin"].values()) == sum(after["calls"].values()) and after["by_origin"]["collector"] > 0
     ticks = after["ticks"]["stats"] - before["ticks"]["stats"]
-    # The brokers were asked only by the collector's periodic refreshes in that time.
-    assert after["calls"]["broker"] - before["calls"]["broker"] <= (ticks + 1) * after["max_broker_calls_per_tick"]
+    # The brokers were asked only by the collector's periodic refreshes in that time (the ticks
+    # completed, plus one under way at each end).
+    assert after["calls"]["broker"] - before["calls"]["broker"] <= (ticks + 2) * after["max_broker_calls_per_tick"]
     print(f"140 page loads in {took:.2f} s: {after['calls']['broker'] - before['calls']['broker']} broker calls "
           f"over {ticks} collector ticks (at most {after['max_broker_calls_per_tick']} per tick)")
 
@@ -335,15 +337,16 @@ def test_with_acl_on_nothing_works_without_an_account(dep: Deployment):
 
 def test_a_killed_broker_leaves_the_cluster_and_namesrv_pages_live(browser: Any, url: str, dep: Deployment):
     """Last in the module: it kills broker-b."""
+    row = "tr.broker-row[data-broker='broker-b-0']"  # the timeline below keeps its past roles
     browser.get(url + "cluster")
-    wait_until(lambda: "broker-b-0" in text_of(browser, "#live"), LIVE_S, "broker-b on the cluster page")
+    wait_until(lambda: text_of(browser, row), LIVE_S, "broker-b on the cluster page")
     browser.execute_script("window.notReloaded = true;")
     addr = next(a for a, s in dep.broker_specs.items() if s.broker_name == "broker-b")
     started = time.monotonic()
     dep.kill_broker(addr)
-    wait_until(lambda: "broker-b-0" not in text_of(browser, "#live"), LIVE_S, "broker-b gone from the cluster page")
+    wait_until(lambda: not text_of(browser, row), LIVE_S, "broker-b gone from the cluster page")
     gone_s = time.monotonic() - started
-    assert "broker-a-0" in text_of(browser, "#live")
+    assert text_of(browser, "tr.broker-row[data-broker='broker-a-0']")
     assert browser.execute_script("return window.notReloaded === true;")
 
     browser.get(url + "namesrvs")
