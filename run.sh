@@ -24,6 +24,16 @@ ensure_java() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends openjdk-17-jre-headless
 }
 
+# The console's browser tests (tests/ray/test_console.py) drive Debian's chromium, headless, through
+# chromium-driver: no browser is downloaded at run time.
+ensure_chromium() {
+  if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then return; fi
+  log "chromium or chromedriver not found: installing Debian's (the console's browser tests need them)"
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends chromium chromium-driver
+}
+
 # ensure_venv EXTRAS: create .venv and install the pinned set with the given extras ("" for the
 # base set, "dev,analysis", ...); a stamp per (pins, extras) makes a second run instant.
 ensure_venv() {
@@ -81,7 +91,7 @@ job="${1:-}"; shift || true
 case "$job" in
   demo)    case " $* " in *" --real-client "*) ensure_venv dev ;; *) ensure_venv "" ;; esac  # PyPI rocketmq
            exec "$VENV/bin/namesrv" demo "$@" ;;
-  test)    ensure_java; ensure_venv dev,analysis; ensure_rmq5_venv; lint
+  test)    ensure_java; ensure_chromium; ensure_venv dev,analysis; ensure_rmq5_venv; lint
            # two workers (pytest-xdist), a test file per unit of work: see tests/conftest.py
            exec "$VENV/bin/python" -m pytest -n "${NAMESRV_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@" ;;
   lint)    ensure_venv dev,analysis; lint ;;

@@ -21,6 +21,7 @@ from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.broker.actor import BrokerActor, store_path
+from actors.console import CONSOLE_NAME
 from actors.controller.actor import CONTROLLER_NAME, kv_prefix
 from actors.controller.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.controller.start import controller_config, start_controller
@@ -73,6 +74,8 @@ class Deployment:
         self.controller: Any = None
         self.proxies: dict[str, Any] = {}
         self.proxy_endpoints: dict[str, str] = {}
+        self.console: Any = None
+        self.console_url: str | None = None
 
     def _registry(self) -> Any:
         """The deployment's record (actors.deployment.registry), created on first use: where `connect()` finds
@@ -174,6 +177,8 @@ class Deployment:
             ray.get([self.brokers[s.addr].ping.remote() for s in rest])
         for i in range(self.spec.proxy_count):
             self.start_proxy(i)
+        if self.spec.console:
+            self.start_console()
         log.info("deployed %d NameServers, %d brokers and %d proxies", len(self.namesrvs), len(self.brokers),
                  len(self.proxies))
         return self
@@ -190,6 +195,18 @@ class Deployment:
         self.proxies[name] = handle
         self.proxy_endpoints[name] = str(ray.get(handle.endpoint.remote(), timeout=30))
         return self.proxy_endpoints[name]
+
+    def start_console(self, port: int | None = None) -> str:
+        """Start (or find) this deployment's web console (actors.console); its URL, on 127.0.0.1 of
+        this driver's node (where the console is placed, softly). With ACL on (the NameServers'
+        `acl_enable`), it asks for an account before any page."""
+        from actors.console.actor import start_console
+
+        self.console, self.console_url = start_console(
+            self.spec.namespace, self.spec.namesrv_names, acl=bool(self.spec.namesrv_overrides.get("acl_enable")),
+            port=self.spec.console_port if port is None else port, detached=self.spec.detached,
+            node_id=ray.get_runtime_context().get_node_id())
+        return self.console_url
 
     def _await_roles(self, specs: list[BrokerSpec]) -> None:
         """Controller mode: wait (at most CONTROLLER_JOIN_S) until the controller has decided these
@@ -321,6 +338,9 @@ class Deployment:
             ray.kill(self.controller, no_restart=True)
             self.controller = None
             forget_controller_state(self.spec.namespace)
+        if self.console is not None:
+            ray.kill(self.console, no_restart=True)
+            self.console = None
 
 
 def forget_controller_state(namespace: str) -> int:
@@ -365,11 +385,18 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
     if CONTROLLER_NAME in names:
         dep.controller = _named_actor(CONTROLLER_NAME, namespace)
         spec.controller = True
+    if CONSOLE_NAME in names:
+        dep.console = _named_actor(CONSOLE_NAME, namespace)
+        if dep.console is not None:
+            try:
+                dep.console_url = ray.get(dep.console.get_url.remote(), timeout=5)
+            except Exception:  # not answering: status shows it without a URL
+                dep.console_url = None
     for name in names:
         if name.startswith(PROXY_PREFIX) and (handle := _named_actor(name, namespace)) is not None:
             dep.proxies[name] = handle
             continue
-        if name in dep.namesrvs or name in (REGISTRY_NAME, CONTROLLER_NAME):
+        if name in dep.namesrvs or name in (REGISTRY_NAME, CONTROLLER_NAME, CONSOLE_NAME):
             continue
         handle = _named_actor(name, namespace)
         if handle is None:

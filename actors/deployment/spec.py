@@ -17,7 +17,7 @@ from namesrv.remoting.config import DEFAULT_BROKER_PORT, DEFAULT_NAMESRV_PORT, L
 DEFAULT_NAMESPACE = "namesrv"
 REGISTRY_SETTINGS = ("profile", "data_dir", "detached", "namesrv_max_restarts", "broker_max_restarts",
                      "namesrv_overrides", "broker_overrides", "namesrv_port", "listen_host", "remoting_overrides",
-                     "broker_port", "controller", "proxy_count", "proxy_port")
+                     "broker_port", "controller", "proxy_count", "proxy_port", "console", "console_port")
 """The ClusterSpec fields the registry keeps (actors.deployment.registry): what a restart needs besides the brokers."""
 NAMESRV_PREFIX = "namesrv-"
 
@@ -79,6 +79,11 @@ class ClusterSpec:
     controller: bool = False
     """Start the controller (actors.controller.start) before the brokers: they run in controller mode
     (actors.broker.ha.replicas_manager) and a dead master is replaced by a slave."""
+    console: bool = False
+    """Start the web console (actors.console) after the brokers. Off here (a deployment in a test
+    does not pay for it); `namesrv up` turns it on."""
+    console_port: int = 0
+    """The console's port on 127.0.0.1 (0: a free one)."""
 
     def namesrv_remoting(self, name: str) -> RemotingServerConfig | None:
         if self.namesrv_port is None:

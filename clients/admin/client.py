@@ -340,4 +340,7 @@ class AdminClient(DefaultMQAdminExt):
                 proxies[name] = ray.get(handle.get_status.remote(), timeout=self.timeout_s)
             except Exception as e:
                 proxies[name] = {"name": name, "error": type(e).__name__}
-        return {"namesrvs": namesrvs, "brokers": brokers, "proxies": proxies}
+        console = None
+        if getattr(self.dep, "console", None) is not None:
+            console = {"url": getattr(self.dep, "console_url", None)}
+        return {"namesrvs": namesrvs, "brokers": brokers, "proxies": proxies, "console": console}

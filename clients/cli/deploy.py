@@ -83,6 +83,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         data_dir=args.data_dir, detached=True, namesrv_port=args.namesrv_port, listen_host=args.listen_host,
         controller=args.slaves > 0 and not args.no_controller, proxy_count=args.proxies, proxy_port=args.proxy_port,
     )
+    spec.console, spec.console_port = args.console, args.console_port
     spec.broker_overrides.update(replication_overrides(args.slaves, args.broker_role))
     if args.acl is not None:
         namesrv_acl, broker_acl = acl_overrides(args.acl)
@@ -105,6 +106,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"namesrvAddr: {dep.namesrv_addr()}")
     for name, endpoint in sorted(dep.proxy_endpoints.items()):
         print(f"{name}: RocketMQ 5 gRPC endpoint {endpoint}")
+    if dep.console_url:
+        print(f"console: {dep.console_url}")
     return 0
 
 
@@ -151,6 +154,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if prows:
         print()
         print(table(("proxy", "gRPC endpoint", "process", "sent", "telemetry streams"), prows))
+    console = status.get("console")
+    print()
+    print(f"console: {console['url'] or 'not answering'}" if console else
+          "console: none (`namesrv console` starts one)")
     return 0
 
 
@@ -287,6 +294,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="turn RocketMQ's plain ACL on with this plain_acl.yml (reloaded when it changes); "
                         "brokers register with its first `broker: true` account; admin commands then sign "
                         "with NAMESRV_ACCESS_KEY / NAMESRV_SECRET_KEY")
+    p.add_argument("--console", action=argparse.BooleanOptionalAction, default=True,
+                   help="start the web console (default on; its URL is printed; --no-console to skip it)")
+    p.add_argument("--console-port", type=int_in(0, 65535), default=0,
+                   help="the console's port on 127.0.0.1 (default 0: a free port)")
     p.add_argument("--data-dir", default="~/namesrv-data", help="where brokers and NameServers keep files")
     p.add_argument("--namesrv-port", type=int, default=9876,
                    help="NameServer i serves RocketMQ's remoting protocol on this port + i (default 9876)")

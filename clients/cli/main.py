@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "clients.cli.deploy",
     "clients.cli.mqadmin.verbs",
     "clients.cli.top",
+    "clients.cli.console",
     "clients.snapshots.collect",
     "clients.chaos.cli",
     "clients.analysis.cli",

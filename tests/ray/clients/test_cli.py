@@ -74,6 +74,8 @@ def test_cli_walk_up_topic_route_status_demo_down(isolated_host: IsolatedHost, t
     assert "deployed 1 NameServers and 1 brokers" in out
     assert "proxy-0: RocketMQ 5 gRPC endpoint 127.0.0.1:8081" in out  # docs/proxy.md
     assert any("gcs_server" in p for p in host.processes()), "`namesrv up` started a Ray of its own"
+    console = re.search(r"^console: (http://127\.0\.0\.1:\d+/)$", out, re.M)
+    assert console, out  # `namesrv up` starts the web console by default and prints its URL
     fails(host.run([NAMESRV, "up", "--data-dir", data]), 1, "already deployed", "namesrv down")
 
     fails(host.run([NAMESRV, "route", "TopicA"]), 1, "no route on any NameServer", "namesrv topic TopicA")
@@ -87,6 +89,8 @@ def test_cli_walk_up_topic_route_status_demo_down(isolated_host: IsolatedHost, t
     assert re.search(r"^namesrv-0\s+ready\s", status, re.M), status
     assert re.search(r"^namesrv-0\s+DefaultCluster\s+broker-a\s+0\s+127\.0\.0\.1:\d+\s.*\syes$", status, re.M), status
     assert re.search(r"^proxy-0\s+127\.0\.0\.1:8081\s+pid \d+", status, re.M), status
+    assert f"console: {console.group(1)}" in status, status
+    assert succeeds(host.run([NAMESRV, "console"])).strip() == f"console (running): {console.group(1)}"
     for verb in ("status", "route", "topic", "down"):
         argv = [NAMESRV, verb, "--namespace", "nothing-here"] + (["TopicA"] if verb in ("route", "topic") else [])
         fails(host.run(argv), 1, "no NameServer in Ray namespace 'nothing-here'")

@@ -1,0 +1,212 @@
+"""What the console's forms do: create and delete a topic, send a test message, reset a group's
+offset by time, look a message up by id or by key. Each checks its input first (a bad one raises
+`ActionError` with one line and changes nothing), then sends the same requests mqadmin would, over
+the servers' `process` (ACL, processors, as a TCP frame), signed with the session's account.
+
+These are explicit user actions (a form), not page views: the pages themselves read the collector.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from actors.console.collector import Collector
+from actors.console.decode import reset_offsets
+from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.protocol.broker_headers import create_topic_ext
+from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.protocol.constants import MASTER_ID, Perm
+from namesrv.protocol.message.codec import decode_offset_msg_id, ray_send_ext
+from namesrv.protocol.message.decoder import MessageExt, decode_messages
+from namesrv.protocol.models import TopicConfig
+from namesrv.protocol.types import InvalidInput, check_topic, describe_errors
+from namesrv.remoting.command import RemotingResponse
+
+MAX_TEST_BODY = 64 * 1024
+
+
+class ActionError(ValueError):
+    """A refused or failed action; the message is one line for the page."""
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    store_host: str
+    store_timestamp: int
+    keys: str
+    tags: str
+    properties: dict[str, str]
+    body: str
+
+
+def _why(resp: RemotingResponse) -> str:
+    try:
+        name = ResponseCode(resp.code).name
+    except ValueError:
+        name = "code"
+    return f"{name} ({resp.code}): {' '.join((resp.remark or '').split())[:300]}"
+
+
+def _topic(raw: str) -> str:
+    try:
+        return check_topic(raw.strip())
+    except InvalidInput as e:
+        raise ActionError(str(e)) from None
+
+
+def _int(raw: str, what: str, low: int, high: int) -> int:
+    try:
+        value = int(raw.strip())
+    except (ValueError, AttributeError):
+        raise ActionError(f"{what} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ActionError(f"{what} must be between {low} and {high}, got {value}")
+    return value
+
+
+class Actions:
+    def __init__(self, collector: Collector) -> None:
+        self.c = collector
+    def _masters(self) -> list[str]:
+        masters = sorted(b.addr for b in self.c.live_brokers() if b.broker_id == MASTER_ID or b.role.endswith("MASTER"))
+        if not masters:
+            raise ActionError("no live master broker to ask")
+        return masters
+
+    def _route_masters(self, topic: str) -> list[str]:
+        """The master of every broker set of `topic`'s route (as some NameServer has it)."""
+        for view in self.c.state.namesrvs.values():
+            route = view.routes.get(topic)
+            if route is not None:
+                addrs = [dict(ids).get(MASTER_ID) for _name, ids in route.brokers]
+                found = sorted(a for a in addrs if a)
+                if found:
+                    return found
+        raise ActionError(f"topic {topic!r} has no route on any NameServer")
+
+    async def create_topic(self, raw_topic: str, raw_queues: str, creds: SessionCredentials | None) -> list[str]:
+        topic = _topic(raw_topic)
+        queues = _int(raw_queues or "8", "queues", 1, 1024)
+        try:
+            TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
+        except ValidationError as e:
+            raise ActionError(f"invalid topic config: {describe_errors(e)}") from None
+        done = []
+        for addr in self._masters():
+            resp = await self.c.call_broker(addr, self.c.request(
+                BrokerRequestCode.UPDATE_AND_CREATE_TOPIC,
+                create_topic_ext(topic, queues, queues, int(Perm.READ | Perm.WRITE), False), credentials=creds))
+            if not resp.ok:
+                raise ActionError(f"create {topic} on {addr}: {_why(resp)}")
+            done.append(addr)
+        return done
+
+    async def delete_topic(self, raw_topic: str, creds: SessionCredentials | None) -> None:
+        topic = _topic(raw_topic)
+        if topic not in self.c.state.all_topics():
+            raise ActionError(f"no topic {topic!r} on any NameServer")
+        for b in self.c.live_brokers():
+            resp = await self.c.call_broker(b.addr, self.c.request(
+                BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}, credentials=creds))
+            if not resp.ok:
+                raise ActionError(f"delete {topic} on {b.addr}: {_why(resp)}")
+        for name in self.c.namesrv_names:
+            resp = await self.c.call_namesrv(name, self.c.request(
+                RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, credentials=creds))
+            if not resp.ok:
+                raise ActionError(f"delete {topic} on {name}: {_why(resp)}")
+
+    async def send_test_message(self, raw_topic: str, body: str, key: str, tag: str,
+                                creds: SessionCredentials | None) -> dict[str, Any]:
+        topic = _topic(raw_topic)
+        data = body.encode()
+        if not data:
+            raise ActionError("the message body is empty")
+        if len(data) > MAX_TEST_BODY:
+            raise ActionError(f"the message body is {len(data)} bytes; the console sends at most {MAX_TEST_BODY}")
+        addr = self._route_masters(topic)[0]
+        props = {k: v for k, v in (("KEYS", key.strip()), ("TAGS", tag.strip())) if v}
+        ext = ray_send_ext(topic, 0, props, None)
+        resp = await self.c.call_broker(addr, self.c.request(BrokerRequestCode.SEND_MESSAGE, ext, data,
+                                                             credentials=creds))
+        if not resp.ok:
+            raise ActionError(f"send to {topic} on {addr}: {_why(resp)}")
+        return {"broker": addr, **{k: str(v) for k, v in resp.ext_fields.items()}}
+
+    async def reset_offset(self, raw_group: str, raw_topic: str, raw_time: str,
+                           creds: SessionCredentials | None) -> dict[str, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET on every master of the topic's route: each queue to the
+        first message stored at or after the time (ms since the epoch, or 'now'). A broker that does
+        not know the group is passed over; none knowing it is an error."""
+        group = raw_group.strip()
+        if not group or any(c.isspace() for c in group):
+            raise ActionError(f"invalid consumer group {raw_group!r}")
+        topic = _topic(raw_topic)
+        stamp = int(time.time() * 1000) if raw_time.strip().lower() == "now" else \
+            _int(raw_time, "timestamp (ms)", 0, 2**62)
+        offsets: dict[str, int] = {}
+        refused: list[str] = []
+        for addr in self._route_masters(topic):
+            resp = await self.c.call_broker(addr, self.c.request(
+                BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                {"topic": topic, "group": group, "timestamp": str(stamp), "isForce": "true"}, credentials=creds))
+            if not resp.ok:
+                refused.append(f"{addr}: {_why(resp)}")
+                continue
+            body = reset_offsets(resp)
+            for mq, off in (body.offset_table.items() if body is not None else []):
+                offsets[f"{mq.broker_name}:{mq.queue_id}"] = off
+        if not offsets and refused:
+            raise ActionError(f"reset {group} on {topic}: " + "; ".join(refused))
+        return offsets
+
+    async def message_by_id(self, raw_id: str, creds: SessionCredentials | None) -> MessageRow:
+        try:
+            host, offset = decode_offset_msg_id(raw_id.strip())
+        except InvalidInput as e:
+            raise ActionError(str(e)) from None
+        if self.c.broker_handle(host) is None:
+            raise ActionError(f"message id {raw_id.strip()} names broker {host}, which is not a live broker here")
+        resp = await self.c.call_broker(host, self.c.request(BrokerRequestCode.VIEW_MESSAGE_BY_ID,
+                                                             {"offset": str(offset)}, credentials=creds))
+        if not resp.ok:
+            raise ActionError(f"no message {raw_id.strip()} on {host}: {_why(resp)}")
+        found = decode_messages(resp.body or b"")
+        if len(found) != 1:
+            raise ActionError(f"{host} answered {len(found)} messages for {raw_id.strip()}")
+        return _row(found[0], raw_id.strip())
+
+    async def messages_by_key(self, raw_topic: str, raw_key: str, creds: SessionCredentials | None) -> list[MessageRow]:
+        topic = _topic(raw_topic)
+        key = raw_key.strip()
+        if not key:
+            raise ActionError("the key to look up is empty")
+        rows: list[MessageRow] = []
+        for addr in self._route_masters(topic):
+            resp = await self.c.call_broker(addr, self.c.request(BrokerRequestCode.QUERY_MESSAGE, {
+                "topic": topic, "key": key, "maxNum": "64", "beginTimestamp": "0",
+                "endTimestamp": str(2**63 - 1)}, credentials=creds))
+            if resp.code == ResponseCode.QUERY_NOT_FOUND:
+                continue
+            if not resp.ok:
+                raise ActionError(f"query {key} on {addr}: {_why(resp)}")
+            rows.extend(_row(m) for m in decode_messages(resp.body or b"")
+                        if m.topic == topic and key in m.properties.get("KEYS", "").split())
+        return rows
+
+
+def _row(m: MessageExt, msg_id: str = "") -> MessageRow:
+    from namesrv.protocol.message.codec import offset_msg_id
+
+    body = m.body.decode("utf-8", errors="replace")
+    return MessageRow(msg_id or offset_msg_id(m.store_host, m.commit_log_offset), m.topic, m.queue_id, m.queue_offset,
+                      m.store_host, m.store_timestamp, m.properties.get("KEYS", ""), m.properties.get("TAGS", ""),
+                      dict(m.properties), body[:4096])
