@@ -275,8 +275,8 @@ def test_simple_consumer_receives_acks_and_gets_back_what_it_did_not_ack(dep: De
     group = f"GPop{uuid.uuid4().hex[:6]}"
     actions: list[dict[str, Any]] = [{"op": "send", "body": b, "tag": "TagA"} for b in ("a1", "a2", "a3")]
     actions += [{"op": "send", "body": "b1", "tag": "TagB"},
-                {"op": "receive_until", "bodies": ["a1", "a2", "a3"], "invisible_s": 2, "ack": ["a1", "a2"]},
-                # a3 was not acked: back after its 2 s, its attempt counted
+                {"op": "receive_until", "bodies": ["a1", "a2", "a3"], "invisible_s": 4, "ack": ["a1", "a2"]},
+                # a3 was not acked: back after its 4 s, its attempt counted
                 {"op": "receive_until", "bodies": ["a3"], "invisible_s": 2},
                 {"op": "change", "body": "a3", "invisible_s": 1},
                 {"op": "receive_until", "bodies": ["a3"], "invisible_s": 30},
@@ -292,17 +292,19 @@ def test_simple_consumer_receives_acks_and_gets_back_what_it_did_not_ack(dep: De
     assert [r["ok"] for r in results] == [True] * len(actions), out.stdout + out.stderr[-3000:]
     first, back, changed, after_change, _, drained = results[4:]
     sent_ids = {r["body"]: r["message_id"] for r in results[:4]}
-    got = {r["body"]: r for r in first["received"]}
+    got: dict[str, Any] = {}
+    for r in first["received"]:
+        got.setdefault(r["body"], r)  # the first delivery of each (a loaded machine may see one again)
     assert set(got) == {"a1", "a2", "a3"}, "the TAG filter passed through: b1 (TagB) not received"
     assert [(r["attempt"], r["tag"], r["message_id"]) for r in got.values()] == \
         [(1, "TagA", sent_ids[b]) for b in got]
     handle = got["a3"]["handle"].split(" ")
     assert len(handle) == 9 and handle[4] == "0" and handle[5] in ("broker-a", "broker-b"), \
         "ReceiptHandle form: extraInfo + commit-log offset, naming the broker"
-    assert [(r["body"], r["attempt"]) for r in back["received"]] == [("a3", 2)]
+    assert [r["body"] for r in back["received"]] == ["a3"] and back["received"][0]["attempt"] >= 2
     assert changed["new_handle"] != changed["old_handle"]
-    assert [(r["body"], r["attempt"]) for r in after_change["received"]] == [("a3", 3)], \
-        "changed to 1 s, a3 came back again"
+    assert [(r["body"], r["attempt"]) for r in after_change["received"]] == \
+        [("a3", back["received"][0]["attempt"] + 1)], "changed to 1 s, a3 came back again"
     assert drained["received"] == [], "acked messages are not received again (nor b1, filtered out)"
     # a handle that does not parse, an old one (changed since), one forged onto another broker:
     # refused, and nothing acked behind them
