@@ -191,7 +191,7 @@ class Deployment:
                                    "get_if_exists": True}
         handle: Any = ray.remote(ProxyActor).options(**options).remote(
             name, self.spec.namespace, self.spec.namesrv_names, self.spec.listen_host,
-            self.spec.proxy_listen_port(index))
+            self.spec.proxy_listen_port(index), dict(self.spec.proxy_overrides))
         self.proxies[name] = handle
         self.proxy_endpoints[name] = str(ray.get(handle.endpoint.remote(), timeout=30))
         return self.proxy_endpoints[name]

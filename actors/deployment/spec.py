@@ -17,7 +17,8 @@ from namesrv.remoting.config import DEFAULT_BROKER_PORT, DEFAULT_NAMESRV_PORT, L
 DEFAULT_NAMESPACE = "namesrv"
 REGISTRY_SETTINGS = ("profile", "data_dir", "detached", "namesrv_max_restarts", "broker_max_restarts",
                      "namesrv_overrides", "broker_overrides", "namesrv_port", "listen_host", "remoting_overrides",
-                     "broker_port", "controller", "proxy_count", "proxy_port", "console", "console_port")
+                     "broker_port", "controller", "proxy_count", "proxy_port", "proxy_overrides", "console",
+                     "console_port")
 """The ClusterSpec fields the registry keeps (actors.deployment.registry): what a restart needs besides the brokers."""
 NAMESRV_PREFIX = "namesrv-"
 
@@ -76,6 +77,8 @@ class ClusterSpec:
     deployment that serves only remoting clients starts no gRPC server)."""
     proxy_port: int | None = DEFAULT_PROXY_PORT
     """Proxy i serves gRPC on proxy_port + i; 0 takes free ports."""
+    proxy_overrides: dict[str, Any] = field(default_factory=dict)
+    """ProxyConfig fields for every proxy (namesrv.proxy.settings), e.g. min_invisible_time_ms_for_recv."""
     controller: bool = False
     """Start the controller (actors.controller.start) before the brokers: they run in controller mode
     (actors.broker.ha.replicas_manager) and a dead master is replaced by a slave."""

@@ -82,7 +82,8 @@ class ProxyActor:
         service = await self._ensure_started()
         return {"name": self.name, "endpoint": f"{self.host}:{self.port}", "calls": dict(service.calls),
                 "sent": service.sent, "telemetry_sessions": len(service.sessions),
-                "check_backs": service.check_backs,
+                "check_backs": service.check_backs, "received": service.consumer.received,
+                "acked": service.consumer.acked,
                 "route_pushes": self._routes.pushes if self._routes else 0, "pid": os.getpid()}
 
     async def shutdown(self) -> None:

@@ -58,10 +58,12 @@ class BrokerLinks:
                     await self._heartbeat(c)
         return c
 
-    async def invoke(self, addr: str, code: int, ext: dict[str, Any], body: bytes | None = None) -> RemotingCommand:
+    async def invoke(self, addr: str, code: int, ext: dict[str, Any], body: bytes | None = None,
+                     extra_s: float = 0.0) -> RemotingCommand:
+        """One request to `addr`, awaited for the call timeout plus `extra_s` (a pop's long polling)."""
         c = await self.conn(addr)
         try:
-            return await c.invoke(code, ext, body, self.timeout_s)
+            return await c.invoke(code, ext, body, self.timeout_s + extra_s)
         except RemotingTimeoutError as e:
             raise ProxyError("PROXY_TIMEOUT", str(e)) from None
         except RemotingConnectError as e:

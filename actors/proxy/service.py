@@ -1,8 +1,8 @@
 """`apache.rocketmq.v2.MessagingService` on grpc.aio, with generic handlers built from the descriptor
 set (namesrv.proxy.descriptors): each RPC maps onto the NameServers (routes) and brokers (TCP
 remoting) through namesrv.proxy's pure mapping. A refused request is answered with its v2 status
-and sends nothing on; an RPC the service does not have gets gRPC's UNIMPLEMENTED; the consumption
-RPCs answer NOT_IMPLEMENTED until the brokers serve POP_MESSAGE.
+and sends nothing on; an RPC the service does not have gets gRPC's UNIMPLEMENTED; the pop
+consumption RPCs are actors.proxy.consumer's, the pull/offset ones answer NOT_IMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import grpc
 from google.protobuf import json_format
 
 from actors.proxy.brokers import BrokerLinks
+from actors.proxy.consumer import ConsumerRpcs
 from actors.proxy.routes import RouteCache
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.codec import decode_offset_msg_id
@@ -28,6 +29,7 @@ from namesrv.protocol.types import InvalidInput
 from namesrv.proxy import route as routing
 from namesrv.proxy import status as st
 from namesrv.proxy import transaction as txn
+from namesrv.proxy.consume import check_group
 from namesrv.proxy.descriptors import SERVICE, Protocol
 from namesrv.proxy.send import check_topic, plan_send
 from namesrv.proxy.settings import ProxyConfig, server_settings
@@ -35,9 +37,9 @@ from namesrv.proxy.status import ProxyError
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
-POP_MISSING = "the brokers do not serve pop consumption (POP_MESSAGE) yet: consume with a remoting client"
-NOT_BUILT = ("ReceiveMessage", "AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue",
-             "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage", "SyncLiteSubscription")
+POP_MISSING = "this proxy serves pop consumption only (ReceiveMessage): consume by offset with a remoting client"
+NOT_BUILT = ("PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage", "SyncLiteSubscription")
+CONSUMER_RPCS = ("AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue")
 CLIENT_ID = "x-mq-client-id"
 HEARTBEAT_S = 30.0
 
@@ -65,6 +67,7 @@ class MessagingService:
         self.routes = routes
         self.endpoints = routing.endpoints(host, port)
         self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s, self._on_check)
+        self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self._status)
         self.sessions: dict[str, TelemetrySession] = {}
         self._counter = itertools.count()
         self.calls: dict[str, int] = {}
@@ -92,12 +95,23 @@ class MessagingService:
     def _behaviour(self, name: str, resp_cls: Any) -> Callable[..., Any]:
         if name == "Telemetry":
             return self.telemetry
-        if name in ("ReceiveMessage", "PullMessage"):
+        if name == "ReceiveMessage":
+            async def receive(request: Any, context: Any) -> AsyncIterator[Any]:
+                self._count(name)
+                try:
+                    async for r in self.consumer.receive_message(request, context):
+                        yield r
+                except Exception as e:
+                    log.exception("ReceiveMessage failed")
+                    yield resp_cls(status=self._status("INTERNAL_SERVER_ERROR", f"{type(e).__name__}: {e}"))
+            return receive
+        if name == "PullMessage":
             async def not_built_stream(request: Any, context: Any) -> AsyncIterator[Any]:
                 self._count(name)
                 yield resp_cls(status=self._status("NOT_IMPLEMENTED", POP_MISSING))
             return not_built_stream
-        method: Callable[[Any, Any], Awaitable[Any]] | None = getattr(self, _snake(name), None)
+        owner = self.consumer if name in CONSUMER_RPCS else self
+        method: Callable[[Any, Any], Awaitable[Any]] | None = getattr(owner, _snake(name), None)
 
         async def unary(request: Any, context: Any) -> Any:
             self._count(name)
@@ -156,7 +170,7 @@ class MessagingService:
 
     async def query_assignment(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
-        _check_group(str(request.group.name))
+        check_group(str(request.group.name))
         route = await self.routes.get(topic)
         entries = routing.assignments(self._topic(request.topic), route, self.endpoints, fifo=False)
         if not entries:
@@ -292,16 +306,6 @@ class MessagingService:
             return
         self.check_backs += 1
         session.outbox.put_nowait(self.p.new("TelemetryCommand", recover_orphaned_transaction_command=command))
-
-
-def _check_group(group: str) -> None:
-    if not group or not group.strip():
-        raise ProxyError("ILLEGAL_CONSUMER_GROUP", "the specified group is blank")
-    try:
-        check_topic(group)  # the same name rule (Validators.checkGroup)
-    except ProxyError:
-        raise ProxyError("ILLEGAL_CONSUMER_GROUP", f"the specified group[{group}] contains illegal characters, "
-                                                   "allowing only ^[%|a-zA-Z0-9_-]+$") from None
 
 
 def _snake(name: str) -> str:

@@ -125,3 +125,19 @@ def select_queue(queues: list[WriteQueue], sharding_key: str | None, counter: in
     if sharding_key:
         return queues[consistent_hash(java_string_hash(sharding_key), len(queues))]
     return queues[counter % len(queues)]
+
+
+def readable_masters(route: TopicRouteData) -> list[tuple[str, str]]:
+    """(broker name, master address) of each group a pop may read (readable queues, a master),
+    sorted by name: ReceiveMessage's choice when the request names no broker."""
+    masters = {b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas if MASTER_ID in b.broker_addrs}
+    return sorted({(qd.broker_name, masters[qd.broker_name]) for qd in route.queue_datas
+                   if qd.perm & PERM_READ and qd.read_queue_nums > 0 and qd.broker_name in masters})
+
+
+def select_reader(readers: list[tuple[str, str]], broker_name: str, counter: int) -> tuple[str, str]:
+    """The named broker when it is readable (ReceiveMessageQueueSelector), else round robin."""
+    for r in readers:
+        if broker_name and r[0] == broker_name:
+            return r
+    return readers[counter % len(readers)]

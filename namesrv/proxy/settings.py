@@ -32,6 +32,9 @@ class ProxyConfig(BaseModel):
     enable_topic_message_type_check: bool = True
     consumer_long_polling_batch_size: int = Field(default=32, gt=0)
     consumer_max_long_polling_timeout_ms: int = Field(default=20_000, gt=0)
+    consumer_min_long_polling_timeout_ms: int = Field(default=5_000, ge=0)
+    min_invisible_time_ms_for_recv: int = Field(default=10_000, gt=0)
+    max_invisible_time_ms: int = Field(default=12 * 3600 * 1000, gt=0)
     consumer_retry_max_times: int = Field(default=16, ge=0)
     route_cache_ttl_s: float = Field(default=30.0, gt=0)
     """A topic's route is read again from a NameServer after this long, whatever the push said."""

@@ -8,6 +8,12 @@ per action. The spec: {"endpoint": "127.0.0.1:8081", "topic": "T", "actions": [.
   {"op": "orphan", "body": "b", "wait_s": 60}: a half left open, resolved (COMMIT) by the checker when
       the proxy relays the broker's check-back over Telemetry
 With "hold": true the producer stays up after the last action until a line (or EOF) on stdin.
+With "consumer": {"group": "G", "tag": "TagA", "await_s": 1} a SimpleConsumer of the topic runs too:
+  {"op": "receive_until", "bodies": ["a"], "invisible_s": 2, "timeout_s": 30, "ack": ["a"]}: receives
+      until every named body came (each message's attempt and receipt handle reported), then acks some
+  {"op": "change", "body": "a", "invisible_s": 1}: ChangeInvisibleDuration of the last receipt of `a`
+  {"op": "ack", "body": "a"}: acks the last receipt of `a`
+  {"op": "drain", "for_s": 3, "invisible_s": 2}: receives for that long, reporting every body seen
 """
 
 from __future__ import annotations
@@ -17,7 +23,16 @@ import sys
 import threading
 import time
 
-from rocketmq import ClientConfiguration, Credentials, Message, Producer, TransactionChecker, TransactionResolution
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
 
 
 class Checker(TransactionChecker):
@@ -48,6 +63,39 @@ def _message(topic: str, a: dict) -> Message:
     return m
 
 
+def _receipt(m: Message) -> dict:
+    return {"body": m.body.decode(), "attempt": m.delivery_attempt, "handle": m.receipt_handle,
+            "message_id": m.message_id, "tag": m.tag}
+
+
+def consume(consumer: SimpleConsumer, got: dict, a: dict, out: dict) -> None:
+    """The consumer's ops (module docstring); `got` keeps each body's last received message."""
+    if a["op"] == "receive_until":
+        want, seen, deadline = set(a["bodies"]), [], time.monotonic() + float(a.get("timeout_s", 30))
+        while want - {r["body"] for r in seen} and time.monotonic() < deadline:
+            for m in consumer.receive(32, int(a["invisible_s"])):
+                got[m.body.decode()] = m
+                seen.append(_receipt(m))
+        for body in a.get("ack", []):
+            consumer.ack(got[body])
+        out.update(ok=not want - {r["body"] for r in seen}, received=seen)
+    elif a["op"] == "change":
+        m = got[a["body"]]
+        old = m.receipt_handle
+        consumer.change_invisible_duration(m, int(a["invisible_s"]))
+        out.update(ok=True, old_handle=old, new_handle=m.receipt_handle)
+    elif a["op"] == "ack":
+        consumer.ack(got[a["body"]])
+        out.update(ok=True)
+    elif a["op"] == "drain":
+        seen, deadline = [], time.monotonic() + float(a["for_s"])
+        while time.monotonic() < deadline:
+            seen.extend(_receipt(m) for m in consumer.receive(32, int(a["invisible_s"])))
+        out.update(ok=True, received=seen)
+    else:
+        raise ValueError(f"unknown op {a['op']}")
+
+
 def main() -> None:
     with open(sys.argv[1]) as f:
         spec = json.load(f)
@@ -55,9 +103,15 @@ def main() -> None:
     checker = Checker()
     producer = Producer(ClientConfiguration(spec["endpoint"], Credentials()), (topic,), checker)
     producer.startup()
+    consumer, got = None, {}
+    if spec.get("consumer"):
+        c = spec["consumer"]
+        consumer = SimpleConsumer(ClientConfiguration(spec["endpoint"], Credentials()), c["group"],
+                                  {topic: FilterExpression(c.get("tag", "*"))}, await_duration=int(c.get("await_s", 1)))
+        consumer.startup()
     try:
         for a in spec["actions"]:
-            out: dict = {"op": a["op"], "body": a["body"]}
+            out: dict = {"op": a["op"], "body": a.get("body")}
             try:
                 if a["op"] == "send":
                     r = producer.send(_message(topic, a))
@@ -71,6 +125,8 @@ def main() -> None:
                     else:
                         out["checked"] = checker.event.wait(float(a.get("wait_s", 60)))
                         out["checked_bodies"] = list(checker.checked)
+                elif consumer is not None:
+                    consume(consumer, got, a, out)
                 else:
                     raise ValueError(f"unknown op {a['op']}")
             except Exception as e:
@@ -79,6 +135,8 @@ def main() -> None:
         if spec.get("hold"):  # stay connected (the checker's EndTransaction in flight) until the test says so
             sys.stdin.readline()
     finally:
+        if consumer is not None:
+            consumer.shutdown()
         producer.shutdown()
 
 

@@ -199,8 +199,9 @@ class SendMessageProcessor:
         The group's config (namesrv.broker.subscription) gives the retry topic's queues
         (retryQueueNums; 0: the message is dropped, as RocketMQ) and the retry limit when the
         request does not carry one (retryMaxTimes).
-        Only a message of the group's own retry topic or of a topic the group subscribes to, and
-        (ACL) that the caller may read, is sent back: RocketMQ checks only the group, which lets a
+        Only a message of the group's own retry topic or of a topic the group subscribes to or has
+        offsets of (a pop consumer's, its pop retry topic's), and (ACL) that the caller may read, is
+        sent back: RocketMQ checks only the group, which lets a
         caller copy any message into a retry topic it reads."""
         ctx = self.ctx
         original = await asyncio.to_thread(ctx.store.get_by_commit_offset, h.offset)
@@ -212,7 +213,8 @@ class SendMessageProcessor:
         if group.retry_queue_nums <= 0:  # as RocketMQ: the group keeps no retries, the message is dropped
             return cmd.response(ResponseCode.SUCCESS)
         if (original.topic != f"{RETRY_GROUP_TOPIC_PREFIX}{h.group}"
-                and ctx.consumers.subscription(h.group, original.topic) is None):
+                and ctx.consumers.subscription(h.group, original.topic) is None
+                and original.topic not in ctx.offsets.topics_of(h.group)):  # a pop consumer's (gRPC proxy)
             return cmd.response(ResponseCode.NO_PERMISSION, f"the message at offset {h.offset} is not of a topic "
                                                             f"consumer group {h.group} subscribes to")
         denied = ctx.may_read(cmd, client, original.topic)

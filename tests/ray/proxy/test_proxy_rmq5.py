@@ -3,10 +3,12 @@
 land on the brokers; an orphaned half is resolved through the client's checker over Telemetry; the
 server's Settings answer the client's; bad requests get the proxy's status codes and send nothing;
 an RPC the service does not have gets UNIMPLEMENTED; a killed proxy is restarted by Ray on its
-endpoint. One deployment (two TCP brokers, one proxy)."""
+endpoint; a SimpleConsumer receives (pop), acks, changes invisible durations and gets back what it
+did not ack; bad receipt handles are refused. One deployment (two TCP brokers, one proxy)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -43,6 +45,8 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
     with registered_deployment(tmp_path_factory.mktemp("proxy"), prefix="proxy",
                                brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1,
                                broker_port=0, proxy_count=1, proxy_port=free_port(),
+                               proxy_overrides={"min_invisible_time_ms_for_recv": 1_000,
+                                                "consumer_min_long_polling_timeout_ms": 500},
                                broker_overrides={"transaction_timeout_ms": 1_000,
                                                  "transaction_check_interval_ms": 500,
                                                  "timer_precision_ms": 100}) as d:
@@ -198,9 +202,11 @@ def test_route_assignment_and_consumption_status(dep: Deployment) -> None:
         [("broker-a", -1), ("broker-b", -1)]
     receive = list(stub(dep, "ReceiveMessage", "unary_stream")(P.new("ReceiveMessageRequest", group={"name": "G1"}),
                                                               timeout=10))
-    assert [code_name(r.status) for r in receive] == ["NOT_IMPLEMENTED"]
-    ack = stub(dep, "AckMessage")(P.new("AckMessageRequest"), timeout=10)
-    assert code_name(ack.status) == "NOT_IMPLEMENTED"
+    assert [code_name(r.status) for r in receive] == ["ILLEGAL_TOPIC"]
+    ack = stub(dep, "AckMessage")(P.new("AckMessageRequest", topic={"name": topic}), timeout=10)
+    assert code_name(ack.status) == "ILLEGAL_CONSUMER_GROUP"
+    pull = list(stub(dep, "PullMessage", "unary_stream")(P.new("PullMessageRequest"), timeout=10))
+    assert [code_name(r.status) for r in pull] == ["NOT_IMPLEMENTED"]
     proxies = AdminClient(dep).status()["proxies"]  # what `namesrv status` lists
     assert [p["endpoint"] for p in proxies.values()] == [endpoint(dep)]
     assert proxies["proxy-0"]["calls"]["QueryRoute"] >= 2
@@ -262,3 +268,108 @@ def test_a_killed_proxy_is_restarted_and_serves_the_same_endpoint(dep: Deploymen
     assert ray.get(handle.get_status.remote())["pid"] != pid
     assert [r["ok"] for r in run_client(dep, topic, [{"op": "send", "body": "after"}], tmp_path)] == [True]
     assert [m["body"] for m in messages(dep, topic)] == [b"after"]
+
+
+def test_simple_consumer_receives_acks_and_gets_back_what_it_did_not_ack(dep: Deployment, tmp_path: Path) -> None:
+    topic = topic_of(dep, "Rmq5Pop")
+    group = f"GPop{uuid.uuid4().hex[:6]}"
+    actions: list[dict[str, Any]] = [{"op": "send", "body": b, "tag": "TagA"} for b in ("a1", "a2", "a3")]
+    actions += [{"op": "send", "body": "b1", "tag": "TagB"},
+                {"op": "receive_until", "bodies": ["a1", "a2", "a3"], "invisible_s": 4, "ack": ["a1", "a2"]},
+                # a3 was not acked: back after its 4 s, its attempt counted
+                {"op": "receive_until", "bodies": ["a3"], "invisible_s": 2},
+                {"op": "change", "body": "a3", "invisible_s": 1},
+                {"op": "receive_until", "bodies": ["a3"], "invisible_s": 30},
+                {"op": "ack", "body": "a3"},
+                {"op": "drain", "for_s": 3, "invisible_s": 2}]
+    spec = tmp_path / "pop.json"
+    spec.write_text(json.dumps({"endpoint": endpoint(dep), "topic": topic, "actions": actions,
+                                "consumer": {"group": group, "tag": "TagA", "await_s": 1}}))
+    out = subprocess.run([str(RMQ5_PYTHON), str(DRIVER), str(spec)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [r["ok"] for r in results] == [True] * len(actions), out.stdout + out.stderr[-3000:]
+    first, back, changed, after_change, _, drained = results[4:]
+    sent_ids = {r["body"]: r["message_id"] for r in results[:4]}
+    got: dict[str, Any] = {}
+    for r in first["received"]:
+        got.setdefault(r["body"], r)  # the first delivery of each (a loaded machine may see one again)
+    assert set(got) == {"a1", "a2", "a3"}, "the TAG filter passed through: b1 (TagB) not received"
+    assert [(r["attempt"], r["tag"], r["message_id"]) for r in got.values()] == \
+        [(1, "TagA", sent_ids[b]) for b in got]
+    handle = got["a3"]["handle"].split(" ")
+    assert len(handle) == 9 and handle[4] == "0" and handle[5] in ("broker-a", "broker-b"), \
+        "ReceiptHandle form: extraInfo + commit-log offset, naming the broker"
+    assert [r["body"] for r in back["received"]] == ["a3"] and back["received"][0]["attempt"] >= 2
+    assert changed["new_handle"] != changed["old_handle"]
+    assert [(r["body"], r["attempt"]) for r in after_change["received"]] == \
+        [("a3", back["received"][0]["attempt"] + 1)], "changed to 1 s, a3 came back again"
+    assert drained["received"] == [], "acked messages are not received again (nor b1, filtered out)"
+    # a handle that does not parse, an old one (changed since), one forged onto another broker:
+    # refused, and nothing acked behind them
+    ack = stub(dep, "AckMessage")
+    bad = ack(P.new("AckMessageRequest", group={"name": group}, topic={"name": topic}, entries=[
+        {"message_id": "m", "receipt_handle": "not a handle"},
+        {"message_id": "m", "receipt_handle": changed["old_handle"]}]), timeout=10)
+    assert [code_name(e.status) for e in bad.entries] == ["INVALID_RECEIPT_HANDLE"] * 2
+    assert code_name(bad.status) == "INVALID_RECEIPT_HANDLE"
+    forged = changed["new_handle"].split(" ")
+    forged[5] = "no-such-broker"
+    change = stub(dep, "ChangeInvisibleDuration")(P.new(
+        "ChangeInvisibleDurationRequest", group={"name": group}, topic={"name": topic},
+        receipt_handle=" ".join(forged), invisible_duration={"seconds": 5}), timeout=10)
+    assert code_name(change.status) == "INVALID_RECEIPT_HANDLE"
+    status = ray.get(next(iter(dep.proxies.values())).get_status.remote())
+    assert status["received"] >= 5 and status["acked"] >= 3
+
+
+def test_receive_refusals_and_dead_letter_forwarding(dep: Deployment) -> None:
+    topic = topic_of(dep, "Rmq5Dlq")
+    group = f"GDlq{uuid.uuid4().hex[:6]}"
+    receive = stub(dep, "ReceiveMessage", "unary_stream")
+
+    def rcv(**fields: Any) -> list[Any]:
+        req = P.new("ReceiveMessageRequest")
+        json_format.ParseDict({"group": {"name": group}, "message_queue": {"topic": {"name": topic}},
+                               "batch_size": 8, "invisible_duration": "5s", "long_polling_timeout": "1s"} | fields,
+                              req)
+        return list(receive(req, timeout=15))
+
+    assert [code_name(r.status) for r in rcv(invisible_duration="0.1s")] == ["ILLEGAL_INVISIBLE_TIME"]
+    assert [code_name(r.status) for r in rcv(group={"name": "bad group"})] == ["ILLEGAL_CONSUMER_GROUP"]
+    assert [code_name(r.status) for r in rcv()] == ["MESSAGE_NOT_FOUND"], "nothing there: one status"
+    assert code_name(_send(dep, topic, b"doomed", tag="T").status) == "OK"
+    got: list[Any] = []
+    wait_until(lambda: bool(got.extend(rcv()) or any(r.HasField("message") for r in got)), 30, "the message popped")
+    answers = [r.WhichOneof("content") for r in got if r.WhichOneof("content") != "status"
+               or code_name(r.status) != "MESSAGE_NOT_FOUND"]
+    assert answers == ["status", "message", "delivery_timestamp"]
+    msg = next(r.message for r in got if r.HasField("message"))
+    assert msg.body == b"doomed" and msg.system_properties.delivery_attempt == 1
+    assert msg.system_properties.body_digest.checksum == hashlib.md5(b"doomed").hexdigest().upper()
+    fwd = stub(dep, "ForwardMessageToDeadLetterQueue")(P.new(
+        "ForwardMessageToDeadLetterQueueRequest", group={"name": group}, topic={"name": topic},
+        receipt_handle=msg.system_properties.receipt_handle, message_id=msg.system_properties.message_id),
+        timeout=10)
+    assert code_name(fwd.status) == "OK"
+    dlq = f"%DLQ%{group}"
+    wait_until(lambda: b"doomed" in dlq_bodies(dep, dlq), 30, "the message in the group's DLQ")
+    again = ack_one(dep, group, topic, msg)
+    assert code_name(again.status) == "INVALID_RECEIPT_HANDLE", "forwarded, then acked by the proxy"
+
+
+def ack_one(dep: Deployment, group: str, topic: str, msg: Any) -> Any:
+    return stub(dep, "AckMessage")(P.new("AckMessageRequest", group={"name": group}, topic={"name": topic}, entries=[
+        {"message_id": msg.system_properties.message_id, "receipt_handle": msg.system_properties.receipt_handle}]),
+        timeout=10)
+
+
+def dlq_bodies(dep: Deployment, dlq: str) -> list[bytes]:
+    out = []
+    for b in dep.brokers.values():
+        try:
+            out += [m["body"] for m in pull_all(b, dlq, 0)["messages"]]
+        except Exception:  # the DLQ topic exists on the forwarding broker only
+            continue
+    return out

@@ -317,6 +317,11 @@ def test_only_a_message_of_a_topic_the_group_reads_is_sent_back(broker: Broker) 
     refused = broker.call(Code.CONSUMER_SEND_MSG_BACK, back)
     assert refused.code == ResponseCode.NO_PERMISSION and "subscribes" in (refused.remark or "")
     assert broker.state() == before
+    # a pop consumer (the gRPC proxy's) registers no subscription: offsets of the topic say it reads it
+    broker.offsets.commit_offset("CG", "Other", 0, 1)
+    dead = broker.call(Code.CONSUMER_SEND_MSG_BACK, back | {"delayLevel": -1})
+    assert dead.code == ResponseCode.SUCCESS
+    assert [x.body for x in broker.store.get_message("%DLQ%CG", 0, 0)] == [b"not yours"]
 
 
 @pytest.mark.parametrize(("raised", "code", "remark"), [

@@ -1,0 +1,184 @@
+"""The consumption RPCs of `apache.rocketmq.v2.MessagingService` (ReceiveMessage, AckMessage,
+ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue) over the brokers' pop codes, mapped by
+namesrv.proxy.consume. Stateless: a receipt handle names its broker, so any proxy acks it."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from google.protobuf import json_format
+
+from actors.proxy.brokers import BrokerLinks
+from actors.proxy.routes import RouteCache
+from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.message.decoder import decode_messages
+from namesrv.protocol.types import InvalidInput
+from namesrv.proxy import consume as cm
+from namesrv.proxy import route as routing
+from namesrv.proxy import status as st
+from namesrv.proxy.descriptors import Protocol
+from namesrv.proxy.send import check_topic
+from namesrv.proxy.settings import ProxyConfig
+from namesrv.proxy.status import ProxyError
+
+log = logging.getLogger(__name__)
+StatusOf = Callable[[str, str], Any]
+
+
+def _ms(duration: Any) -> int:
+    return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ConsumerRpcs:
+    def __init__(self, proto: Protocol, config: ProxyConfig, routes: RouteCache, brokers: BrokerLinks,
+                 status: StatusOf) -> None:
+        self.p = proto
+        self.config = config
+        self.routes = routes
+        self.brokers = brokers
+        self._status = status
+        self._counter = itertools.count()
+        self.received = 0
+        self.acked = 0
+
+    async def _master_of(self, topic: str, broker_name: str) -> str:
+        route = await self.routes.get(topic)
+        for b in route.broker_datas:
+            if b.broker_name == broker_name and routing.MASTER_ID in b.broker_addrs:
+                return b.broker_addrs[routing.MASTER_ID]
+        raise ProxyError("INVALID_RECEIPT_HANDLE", f"cannot find broker {broker_name}")
+
+    # ------------------------------------------------------------------ receive
+    async def receive_message(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        resp = self.p.cls("ReceiveMessageResponse")
+        try:
+            answer, invisible_ms, resource = await self._pop(request, context)
+        except ProxyError as e:
+            yield resp(status=self._status(e.code, e.message))
+            return
+        if answer.code == ResponseCode.POLLING_TIMEOUT:
+            yield resp(status=self._status("MESSAGE_NOT_FOUND", "no new message"))
+            return
+        if answer.code != ResponseCode.SUCCESS:
+            status = st.from_remoting(answer.code, answer.remark)
+            if answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+                status = st.Status("ILLEGAL_FILTER_EXPRESSION", answer.remark or "illegal filter expression")
+            yield resp(status=self._status(status.code, status.message))
+            return
+        try:
+            found = decode_messages(answer.body or b"")
+            converted = []
+            for m in found:
+                msg = self.p.new("Message")
+                json_format.ParseDict(cm.v2_message(m, resource, invisible_ms), msg)
+                msg.body = m.body
+                converted.append(msg)
+        except (InvalidInput, ProxyError, json_format.ParseError) as e:
+            log.warning("pop answer not converted: %s", e)
+            yield resp(status=self._status("INTERNAL_SERVER_ERROR", f"pop answer not readable: {e}"))
+            return
+        if not converted:
+            yield resp(status=self._status("MESSAGE_NOT_FOUND", "no match message"))
+            return
+        yield resp(status=self._status("OK", "OK"))
+        for msg in converted:
+            self.received += 1
+            yield resp(message=msg)
+        done = resp()
+        done.delivery_timestamp.FromMilliseconds(_now_ms())
+        yield done
+
+    async def _pop(self, request: Any, context: Any) -> tuple[Any, int, dict[str, str]]:
+        topic = check_topic(str(request.message_queue.topic.name))
+        group = cm.check_group(str(request.group.name))
+        c = self.config
+        remaining = context.time_remaining() if context is not None else None
+        poll = cm.polling_ms(_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else None,
+                             None if remaining is None else int(remaining * 1000),
+                             c.consumer_min_long_polling_timeout_ms, c.consumer_max_long_polling_timeout_ms)
+        invisible = cm.check_invisible(_ms(request.invisible_duration), c.min_invisible_time_ms_for_recv,
+                                       c.max_invisible_time_ms)
+        header = cm.pop_header(group, topic, int(request.batch_size), invisible, poll,
+                               int(request.filter_expression.type), str(request.filter_expression.expression),
+                               _now_ms())
+        route = await self.routes.get(topic)
+        readers = routing.readable_masters(route)
+        if not readers:
+            raise ProxyError("FORBIDDEN", "no readable queue")
+        _, addr = routing.select_reader(readers, str(request.message_queue.broker.name), next(self._counter))
+        answer = await self.brokers.invoke(addr, BrokerRequestCode.POP_MESSAGE, header, extra_s=poll / 1000)
+        resource = {"name": topic}
+        if request.message_queue.topic.resource_namespace:
+            resource["resource_namespace"] = str(request.message_queue.topic.resource_namespace)
+        return answer, invisible, resource
+
+    # ------------------------------------------------------------------ ack & co
+    async def _call(self, topic: str, handle: cm.ReceiptHandle, code: int, header: dict[str, str]) -> Any:
+        addr = await self._master_of(topic, handle.extra.broker_name)
+        answer = await self.brokers.invoke(addr, code, header)
+        if answer.code == ResponseCode.NO_MESSAGE:  # nothing in flight under this handle
+            raise ProxyError("INVALID_RECEIPT_HANDLE", answer.remark or "receipt handle is invalid")
+        if answer.code == ResponseCode.INVALID_PARAMETER:
+            raise ProxyError("INVALID_RECEIPT_HANDLE", answer.remark or "receipt handle is invalid")
+        if answer.code != ResponseCode.SUCCESS:
+            s = st.from_remoting(answer.code, answer.remark)
+            raise ProxyError(s.code, s.message)
+        return answer
+
+    async def ack_message(self, request: Any, context: Any) -> Any:
+        topic = check_topic(str(request.topic.name))
+        group = cm.check_group(str(request.group.name))
+        entries, codes = [], []
+        for e in request.entries:
+            try:
+                handle = cm.live_handle(str(e.receipt_handle), _now_ms())
+                await self._call(topic, handle, BrokerRequestCode.ACK_MESSAGE, cm.ack_header(group, topic, handle))
+                self.acked += 1
+                status = st.Status("OK", "OK")
+            except ProxyError as err:
+                status = st.Status(err.code, err.message)
+            entries.append({"message_id": str(e.message_id), "receipt_handle": str(e.receipt_handle),
+                            "status": status.to_dict()})
+            codes.append(status.code)
+        resp = self.p.new("AckMessageResponse")
+        json_format.ParseDict({"entries": entries}, resp)
+        total = st.overall(codes) if codes else st.Status("INTERNAL_SERVER_ERROR", "ack message result is empty")
+        resp.status.CopyFrom(self._status(total.code, total.message))
+        return resp
+
+    async def change_invisible_duration(self, request: Any, context: Any) -> Any:
+        topic = check_topic(str(request.topic.name))
+        group = cm.check_group(str(request.group.name))
+        invisible = cm.check_invisible(_ms(request.invisible_duration), 0, self.config.max_invisible_time_ms)
+        handle = cm.live_handle(str(request.receipt_handle), _now_ms())
+        answer = await self._call(topic, handle, BrokerRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+                                  cm.change_header(group, topic, handle, invisible))
+        new = cm.changed_handle(handle, {k: str(v) for k, v in (answer.ext_fields or {}).items()})
+        resp = self.p.new("ChangeInvisibleDurationResponse", receipt_handle=new.encode())
+        resp.status.CopyFrom(self._status("OK", "OK"))
+        return resp
+
+    async def forward_message_to_dead_letter_queue(self, request: Any, context: Any) -> Any:
+        topic = check_topic(str(request.topic.name))
+        group = cm.check_group(str(request.group.name))
+        handle = cm.live_handle(str(request.receipt_handle), _now_ms())
+        header = cm.send_back_header(group, topic, handle, str(request.message_id))
+        addr = await self._master_of(topic, handle.extra.broker_name)
+        answer = await self.brokers.invoke(addr, BrokerRequestCode.CONSUMER_SEND_MSG_BACK, header)
+        if answer.code == ResponseCode.SUCCESS:  # then acked, as ProducerProcessor does (its result ignored)
+            try:
+                await self._call(topic, handle, BrokerRequestCode.ACK_MESSAGE, cm.ack_header(group, topic, handle))
+            except ProxyError as e:
+                log.info("ack after the DLQ forward of %s: %s", request.message_id, e.message)
+        s = st.from_remoting(answer.code, answer.remark)
+        resp = self.p.new("ForwardMessageToDeadLetterQueueResponse")
+        resp.status.CopyFrom(self._status(s.code, s.message))
+        return resp
