@@ -72,6 +72,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="fail the run when a test file takes longer than its budget (on by default with CI set)")
 
 
+SHARED_CORES_FACTOR = 1.5
+"""A file's budget on a run with two or more xdist workers: its wall time is measured while another
+worker's files share the two cores (the whole-run budget is not scaled)."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     enforce = bool(config.getoption("--time-budgets") or os.environ.get("CI"))
-    config.pluginmanager.register(TimeBudget(Budgets.load(), enforce), "time-budget")
+    budgets = Budgets.load()
+    workers = config.getoption("numprocesses", None) if config.pluginmanager.has_plugin("xdist") else None
+    if isinstance(workers, int) and workers > 1:
+        budgets = Budgets(budgets.default_s * SHARED_CORES_FACTOR, budgets.total_s,
+                          {f: b * SHARED_CORES_FACTOR for f, b in budgets.files.items()})
+    config.pluginmanager.register(TimeBudget(budgets, enforce), "time-budget")
