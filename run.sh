@@ -93,7 +93,7 @@ case "$job" in
            exec "$VENV/bin/namesrv" demo "$@" ;;
   test)    ensure_java; ensure_chromium; ensure_venv dev,analysis; ensure_rmq5_venv; lint
            # two workers (pytest-xdist), a test file per unit of work: see tests/conftest.py
-           exec "$VENV/bin/python" -m pytest -n "${NAMESRV_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@" ;;
+           exec "$VENV/bin/python" -m pytest -n "${NAMESRV_TEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder "$@" ;;
   lint)    ensure_venv dev,analysis; lint ;;
   bench)   name="${1:?benchmark name, e.g. bench_core}"; shift
            case "${name%.py}" in

@@ -22,7 +22,6 @@ def _release_shared_ray() -> None:
         sys.modules["tests.support.ray_cluster"].release_shared_ray()
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     config.stash[RAY_MODULES] = {item.module.__name__ for item in items
                                  if isinstance(item, pytest.Function) and "ray_local" in item.fixturenames}
@@ -35,31 +34,44 @@ load every core by design, beside the chaos runs and Spark, whose invariants and
 hold on a busy machine but not next to a benchmark (the Spark files also share one RayDP session)."""
 
 
+def _file_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def unit_of_work(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or "one at a time" for `ONE_AT_A_TIME`'s."""
+    file = nodeid.split("::", 1)[0]
+    return "one at a time" if file.startswith(ONE_AT_A_TIME) else file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scope scheduling with our units of work as the scopes (a whole unit goes to
+    one worker). Not its `xdist_group` marks: under pytest 9 they group nothing (xdist 3.8 renames
+    the test ids through an attribute pytest 9 no longer reads)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnitOfWork(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of_work(nodeid)
+
+    return ByUnitOfWork(config, log)
+
+
 def schedule_by_file(items: list[pytest.Item]) -> None:
-    """How `bash run.sh test` spreads the tests over its workers (pytest-xdist, `--dist loadgroup`):
-    a file is one unit of work, so its module-scoped deployment is made once, on one worker; the
-    files of `ONE_AT_A_TIME` (and any test naming an `xdist_group`) are one unit together. The
-    groups with the largest time budgets start first, so the workers finish together instead of one
-    waiting on the chaos soak at the end. Without xdist only the order changes (a group's tests stay
+    """The order `bash run.sh test` hands the units of work (`unit_of_work`) to its two pytest-xdist
+    workers: the largest time budgets first, so the workers finish together instead of one waiting
+    on the chaos soak at the end. Without xdist only the order changes (a unit's tests stay
     together, in file order)."""
     budgets = Budgets.load()
-
-    def file_of(item: pytest.Item) -> str:
-        return item.nodeid.split("::", 1)[0]
-
-    def default_group(item: pytest.Item) -> str:
-        file = file_of(item)
-        return "one at a time" if file.startswith(ONE_AT_A_TIME) else file
+    file_of = _file_of
 
     def group_of(item: pytest.Item) -> str:
-        marker = item.get_closest_marker("xdist_group")
-        return str(marker.args[0] if marker and marker.args else marker.kwargs["name"]) if marker else file_of(item)
+        return unit_of_work(item.nodeid)
 
     per_file: Counter[str] = Counter()
     per_group: dict[str, Counter[str]] = {}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(default_group(item)))
         per_file[file_of(item)] += 1
         per_group.setdefault(group_of(item), Counter())[file_of(item)] += 1
     # a group's share of each file's budget, by its number of tests there
