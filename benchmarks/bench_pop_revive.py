@@ -116,6 +116,8 @@ def main() -> None:
     print(f"revived {r['revived']:,} of {r['want']:,} into the retry topic after {args.invisible_ms} ms invisible")
     print(f"revive lateness p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, max {r['max_late']:.1f} ms; "
           f"loop turn p99 {r['turn_p99']:.2f} ms, max {r['turn_max']:.1f} ms")
+    print(f"side by side: acks {r['acks_per_s'] / max(r['pops_per_s'], 1e-9):.2f}x the pop rate (messages/s); "
+          f"revive lateness p99 {r['p99'] / args.invisible_ms:.2f}x the invisible time")
 
 
 if __name__ == "__main__":
