@@ -64,21 +64,17 @@ def schedule_by_file(items: list[pytest.Item]) -> None:
     on the chaos soak at the end. Without xdist only the order changes (a unit's tests stay
     together, in file order)."""
     budgets = Budgets.load()
-    file_of = _file_of
-
-    def group_of(item: pytest.Item) -> str:
-        return unit_of_work(item.nodeid)
-
     per_file: Counter[str] = Counter()
-    per_group: dict[str, Counter[str]] = {}
+    per_unit: dict[str, Counter[str]] = {}
     for item in items:
-        per_file[file_of(item)] += 1
-        per_group.setdefault(group_of(item), Counter())[file_of(item)] += 1
-    # a group's share of each file's budget, by its number of tests there
-    budget = {group: sum(budgets.of(f) * n / per_file[f] for f, n in files.items())
-              for group, files in per_group.items()}
-    first_seen = {group: i for i, group in reversed(list(enumerate(group_of(item) for item in items)))}
-    items.sort(key=lambda item: (-budget[group_of(item)], first_seen[group_of(item)]))
+        file = _file_of(item)
+        per_file[file] += 1
+        per_unit.setdefault(unit_of_work(item.nodeid), Counter())[file] += 1
+    # a unit's share of each file's budget, by its number of tests there
+    budget = {unit: sum(budgets.of(f) * n / per_file[f] for f, n in files.items())
+              for unit, files in per_unit.items()}
+    first_seen = {unit: i for i, unit in enumerate(per_unit)}  # in collection order
+    items.sort(key=lambda item: (-budget[unit_of_work(item.nodeid)], first_seen[unit_of_work(item.nodeid)]))
 
 
 @pytest.fixture(scope="module", autouse=True)
