@@ -363,7 +363,10 @@ class BrokerController:
     # ------------------------------------------------------------------ requests
     def serve(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         """The broker processor behind the pipeline. An answer whose request changed the topic table
-        (a topic auto-created by a send or a consumer's heartbeat) is given once that is on disk."""
+        (a topic auto-created by a send or a consumer's heartbeat) is given once that is on disk,
+        or is an error when it could not be written. A subscription group auto-created by a pull or
+        a heartbeat does not hold its request (as RocketMQ, whose persist only logs): a consumer
+        drains a broker whose disk is full."""
         before = self.writer.submitted
         answer = self.processor.process(request, ctx)
         if isinstance(answer, RemotingResponse) and self.writer.submitted == before:
@@ -372,7 +375,7 @@ class BrokerController:
 
     async def _when_durable(self, answer: Answer, since: int) -> RemotingResponse:
         response = await resolve(answer)
-        failed = await self.writer.written(since)  # the topic it created is not on disk: rolled back, an error
+        failed = await self.writer.written(since, self.topics.path)  # the topic is not on disk: rolled back
         return error(ResponseCode.SYSTEM_ERROR, failed) if failed is not None else response
 
     def _may_read(self, request: RemotingRequest, ctx: RequestContext, topic: str) -> str | None:

@@ -97,8 +97,8 @@ class BackgroundWriter:
         self._failed_paths: dict[Path, str] = {}
         """Paths whose write failed and whose changes are not rolled back yet: why."""
         self._rollback: list[tuple[int, Undo]] = []
-        self._failures: collections.deque[tuple[int, str]] = collections.deque(maxlen=FAILURES_KEPT)
-        """(seq, why) of each failed write, oldest first: what `drained` reports."""
+        self._failures: collections.deque[tuple[int, Path, str]] = collections.deque(maxlen=FAILURES_KEPT)
+        """(seq, path, why) of each failed write, oldest first: what `drained` reports."""
         self._submitted = 0
         self._done = 0
         self._busy = False
@@ -118,7 +118,7 @@ class BackgroundWriter:
             self._submitted += 1
             seq = self._submitted
             if path in self._failed_paths:  # built on changes being rolled back: it fails with them
-                self._fail_locked([(seq, undo)], self._failed_paths[path])
+                self._fail_locked(path, [(seq, undo)], self._failed_paths[path])
                 self._settle_locked()
             else:
                 self._pending[path] = data
@@ -141,33 +141,36 @@ class BackgroundWriter:
         """Writes submitted so far: taken before a request, it tells whether the request wrote."""
         return self._submitted
 
-    def failure_since(self, since: int) -> str | None:
-        """Why a write submitted after `since` and already done failed, or None."""
+    def failure_since(self, since: int, path: Path | None = None) -> str | None:
+        """Why a write submitted after `since` (of `path` only, when given) and already done
+        failed, or None."""
         with self._cond:
-            for seq, why in self._failures:
-                if since < seq <= self._done:
+            for seq, failed_path, why in self._failures:
+                if since < seq <= self._done and path in (None, failed_path):
                     return why
         return None
 
-    async def drained(self, since: int | None = None) -> None:
+    async def drained(self, since: int | None = None, path: Path | None = None) -> None:
         """On an event loop: returns once everything submitted so far is on disk; with `since` (a
         `submitted` count), at once when nothing was submitted after it, and raises
-        `DurableWriteError` when a write submitted after it failed (its change is rolled back)."""
+        `DurableWriteError` when a write submitted after it (of `path` only, when given) failed
+        (its change is rolled back)."""
         if since is not None and self._submitted == since:
             return
         if self.pending:
             await asyncio.wrap_future(self.flushed())
         self.roll_back()
         if since is not None:
-            why = self.failure_since(since)
+            why = self.failure_since(since, path)
             if why is not None:
                 raise DurableWriteError(why)
 
-    async def written(self, since: int) -> str | None:
-        """`drained(since)` as an answer: None once everything submitted after `since` is on disk,
-        else why it is not (its change is rolled back): what a request that waited is told."""
+    async def written(self, since: int, path: Path | None = None) -> str | None:
+        """`drained(since, path)` as an answer: None once everything submitted after `since` is on
+        disk, else why it (of `path`, when given) is not (its change is rolled back): what a
+        request that waited is told."""
         try:
-            await self.drained(since)
+            await self.drained(since, path)
         except DurableWriteError as e:
             return str(e)
         return None
@@ -193,8 +196,8 @@ class BackgroundWriter:
             except Exception:  # one bad undo must not keep the others from running
                 log.exception("%s: rolling back a change failed", self.name)
 
-    def _fail_locked(self, entries: list[tuple[int, Undo | None]], why: str) -> None:
-        self._failures.extend((seq, why) for seq, _ in entries)
+    def _fail_locked(self, path: Path, entries: list[tuple[int, Undo | None]], why: str) -> None:
+        self._failures.extend((seq, path, why) for seq, _ in entries)
         self._rollback.extend((seq, undo) for seq, undo in entries if undo is not None)
 
     def _settle_locked(self) -> None:
@@ -232,7 +235,7 @@ class BackgroundWriter:
                     # this image and every one queued behind it (built on the same changes) fail
                     self._failed_paths[path] = why
                     self._pending.pop(path, None)
-                    self._fail_locked(entries[path] + self._entries.pop(path, []), why)
+                    self._fail_locked(path, entries[path] + self._entries.pop(path, []), why)
                 self._done = upto
                 self._settle_locked()
             if failed and self._loop is not None and not self._loop.is_closed():

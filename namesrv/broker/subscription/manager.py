@@ -25,7 +25,7 @@ from namesrv.broker.subscription.config import (
     system_group_configs,
 )
 from namesrv.common.clock import Clock, system_clock
-from namesrv.common.persist import FileWriter, Undo, write_now
+from namesrv.common.persist import DurableWriteError, FileWriter, Undo, write_now
 from namesrv.protocol.models import DataVersion, parse_data_version
 
 log = logging.getLogger(__name__)
@@ -97,12 +97,18 @@ class SubscriptionGroupManager:
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, created with the defaults when missing and `auto_create` is on (and
-        its name is valid); None otherwise (RocketMQ's findSubscriptionGroupConfig)."""
+        its name is valid); None otherwise (RocketMQ's findSubscriptionGroupConfig). When the new
+        group cannot be written (a full disk), the defaults serve this use and the table is left
+        as it was: the next use tries again."""
         config = self.table.get(group)
         if config is not None or not self.auto_create or group_problem(group) is not None:
             return config
         config = SubscriptionGroupConfig(group_name=group)
-        self._change(group, config)
+        try:
+            self._change(group, config)
+        except DurableWriteError as e:  # as RocketMQ, whose persist only logs: the use goes on, nothing kept
+            log.warning("subscription group %s used with the defaults but not created: %s", group, e)
+            return config
         log.info("auto-created subscription group %s", group)
         return config
 

@@ -53,6 +53,7 @@ OVERRIDES = {"mapped_file_size_commit_log": SEG, "mapped_file_size_consume_queue
              "flush_interval_consume_queue_ms": 200}
 """Small segments and consume-queue files, retention every 100 ms, the default ratios (75/85/90 %)."""
 SNA, OK, SE = ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR
+PULL_ANSWERS = (OK, ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
 
 
 @pytest.fixture
@@ -129,6 +130,8 @@ def kept_messages(broker: Any, queue: int) -> tuple[int, dict[int, bytes]]:
         first = ray.get(broker.pull_message.remote(TOPIC, queue, 0, 1), timeout=30)
         page = pull_all(broker, TOPIC, queue, timeout=30)
         again = ray.get(broker.pull_message.remote(TOPIC, queue, 0, 1), timeout=30)
+        for answer in (first, again):  # a refusal is not an empty queue
+            assert answer["code"] in PULL_ANSWERS, {k: v for k, v in answer.items() if k != "messages"}
         if (first["code"], first["next_begin_offset"]) == (again["code"], again["next_begin_offset"]):
             stored = {m["queue_offset"]: m["body"] for m in page["messages"]}
             low = first["next_begin_offset"] if first["code"] == ResponseCode.PULL_OFFSET_MOVED else 0

@@ -93,6 +93,21 @@ def test_a_write_that_fails_rolls_the_change_back(tmp_path: Path) -> None:
     assert "G1" not in m.table and m.data_version.counter == 0
 
 
+def test_a_first_use_that_cannot_be_written_is_served_with_the_defaults_and_keeps_nothing(tmp_path: Path) -> None:
+    """As RocketMQ (whose persist only logs): a pull of a new group on a full disk is not refused
+    for the group's file; nothing is kept, so the next use tries the write again."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    m = SubscriptionGroupManager(blocker / "sg.json", ManualClock())
+    told: list[str] = []
+    m.listeners.append(lambda group, _config: told.append(group))
+    config = m.find("NewGroup")
+    assert config is not None and config.group_name == "NewGroup" and config.consume_enable
+    assert "NewGroup" not in m.table and m.data_version.counter == 0 and told == []
+    blocker.unlink()
+    assert m.find("NewGroup") is not None and "NewGroup" in m.table and told == ["NewGroup"]
+
+
 def test_a_slave_takes_its_masters_table(tmp_path: Path) -> None:
     master = SubscriptionGroupManager(tmp_path / "m.json", ManualClock())
     master.update(cfg("G1", retry_queue_nums=3))

@@ -122,6 +122,21 @@ def test_a_write_made_before_the_roll_back_ran_fails_with_it(tmp_path: Path) -> 
     assert writer.failure_since(since) is not None
 
 
+def test_a_wait_on_one_path_is_not_failed_by_another_paths_write(tmp_path: Path) -> None:
+    """A request waits for the table it must not answer ahead of (the broker's topics), not for
+    another table it touched on the way (a subscription group auto-created by a pull)."""
+    writer = BackgroundWriter("t")
+    topics = TopicConfigManager(tmp_path / "topics.json", writer=writer.write)
+    writer.flushed().result(timeout=10)
+    since = writer.submitted
+    writer.write(unwritable(tmp_path) / "groups.json", b"{}")
+    topics.update_topic_config(TopicConfig(topic_name="Kept", read_queue_nums=4, write_queue_nums=4))
+    writer.flushed().result(timeout=10)
+    assert writer.failure_since(since) is not None
+    assert writer.failure_since(since, topics.path) is None
+    assert asyncio.run(writer.written(since, topics.path)) is None and "Kept" in topics.topic_config_table
+
+
 def test_topic_changes_and_their_data_version_roll_back(tmp_path: Path) -> None:
     writer = BackgroundWriter("t")
     topics = TopicConfigManager(tmp_path / "topics.json", writer=writer.write)
