@@ -8,10 +8,7 @@ nothing changed, and a broker restart that loses nothing in flight. One deployme
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import json
-import socket
-import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +22,7 @@ from actors.deployment.spec import BrokerSpec
 from namesrv.common.waiting import wait_until
 from namesrv.remoting.command import RemotingRequest
 from tests.support.broker import decode_messages
+from tests.support.raw_remoting import RawClient
 from tests.support.ray_cluster import registered_deployment
 
 SEND_MESSAGE, UPDATE_SUBSCRIPTION_GROUP = 10, 200
@@ -33,37 +31,11 @@ SUCCESS, INVALID_PARAMETER, NO_MESSAGE, POLLING_TIMEOUT = 0, 29, 208, 210
 TOPIC = "PopTopic"
 
 
-class RawClient:
-    """One TCP connection speaking RocketMQ remoting frames, encoded and decoded right here."""
+class PopClient(RawClient):
+    """Hand-made frames (tests.support.raw_remoting) with the pop codes' requests."""
 
     def __init__(self, addr: str) -> None:
-        host, port = addr.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.opaque = itertools.count(1)
-
-    def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> tuple[dict[str, Any], bytes]:
-        opaque = next(self.opaque)
-        header = json.dumps({"code": code, "language": "JAVA", "version": 453, "opaque": opaque, "flag": 0,
-                             "extFields": {k: str(v) for k, v in (ext or {}).items()},
-                             "serializeTypeCurrentRPC": "JSON"}).encode()
-        self.sock.sendall(struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body)
-        while True:
-            length, header_len = struct.unpack(">ii", self._read(8))
-            rest = self._read(length - 4)
-            answer = json.loads(rest[: header_len & 0xFFFFFF])
-            if answer["flag"] & 1 and answer["opaque"] == opaque:
-                return answer, rest[header_len & 0xFFFFFF:]
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            assert chunk, "the broker closed the connection"
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(addr, timeout_s=30)
 
     # ---------------------------------------------------------------- pop helpers
     def send(self, body: bytes, queue_id: int = 0) -> None:
@@ -88,13 +60,13 @@ class RawClient:
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Deployment, RawClient]]:
+def cluster(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Deployment, PopClient]]:
     data: Path = tmp_path_factory.mktemp("pop-wire")
     with registered_deployment(data, prefix="pop", brokers=[BrokerSpec("broker-a")], namesrv_count=1,
                                broker_port=0) as dep:
         broker = dep.brokers[next(iter(dep.brokers))]
         assert ray.get(broker.create_topic.remote(TOPIC, 2, 2)).ok
-        c = RawClient(next(iter(dep.brokers)))
+        c = PopClient(next(iter(dep.brokers)))
         for group, retries in (("PopWake", 16), ("PopRetry", 1), ("PopBad", 16), ("PopRestart", 16)):
             answer, _ = c.call(UPDATE_SUBSCRIPTION_GROUP, body=json.dumps(
                 {"groupName": group, "retryMaxTimes": retries}).encode())
@@ -109,7 +81,7 @@ def status(dep: Deployment) -> dict[str, Any]:
     return dict(ray.get(dep.brokers[next(iter(dep.brokers))].get_runtime_info.remote(), timeout=30))
 
 
-def drain(c: RawClient, group: str) -> None:
+def drain(c: PopClient, group: str) -> None:
     """Take every message there is for `group` and ack it (groups of the module start at the
     queues' start: earlier tests' messages are there too)."""
     while True:
@@ -120,15 +92,15 @@ def drain(c: RawClient, group: str) -> None:
             assert c.ack(group, m)["code"] == SUCCESS
 
 
-def pop_eventually(c: RawClient, group: str, invisible_ms: int, what: str) -> list[dict[str, Any]]:
+def pop_eventually(c: PopClient, group: str, invisible_ms: int, what: str) -> list[dict[str, Any]]:
     """The next messages a pop of `group` gets, popping (held 2 s each) until there are some."""
     return wait_until(lambda: c.pop(group, invisible_ms, poll_ms=2000)[1] or None, 30, what)
 
 
-def test_a_held_pop_is_woken_by_a_send_then_acked(cluster: tuple[Deployment, RawClient]) -> None:
+def test_a_held_pop_is_woken_by_a_send_then_acked(cluster: tuple[Deployment, PopClient]) -> None:
     dep, c = cluster
     drain(c, "PopWake")
-    waiter = RawClient(next(iter(dep.brokers)))
+    waiter = PopClient(next(iter(dep.brokers)))
     try:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             started = time.monotonic()
@@ -147,7 +119,7 @@ def test_a_held_pop_is_woken_by_a_send_then_acked(cluster: tuple[Deployment, Raw
         waiter.close()
 
 
-def test_an_unacked_message_comes_back_then_goes_to_the_dlq(cluster: tuple[Deployment, RawClient]) -> None:
+def test_an_unacked_message_comes_back_then_goes_to_the_dlq(cluster: tuple[Deployment, PopClient]) -> None:
     dep, c = cluster
     drain(c, "PopRetry")
     c.send(b"again")
@@ -165,7 +137,7 @@ def test_an_unacked_message_comes_back_then_goes_to_the_dlq(cluster: tuple[Deplo
     assert c.pop("PopRetry", 1000)[0]["code"] == POLLING_TIMEOUT
 
 
-def test_bad_handles_are_refused_and_change_nothing(cluster: tuple[Deployment, RawClient]) -> None:
+def test_bad_handles_are_refused_and_change_nothing(cluster: tuple[Deployment, PopClient]) -> None:
     dep, c = cluster
     drain(c, "PopBad")
     c.send(b"bad")
@@ -182,7 +154,7 @@ def test_bad_handles_are_refused_and_change_nothing(cluster: tuple[Deployment, R
     assert c.ack("PopBad", m)["code"] == SUCCESS
 
 
-def test_pop_and_ack_over_ray_as_over_tcp(cluster: tuple[Deployment, RawClient]) -> None:
+def test_pop_and_ack_over_ray_as_over_tcp(cluster: tuple[Deployment, PopClient]) -> None:
     """A Ray caller (the gRPC proxy actors) sends the same codes through `process` and gets the
     messages as objects, handle in their properties."""
     dep, c = cluster
@@ -200,7 +172,7 @@ def test_pop_and_ack_over_ray_as_over_tcp(cluster: tuple[Deployment, RawClient])
     assert acked.code == SUCCESS
 
 
-def test_a_broker_restart_loses_nothing_in_flight(cluster: tuple[Deployment, RawClient]) -> None:
+def test_a_broker_restart_loses_nothing_in_flight(cluster: tuple[Deployment, PopClient]) -> None:
     dep, c = cluster
     drain(c, "PopRestart")
     c.send(b"kept")
@@ -208,7 +180,7 @@ def test_a_broker_restart_loses_nothing_in_flight(cluster: tuple[Deployment, Raw
     assert status(dep)["pop_in_flight"] >= 1
     addr = next(iter(dep.brokers))
     dep.restart_broker(addr)
-    fresh = RawClient(addr)
+    fresh = PopClient(addr)
     try:
         msgs = pop_eventually(fresh, "PopRestart", 60_000, "the un-acked message back after the restart")
         assert [(x["body"], x["reconsume"]) for x in msgs] == [(b"kept", 1)]

@@ -5,54 +5,19 @@ such a consumer as RocketMQ does, one with it on delivers exactly the matching m
 
 from __future__ import annotations
 
-import itertools
 import json
-import socket
-import struct
 from typing import Any
 
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
 from tests.support.broker import decode_messages
+from tests.support.raw_remoting import RawClient
 from tests.support.ray_cluster import DeploymentFactory, wait_registered_everywhere
 
 CHECK_CLIENT_CONFIG, HEART_BEAT, PULL_MESSAGE, SEND_MESSAGE = 46, 34, 11, 10
 SUCCESS, SYSTEM_ERROR, PULL_RETRY_IMMEDIATELY = 0, 1, 20
 UNSUPPORTED = "The broker does not support consumer to filter message by SQL92"
-
-
-class RawClient:
-    """One TCP connection speaking RocketMQ remoting frames, encoded and decoded right here."""
-
-    def __init__(self, addr: str) -> None:
-        host, port = addr.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
-        self.opaque = itertools.count(1)
-
-    def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> tuple[dict[str, Any], bytes]:
-        opaque = next(self.opaque)
-        header = json.dumps({"code": code, "language": "JAVA", "version": 453, "opaque": opaque, "flag": 0,
-                             "extFields": {k: str(v) for k, v in (ext or {}).items()},
-                             "serializeTypeCurrentRPC": "JSON"}).encode()
-        self.sock.sendall(struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body)
-        while True:  # the broker may send requests of its own (NOTIFY_CONSUMER_IDS_CHANGED): not ours
-            length, header_len = struct.unpack(">ii", self._read(8))
-            rest = self._read(length - 4)
-            answer = json.loads(rest[: header_len & 0xFFFFFF])
-            if answer["flag"] & 1 and answer["opaque"] == opaque:
-                return answer, rest[header_len & 0xFFFFFF:]
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            assert chunk, "the broker closed the connection"
-            data += chunk
-        return data
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def sql92(expression: str) -> dict[str, Any]:
