@@ -307,30 +307,10 @@ class Deployment:
 
     def teardown(self, graceful: bool = True) -> None:
         """Stop everything this deployment started: proxies, brokers (they unregister), then NameServers."""
-        for name in list(self.proxies):
-            handle = self.proxies.pop(name)
-            try:
-                if graceful:
-                    ray.get(handle.shutdown.remote(), timeout=10)
-            except Exception as e:
-                log.info("proxy %s not shut down gracefully: %s", name, type(e).__name__)
-            ray.kill(handle, no_restart=True)
+        _stop_all(self.proxies, "proxy", graceful)
         self.proxy_endpoints.clear()
-        for addr in list(self.brokers):
-            try:
-                if graceful:
-                    ray.get(self.brokers[addr].shutdown.remote(), timeout=10)
-            except Exception as e:
-                log.info("broker %s not shut down gracefully: %s", addr, type(e).__name__)
-            ray.kill(self.brokers.pop(addr), no_restart=True)
-        for name in list(self.namesrvs):
-            handle = self.namesrvs.pop(name)
-            try:
-                if graceful:
-                    ray.get(handle.shutdown.remote(), timeout=10)
-            except Exception as e:
-                log.info("NameServer %s not shut down gracefully: %s", name, type(e).__name__)
-            ray.kill(handle, no_restart=True)
+        _stop_all(self.brokers, "broker", graceful)
+        _stop_all(self.namesrvs, "NameServer", graceful)
         if self.registry is not None:
             ray.kill(self.registry, no_restart=True)
             self.registry = None
@@ -341,6 +321,18 @@ class Deployment:
         if self.console is not None:
             ray.kill(self.console, no_restart=True)
             self.console = None
+
+
+def _stop_all(handles: dict[str, Any], kind: str, graceful: bool) -> None:
+    """Each actor of `handles` (emptied): its own `shutdown` first when `graceful`, then killed."""
+    for name in list(handles):
+        handle = handles.pop(name)
+        try:
+            if graceful:
+                ray.get(handle.shutdown.remote(), timeout=10)
+        except Exception as e:
+            log.info("%s %s not shut down gracefully: %s", kind, name, type(e).__name__)
+        ray.kill(handle, no_restart=True)
 
 
 def forget_controller_state(namespace: str) -> int:
