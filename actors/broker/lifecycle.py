@@ -144,7 +144,7 @@ class BrokerController:
         self.ha_master.groups = self.groups
         self.ha_master.tcp_addr = addr if remoting is not None else None
         self.ha_client = HAClient(broker_id, master_name, namespace, self.store, self.topics, self.offsets,
-                                  self.processor.hold, self.processor.context.metadata, config, clock) \
+                                  self.processor.context.fence, self.processor.context.metadata, config, clock) \
             if config.broker_role is BrokerRole.SLAVE and master_name and not controller_mode else None
         self.role.controlled = controller_mode
         if self.ha_client is not None:

@@ -58,6 +58,8 @@ class RoleGuard:
         self.master_epoch = 0
         self._confirmed = 0
         """The confirm offset last computed in this term (it never moves back within one)."""
+        self.master_confirm = 0
+        """A slave's: the confirm offset its master last told it (0 until one did since its start)."""
         self.on_confirm: Callable[[], None] = lambda: None
         """Called when the confirm offset may have moved (a slave's acknowledgement, the set
         shrinking, a role change): the read fence releases what became readable."""
@@ -85,17 +87,32 @@ class RoleGuard:
 
     @property
     def gates_reads(self) -> bool:
-        """Whether readers are held to the confirm offset: a SYNC_MASTER, and any master in
-        controller mode (RocketMQ 5's AutoSwitchHAService). An ASYNC_MASTER outside controller
-        mode keeps RocketMQ 4's weaker promise: a reader sees what the master wrote. A slave
-        serves what it holds (slaveReadEnable)."""
-        return self.role is BrokerRole.SYNC_MASTER or (self.controlled and self.role is not BrokerRole.SLAVE)
+        """Whether readers are held to the confirm offset: a SYNC_MASTER, and every broker in
+        controller mode (RocketMQ 5's AutoSwitchHAService), a slave included: it serves up to
+        the confirm offset its master last told it, never a tail the next master may not have
+        (an old master back as a slave before it is truncated, a copy its master's set did not
+        yet hold). An ASYNC_MASTER outside controller mode keeps RocketMQ 4's weaker promise (a
+        reader sees what the master wrote), and its slave serves what it holds."""
+        return self.role is BrokerRole.SYNC_MASTER or self.controlled
+
+    def master_confirmed(self, offset: int) -> None:
+        """A slave's master said its SyncStateSet holds the log up to `offset`."""
+        if offset > self.master_confirm:
+            self.master_confirm = offset
+            self.on_confirm()
+
+    def log_cut(self, end: int) -> None:
+        """This log was truncated to `end` (a slave reconciling with a new master)."""
+        self.master_confirm = min(self.master_confirm, end)
 
     def confirm_offset(self, log_end: int) -> int:
         """What every member of the SyncStateSet holds of a log ending at `log_end` (RocketMQ 5's
-        confirmOffset); `log_end` itself where reads are not gated or the master is alone."""
+        confirmOffset); `log_end` itself where reads are not gated or the master is alone; for a
+        slave, what its master last said of it."""
         if not self.gates_reads:
             return log_end
+        if self.role is BrokerRole.SLAVE:
+            return min(log_end, self.master_confirm)
         acks = [self.sync.acks.get(s, 0) for s in self.sync.members if s != self.sync.master_id]
         # never back within a term: a member whose acknowledgement stopped counting (ahead of
         # this master) held what it acknowledged before

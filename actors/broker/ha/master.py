@@ -103,7 +103,12 @@ class HAMasterService:
             self._cursors[slave_id] = (stream, max(self._cursors[slave_id][1], t.offset + len(t.data)))
         self.bytes_sent += len(t.data)
         return {"offset": t.offset, "data": t.data, "master_max": t.master_max, "waited_ms": waited * 1000,
-                "moved": t.offset != start}
+                "moved": t.offset != start, "confirm_offset": min(t.master_max, self.confirm_offset())}
+
+    def confirm_offset(self) -> int:
+        """What every member of the SyncStateSet holds (the whole log where reads are not gated):
+        each answer tells the slave, which serves reads no further in controller mode."""
+        return self.role.confirm_offset(self.store.size_bytes())
 
     def connect(self, slave_id: int, channel: BrokerChannel | None = None) -> dict[str, Any]:
         """A slave about to replicate over TCP: where (None: this broker has no TCP address); its

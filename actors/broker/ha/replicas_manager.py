@@ -316,7 +316,8 @@ class ReplicasManager:
                 log.warning("%s: no actor serves master address %s yet", self.addr, master_addr)
             await asyncio.sleep(RETRY_S)
         client = HAClient(my_id, actor, self.namespace, owner.store, owner.topics, owner.offsets,
-                          owner.processor.hold, owner.processor.context.metadata, owner.config, owner.clock)
+                          owner.processor.context.fence, owner.processor.context.metadata, owner.config,
+                          owner.clock)
         client.channel = self.channel
         owner.ha_client = client
         owner.role.master_reachable = client.reachable
@@ -358,6 +359,7 @@ class ReplicasManager:
             return None
         if point < local_end:
             cut = await owner.store.truncate(point)  # the topic records and decisions cut go with it
+            owner.role.log_cut(point)
             self.truncations.append({"atMs": int(time.time() * 1000), "epoch": epoch, "toOffset": point,
                                      "fromOffset": local_end, "bytes": cut})
             log.warning("%s: truncated %d bytes after offset %d (consistent point with %s)", self.addr, cut, point,

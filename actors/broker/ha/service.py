@@ -41,9 +41,9 @@ from actors.namesrv.housekeeping import BrokerChannel
 from actors.runtime.handles import ActorHandles
 from namesrv.acl.plain_acl import signature
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.client.pull_hold import PullHoldService
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.metadata_log import METADATA_TOPIC, MetadataLog
+from namesrv.broker.read_fence import ReadFence
 from namesrv.broker.subscription.config import parse_group_config
 from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
@@ -65,10 +65,12 @@ class HAClient:
     """The slave's side: copies the master's log, then its topic config and consumer offsets."""
 
     def __init__(self, slave_id: int, master_name: str, namespace: str, store: MessageStore,
-                 topics: TopicConfigManager, offsets: ConsumerOffsetManager, hold: PullHoldService,
+                 topics: TopicConfigManager, offsets: ConsumerOffsetManager, fence: ReadFence,
                  metadata: MetadataLog, config: BrokerConfig, clock: Clock) -> None:
+        """`fence`: the broker's read fence, told of each append (held pulls woken once readable)
+        and of the master's confirm offset (how far this slave serves reads in controller mode)."""
         self.slave_id, self.master_name = slave_id, master_name
-        self.store, self.topics, self.offsets, self.hold = store, topics, offsets, hold
+        self.store, self.topics, self.offsets, self.fence = store, topics, offsets, fence
         self.metadata = metadata
         """The topic changes the master wrote into its log: applied as they are appended."""
         self.config, self.clock = config, clock
@@ -266,11 +268,14 @@ class HAClient:
             self._flush_soon()
         if any(topic == METADATA_TOPIC for topic, _ in touched):
             self.metadata.apply_new()  # a topic is known here before a pull for it can arrive
+        end = offset + len(data)
         for topic, queue_id in touched:
-            self.hold.notify(topic, queue_id)
+            self.fence.written(end, topic, queue_id)
 
     def _answered(self, reply: dict[str, Any], received: int) -> None:
         self.master_max = int(reply["master_max"])
+        if reply.get("confirm_offset") is not None:
+            self.fence.guard.master_confirmed(int(reply["confirm_offset"]))
         self.last_ok_ms = self.clock()
         if self.caught_up_ms is None and self.store.size_bytes() >= self.master_max:
             self.caught_up_ms = self.last_ok_ms

@@ -8,8 +8,9 @@ same long poll as the Ray transport (actors.broker.ha.service): the request is t
 
     request  extFields: slaveId, fromOffset, maxBytes, waitMs, and for a pipelined slave ackOffset
              and stream; no body
-    answer   SUCCESS, extFields offset, masterMax, waitedMs, moved; body: the records (none: nothing
-             new within waitMs)
+    answer   SUCCESS, extFields offset, masterMax, waitedMs, moved, confirmOffset (what the master's
+             SyncStateSet holds: a controller-mode slave serves reads up to it); body: the records
+             (none: nothing new within waitMs)
              SYSTEM_ERROR with remark "<error kind>: <text>" and masterMax when the master could not
              read (a ReplicationError the slave raises; it retries from its own end)
 
@@ -95,14 +96,16 @@ def transfer_answer(reply: Mapping[str, Any]) -> tuple[int, str | None, dict[str
     data: bytes = reply["data"]
     ext = {"offset": str(reply["offset"]), "masterMax": str(reply["master_max"]),
            "waitedMs": f"{float(reply['waited_ms']):.3f}", "moved": "true" if reply.get("moved") else "false"}
+    if reply.get("confirm_offset") is not None:
+        ext["confirmOffset"] = str(reply["confirm_offset"])
     return ResponseCode.SUCCESS, None, ext, data or None
 
 
 def parse_transfer_answer(code: int, remark: str | None, ext: Mapping[str, str] | None,
                           body: bytes | None) -> dict[str, Any]:
     """The master's answer in the shape of the Ray transport's reply (the slave handles both alike):
-    {"offset", "data", "master_max", "waited_ms", "moved"}, or {"error", "remark"} when the master
-    refused or the answer does not parse."""
+    {"offset", "data", "master_max", "waited_ms", "moved", "confirm_offset"} (None when the master
+    did not say), or {"error", "remark"} when the master refused or the answer does not parse."""
     fields = ext or {}
     if code != ResponseCode.SUCCESS:
         kind, _, text = (remark or "").partition(": ")
@@ -110,12 +113,14 @@ def parse_transfer_answer(code: int, remark: str | None, ext: Mapping[str, str] 
     try:
         offset, master_max = int(fields["offset"]), int(fields["masterMax"])
         waited = float(fields.get("waitedMs", "0"))
+        confirm = int(fields["confirmOffset"]) if "confirmOffset" in fields else None
     except (KeyError, ValueError) as e:
         return {"error": "BadAnswer", "remark": f"HA_TRANSFER answer without a valid {e}"}
-    if offset < 0 or master_max < 0:
-        return {"error": "BadAnswer", "remark": f"HA_TRANSFER answer at offset {offset}, master end {master_max}"}
+    if offset < 0 or master_max < 0 or (confirm is not None and not 0 <= confirm <= master_max):
+        return {"error": "BadAnswer", "remark": f"HA_TRANSFER answer at offset {offset}, master end {master_max}, "
+                                                f"confirm offset {confirm}"}
     return {"offset": offset, "data": body or b"", "master_max": master_max, "waited_ms": waited,
-            "moved": fields.get("moved") == "true"}
+            "moved": fields.get("moved") == "true", "confirm_offset": confirm}
 
 
 def peer_call_ext(call: str, slave_id: int) -> dict[str, str]:

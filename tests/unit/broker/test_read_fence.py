@@ -247,3 +247,35 @@ def test_what_was_readable_stays_readable_when_a_members_ack_stops_counting(tmp_
         assert await max_offset(broker) == 1
 
     asyncio.run(scenario())
+
+
+def test_a_controlled_slave_serves_only_what_its_master_said_its_set_holds(tmp_path: Path) -> None:
+    """RocketMQ 5's slave gate: a slave in controller mode shows readers its log up to the confirm
+    offset its master last told it (0 after its start), never a tail the next master may lack (an
+    old master back as a slave before its truncation). A held pull waits for the master's word; a
+    truncation lowers what was told."""
+    master = Broker(tmp_path / "m", broker_role=BrokerRole.ASYNC_MASTER)
+
+    async def scenario() -> None:
+        for body in (b"one", b"two"):
+            await master.processor.send([MessageInner("T", 0, body)], "TBW102", 4)
+        first_end = master.store.get_message("T", 0, 1, 1)[0].commit_log_offset
+        slave = Broker(tmp_path / "s", broker_role=BrokerRole.SLAVE, slave_read_enable=True)
+        role = slave.processor.role
+        role.controlled = True
+        slave.store.append_raw(0, master.store.read_raw(0, master.store.size_bytes()).data, True)
+        slave.processor.context.fence.written(slave.store.size_bytes(), "T", 0)  # as the HA client does
+        assert slave.store.max_offset("T", 0) == 2 and await max_offset(slave) == 0
+        held = asyncio.ensure_future(answered(slave, Code.PULL_MESSAGE, pull_ext(0, held=True)))
+        await asyncio.sleep(0)
+        assert not held.done(), held.result()
+        role.master_confirmed(first_end)  # the set holds the first message only
+        got = await asyncio.wait_for(held, ANSWER_BOUND_S)
+        assert [m["body"] for m in decode_messages(got.body)] == [b"one"]
+        assert await max_offset(slave) == 1
+        role.master_confirmed(slave.store.size_bytes())
+        assert await max_offset(slave) == 2
+        role.log_cut(first_end)
+        assert role.confirm_offset(slave.store.size_bytes()) == first_end
+
+    asyncio.run(scenario())

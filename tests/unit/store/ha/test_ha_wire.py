@@ -78,13 +78,17 @@ def test_bad_requests_are_refused_clearly(ext: Any, body: bytes | None, says: st
 
 
 def test_answer_round_trips_and_errors_keep_their_kind() -> None:
-    reply = {"offset": 100, "data": b"records", "master_max": 300, "waited_ms": 1.25, "moved": False}
+    reply = {"offset": 100, "data": b"records", "master_max": 300, "waited_ms": 1.25, "moved": False,
+             "confirm_offset": 180}
     code, remark, ext, body = transfer_answer(reply)
     assert (code, remark, body) == (ResponseCode.SUCCESS, None, b"records")
     assert parse_transfer_answer(code, remark, ext, body) == reply
     empty = transfer_answer({"offset": 300, "data": b"", "master_max": 300, "waited_ms": 1000.0, "moved": True})
     assert parse_transfer_answer(*empty) == {"offset": 300, "data": b"", "master_max": 300, "waited_ms": 1000.0,
-                                             "moved": True}
+                                             "moved": True, "confirm_offset": None}
+    past = parse_transfer_answer(ResponseCode.SUCCESS, None, {"offset": "1", "masterMax": "5", "confirmOffset": "6"},
+                                 None)
+    assert past["error"] == "BadAnswer" and "confirm offset 6" in past["remark"]
     refused = transfer_answer({"error": "ReplicaAhead", "remark": "replica asks from 9, past 5", "master_max": 5})
     assert refused[0] == ResponseCode.SYSTEM_ERROR and refused[2] == {"masterMax": "5"}
     assert parse_transfer_answer(*refused) == {"error": "ReplicaAhead", "remark": "replica asks from 9, past 5"}
