@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from clients.chaos.invariants import Invariant
 
@@ -56,6 +57,8 @@ class Received:
     offset: int
     msg_id: str
     at_ms: int
+    source: str = ""
+    """The replica it was read from (a broker actor or address), when known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,16 @@ class History:
     received: list[Received] = field(default_factory=list)
     decided: list[Decided] = field(default_factory=list)
     stored: list[Stored] = field(default_factory=list)
+
+
+def history_of_run(sends: list[dict[str, Any]], received: list[Received], stored: Iterable[Any]) -> History:
+    """A chaos run's history: its producers' send records (`SendRecord` fields and `producer`),
+    what its live reader was given, and what every queue held at the end (`ConsumedMessage`s)."""
+    sent = [Sent(r["producer"], r["msg_id"] or "", r["t_ms"], r["t_ms"] + round(r["latency_ms"]), bool(r["ok"]),
+                 (r["topic"], r["broker_name"], r["queue_id"]) if r["ok"] else None, r["queue_offset"])
+            for r in sends]
+    held = [Stored((m.topic, m.broker_name, m.queue_id), m.queue_offset, m.msg_id) for m in stored]
+    return History(sent, list(received), [], held)
 
 
 def _examples(items: Iterable[object]) -> str:
@@ -117,7 +130,8 @@ def _no_change(h: History, held: dict[tuple[Queue, int], str]) -> Invariant:
     for where, r in first.items():
         now = held.get(where)
         if now is not None and now != r.msg_id:
-            changed.append(f"{where}: given {r.msg_id} to {r.consumer}, held {now} at the end")
+            changed.append(f"{where}: given {r.msg_id} to {r.consumer} at {r.at_ms}"
+                           f"{f' by {r.source}' if r.source else ''}, held {now} at the end")
     return Invariant("H2 no message a consumer read ever changed", not changed,
                      f"{len(changed)} of {len(first)} read (queue, offset)s changed", _examples(changed))
 

@@ -274,11 +274,21 @@ def check_loss_for_role(loss: Invariant, counts: dict[str, int], broker_role: st
     masters_died = sum(1 for r in timeline if r.kind in DEATHS and r.ok)
     figures = {"broker_role": broker_role, "acknowledged_lost": counts.get("lost", 0),
                "master_deaths": masters_died}
-    if broker_role != "ASYNC_MASTER" or slaves < 1:
+    if promises_no_loss(broker_role, slaves):
         return loss, figures
-    return Invariant(loss.name + " (ASYNC_MASTER: counted, not failed)", True,
-                     f"{counts.get('lost', 0)} acknowledged-but-lost of {counts.get('acknowledged', 0)} "
-                     f"across {masters_died} master deaths", loss.detail), figures
+    return counted_not_failed(loss, f"{counts.get('lost', 0)} acknowledged-but-lost of "
+                                    f"{counts.get('acknowledged', 0)} across {masters_died} master deaths"), figures
+
+
+def promises_no_loss(broker_role: str | None, slaves: int) -> bool:
+    """Whether a master's death may lose nothing acknowledged: not with ASYNC_MASTER slaves."""
+    return broker_role != "ASYNC_MASTER" or slaves < 1
+
+
+def counted_not_failed(inv: Invariant, value: str | None = None) -> Invariant:
+    """An invariant ASYNC_MASTER does not promise: reported with its value, never failed."""
+    return Invariant(inv.name + " (ASYNC_MASTER: counted, not failed)", True, inv.value if value is None else value,
+                     inv.detail)
 
 
 def check_paused_slave_sends(sends: list[dict[str, Any]], timeline: list[FaultRecord], broker_names: dict[str, str],

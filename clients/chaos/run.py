@@ -32,6 +32,7 @@ from actors.deployment.spec import BrokerSpec, ClusterSpec
 from actors.runtime.ray_info import head_node_id
 from clients.admin.client import AdminClient
 from clients.chaos.driver import ChaosDriver, NodeRemover
+from clients.chaos.history import check_history, history_of_run
 from clients.chaos.invariants import (
     check_detections,
     check_no_live_removal,
@@ -48,14 +49,17 @@ from clients.chaos.leaks import alive_actor_ids, alive_actors, check_leaks, name
 from clients.chaos.nodes import await_lost_removals, node_fault_refusal
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
 from clients.chaos.plan import ChaosConfig, Timing, plan_faults, plan_signature, timeline_signature
+from clients.chaos.reader import LiveReader
 from clients.chaos.report import EXISTING, PRIVATE, ChaosReport, summarize
 from clients.chaos.roles import (
     RoleLogCollector,
     check_loss_for_role,
     check_one_master,
     check_paused_slave_sends,
+    counted_not_failed,
     masterless_windows,
     no_master_anywhere,
+    promises_no_loss,
     role_spans,
 )
 from clients.chaos.schema import (
@@ -244,6 +248,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     collector: SnapshotCollector | None = None
     driver: ChaosDriver | None = None
     roles: RoleLogCollector | None = None
+    reader: LiveReader | None = None
     started_ms = now_ms()
     log.info("chaos run on %s deployment in namespace %s, data in %s, seed %d",
              target.kind, namespace, target.data_dir, cfg.seed)
@@ -279,6 +284,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
                                    lose_node=lose_node)
         roles = RoleLogCollector(lambda: {a: h for a, h in dep.brokers.items() if a not in drv.lost}, names,
                                  now_ms).start()
+        reader = LiveReader(namespace, sorted(dep.namesrvs), topics).start()
         start = time.monotonic()
         started_ms = now_ms()
         loops = [p.run_send_loop.remote(topics, cfg.rate, cfg.duration_s, 128, cfg.seed * 1000 + i)
@@ -290,6 +296,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
             log.warning("not every broker is back in every route at the end of the run")
         await_lost_removals(removals, driver.lost, timeline, timing)
         removals.snapshot()
+        reader.stop()
         sends, route_logs = collect_producer_results(producers)
         consumed = consume_everything(namespace, sorted(dep.namesrvs), topics)
         history = observer.snapshot_history()
@@ -305,6 +312,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         threads_stopped = observer.stop() if observer is not None else True
         threads_stopped = (collector.stop() if collector is not None else True) and threads_stopped
         threads_stopped = (roles.stop() if roles is not None else True) and threads_stopped
+        threads_stopped = (reader.stop() if reader is not None else True) and threads_stopped
         _clean_up(target, cfg, topics, job_id, job_actors_before, driver.lost if driver is not None else set())
     ended_ms = now_ms()
 
@@ -341,10 +349,13 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         check_paused_slave_sends(sends, timeline, names, shrink_ms, role == "SYNC_MASTER"),
         check_leaks(namespace, job_id, alive_before, loops, kept_dir, threads_stopped,
                     keep=target.keep | job_actors_before, own_store=target.kind == PRIVATE),
+        *[h if promises_no_loss(role, target.slaves) else counted_not_failed(h)
+          for h in check_history(history_of_run(sends, reader.received if reader is not None else [], consumed))],
     ]
     figures = summarize(timeline, detections, driver.recovery_ms if driver else {}, send_counts, loss_counts, timing)
     figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
     figures["spurious_removals"] = spurious
+    figures["live_reader"] = reader.figures() if reader is not None else {}
     figures["replication"] = role_figures | {"slave_transports": sorted(roles.transports) if roles is not None else []}
     report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),
                          route_logs, history, invariants, figures, started_ms, target=target.kind,

@@ -100,3 +100,23 @@ def test_sequential_sends_in_offset_order_always_pass_h5(seed: int, n: int) -> N
         offsets[q] += rng.randint(1, 3)
         t = end + rng.randint(1, 5)
     assert check_history(h)[-1].ok
+
+
+def test_a_chaos_runs_records_make_a_history_whose_checks_see_a_loss() -> None:
+    """history_of_run: the producers' send records (failed ones unacknowledged, placed nowhere),
+    the live reader's deliveries and the final reads, as the chaos run hands them over."""
+    from clients.chaos.history import history_of_run
+    from clients.consumer.pull_consumer import ConsumedMessage
+
+    def record(n: int, ok: bool = True) -> dict[str, object]:
+        return {"producer": "p1", "t_ms": 10 * n, "latency_ms": 2.4, "ok": ok, "topic": "T",
+                "broker_name": "broker-a" if ok else None, "queue_id": 0 if ok else None,
+                "queue_offset": n if ok else None, "msg_id": f"m{n}" if ok else None}
+
+    sends = [record(0), record(1), record(2, ok=False), record(3)]
+    stored = [ConsumedMessage("T", "broker-a", 0, n, f"m{n}", b"", {}) for n in (0, 1)]
+    h = history_of_run(sends, [Received("r", Q0, 0, "m0", 5)], stored)
+    assert h.sent[0] == Sent("p1", "m0", 0, 2, True, Q0, 0)
+    assert h.sent[2].acknowledged is False and h.sent[2].queue is None
+    broken = failing(h)
+    assert set(broken) == {"H1"} and "m3" in broken["H1"]
