@@ -52,6 +52,15 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+
 def _kill_pids(pids: Sequence[int], grace_s: float = 5.0) -> None:
     """SIGTERM, then SIGKILL what is still there after `grace_s`."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -65,9 +74,9 @@ def _kill_pids(pids: Sequence[int], grace_s: float = 5.0) -> None:
         if not alive or sig == signal.SIGKILL:
             return
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in alive):
+        while time.monotonic() < deadline and any(_running(p) for p in alive):
             time.sleep(0.1)
-        pids = [p for p in alive if Path(f"/proc/{p}").exists()]
+        pids = [p for p in alive if _running(p)]
 
 
 def netns_pids(name: str) -> list[int]:

@@ -61,7 +61,9 @@ def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env[AUTH_MODE_VAR] = os.environ.get(AUTH_MODE_VAR) or "disabled"
-    env.setdefault("RAY_agent_register_timeout_ms", "120000")  # a loaded machine starts agents slowly
+    # a raylet waits this long for its dashboard agent's ports (15 s by default), and the agent's
+    # imports alone take 15-20 s on a loaded 2-core machine
+    env.setdefault("RAY_raylet_start_wait_time_s", "120")
     return env
 
 
@@ -88,7 +90,7 @@ class RayOnHosts:
     def _common(self, address: str, temp_dir: str, num_cpus: int) -> list[str]:
         Path(temp_dir).mkdir(parents=True, exist_ok=True)
         return [ray_cli(), "start", "--block", f"--node-ip-address={address}", f"--temp-dir={temp_dir}",
-                f"--num-cpus={num_cpus}", "--disable-usage-stats"]
+                f"--num-cpus={num_cpus}", "--disable-usage-stats", "--include-log-monitor=false"]
 
     def _spawn(self, argv: list[str], host: int | None, name: str) -> None:
         """Start one node and wait until its `ray start` says it runs. A node whose start timed out
