@@ -134,12 +134,18 @@ def test_servers_listen_on_their_hosts(bed: Bed) -> None:
 
 
 def test_partition_broker_from_one_namesrv(bed: Bed, capsys: pytest.CaptureFixture[str]) -> None:
+    """The kernel cuts broker-a's host from NameServer-1's only. NameServer-1 expires broker-a and
+    NameServer-0 keeps it; a producer asking NameServer-0 still writes to broker-a, one asking
+    NameServer-1 stops writing to it although it reaches broker-a itself (what issue 36's client
+    fix is for); Ray declares no node dead. After the heal both agree again within a bound."""
     dep, nemesis, hosts = bed.dep, bed.nemesis, bed.hosts
     ns1_addr = dep.namesrv_addr().split(";")[1]
-    with Producer("PartitionProducer", namesrv=["namesrv-0"], namespace=dep.spec.namespace,
-                  poll_name_server_interval_ms=1_000) as producer:
-        first = producer.send(Message(TOPIC, b"before"))
-        assert first.send_status == "SEND_OK"
+    options: dict[str, Any] = {"namespace": dep.spec.namespace, "poll_name_server_interval_ms": 1_000}
+    with Producer("PartitionVia0", namesrv=["namesrv-0"], instance_name="via-namesrv-0", **options) as via0, \
+            Producer("PartitionVia1", namesrv=["namesrv-1"], instance_name="via-namesrv-1", **options) as via1:
+        for producer in (via0, via1):
+            assert producer.send(Message(TOPIC, b"before")).send_status == "SEND_OK"
+            assert _brokers_of(producer) == EVERY
 
         window = nemesis.partition([[BROKER_A_HOST], [NS1_HOST]])
         cut_at = time.monotonic()
@@ -150,15 +156,23 @@ def test_partition_broker_from_one_namesrv(bed: Bed, capsys: pytest.CaptureFixtu
             assert names_on(dep, "namesrv-1") == {"broker-b"}
             assert names_on(dep, "namesrv-0") == EVERY, "NameServer-0 still reaches broker-a and must keep it"
 
-            # the kernel's cut, and only that one: broker-a's host cannot reach NameServer-1's, host 0 can
-            assert not tcp_reaches(hosts, BROKER_A_HOST, ns1_addr)
-            assert tcp_reaches(hosts, NS0_HOST, ns1_addr)
+            # the producer asking NameServer-1 drops broker-a, which it could still reach
+            wait_until(lambda: _brokers_of(via1) == {"broker-b"}, 30, "the producer via NameServer-1 to drop broker-a",
+                       interval_s=0.05)
+            via1_dropped_at = time.monotonic()
+            assert {via1.send(Message(TOPIC, b"via1")).message_queue.broker_name for _ in range(8)} == {"broker-b"}
 
-            # a producer that asks NameServer-0 still writes to broker-a, across the bed's network
-            landed = wait_until(lambda: _sent_to(producer, "broker-a"), 30, "a send that lands on broker-a",
+            # the producer asking NameServer-0 still writes to broker-a, across the bed's network
+            landed = wait_until(lambda: _sent_to(via0, "broker-a"), 30, "a send that lands on broker-a",
                                 interval_s=0.01)
             assert landed.send_status == "SEND_OK"
-            assert names_on(dep, "namesrv-0") == EVERY
+            assert names_on(dep, "namesrv-0") == EVERY and _brokers_of(via0) == EVERY
+
+            # the kernel's cut, and only that one: broker-a's host cannot reach NameServer-1's, host 0 can;
+            # every Ray node still reaches the head, so Ray declares none dead
+            assert not tcp_reaches(hosts, BROKER_A_HOST, ns1_addr)
+            assert tcp_reaches(hosts, NS0_HOST, ns1_addr)
+            assert set(hosts.addresses) <= {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
         finally:
             nemesis.heal()
         healed_at = time.monotonic()
@@ -166,19 +180,29 @@ def test_partition_broker_from_one_namesrv(bed: Bed, capsys: pytest.CaptureFixtu
         wait_until(lambda: names_on(dep, "namesrv-1") == EVERY, CONVERGE_BOUND_S,
                    "NameServer-1 to have broker-a again after the heal", interval_s=0.1)
         converged_at = time.monotonic()
+        wait_until(lambda: _brokers_of(via1) == EVERY, 30, "the producer via NameServer-1 to have broker-a again",
+                   interval_s=0.05)
+        via1_back_at = time.monotonic()
     assert tcp_reaches(hosts, BROKER_A_HOST, ns1_addr)
     assert window.end_ms is not None and window.kind == "partition"
     assert window.hosts == (BROKER_A_HOST, NS1_HOST)
 
     figures = {
         "cut to NameServer-1 expiring broker-a": expired_at - cut_at,
+        "NameServer-1's expiry to its producer dropping broker-a": via1_dropped_at - expired_at,
         "NameServers disagreed for": converged_at - expired_at,
         "heal to NameServer-1 having broker-a again": converged_at - healed_at,
+        "heal to its producer having broker-a again": via1_back_at - healed_at,
         "partition window": (window.end_ms - window.start_ms) / 1000,
     }
     with capsys.disabled():
         print("\n[partition broker-a | NameServer-1] " + "; ".join(f"{k}: {v:.2f} s" for k, v in figures.items()))
     assert figures["cut to NameServer-1 expiring broker-a"] >= EXPIRY_MS / 1000 * 0.8
+
+
+def _brokers_of(producer: Producer) -> set[str]:
+    info = producer.publish_info(TOPIC)
+    return set(info.broker_names()) if info is not None else set()
 
 
 def _sent_to(producer: Producer, broker: str) -> Any:
