@@ -194,7 +194,10 @@ class RayOnHosts:
         process group gets SIGTERM then SIGKILL, then whatever is left in the hosts or names the temp root."""
         if ray.is_initialized():
             ray.shutdown()
-        self._stop_group(*self.procs)
+        # the other nodes first: a node drains through the head's GCS on SIGTERM, and waits out its
+        # grace period when the GCS is already gone
+        self._stop_group(*self.procs[1:])
+        self._stop_group(*self.procs[:1])
         left = harness_pids() + [pid for i in range(self.hosts.count) for pid in netns_pids(self.hosts.layout.netns(i))]
         if left:
             log.info("stopping %d processes the Ray nodes left", len(left))

@@ -21,6 +21,7 @@ import pytest
 import ray
 
 from actors.deployment.launcher import Deployment
+from actors.deployment.profiles import get_profile
 from actors.deployment.spec import BrokerSpec, ClusterSpec
 from clients.admin.client import AdminClient
 from clients.chaos.hosts.nemesis import Nemesis
@@ -51,6 +52,7 @@ NS0_HOST, NS1_HOST, BROKER_A_HOST = 0, 1, 2
 EXPIRY_MS = 3_000
 """NameServer's brokerChannelExpiredTime here (RocketMQ: 120 s); the brokers heartbeat every 0.5 s
 (the `fast` profile)."""
+HEARTBEAT_MS = get_profile("fast").broker.register_name_server_period_ms
 TOPIC = "TopicPartition"
 EVERY = {"broker-a", "broker-b"}
 EXPIRE_BOUND_S = 30.0
@@ -99,11 +101,30 @@ def names_on(dep: Deployment, namesrv: str) -> set[str]:
     return broker_names(resp.wire_body()) if resp.ok else set()
 
 
+REACH = """
+import socket, sys
+from concurrent.futures import ThreadPoolExecutor
+def ok(addr):
+    host, port = addr.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+        return "1"
+    except OSError:
+        return "0"
+with ThreadPoolExecutor(len(sys.argv) - 1) as pool:
+    print("".join(pool.map(ok, sys.argv[1:])))
+"""
+
+
+def reaches(hosts: Hosts, host: int, addrs: list[str]) -> list[bool]:
+    """Whether a TCP connection from inside `host` to each of `addrs` (host:port) opens within 2 s
+    (one Python process, the connections in parallel)."""
+    out = hosts.run(host, [sys.executable, "-c", REACH, *addrs], timeout=60).stdout.strip()
+    return [c == "1" for c in out]
+
+
 def tcp_reaches(hosts: Hosts, host: int, addr: str) -> bool:
-    """Whether a TCP connection from inside `host` to `addr` (host:port) opens within 2 s."""
-    ip, port = addr.rsplit(":", 1)
-    code = f"import socket; socket.create_connection(({ip!r}, {port}), timeout=2).close()"
-    return hosts.run(host, [sys.executable, "-c", code], check=False, timeout=30).returncode == 0
+    return reaches(hosts, host, [addr])[0]
 
 
 def test_leftovers_of_a_killed_run_are_removed() -> None:
@@ -197,12 +218,48 @@ def test_partition_broker_from_one_namesrv(bed: Bed, capsys: pytest.CaptureFixtu
     }
     with capsys.disabled():
         print("\n[partition broker-a | NameServer-1] " + "; ".join(f"{k}: {v:.2f} s" for k, v in figures.items()))
-    assert figures["cut to NameServer-1 expiring broker-a"] >= EXPIRY_MS / 1000 * 0.8
+    # not before the expiry: the last heartbeat NameServer-1 had came at most one period before the cut
+    assert figures["cut to NameServer-1 expiring broker-a"] >= (EXPIRY_MS - HEARTBEAT_MS) / 1000 - 0.1
 
 
 def _brokers_of(producer: Producer) -> set[str]:
     info = producer.publish_info(TOPIC)
     return set(info.broker_names()) if info is not None else set()
+
+
+def test_every_nemesis_kind_cuts_what_it_says(bed: Bed) -> None:
+    """Each nemesis, as the kernel applies it, between the servers' ports on the three hosts (a
+    NameServer on hosts 0 and 1, broker-a on host 2): who reaches whom, then the heal."""
+    ns0, ns1 = bed.dep.namesrv_addr().split(";")
+    a = next(s.addr for s in bed.dep.broker_specs.values() if s.broker_name == "broker-a")
+    server_on = {0: ns0, 1: ns1, 2: a}
+
+    def matrix() -> dict[tuple[int, int], bool]:
+        out = {}
+        for src in range(HOSTS):
+            dsts = [d for d in range(HOSTS) if d != src]
+            out.update({(src, d): r for d, r in zip(dsts, reaches(bed.hosts, src, [server_on[d] for d in dsts]),
+                                                    strict=True)})
+        return out
+
+    every = {(s, d): True for s in range(HOSTS) for d in range(HOSTS) if s != d}
+    nemesis = bed.nemesis
+    try:
+        nemesis.isolate(2)
+        assert matrix() == every | {(2, 0): False, (2, 1): False, (0, 2): False, (1, 2): False}
+        nemesis.heal()
+        nemesis.bridge([1], [2], via=0)  # host 0 sees both sides
+        assert matrix() == every | {(1, 2): False, (2, 1): False}
+        nemesis.heal()
+        nemesis.one_way(2, 0)  # TCP needs both ways: a connection either way stalls, others pass
+        assert matrix() == every | {(2, 0): False, (0, 2): False}
+        rules_0 = bed.hosts.run(0, ["nft", "list", "ruleset"]).stdout
+        assert f"ip saddr {bed.hosts.address(2)} drop" in rules_0 and "daddr" not in rules_0.split("chain output")[1]
+    finally:
+        nemesis.heal()
+    assert matrix() == every
+    kinds = [w.kind for w in nemesis.timeline.windows[-3:]]
+    assert kinds == ["isolate", "bridge", "one_way"] and all(w.end_ms for w in nemesis.timeline.windows)
 
 
 def _sent_to(producer: Producer, broker: str) -> Any:
