@@ -64,6 +64,9 @@ def _env() -> dict[str, str]:
     # a raylet waits this long for its dashboard agent's ports (15 s by default), and the agent's
     # imports alone take 15-20 s on a loaded 2-core machine
     env.setdefault("RAY_raylet_start_wait_time_s", "120")
+    # on SIGTERM `ray start` first drains its node through the GCS (up to 30 s; the head's drain
+    # never finishes, its raylet waits on the GCS it serves): the bed's nodes have nothing to hand over
+    env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
     return env
 
 
