@@ -41,6 +41,10 @@ NODE_START_TIMEOUT_S = 60.0
 START_ATTEMPTS = 3
 STOP_GRACE_S = 15.0
 STARTED = b"Ray runtime started"
+AGENT_PORT_FLAGS = ("--metrics-export-port", "--dashboard-agent-grpc-port", "--dashboard-agent-listen-port",
+                    "--runtime-env-agent-port")
+AGENT_PORTS = (8090, 8091, 52365, 8092)
+"""The node agents' ports inside a host (each namespace has its own port space)."""
 
 
 def ray_cli() -> str:
@@ -61,9 +65,6 @@ def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env[AUTH_MODE_VAR] = os.environ.get(AUTH_MODE_VAR) or "disabled"
-    # a raylet waits this long for its dashboard agent's ports (15 s by default), and the agent's
-    # imports alone take 15-20 s on a loaded 2-core machine
-    env.setdefault("RAY_raylet_start_wait_time_s", "120")
     # on SIGTERM `ray start` first drains its node through the GCS (up to 30 s; the head's drain
     # never finishes, its raylet waits on the GCS it serves): the bed's nodes have nothing to hand over
     env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
@@ -91,29 +92,43 @@ class RayOnHosts:
         self.stop()
 
     def _common(self, address: str, temp_dir: str, num_cpus: int) -> list[str]:
+        """The `ray start` arguments every node takes. The agents' ports are given, never 0: with
+        0 the raylet waits for the agents to write theirs, 15 s at most before it aborts (and a
+        loaded 2-core machine takes longer only to import the dashboard agent). Inside a host the
+        ports are the host's own; in the root namespace, shared with every other Ray here, free ones."""
         Path(temp_dir).mkdir(parents=True, exist_ok=True)
+        ports: list[int] = []
+        if address == self.hosts.driver_address:
+            while len(ports) < len(AGENT_PORT_FLAGS):
+                if (port := free_port(address)) not in ports:
+                    ports.append(port)
+        else:
+            ports = list(AGENT_PORTS)
         return [ray_cli(), "start", "--block", f"--node-ip-address={address}", f"--temp-dir={temp_dir}",
-                f"--num-cpus={num_cpus}", "--disable-usage-stats", "--include-log-monitor=false"]
+                f"--num-cpus={num_cpus}", "--disable-usage-stats", "--include-log-monitor=false",
+                *(f"{flag}={port}" for flag, port in zip(AGENT_PORT_FLAGS, ports, strict=True))]
 
     def _spawn(self, argv: list[str], host: int | None, name: str) -> None:
-        """Start one node and wait until its `ray start` says it runs. A node whose start timed out
-        (`ray start` gives a raylet 30 s to register, and a raylet waits for its dashboard agent,
-        whose imports alone take 15 s on a loaded 2-core machine) is started again, up to
-        START_ATTEMPTS times. Nodes start one at a time for the same reason."""
+        """Start one node and wait until its `ray start` says it runs; one that did not (`ray start`
+        gives its raylet 30 s to register, which a loaded 2-core machine can miss) is started again,
+        up to START_ATTEMPTS times. Nodes start one at a time, not to load the machine all at once."""
         log_path = Path(TEMP_ROOT) / f"{name}.log"
         for attempt in range(1, START_ATTEMPTS + 1):
-            out = open(log_path, "wb")
+            out = open(log_path, "ab")  # every attempt's output, for the error below
             self._logs.append(out)
+            since = out.tell()
             kwargs: dict[str, Any] = {"stdout": out, "stderr": subprocess.STDOUT, "env": _env(),
                                       "start_new_session": True}
             proc = subprocess.Popen(argv, **kwargs) if host is None else self.hosts.popen(host, argv, **kwargs)
             self.procs.append(proc)
-            try:
-                wait_until(lambda: proc.poll() is not None or STARTED in log_path.read_bytes(),  # noqa: B023
-                           timeout_s=NODE_START_TIMEOUT_S, interval_s=0.2, what=f"Ray node {name} to start")
-            except WaitTimeout:
-                pass
-            if proc.poll() is None and STARTED in log_path.read_bytes():
+
+            def started(proc: subprocess.Popen[Any] = proc, since: int = since) -> bool:
+                return proc.poll() is None and STARTED in log_path.read_bytes()[since:]
+
+            with contextlib.suppress(WaitTimeout):
+                wait_until(lambda: proc.poll() is not None or started(), timeout_s=NODE_START_TIMEOUT_S,  # noqa: B023
+                           interval_s=0.2, what=f"Ray node {name} to start")
+            if started():
                 return
             self.procs.remove(proc)
             self._stop_group(proc)
@@ -124,16 +139,19 @@ class RayOnHosts:
     def start(self) -> None:
         lay = self.hosts.layout
         Path(TEMP_ROOT).mkdir(parents=True, exist_ok=True)
+        for old in Path(TEMP_ROOT).glob("*.log"):  # a previous bed's
+            old.unlink()
         try:
             head = self._common(lay.address(0), lay.temp_dir(0), self.num_cpus)
-            self._spawn([*head, "--head", f"--port={GCS_PORT}", "--include-dashboard=false"], 0, "h0")
+            # no dashboard and no autoscaler monitor: fewer processes importing beside the head's
+            # dashboard agent, which must write its port file within 15 s
+            self._spawn([*head, "--head", f"--port={GCS_PORT}", "--include-dashboard=false", "--no-monitor"],
+                        0, "h0")
             for i in range(1, self.hosts.count):
                 argv = self._common(lay.address(i), lay.temp_dir(i), self.num_cpus)
                 self._spawn([*argv, f"--address={self.gcs_address}"], i, f"h{i}")
             driver = self._common(lay.driver_address, DRIVER_TEMP_DIR, 0)
-            # the root namespace is shared with every other Ray on this machine: no fixed port
-            self._spawn([*driver, f"--address={self.gcs_address}",
-                         f"--dashboard-agent-listen-port={free_port(lay.driver_address)}"], None, "driver")
+            self._spawn([*driver, f"--address={self.gcs_address}"], None, "driver")
         except BaseException:
             self.stop()
             raise
