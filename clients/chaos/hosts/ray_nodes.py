@@ -92,10 +92,11 @@ class RayOnHosts:
         self.stop()
 
     def _common(self, address: str, temp_dir: str, num_cpus: int) -> list[str]:
-        """The `ray start` arguments every node takes. The agents' ports are given, never 0: with
-        0 the raylet waits for the agents to write theirs, 15 s at most before it aborts (and a
-        loaded 2-core machine takes longer only to import the dashboard agent). Inside a host the
-        ports are the host's own; in the root namespace, shared with every other Ray here, free ones."""
+        """The `ray start` arguments every node takes. The node agents' ports are given: inside a
+        host fixed ones (the host's own port space); in the root namespace, shared with every other
+        Ray on this machine, free ones (the defaults, e.g. the dashboard agent's 52365, would collide).
+        The raylet still waits up to a fixed 15 s for its dashboard agent's port file, hence the
+        retries in `_spawn`."""
         Path(temp_dir).mkdir(parents=True, exist_ok=True)
         ports: list[int] = []
         if address == self.hosts.driver_address:
