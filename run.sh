@@ -34,6 +34,16 @@ ensure_chromium() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends chromium chromium-driver
 }
 
+# The multi-host test bed (clients/chaos/hosts, tests/ray/hosts) makes network namespaces with
+# iproute2 and partitions with nftables: Debian's packages, installed here when missing.
+ensure_netns_tools() {
+  if command -v ip >/dev/null 2>&1 && command -v nft >/dev/null 2>&1; then return; fi
+  log "ip or nft not found: installing Debian's iproute2 and nftables (the multi-host test bed needs them)"
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends iproute2 nftables
+}
+
 # ensure_venv EXTRAS: create .venv and install the pinned set with the given extras ("" for the
 # base set, "dev,analysis", ...); a stamp per (pins, extras) makes a second run instant.
 ensure_venv() {
@@ -91,7 +101,7 @@ job="${1:-}"; shift || true
 case "$job" in
   demo)    case " $* " in *" --real-client "*) ensure_venv dev ;; *) ensure_venv "" ;; esac  # PyPI rocketmq
            exec "$VENV/bin/namesrv" demo "$@" ;;
-  test)    ensure_java; ensure_chromium; ensure_venv dev,analysis; ensure_rmq5_venv; lint
+  test)    ensure_java; ensure_chromium; ensure_netns_tools; ensure_venv dev,analysis; ensure_rmq5_venv; lint
            # two workers (pytest-xdist), a test file per unit of work: see tests/conftest.py
            exec "$VENV/bin/python" -m pytest -n "${NAMESRV_TEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder "$@" ;;
   lint)    ensure_venv dev,analysis; lint ;;

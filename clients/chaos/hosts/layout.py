@@ -1,0 +1,70 @@
+"""Names and addresses of the test bed's hosts (pure): namespace `nsrv-h<i>` at 10.77.0.<i + 2> on
+the bridge `nsrvbr0`, whose own address (10.77.0.1, in the root namespace) is where the test driver
+sits. Every name the harness makes starts with a prefix of its own, so a leftover of a killed run is
+recognised (and removed) by name alone."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+NETNS_PREFIX = "nsrv-h"
+BRIDGE = "nsrvbr0"
+VETH_PREFIX = "nsrvv"
+"""Root-side end of host i's veth pair: `nsrvv<i>`; the end inside the namespace is `eth0`."""
+SUBNET = ipaddress.IPv4Network("10.77.0.0/24")
+MAX_HOSTS = 32
+TEMP_ROOT = "/tmp/nsrvh"
+"""Ray's temp dirs of the test bed's nodes (`<TEMP_ROOT>/h<i>`, `<TEMP_ROOT>/driver`): short, as
+Ray's Unix socket paths must stay under 108 bytes, and unique to the harness (a leftover Ray process
+is recognised by it)."""
+
+
+@dataclass(frozen=True)
+class HostLayout:
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.count <= MAX_HOSTS:
+            raise ValueError(f"a test bed has 1..{MAX_HOSTS} hosts, not {self.count}")
+
+    @property
+    def prefix_len(self) -> int:
+        return SUBNET.prefixlen
+
+    @property
+    def driver_address(self) -> str:
+        """The bridge's address in the root namespace: where the test driver reaches the hosts from."""
+        return str(SUBNET.network_address + 1)
+
+    def netns(self, i: int) -> str:
+        return f"{NETNS_PREFIX}{self._check(i)}"
+
+    def address(self, i: int) -> str:
+        return str(SUBNET.network_address + 2 + self._check(i))
+
+    def veth(self, i: int) -> str:
+        return f"{VETH_PREFIX}{self._check(i)}"
+
+    def temp_dir(self, i: int) -> str:
+        return f"{TEMP_ROOT}/h{self._check(i)}"
+
+    @property
+    def addresses(self) -> list[str]:
+        return [self.address(i) for i in range(self.count)]
+
+    def host_of(self, address: str) -> int:
+        """The host index of an address of the bed (ValueError for any other)."""
+        if address in self.addresses:
+            return self.addresses.index(address)
+        raise ValueError(f"{address} is not a host of this test bed ({', '.join(self.addresses)})")
+
+    def _check(self, i: int) -> int:
+        if not 0 <= i < self.count:
+            raise ValueError(f"no host {i}: this test bed has hosts 0..{self.count - 1}")
+        return i
+
+
+def is_leftover_netns(name: str) -> bool:
+    """A namespace name the harness makes (`nsrv-h<digits>`)."""
+    return name.startswith(NETNS_PREFIX) and name[len(NETNS_PREFIX):].isdigit()

@@ -1,0 +1,127 @@
+"""Nemeses made by the kernel: partitions as nftables rules inside the hosts' namespaces (the rules
+from `rules`), each recorded in a timeline of windows (kind, hosts, start, end) that the analysis can
+lay beside what the system believed.
+
+    nemesis = Nemesis(hosts)
+    w = nemesis.partition([[0, 1], [2]])     # the window, open until heal()
+    nemesis.heal()                            # every cut gone; every open window closed
+
+Nemeses add up: a one-way cut on top of a partition drops both. `heal()` removes every cut at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from clients.chaos.hosts.netns import Hosts
+from clients.chaos.hosts.rules import (
+    Cut,
+    bridge_cuts,
+    heal_script,
+    host_script,
+    hosts_touched,
+    isolate_cuts,
+    one_way_cuts,
+    partition_cuts,
+)
+from namesrv.common.clock import system_clock
+
+log = logging.getLogger(__name__)
+
+@dataclass
+class NemesisWindow:
+    """One nemesis in the fault timeline: `kind` (partition, isolate, one_way, bridge), the hosts
+    it names, its cuts, and when it started and ended (ms since the epoch; end None while open)."""
+
+    kind: str
+    hosts: tuple[int, ...]
+    cuts: frozenset[Cut]
+    start_ms: int
+    end_ms: int | None = None
+    detail: str = ""
+
+    def as_record(self) -> dict[str, object]:
+        return {"kind": self.kind, "hosts": list(self.hosts), "start_ms": self.start_ms, "end_ms": self.end_ms,
+                "detail": self.detail, "cuts": [[c.src, c.dst] for c in sorted(self.cuts)]}
+
+
+@dataclass
+class Timeline:
+    """The windows opened so far and the cuts in force (pure: the clock is given)."""
+
+    count: int
+    clock: Callable[[], int] = system_clock
+    windows: list[NemesisWindow] = field(default_factory=list)
+
+    @property
+    def open(self) -> list[NemesisWindow]:
+        return [w for w in self.windows if w.end_ms is None]
+
+    def cuts(self) -> frozenset[Cut]:
+        return frozenset(c for w in self.open for c in w.cuts)
+
+    def begin(self, kind: str, hosts: Iterable[int], cuts: frozenset[Cut], detail: str = "") -> NemesisWindow:
+        w = NemesisWindow(kind, tuple(hosts), cuts, self.clock(), detail=detail)
+        self.windows.append(w)
+        return w
+
+    def end_all(self) -> list[NemesisWindow]:
+        ended = self.open
+        now = self.clock()
+        for w in ended:
+            w.end_ms = now
+        return ended
+
+
+class Nemesis:
+    """Cuts between the hosts of a `Hosts` test bed, loaded with `nft -f -` inside each host."""
+
+    def __init__(self, hosts: Hosts, clock: Callable[[], int] = system_clock) -> None:
+        self.hosts = hosts
+        self.addresses: Sequence[str] = hosts.addresses
+        self.timeline = Timeline(hosts.count, clock)
+
+    def _apply(self, host: int, script: str) -> None:
+        try:
+            self.hosts.run(host, ["nft", "-f", "-"], input=script, timeout=10)
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"nft in host {host} refused the rules: {e.stderr.strip()}\n{script}") from None
+
+    def _load(self, cuts: frozenset[Cut], touched: Iterable[int]) -> None:
+        for h in sorted(set(touched)):
+            self._apply(h, host_script(h, cuts, self.addresses))
+
+    def _add(self, kind: str, hosts: Iterable[int], cuts: frozenset[Cut], detail: str) -> NemesisWindow:
+        before = self.timeline.cuts()
+        self._load(before | cuts, hosts_touched(before | cuts))
+        w = self.timeline.begin(kind, hosts, cuts, detail)
+        log.info("nemesis %s %s: %d cuts", kind, detail, len(cuts))
+        return w
+
+    # ------------------------------------------------------------------ the nemeses
+    def partition(self, groups: Sequence[Iterable[int]]) -> NemesisWindow:
+        """Hosts in different groups cannot talk (both ways); hosts in no group talk to all."""
+        sides = [list(g) for g in groups]
+        cuts = partition_cuts(sides, self.hosts.count)
+        return self._add("partition", [h for s in sides for h in s], cuts, " | ".join(map(str, sides)))
+
+    def isolate(self, host: int) -> NemesisWindow:
+        return self._add("isolate", [host], isolate_cuts(host, self.hosts.count), str(host))
+
+    def one_way(self, src: int, dst: int) -> NemesisWindow:
+        return self._add("one_way", [src, dst], one_way_cuts(src, dst, self.hosts.count), f"{src} -> {dst}")
+
+    def bridge(self, left: Iterable[int], right: Iterable[int], via: int) -> NemesisWindow:
+        """`left` and `right` cannot talk; `via` (on neither side) sees both."""
+        left_, right_ = list(left), list(right)
+        cuts = bridge_cuts(left_, right_, via, self.hosts.count)
+        return self._add("bridge", [*left_, via, *right_], cuts, f"{left_} | {via} | {right_}")
+
+    def heal(self) -> list[NemesisWindow]:
+        """Remove every cut (the harness's table in every host) and close the open windows."""
+        for h in range(self.hosts.count):
+            self._apply(h, heal_script())
+        return self.timeline.end_all()

@@ -1,0 +1,114 @@
+"""Partitions as the kernel makes them (pure): a partition spec becomes a set of directed cuts
+(`Cut(src, dst)`: every packet from host src to host dst is dropped), and the cuts become, per
+host, one nftables script for the harness's own table (`TABLE`, family inet) that drops by peer
+address on input and output. A drop, not a reject: to both ends a cut looks like a real partition,
+a silent TCP time-out.
+
+A script replaces the host's table in one transaction (add, delete, define), so moving from one
+partition to another never passes through a moment with no rules, and healing deletes the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+TABLE = "nsrv_nemesis"
+PRIORITY = -10
+"""Before any filter chain at priority 0 that the host might have: the cut wins."""
+
+
+@dataclass(frozen=True, order=True)
+class Cut:
+    """Packets from host `src` to host `dst` are dropped (both where they leave and where they arrive)."""
+
+    src: int
+    dst: int
+
+
+def _hosts(group: Iterable[int], count: int) -> list[int]:
+    out = list(group)
+    for h in out:
+        if not isinstance(h, int) or not 0 <= h < count:
+            raise ValueError(f"no host {h!r}: the test bed has hosts 0..{count - 1}")
+    return out
+
+
+def partition_cuts(groups: Sequence[Iterable[int]], count: int) -> frozenset[Cut]:
+    """Every pair of hosts in different groups cannot talk, both ways. Hosts in no group keep
+    talking to everyone (a 'bridge' host is one such)."""
+    sides = [_hosts(g, count) for g in groups]
+    if len(sides) < 2:
+        raise ValueError(f"a partition needs at least two groups, got {len(sides)}")
+    if any(not s for s in sides):
+        raise ValueError("a partition's groups must not be empty")
+    seen: set[int] = set()
+    for s in sides:
+        twice = seen.intersection(s) | {h for h in s if s.count(h) > 1}
+        if twice:
+            raise ValueError(f"host(s) {sorted(twice)} in more than one group of the partition")
+        seen.update(s)
+    cuts = set()
+    for i, a in enumerate(sides):
+        for b in sides[i + 1:]:
+            for x in a:
+                for y in b:
+                    cuts.add(Cut(x, y))
+                    cuts.add(Cut(y, x))
+    return frozenset(cuts)
+
+
+def isolate_cuts(host: int, count: int) -> frozenset[Cut]:
+    """One host cut off from every other (both ways)."""
+    (h,) = _hosts([host], count)
+    others = [o for o in range(count) if o != h]
+    if not others:
+        raise ValueError("isolating the only host of the test bed cuts nothing")
+    return partition_cuts([[h], others], count)
+
+
+def one_way_cuts(src: int, dst: int, count: int) -> frozenset[Cut]:
+    """Packets from src to dst are dropped; dst to src still pass (a TCP connection either way
+    stalls, but datagrams and the half that arrives tell the two ends apart)."""
+    s, d = _hosts([src, dst], count)
+    if s == d:
+        raise ValueError(f"a one-way cut needs two different hosts, got {s} twice")
+    return frozenset({Cut(s, d)})
+
+
+def bridge_cuts(left: Iterable[int], right: Iterable[int], via: int, count: int) -> frozenset[Cut]:
+    """Two sides that cannot talk to each other, and one host (`via`) that sees both."""
+    left_, right_ = _hosts(left, count), _hosts(right, count)
+    (v,) = _hosts([via], count)
+    if v in left_ or v in right_:
+        raise ValueError(f"the bridge host {v} must be on neither side")
+    return partition_cuts([left_, right_], count)
+
+
+def host_script(host: int, cuts: Iterable[Cut], addresses: Sequence[str]) -> str:
+    """The nftables script that makes host `host` drop its part of `cuts` (given every host's
+    address, by index): input from the sources that may not reach it, output to the destinations
+    it may not reach. No cut touching the host: a script that leaves no table."""
+    drop_from = sorted({c.src for c in cuts if c.dst == host})
+    drop_to = sorted({c.dst for c in cuts if c.src == host})
+    lines = [f"add table inet {TABLE}", f"delete table inet {TABLE}"]
+    if not drop_from and not drop_to:
+        return "\n".join(lines) + "\n"
+    lines.append(f"table inet {TABLE} {{")
+    for chain, hook, field, peers in (("input", "input", "saddr", drop_from), ("output", "output", "daddr", drop_to)):
+        lines.append(f"  chain {chain} {{")
+        lines.append(f"    type filter hook {hook} priority {PRIORITY}; policy accept;")
+        if peers:
+            lines.append(f"    ip {field} {{ {', '.join(addresses[p] for p in peers)} }} drop")
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def heal_script() -> str:
+    """Remove the harness's table (if there is one) in one transaction."""
+    return f"add table inet {TABLE}\ndelete table inet {TABLE}\n"
+
+
+def hosts_touched(cuts: Iterable[Cut]) -> list[int]:
+    return sorted({h for c in cuts for h in (c.src, c.dst)})

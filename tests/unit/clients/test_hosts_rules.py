@@ -1,0 +1,99 @@
+"""The multi-host test bed's pure parts (clients.chaos.hosts): the layout's names and addresses,
+partition specs as directed cuts, the nftables script each host loads, and the nemesis timeline
+with an injected clock. No root, no namespace, no Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+from clients.chaos.hosts.layout import HostLayout, is_leftover_netns
+from clients.chaos.hosts.nemesis import Timeline
+from clients.chaos.hosts.rules import (
+    TABLE,
+    Cut,
+    bridge_cuts,
+    heal_script,
+    host_script,
+    hosts_touched,
+    isolate_cuts,
+    one_way_cuts,
+    partition_cuts,
+)
+
+ADDRS = ["10.77.0.2", "10.77.0.3", "10.77.0.4", "10.77.0.5"]
+
+
+def test_layout_names_and_addresses() -> None:
+    lay = HostLayout(3)
+    assert lay.addresses == ["10.77.0.2", "10.77.0.3", "10.77.0.4"]
+    assert lay.driver_address == "10.77.0.1"
+    assert [lay.netns(i) for i in range(3)] == ["nsrv-h0", "nsrv-h1", "nsrv-h2"]
+    assert lay.veth(2) == "nsrvv2" and lay.temp_dir(1) == "/tmp/nsrvh/h1"
+    assert lay.host_of("10.77.0.4") == 2
+    with pytest.raises(ValueError, match="no host 3"):
+        lay.address(3)
+    with pytest.raises(ValueError, match="not a host of this test bed"):
+        lay.host_of("10.77.0.1")
+    with pytest.raises(ValueError, match=r"1\.\.32 hosts"):
+        HostLayout(0)
+
+
+def test_leftover_names_are_only_the_beds() -> None:
+    assert is_leftover_netns("nsrv-h0") and is_leftover_netns("nsrv-h12")
+    assert not is_leftover_netns("nsrv-hx") and not is_leftover_netns("other") and not is_leftover_netns("nsrv-h")
+
+
+def test_partition_cuts_every_pair_across_groups_both_ways() -> None:
+    cuts = partition_cuts([[0, 1], [2]], 4)
+    assert cuts == {Cut(0, 2), Cut(2, 0), Cut(1, 2), Cut(2, 1)}
+    assert hosts_touched(cuts) == [0, 1, 2]  # host 3, in no group, talks to everyone
+
+
+def test_isolate_one_way_and_bridge() -> None:
+    assert isolate_cuts(1, 3) == {Cut(1, 0), Cut(0, 1), Cut(1, 2), Cut(2, 1)}
+    assert one_way_cuts(2, 0, 3) == {Cut(2, 0)}
+    bridged = bridge_cuts([0], [2, 3], via=1, count=4)
+    assert bridged == {Cut(0, 2), Cut(2, 0), Cut(0, 3), Cut(3, 0)}
+    assert 1 not in hosts_touched(bridged)
+
+
+@pytest.mark.parametrize(("make", "error"), [
+    (lambda: partition_cuts([[0, 1]], 3), "at least two groups"),
+    (lambda: partition_cuts([[0], []], 3), "must not be empty"),
+    (lambda: partition_cuts([[0, 1], [1, 2]], 3), r"host\(s\) \[1\] in more than one group"),
+    (lambda: partition_cuts([[0], [5]], 3), "no host 5"),
+    (lambda: one_way_cuts(1, 1, 3), "two different hosts"),
+    (lambda: isolate_cuts(0, 1), "cuts nothing"),
+    (lambda: bridge_cuts([0], [2], via=0, count=3), "on neither side"),
+])
+def test_bad_specs_are_refused(make: object, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        make()  # type: ignore[operator]
+
+
+def test_host_script_drops_its_part_by_peer_address() -> None:
+    cuts = partition_cuts([[2], [1]], 4) | one_way_cuts(0, 2, 4)
+    script = host_script(2, cuts, ADDRS)
+    assert script.startswith(f"add table inet {TABLE}\ndelete table inet {TABLE}\n")
+    assert "ip saddr { 10.77.0.2, 10.77.0.3 } drop" in script  # from 0 (one-way) and from 1
+    assert "ip daddr { 10.77.0.3 } drop" in script  # to 1 only: 2 -> 0 still passes
+    assert "hook input priority -10" in script and "hook output priority -10" in script
+    host0 = host_script(0, cuts, ADDRS)
+    assert "ip daddr { 10.77.0.4 } drop" in host0 and "saddr" not in host0
+    untouched = host_script(3, cuts, ADDRS)
+    assert untouched == heal_script() and "chain" not in untouched
+
+
+def test_timeline_records_windows_and_heal_closes_them() -> None:
+    now = [1_000]
+    tl = Timeline(3, clock=lambda: now[0])
+    a = tl.begin("partition", [2, 1], partition_cuts([[2], [1]], 3), "[2] | [1]")
+    now[0] = 1_500
+    b = tl.begin("one_way", [0, 2], one_way_cuts(0, 2, 3))
+    assert tl.cuts() == a.cuts | b.cuts and tl.open == [a, b]
+    now[0] = 4_000
+    assert tl.end_all() == [a, b]
+    assert (a.start_ms, a.end_ms, b.start_ms, b.end_ms) == (1_000, 4_000, 1_500, 4_000)
+    assert tl.open == [] and tl.cuts() == frozenset()
+    assert a.as_record() == {"kind": "partition", "hosts": [2, 1], "start_ms": 1_000, "end_ms": 4_000,
+                             "detail": "[2] | [1]", "cuts": [[1, 2], [2, 1]]}
