@@ -244,18 +244,26 @@ def explain_failure(record: dict[str, Any], windows: dict[str, list[tuple[int, i
                     no_master: list[tuple[int, int]] | None = None) -> str | None:
     """Why a failed send failed, when every broker it tried was faulted (or its set had no writable
     master) at the time, or when it tried none while no broker set had a writable master (`no_master`,
-    `roles.no_master_anywhere`: no route had a writable queue); None when it tried a healthy broker,
-    or none while some set had a master: such a failure breaks invariant 2."""
+    `roles.no_master_anywhere`: no route had a writable queue), or when it ran out of its send timeout
+    on its last attempt after every earlier one was on a faulted broker (a broker on a lost node
+    hangs a call until Ray declares the node dead: the budget was the fault's, as in RocketMQ's
+    client, whose timeout covers every attempt); None when it tried a healthy broker otherwise, or
+    none while some set had a master: such a failure breaks invariant 2."""
     tried = [b for b in (record.get("brokers_tried") or "").split(",") if b]
     start, end = record["t_ms"], record["t_ms"] + int(record["latency_ms"]) + 1
     if not tried:
         if any(a <= end and start <= b for a, b in no_master or []):
             return "no broker set had a writable master"
         return None
-    for broker in tried:
-        if not any(a <= end and start <= b for a, b in windows.get(broker, [])):
-            return None
-    hung = "timed out" in (record.get("error") or "")
+    def faulted(broker: str) -> bool:
+        return any(a <= end and start <= b for a, b in windows.get(broker, []))
+
+    error = record.get("error") or ""
+    if not all(faulted(b) for b in tried):
+        if "send timeout" in error and len(tried) > 1 and all(faulted(b) for b in tried[:-1]):
+            return f"send timeout: its budget spent on faulted broker(s) {','.join(dict.fromkeys(tried[:-1]))}"
+        return None
+    hung = "timed out" in error
     return f"{'timed out on hung' if hung else 'every attempt on faulted'} broker(s) {','.join(dict.fromkeys(tried))}"
 
 

@@ -108,6 +108,9 @@ def test_failures_while_the_set_had_no_master_are_the_faults_and_later_ones_are_
     assert explain_failure(send(6_000, "broker-a"), windows)
     assert explain_failure(send(12_000, "broker-a"), windows) is None
     assert explain_failure(send(6_000, "broker-a,broker-b"), windows) is None, "broker-b had its master"
+    hung = send(6_000, "broker-a,broker-b", latency=3_095) | {"error": "SendFailedError: Send [2] times, send timeout"}
+    assert "budget spent on faulted broker(s) broker-a" in (explain_failure(hung, windows) or "")
+    assert explain_failure(hung | {"brokers_tried": "broker-b,broker-a"}, windows) is None, "broker-b went first"
 
 
 def test_a_send_that_tried_no_broker_is_explained_only_while_no_set_had_a_master() -> None:
