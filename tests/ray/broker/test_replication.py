@@ -66,7 +66,9 @@ def log_bytes(dep: Deployment, broker: str) -> bytes:
 
 @pytest.mark.timeout(180)
 def test_slave_copies_log_config_offsets_and_resumes_after_restart(deployments: DeploymentFactory) -> None:
-    dep = deploy_pair(deployments)
+    # the periodic metadata copy off: config and offsets reach the slave only as records of the
+    # replicated log, so once the slave shows them its log holds every record the master wrote
+    dep = deploy_pair(deployments, slave_sync_interval_ms=3_600_000)
     assert all(r.ok for r in send(dep, 60))
     wait_until(lambda: caught_up(dep), 30, "the slave to catch up")
     assert log_bytes(dep, SLAVE) == log_bytes(dep, MASTER)
@@ -88,6 +90,7 @@ def test_slave_copies_log_config_offsets_and_resumes_after_restart(deployments: 
     wait_until(lambda: ray.get(actor(dep, SLAVE).process.remote(groups)).payload["subscriptionGroupTable"].get(
         "g", {}).get("retryMaxTimes") == 3, 30, "the subscription group on the slave")
 
+    wait_until(lambda: caught_up(dep), 30, "the slave to hold the metadata records too")
     held = ha(dep, SLAVE)["offset"]
     slave_pid = dep.broker_pid(SLAVE)
     dep.kill_broker(SLAVE)
