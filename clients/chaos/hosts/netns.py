@@ -10,17 +10,19 @@ is missing (run.sh's ensure_netns_tools installs both from Debian).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from clients.chaos.hosts.layout import BRIDGE, TEMP_ROOT, VETH_PREFIX, HostLayout, is_leftover_netns
+from namesrv.common.waiting import WaitTimeout, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,10 @@ def _running(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
+def _all_exited(pids: Sequence[int]) -> bool:
+    return not any(_running(p) for p in pids)
+
+
 def _kill_pids(pids: Sequence[int], grace_s: float = 5.0) -> None:
     """SIGTERM, then SIGKILL what is still there after `grace_s`."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -73,9 +79,8 @@ def _kill_pids(pids: Sequence[int], grace_s: float = 5.0) -> None:
                 pass
         if not alive or sig == signal.SIGKILL:
             return
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(_running(p) for p in alive):
-            time.sleep(0.1)
+        with contextlib.suppress(WaitTimeout):  # past the grace: SIGKILL
+            wait_until(functools.partial(_all_exited, tuple(alive)), grace_s, "the processes to exit", interval_s=0.1)
         pids = [p for p in alive if _running(p)]
 
 
