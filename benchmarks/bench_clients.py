@@ -2,7 +2,7 @@
 brokers in the same run (a private local Ray: 1 NameServer, 2 brokers, fast profile, free ports).
 
     bash run.sh bench bench_clients            # 2,000 sync sends each per round, a few minutes
-    bash run.sh bench bench_clients --quick    # 300 sync sends each per round, about a minute
+    bash run.sh bench bench_clients --quick    # 300 sync sends each, one round (a smoke run)
 
 1. Sync sends: one sender each, sequential sync sends back to back, the same body size and count.
    Real client: PyPI `rocketmq` 0.4.4 (rocketmq-client-cpp) in a process of its own
@@ -13,7 +13,7 @@ brokers in the same run (a private local Ray: 1 NameServer, 2 brokers, fast prof
    lookup, connections) are left out; sends/s is the measured sends over the time they took,
    latency is each send_sync()/send() call.
    Then async: one Ray-native producer keeping --inflight send_async() calls outstanding (10 x the
-   count), against its own sync rate. Real, Ray-native sync and async run in --rounds rounds (3):
+   count), against its own sync rate. Real, Ray-native sync and async run in --rounds rounds (3; --quick 1):
    the load of a shared machine drifts between rounds more than within one, so each ratio is taken
    within a round, every round's is printed, and the tables show the round with the median ratio.
 2. Consumption of everything both producers stored: the real client's PushConsumer
@@ -164,15 +164,17 @@ def bench_ray_consume(dep: Deployment, topic: str, total: int) -> dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="300 sends each instead of 2,000 (under a minute)")
+    ap.add_argument("--quick", action="store_true", help="300 sends each instead of 2,000, one round (a smoke run)")
     ap.add_argument("--count", type=int, help="measured sync sends per client (default 2000, --quick 300)")
     ap.add_argument("--warmup", type=int, default=20, help="sends per client left out of the figures")
     ap.add_argument("--body-size", type=int, default=128)
     ap.add_argument("--inflight", type=int, default=64, help="async sends outstanding at once")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="rounds of real / Ray-native sync / async sends; the tables show the median round")
+    ap.add_argument("--rounds", type=int,
+                    help="rounds of real / Ray-native sync / async sends; the tables show the median round "
+                         "(default 3, --quick 1)")
     args = ap.parse_args(argv)
     count = args.count or (300 if args.quick else 2000)
+    args.rounds = args.rounds or (1 if args.quick else 3)
     if importlib.util.find_spec("rocketmq") is None:
         raise SystemExit("the real client is missing: pip install rocketmq==0.4.4 (or pip install -e '.[dev]')")
 

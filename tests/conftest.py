@@ -77,11 +77,18 @@ def schedule_by_file(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (-budget[unit_of_work(item.nodeid)], first_seen[unit_of_work(item.nodeid)]))
 
 
+PURE_TESTS = "tests.unit."
+"""The unit tests of the pure core and of the clients' logic: they start no Ray and call none, so a
+shared Ray left running by the module before them stays up for the next Ray module (restarting it
+costs seconds of CPU each time a worker passes from a Ray module to a unit module and back)."""
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _ray_only_where_asked(request: pytest.FixtureRequest) -> None:
     """A module that asks for no Ray never finds the shared one running (its code may start a Ray
-    of its own, or expect none)."""
-    if request.module.__name__ not in request.config.stash.get(RAY_MODULES, set()):
+    of its own, or expect none), unless it is a unit test (`PURE_TESTS`), which never touches one."""
+    name = request.module.__name__
+    if name not in request.config.stash.get(RAY_MODULES, set()) and not name.startswith(PURE_TESTS):
         _release_shared_ray()
 
 

@@ -27,6 +27,7 @@ from namesrv.remoting.wire_command import LanguageCode
 from tests.support.ray_cluster import (
     DeploymentFactory,
     broker_names,
+    registered_deployment,
     wait_for_route_everywhere,
     wait_registered_everywhere,
 )
@@ -55,10 +56,22 @@ def finish(proc: subprocess.Popen[str], timeout: float = 180) -> list[dict[str, 
     return lines[:-1]
 
 
+TCP_CLUSTER: dict[str, Any] = {"brokers": [BrokerSpec("broker-a"), BrokerSpec("broker-b")], "namesrv_count": 2,
+                               "broker_port": 0}
+"""Two NameServers and two brokers on TCP ports of their own."""
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """One deployment for the tests that fault nothing: each uses topics and groups of its own."""
+    with registered_deployment(tmp_path_factory.mktemp("real-client"), **TCP_CLUSTER) as dep:
+        yield dep
+
+
 @pytest.fixture
 def tcp_cluster(deployments: DeploymentFactory) -> Iterator[Deployment]:
-    dep = deployments.deploy(brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=2,
-                             broker_port=0)
+    """A deployment of the test's own, for the tests that kill a broker."""
+    dep = deployments.deploy(**TCP_CLUSTER)
     wait_registered_everywhere(dep)
     yield dep
 
@@ -76,8 +89,8 @@ def wire_log(dep: Deployment) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------- routes (issue: NameServer TCP)
-def test_a_real_client_gets_its_route_from_our_namesrvs(tcp_cluster: Deployment) -> None:
-    dep = tcp_cluster
+def test_a_real_client_gets_its_route_from_our_namesrvs(shared_cluster: Deployment) -> None:
+    dep = shared_cluster
     create_topic(dep, "RouteTopic")
     sends = run_client("produce", dep.namesrv_addr(), "RouteTopic", "4")
     assert all("error" not in s for s in sends), sends
@@ -88,8 +101,8 @@ def test_a_real_client_gets_its_route_from_our_namesrvs(tcp_cluster: Deployment)
     assert served_by_brokers >= 4, "the client dialled the brokers the route named and sent there"
 
 
-def test_a_missing_topic_is_auto_created_through_tbw102_as_rocketmq_does(tcp_cluster: Deployment) -> None:
-    dep = tcp_cluster
+def test_a_missing_topic_is_auto_created_through_tbw102_as_rocketmq_does(shared_cluster: Deployment) -> None:
+    dep = shared_cluster
     sends = run_client("produce", dep.namesrv_addr(), "AutoCreated", "3")
     assert all("error" not in s for s in sends), sends
     log = [r for r in wire_log(dep) if r.language == CPP and r.code == RequestCode.GET_ROUTEINFO_BY_TOPIC]
@@ -100,8 +113,8 @@ def test_a_missing_topic_is_auto_created_through_tbw102_as_rocketmq_does(tcp_clu
 
 
 # ---------------------------------------------------------------------------- produce and consume
-def test_produce_and_consume_with_tags_keys_and_properties(tcp_cluster: Deployment) -> None:
-    dep = tcp_cluster
+def test_produce_and_consume_with_tags_keys_and_properties(shared_cluster: Deployment) -> None:
+    dep = shared_cluster
     create_topic(dep, "RoundTrip")
     sends = run_client("produce", dep.namesrv_addr(), "RoundTrip", "40", "--tag", "TagB")
     acked = {s["msg_id"]: s for s in sends if "error" not in s}
@@ -116,8 +129,8 @@ def test_produce_and_consume_with_tags_keys_and_properties(tcp_cluster: Deployme
     assert len({m["queue_id"] for m in got}) > 1, "the producer spread the messages over the queues"
 
 
-def test_a_tag_expression_filters_on_the_broker(tcp_cluster: Deployment) -> None:
-    dep = tcp_cluster
+def test_a_tag_expression_filters_on_the_broker(shared_cluster: Deployment) -> None:
+    dep = shared_cluster
     create_topic(dep, "Tagged", queues=2)
     run_client("produce", dep.namesrv_addr(), "Tagged", "6", "--tag", "Keep")
     run_client("produce", dep.namesrv_addr(), "Tagged", "6", "--tag", "Drop", "--prefix", "drop")
@@ -126,8 +139,8 @@ def test_a_tag_expression_filters_on_the_broker(tcp_cluster: Deployment) -> None
     assert len(got) == 6 and {m["tags"] for m in got} == {"Keep"}
 
 
-def test_consumers_of_one_group_share_the_queues(tcp_cluster: Deployment) -> None:
-    dep = tcp_cluster
+def test_consumers_of_one_group_share_the_queues(shared_cluster: Deployment) -> None:
+    dep = shared_cluster
     create_topic(dep, "Shared")
     addr = dep.namesrv_addr()
     consumers = [start_client("consume", addr, "CID_shared", "Shared", "60", "--timeout", "40", "--linger", "3")
@@ -171,8 +184,8 @@ def test_broker_killed_mid_stream_loses_nothing_acknowledged(tcp_cluster: Deploy
 
 
 # ---------------------------------------------------------------------------- mixed paths
-def test_real_client_to_ray_consumer_and_ray_producer_to_real_consumer(tcp_cluster: Deployment) -> None:
-    dep = tcp_cluster
+def test_real_client_to_ray_consumer_and_ray_producer_to_real_consumer(shared_cluster: Deployment) -> None:
+    dep = shared_cluster
     create_topic(dep, "FromReal")
     sends = run_client("produce", dep.namesrv_addr(), "FromReal", "20")
     acked = {s["body"] for s in sends if "error" not in s}
@@ -189,10 +202,10 @@ def test_real_client_to_ray_consumer_and_ray_producer_to_real_consumer(tcp_clust
     assert all(m["tags"] == "TagR" and m["origin"] == "ray" for m in got)
 
 
-def test_a_consumer_that_dies_before_committing_gets_its_messages_delivered_again(tcp_cluster: Deployment) -> None:
+def test_a_consumer_that_dies_before_committing_gets_its_messages_delivered_again(shared_cluster: Deployment) -> None:
     """At-least-once: messages a consumer received but whose offsets it had not committed when it
     was killed go to the next member of the group."""
-    dep = tcp_cluster
+    dep = shared_cluster
     broker_addr = dep.addr_of("broker-a-0")
     ray.get(dep.brokers[broker_addr].create_topic.remote("Redeliver", 2, 2), timeout=60)  # on one broker only
     wait_until(lambda: AdminClient(dep).route("Redeliver"), 10, "route of Redeliver")
