@@ -120,7 +120,6 @@ class NamesrvController:
         )
         if remoting is not None:
             self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start
-        self.snapshots.warm_up()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

@@ -3,7 +3,9 @@
 A snapshot is taken only while some collector holds a lease on the buffer: periodically, after a
 change (coalesced: a burst of changes makes one snapshot), and on a collector's drain. It is taken in
 slices (`snapshot_steps`: each broker group read within one loop turn), so a NameServer with 100s of
-brokers x 10,000s of topics keeps answering meanwhile.
+brokers x 10,000s of topics keeps answering meanwhile. Arrow (and the pandas it imports on its first
+batch) is loaded only when the first lease is granted, off the event loop: a NameServer nobody
+collects from never pays for it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from namesrv.routeinfo.snapshot import (
     DEFAULT_READER,
     RESTART_READER,
     SnapshotBuffer,
-    snapshot_record_batch,
+    empty_record_batch,
     snapshot_steps,
 )
 
@@ -41,12 +43,21 @@ class RouteSnapshots:
         self._pending = False
         self._lock = asyncio.Lock()
         self._again = False
+        self._warm = False
 
     def warm_up(self) -> None:
-        """Build one snapshot now and drop it: pyarrow imports pandas on its first RecordBatch, which
-        takes 0.3-3 s on a busy machine. Paid later, on the event loop at the first registration, it
-        stalls every request, heartbeats time out and live brokers expire."""
-        snapshot_record_batch(self.rim, self.name)
+        """Build one empty Arrow batch and drop it: pyarrow imports pandas on its first RecordBatch,
+        which takes 0.3-3 s on a busy machine. Paid on the event loop at the first snapshot, it
+        stalls every request, heartbeats time out and live brokers expire. Touches no table, so it
+        may run on a thread of its own (`_warm_before_lease`)."""
+        empty_record_batch()
+        self._warm = True
+
+    async def _warm_before_lease(self) -> None:
+        """Before the first lease (no snapshot is taken without one): the warm-up on a thread, so
+        the loop keeps serving while Arrow loads."""
+        if not self._warm:
+            await asyncio.to_thread(self.warm_up)
 
     def on_change(self, now: int) -> None:
         """The tables changed: schedule one snapshot (coalesced), while a collector holds a lease."""
@@ -78,13 +89,16 @@ class RouteSnapshots:
     def resume_after_restart(self) -> None:
         """A NameServer restarted by Ray lost its buffer and its readers' leases with its process;
         its collectors are likely still there (a chaos run collecting while it kills NameServers), so
-        it snapshots for one lease, as if they had drained, until they drain again."""
+        it snapshots for one lease, as if they had drained, until they drain again. Called before
+        the NameServer serves, so Arrow is loaded here, before the lease."""
+        self.warm_up()
         self.buffer.lease(RESTART_READER, self.clock())
 
     async def drain(self, take_now: bool, reader: str = DEFAULT_READER,
                     lease_ms: int | None = None) -> list[pa.RecordBatch]:
         """Renew `reader`'s lease (for `lease_ms`, at least the configured lease), add a snapshot of
         this instant when `take_now`, and hand over what `reader` has not taken yet."""
+        await self._warm_before_lease()
         now = self.clock()
         self.buffer.lease(reader, now, lease_ms)
         if take_now and self.config.snapshot_interval_ms > 0:

@@ -119,13 +119,20 @@ def snapshot_steps(rim: RouteInfoManager, namesrv: str, now_ms: int | None = Non
                 k: v[start : start + SNAPSHOT_SLICE_ROWS] for k, v in cols.items()}
             batches.append(pa.RecordBatch.from_pydict(part, schema=schema))
             yield
-    return batches or [pa.RecordBatch.from_pydict({name: [] for name, _ in SNAPSHOT_COLUMNS}, schema=schema)]
+    return batches or [empty_record_batch()]
 
 
 def arrow_schema() -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema([(name, pa.type_for_alias(t)) for name, t in SNAPSHOT_COLUMNS])
+
+
+def empty_record_batch() -> pa.RecordBatch:
+    """A snapshot of no broker: the instant is still recorded."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pydict({name: [] for name, _ in SNAPSHOT_COLUMNS}, schema=arrow_schema())
 
 
 def snapshot_record_batch(rim: RouteInfoManager, namesrv: str, now_ms: int | None = None) -> pa.RecordBatch:

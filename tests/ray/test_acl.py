@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,24 @@ ADMIN_CODES = {
 }
 
 
-@pytest.fixture
-def dep(deployments: DeploymentFactory, tmp_path: Path) -> Deployment:
+@pytest.fixture(scope="module")
+def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """One ACL deployment for the module's tests: each changes no table (a refused request changes
+    nothing, and the tests assert so) or only its own key. The first test runs before any refusal."""
+    tmp_path = tmp_path_factory.mktemp("acl")
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL)
-    d = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0,
-                           namesrv_overrides={"acl_enable": True, "acl_file": str(acl)},
-                           broker_overrides={"credentials": BROKER})
+    factory = DeploymentFactory(tmp_path)
+    try:
+        yield _acl_deployment(factory, acl)
+    finally:
+        factory.close()
+
+
+def _acl_deployment(factory: DeploymentFactory, acl: Path) -> Deployment:
+    d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0,
+                       namesrv_overrides={"acl_enable": True, "acl_file": str(acl)},
+                       broker_overrides={"credentials": BROKER})
     admin = AdminClient(d, credentials=OPS)
     wait_until(lambda: set(d.brokers) <= {a for bd in admin.cluster_info().broker_addr_table.values()
                                           for a in bd.broker_addrs.values()}, 15, "the broker's signed registration")
@@ -106,6 +118,9 @@ def test_every_admin_code_unsigned_wrongly_signed_and_by_a_non_admin(dep: Deploy
     assert counts["missing_access_key"] >= 6 and counts["bad_signature"] >= 6 and counts["not_admin"] >= 6
     with tcp(dep, kind) as c:
         assert invoke(c, RequestCode.PUT_KV_CONFIG, ADMIN_CODES[RequestCode.PUT_KV_CONFIG], OPS).code == 0
+        # and the admin leaves the table as the test found it (the module's tests share the deployment)
+        assert invoke(c, RequestCode.DELETE_KV_CONFIG, ADMIN_CODES[RequestCode.DELETE_KV_CONFIG], OPS).code == 0
+    assert stable_tables(ns) == before
 
 
 def test_route_queries_need_any_valid_account(dep: Deployment) -> None:

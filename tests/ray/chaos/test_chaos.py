@@ -320,16 +320,22 @@ def private_ray() -> Iterator[str]:
         yield namespace
 
 
-def test_namesrv_pays_for_pyarrow_first_use_before_serving(private_ray: str, tmp_path: Path) -> None:
+def test_namesrv_pays_for_pyarrow_first_use_before_its_first_snapshot(private_ray: str, tmp_path: Path) -> None:
     """Regression: the first route snapshot used to import pandas (pyarrow's lazy import) on the
-    event loop at the first registration, stalling the NameServer 0.3-3 s so live brokers expired."""
+    event loop at the first registration, stalling the NameServer 0.3-3 s so live brokers expired.
+    Now a NameServer nobody collects from never loads it, and the first collector's lease loads it
+    (on a thread) before any snapshot is taken."""
     import sys
 
     from actors.namesrv.actor import NameServerActor
 
     handle = ray.remote(NameServerActor).options(num_cpus=0).remote("namesrv-probe", None, str(tmp_path))
     try:
-        assert ray.get(handle.__ray_call__.remote(lambda self: "pandas" in sys.modules), timeout=120)
+        assert not ray.get(handle.__ray_call__.remote(lambda self: "pandas" in sys.modules), timeout=120)
+        assert ray.get(handle.__ray_call__.remote(lambda self: self.controller.snapshots.buffer.taken), timeout=60) == 0
+        batches = ray.get(handle.drain_snapshots.remote(take_now=True, reader="probe"), timeout=120)
+        assert [b.num_rows for b in batches] == [0], "one snapshot of no broker"
+        assert ray.get(handle.__ray_call__.remote(lambda self: "pandas" in sys.modules), timeout=60)
     finally:
         ray.kill(handle)
 
