@@ -58,27 +58,24 @@ ADMIN_CODES = {
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    """One ACL deployment for the module's tests: each changes no table (a refused request changes
-    nothing, and the tests assert so) or only its own key. The first test runs before any refusal."""
+    """One ACL deployment for the module's tests: each leaves the tables as it found them (a refused
+    request changes nothing, and the tests assert so). The first test runs before any refusal."""
     tmp_path = tmp_path_factory.mktemp("acl")
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL)
     factory = DeploymentFactory(tmp_path)
     try:
-        yield _acl_deployment(factory, acl)
+        d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0,
+                           namesrv_overrides={"acl_enable": True, "acl_file": str(acl)},
+                           broker_overrides={"credentials": BROKER})
+        admin = AdminClient(d, credentials=OPS)
+        wait_until(lambda: set(d.brokers) <= {a for bd in admin.cluster_info().broker_addr_table.values()
+                                              for a in bd.broker_addrs.values()}, 15,
+                   "the broker's signed registration")
+        admin.create_topic("Guarded", read_queue_nums=2, write_queue_nums=2)
+        yield d
     finally:
         factory.close()
-
-
-def _acl_deployment(factory: DeploymentFactory, acl: Path) -> Deployment:
-    d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0,
-                       namesrv_overrides={"acl_enable": True, "acl_file": str(acl)},
-                       broker_overrides={"credentials": BROKER})
-    admin = AdminClient(d, credentials=OPS)
-    wait_until(lambda: set(d.brokers) <= {a for bd in admin.cluster_info().broker_addr_table.values()
-                                          for a in bd.broker_addrs.values()}, 15, "the broker's signed registration")
-    admin.create_topic("Guarded", read_queue_nums=2, write_queue_nums=2)
-    return d
 
 
 def tcp(dep: Deployment, kind: SerializeType = SerializeType.JSON) -> RemotingClient:
