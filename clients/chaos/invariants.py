@@ -119,10 +119,12 @@ def _first_time(entries: list[tuple[int, bool]], since_ms: int) -> int | None:
 
 def measure_namesrv_return(
     timeline: list[FaultRecord], history: list[RouteObservation], namesrvs: Iterable[str], topics: list[str],
-    timing: Timing,
+    timing: Timing, up_ms: dict[int, float] | None = None,
 ) -> list[Detection]:
     """For each revival and NameServer: when the broker was back in every topic's route there (if
-    that NameServer was down meanwhile, the bound counts from its return)."""
+    that NameServer was down meanwhile, the bound counts from its return). A restart's bound counts
+    the new actor's start as measured (`up_ms[revival fault_id]`, the driver's figure)."""
+    up_ms = up_ms or {}
     outages = namesrv_outages(timeline)
     out = []
     for r in timeline:
@@ -135,7 +137,8 @@ def measure_namesrv_return(
                            for o in history if o.namesrv == name and o.topic == topic]
                 times.append(_first_time(entries, r.t_ms))
             t = None if any(x is None for x in times) else max(times)  # type: ignore[type-var]
-            due, note = _deadline(r.t_ms, timing.back_bound_ms(r.kind), [o for o in outages if o[0] == name])
+            due, note = _deadline(r.t_ms, timing.back_bound_ms(r.kind, up_ms.get(r.fault_id)),
+                                  [o for o in outages if o[0] == name])
             elapsed = None if t is None else t - r.t_ms
             out.append(Detection(r.fault_id, r.kind, r.target, name, "namesrv", r.t_ms, t, elapsed,
                                  ("registered" if t is not None else "never") + note, due - r.t_ms,
@@ -145,7 +148,7 @@ def measure_namesrv_return(
 
 def measure_producer_routes(
     timeline: list[FaultRecord], route_logs: dict[str, RouteLog],
-    broker_names: dict[str, str], topics: list[str], timing: Timing,
+    broker_names: dict[str, str], topics: list[str], timing: Timing, up_ms: dict[int, float] | None = None,
 ) -> list[Detection]:
     """For each broker fault / revival and producer: when its route cache dropped / regained the
     broker for every topic (from the producer's own route log). A producer whose NameServer was
@@ -154,7 +157,9 @@ def measure_producer_routes(
     lives on, so a producer's route rightly keeps the set. Nor is a lost master node: its slave is
     promoted (~2-3 s, the controller's heartbeat timeout) long before Ray declares the node dead, and
     registers as brokerId 0 at a higher epoch, so the set never leaves any route; that the producers
-    follow it shows in invariant 2 and in the failover view (first acknowledged send)."""
+    follow it shows in invariant 2 and in the failover view (first acknowledged send). A restart's
+    bound counts the new actor's start as measured (`up_ms`), as `measure_namesrv_return` does."""
+    up_ms = up_ms or {}
     outages = namesrv_outages(timeline)
     revived = _revival_times(timeline)
     paused = {f.fault_id for f in timeline if f.kind == PAUSE_SLAVE or f.kind in NODE_FAULTS}
@@ -164,7 +169,8 @@ def measure_producer_routes(
             continue
         name = broker_names[f.target]
         want_present = f.kind in BROKER_REVIVALS
-        bound = timing.producer_back_bound_ms(f.kind) if want_present else timing.producer_bound_ms(f.kind)
+        bound = (timing.producer_back_bound_ms(f.kind, up_ms.get(f.fault_id)) if want_present
+                 else timing.producer_bound_ms(f.kind))
         due, note = _deadline(f.t_ms, bound, outages)
         for producer, entries in sorted(route_logs.items()):
             per_topic: list[tuple[int, str] | None] = []
@@ -185,19 +191,21 @@ def measure_producer_routes(
     return out
 
 
-def spurious_removals(removals: RemovalLog, timeline: list[FaultRecord], timing: Timing) -> list[dict[str, Any]]:
+def spurious_removals(removals: RemovalLog, timeline: list[FaultRecord], timing: Timing,
+                      up_ms: dict[int, float] | None = None) -> list[dict[str, Any]]:
     """Removals of a broker no fault touched at the time: a live broker dropped from routes (a
     channel watch that took a transient error for death, heartbeats late because a NameServer's
     event loop stalled). Invariant 3d: there must be none (`check_no_live_removal`). A removal
     from a fault until its revival's return bound is the fault's own (a resumed broker may expire
-    before its first heartbeat lands)."""
+    before its first heartbeat lands); a restart's bound counts its measured actor start (`up_ms`)."""
+    up_ms = up_ms or {}
     revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
     windows: dict[str, list[tuple[int, float]]] = {}
     for f in timeline:
         if f.kind in BROKER_FAULTS:
             r = revived.get(f.fault_id)
             windows.setdefault(f.target, []).append(
-                (f.t_ms, float("inf") if r is None else r.t_ms + timing.back_bound_ms(r.kind)))
+                (f.t_ms, float("inf") if r is None else r.t_ms + timing.back_bound_ms(r.kind, up_ms.get(r.fault_id))))
     return [row for row in removals.rows()
             if row["cause"] != "unregister"
             and not any(a <= row["t_ms"] <= b for a, b in windows.get(row["broker_addr"], []))]

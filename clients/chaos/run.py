@@ -319,7 +319,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     spans = role_spans(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms)
     masterless = masterless_windows(spans, target.sets, started_ms, ended_ms, timing.route_poll_ms + timing.margin_ms)
     replicated = {n: w for n, w in masterless.items() if len(target.sets[n]) > 1}  # a set of one: its fault's window
-    windows = impaired_windows(timeline, names, timing, ended_ms, driver.recovery_ms if driver else None, replicated)
+    up_ms = driver.recovery_ms if driver is not None else {}  # revival fault_id -> its new actor's start
+    windows = impaired_windows(timeline, names, timing, ended_ms, up_ms, replicated)
     no_master = no_master_anywhere(masterless)
     for r in sends:
         r["explained"] = None if r["ok"] else explain_failure(r, windows, no_master)
@@ -331,11 +332,11 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     send_inv, send_counts = check_sends(sends)
     namesrv_names = sorted(removals.namesrvs)
     ns_detect = measure_namesrv_detection(timeline, removals, namesrv_names, timing)
-    ns_back = measure_namesrv_return(timeline, history, namesrv_names, topics, timing)
-    prod = measure_producer_routes(timeline, route_logs, names, topics, timing)
+    ns_back = measure_namesrv_return(timeline, history, namesrv_names, topics, timing, up_ms)
+    prod = measure_producer_routes(timeline, route_logs, names, topics, timing, up_ms)
     detections = ns_detect + ns_back + prod
     kept_dir = target.data_dir if target.own_dir and not cfg.keep_data else None
-    spurious = spurious_removals(removals, timeline, timing)
+    spurious = spurious_removals(removals, timeline, timing, up_ms)
     invariants = [
         loss,
         send_inv,
@@ -352,7 +353,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         *[h if promises_no_loss(role, target.slaves) else counted_not_failed(h)
           for h in check_history(history_of_run(sends, reader.received if reader is not None else [], consumed))],
     ]
-    figures = summarize(timeline, detections, driver.recovery_ms if driver else {}, send_counts, loss_counts, timing)
+    figures = summarize(timeline, detections, up_ms, send_counts, loss_counts, timing)
     figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
     figures["spurious_removals"] = spurious
     figures["live_reader"] = reader.figures() if reader is not None else {}

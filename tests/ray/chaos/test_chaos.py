@@ -223,6 +223,28 @@ def test_a_namesrv_outage_restarts_the_clock_for_clients_and_that_namesrv() -> N
     assert back["namesrv-1"].ok and "after namesrv-1 restart" in back["namesrv-1"].cause
 
 
+def test_a_restart_is_held_to_one_registration_round_after_its_actor_was_up() -> None:
+    """Ray's start of the new broker actor (10.7 s once on a loaded CI machine) is measured, not
+    guessed: the return bound counts from the actor being up, so a slow start passes and a broker
+    that was up early but registered late fails."""
+    timing = ChaosConfig().timing()
+    timeline = [FaultRecord(0, 1_000, SIGKILL_BROKER, "broker-a-0", "broker-a-0"),
+                FaultRecord(1, 3_000, RESTART_BROKER, "broker-a-0", "broker-a-0", revives=0)]
+    slow_start = timing.actor_start_ms + 2_700
+    round_ms = timing.back_bound_ms(RESTART_BROKER, 0)
+    seen = 3_000 + slow_start + 250
+    history = [RouteObservation(seen, n, "T0", ("broker-a-0",)) for n in NAMESRVS]
+    back = measure_namesrv_return(timeline, history, NAMESRVS, ["T0"], timing, up_ms={1: float(slow_start)})
+    assert all(d.ok and d.bound_ms == round_ms + slow_start for d in back)
+    assert not any(d.ok for d in measure_namesrv_return(timeline, history, NAMESRVS, ["T0"], timing))
+    early = measure_namesrv_return(timeline, history, NAMESRVS, ["T0"], timing, up_ms={1: 500.0})
+    assert not any(d.ok for d in early), "up in 0.5 s, yet back in routes only 10.9 s later"
+    log = [("T0", 100, "poll", ("broker-b",)), ("T0", seen + 300, "push", ("broker-a", "broker-b"))]
+    rows = measure_producer_routes(timeline, {"p": log}, {"broker-a-0": "broker-a"}, ["T0"], timing,
+                                   up_ms={1: float(slow_start)})
+    assert next(d for d in rows if d.fault_id == 1).ok
+
+
 def test_send_checks_explain_only_failures_on_faulted_brokers() -> None:
     timing = ChaosConfig().timing()
     timeline = [FaultRecord(0, 1_000, SIGSTOP_BROKER, "broker-a-0", "broker-a-0"),
