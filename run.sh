@@ -45,21 +45,37 @@ ensure_netns_tools() {
 }
 
 # ensure_venv EXTRAS: create .venv and install the pinned set with the given extras ("" for the
-# base set, "dev,analysis", ...); a stamp per (pins, extras) makes a second run instant.
+# base set, "dev,analysis", ...); a stamp per (pins, extras) makes a second run instant, and so
+# does a stamp of the same pins with more extras (`test` installs dev,analysis: a benchmark or the
+# demo then needs nothing more).
 ensure_venv() {
-  local extras="$1" py stamp target="."
+  local extras="$1" py prefix target="."
   py="$(command -v python3.11 || command -v python3)"
   "$py" -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version' \
     || { log "Python 3.11 is required"; exit 1; }
   [ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$py" -m venv "$VENV"; }
   [ -z "$extras" ] || target=".[$extras]"
-  stamp="$VENV/.installed-$(cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)-${extras//,/-}"
-  if [ ! -f "$stamp" ]; then
+  prefix="$VENV/.installed-$(cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)-"
+  if ! installed_with "$prefix" "$extras"; then
     log "installing pinned packages ${extras:+[$extras] }into $VENV (first run takes about a minute)"
     "$VENV/bin/pip" install -q --disable-pip-version-check -c requirements.lock -e "$target"
-    touch "$stamp"
+    touch "$prefix${extras//,/-}"
   fi
   ensure_rmq5_descriptors
+}
+
+# installed_with PREFIX EXTRAS: is there a stamp PREFIX<extras joined by -> holding every extra asked?
+installed_with() {
+  local prefix="$1" extras="$2" stamp have extra covered
+  for stamp in "$prefix"*; do
+    [ -f "$stamp" ] || continue
+    have="-${stamp#"$prefix"}-" covered=1
+    for extra in ${extras//,/ }; do
+      case "$have" in *"-$extra-"*) ;; *) covered=0 ;; esac
+    done
+    [ "$covered" -eq 1 ] && return 0
+  done
+  return 1
 }
 
 # The RocketMQ 5 gRPC protocol for the proxy actors (namesrv.proxy.descriptors): the pinned

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psutil
 import ray
 from ray.exceptions import ActorUnavailableError
 
@@ -461,11 +462,22 @@ class IsolatedHost:
     def _enter(self, *argv: str) -> list[str]:
         return ["nsenter", "-t", str(self.pid1), "-p", "-n", "-m", "--", *argv]
 
-    def run(self, argv: list[str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        """Run `argv` inside with a newcomer's environment: PATH without the venv, a fresh HOME."""
+    def _newcomer(self, argv: list[str]) -> list[str]:
+        """`argv` inside with a newcomer's environment: PATH without the venv, a fresh HOME."""
         env = ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={self.home}", f"TMPDIR={self.tmp}",
                f"RAY_TMPDIR={self.tmp}", "LANG=C.UTF-8"]
-        return subprocess.run(self._enter(*env, *argv), capture_output=True, text=True, timeout=timeout)
+        return self._enter(*env, *argv)
+
+    def run(self, argv: list[str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        """Run `argv` inside as a newcomer would, to its end."""
+        return subprocess.run(self._newcomer(argv), capture_output=True, text=True, timeout=timeout)
+
+    def start(self, argv: list[str]) -> tuple[subprocess.Popen[str], psutil.Process]:
+        """Start `argv` inside as a newcomer would: the `nsenter` outside (which ends with the
+        command's exit status) and the command's own process, to signal from outside."""
+        proc = subprocess.Popen(self._newcomer(argv), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        parent = psutil.Process(proc.pid)
+        return proc, wait_until(lambda: next(iter(parent.children()), None), 10, f"{argv[0]} inside the host")
 
     def processes(self) -> list[str]:
         """Command lines of every process inside but PID 1 (and the `ps` asking)."""

@@ -3,25 +3,24 @@ entry point in a subprocess.
 
 Verbs that start, find or stop Ray run on an `isolated_host` (private PID and network namespaces),
 so `namesrv up` starts its own Ray, "no Ray running" really holds and `down --stop-ray` can stop
-nothing but what runs there. The demo needs no isolation: it always runs on a private Ray.
+nothing but what runs there. One walk does it all, as starting Ray and a deployment is most of each
+walk's cost; the demo runs to its end in the README's test (tests/e2e/test_readme.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from namesrv.common.waiting import wait_until
-from tests.support.ray_cluster import RAY_CORE_LOG_LINE, IsolatedHost, short_tmp_dir
+from tests.support.ray_cluster import RAY_CORE_LOG_LINE, IsolatedHost
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -66,12 +65,17 @@ def test_without_ray_every_verb_says_so_in_one_line(isolated_host: IsolatedHost)
     assert "ray stopped" in result.stdout
 
 
-def test_cli_walk_up_topic_route_status_demo_down(isolated_host: IsolatedHost, tmp_path: Path) -> None:
+def test_cli_walk_up_topic_route_status_slaves_demo_down(isolated_host: IsolatedHost, tmp_path: Path) -> None:
+    """One `namesrv up --slaves 1 --proxies 1` walked through every verb: broker-a gets a slave that
+    replicates (it joins its SYNC_MASTER's SyncStateSet, which only a slave asking for the master's log
+    does), shown by `namesrv status`; the controller runs and the brokers are in controller mode
+    (controller brokerIds 1 and 2, epoch 1); `namesrv status --json` gives each broker's role,
+    masterEpoch and replication lag. A demo stopped from outside beside it says so and leaves it be."""
     host = isolated_host
     data = str(tmp_path / "data")
     out = succeeds(host.run([NAMESRV, "up", "--profile", "fast", "--namesrvs", "1", "--brokers", "broker-a",
-                             "--data-dir", data, "--proxies", "1"], timeout=300))
-    assert "deployed 1 NameServers and 1 brokers" in out
+                             "--slaves", "1", "--data-dir", data, "--proxies", "1"], timeout=300))
+    assert "deployed 1 NameServers and 2 brokers" in out
     assert "proxy-0: RocketMQ 5 gRPC endpoint 127.0.0.1:8081" in out  # docs/proxy.md
     assert any("gcs_server" in p for p in host.processes()), "`namesrv up` started a Ray of its own"
     console = re.search(r"^console: (http://127\.0\.0\.1:\d+/)$", out, re.M)
@@ -85,48 +89,34 @@ def test_cli_walk_up_topic_route_status_demo_down(isolated_host: IsolatedHost, t
         host.run([NAMESRV, "topic", "TopicA", "--queues", "2"])))
     route = succeeds(host.run([NAMESRV, "route", "TopicA"]))
     assert re.search(r"TopicA\s+broker-a\s+0\s+127\.0\.0\.1:\d+\s+2\s+2\s+RW-", route), route
-    status = succeeds(host.run([NAMESRV, "status"]))
+
+    def in_sync() -> str | None:
+        text = succeeds(host.run([NAMESRV, "status"]))
+        return text if "in sync [1, 2]" in text else None
+
+    status = wait_until(in_sync, 60, "the slave in the SyncStateSet")
     assert re.search(r"^namesrv-0\s+ready\s", status, re.M), status
     assert re.search(r"^namesrv-0\s+DefaultCluster\s+broker-a\s+0\s+127\.0\.0\.1:\d+\s.*\syes$", status, re.M), status
+    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSYNC_MASTER\s+1\s+in sync \[1, 2\], lag [12]: 0 B$", status, re.M), status
+    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSLAVE\s+1\s+lag 0 B$", status, re.M), status
     assert re.search(r"^proxy-0\s+127\.0\.0\.1:8081\s+pid \d+", status, re.M), status
     assert f"console: {console.group(1)}" in status, status
+    brokers = json.loads(succeeds(host.run([NAMESRV, "status", "--json"])))["brokers"]
+    replicas = sorted((b["replica"]["role"], b["replica"]["masterEpoch"], b["replica"]["replication_lag_bytes"])
+                      for b in brokers.values())
+    assert replicas == [("SLAVE", 1, 0), ("SYNC_MASTER", 1, 0)], replicas
     assert succeeds(host.run([NAMESRV, "console"])).strip() == f"console (running): {console.group(1)}"
     for verb in ("status", "route", "topic", "down"):
         argv = [NAMESRV, verb, "--namespace", "nothing-here"] + (["TopicA"] if verb in ("route", "topic") else [])
         fails(host.run(argv), 1, "no NameServer in Ray namespace 'nothing-here'")
 
-    # The demo runs on a private Ray of its own even with `namesrv up`'s Ray running, and leaves
-    # nothing behind in either.
-    demo = succeeds(host.run([NAMESRV, "demo", "--duration", "3", "--rate", "20"], timeout=300))
-    assert "OK: nothing acknowledged was lost" in demo
-    assert not list(host.tmp.glob("namesrv-demo-*"))
-    assert "TopicA" in succeeds(host.run([NAMESRV, "route", "TopicA"]))
-
-    # Ray's own `ray` is found next to the venv's Python (PATH has none), and every Ray process goes.
-    down = succeeds(host.run([NAMESRV, "down", "--stop-ray"], timeout=300))
-    assert "stopped 1 brokers and 1 NameServers" in down and "ray stopped" in down
-    assert host.processes() == []
-    fails(host.run([NAMESRV, "status"]), 1, "no Ray cluster running")
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    path = short_tmp_dir()
+    # The demo runs on a private Ray of its own even with `namesrv up`'s Ray running. SIGTERM mid-run:
+    # one line saying so, exit 128 + 15, its Ray shut down and its data removed; `up`'s deployment stays.
+    demo, inside = host.start([NAMESRV, "demo", "--duration", "60", "--rate", "20"])
     try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def test_demo_killed_from_outside_says_so_cleans_up_and_exits_143(short_tmp: Path) -> None:
-    """SIGTERM mid-run: one line saying so, exit 128 + 15, its Ray shut down, its data removed."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(short_tmp), "TMPDIR": str(short_tmp), "LANG": "C.UTF-8"}
-    demo = subprocess.Popen([NAMESRV, "demo", "--duration", "60", "--rate", "20"], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        wait_until(lambda: list(short_tmp.glob("namesrv-demo-*/*")), 120, "the demo's brokers writing their data")
+        wait_until(lambda: list(host.tmp.glob("namesrv-demo-*/*")), 120, "the demo's brokers writing their data")
         time.sleep(1)  # mid-run, not mid-start
-        demo.send_signal(signal.SIGTERM)
+        inside.send_signal(signal.SIGTERM)
         stdout, stderr = demo.communicate(timeout=120)
     finally:
         if demo.poll() is None:
@@ -136,30 +126,11 @@ def test_demo_killed_from_outside_says_so_cleans_up_and_exits_143(short_tmp: Pat
     assert "namesrv demo: terminated (SIGTERM)" in stderr
     assert "Traceback" not in stderr, stderr
     assert "demo stopped early: its Ray is shut down and its data removed" in stdout
-    assert not list(short_tmp.glob("namesrv-demo-*"))
+    assert not list(host.tmp.glob("namesrv-demo-*"))
+    assert "TopicA" in succeeds(host.run([NAMESRV, "route", "TopicA"]))
 
-
-def test_cli_up_with_slaves_deploys_replicating_slaves(isolated_host: IsolatedHost, tmp_path: Path) -> None:
-    """`namesrv up --slaves 1`: each broker set gets a slave that replicates (it joins its SYNC_MASTER's
-    SyncStateSet, which only a slave asking for the master's log does), shown by `namesrv status`;
-    the controller runs and the brokers are in controller mode (controller brokerIds 1 and 2, epoch 1),
-    and `namesrv status --json` gives each broker's role, masterEpoch and replication lag."""
-    host = isolated_host
-    out = succeeds(host.run([NAMESRV, "up", "--profile", "fast", "--namesrvs", "1", "--brokers", "broker-a",
-                             "--slaves", "1", "--data-dir", str(tmp_path / "data")], timeout=300))
-    assert "deployed 1 NameServers and 2 brokers" in out
-    succeeds(host.run([NAMESRV, "topic", "TopicA", "--queues", "2"]))
-
-    def in_sync() -> str | None:
-        text = succeeds(host.run([NAMESRV, "status"]))
-        return text if "in sync [1, 2]" in text else None
-
-    text = wait_until(in_sync, 60, "the slave in the SyncStateSet")
-    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSYNC_MASTER\s+1\s+in sync \[1, 2\], lag [12]: 0 B$", text, re.M), text
-    assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSLAVE\s+1\s+lag 0 B$", text, re.M), text
-    brokers = json.loads(succeeds(host.run([NAMESRV, "status", "--json"])))["brokers"]
-    replicas = sorted((b["replica"]["role"], b["replica"]["masterEpoch"], b["replica"]["replication_lag_bytes"])
-                      for b in brokers.values())
-    assert replicas == [("SLAVE", 1, 0), ("SYNC_MASTER", 1, 0)], replicas
+    # Ray's own `ray` is found next to the venv's Python (PATH has none), and every Ray process goes.
     down = succeeds(host.run([NAMESRV, "down", "--stop-ray"], timeout=300))
-    assert "stopped 2 brokers and 1 NameServers" in down
+    assert "stopped 2 brokers and 1 NameServers" in down and "ray stopped" in down
+    assert host.processes() == []
+    fails(host.run([NAMESRV, "status"]), 1, "no Ray cluster running")
