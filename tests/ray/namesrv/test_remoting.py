@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
+from namesrv.common.waiting import wait_until
 from namesrv.protocol import fastjson
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
@@ -29,7 +30,6 @@ from tests.support.ray_cluster import (
     route_of,
     stable_tables,
     wait_for_route,
-    wait_registered_everywhere,
 )
 
 TCP_BROKER = "tcp-broker"
@@ -67,14 +67,6 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
         yield d
 
 
-@pytest.fixture
-def fresh_dep(deployments: DeploymentFactory) -> Deployment:
-    """A deployment of the test's own, for a test that wipes permissions and deletes TBW102."""
-    d = deployments.deploy(**TWO_AND_TWO)
-    wait_registered_everywhere(d)
-    return d
-
-
 def test_the_address_list_is_rocketmqs_form(dep: Deployment) -> None:
     addrs = parse_namesrv_addr(dep.namesrv_addr())
     assert len(addrs) == 2 and all(h == "127.0.0.1" and p > 0 for h, p in addrs)
@@ -82,8 +74,10 @@ def test_the_address_list_is_rocketmqs_form(dep: Deployment) -> None:
 
 
 @pytest.mark.parametrize("kind", list(SerializeType))
-def test_admin_codes_over_tcp(fresh_dep: Deployment, kind: SerializeType) -> None:
-    dep = fresh_dep
+def test_admin_codes_over_tcp(dep: Deployment, kind: SerializeType) -> None:
+    """Wipes broker-a's write permission and deletes TBW102 from namesrv-0, then waits for the tables
+    to be as it found them (permission added back, TBW102 registered again by its brokers)."""
+    before = stable_tables(dep.namesrvs["namesrv-0"])
     with client_of(dep, kind=kind) as c:
         info = fastjson.loads(c.invoke(RequestCode.GET_BROKER_CLUSTER_INFO).body or b"")
         assert set(info["brokerAddrTable"]) == {"broker-a", "broker-b"}
@@ -109,6 +103,7 @@ def test_admin_codes_over_tcp(fresh_dep: Deployment, kind: SerializeType) -> Non
     log = ray.get(dep.namesrvs["namesrv-0"].get_wire_log.remote(), timeout=60)
     assert any(r.code == RequestCode.GET_ROUTEINFO_BY_TOPIC and r.subject == "TBW102"
                and r.response_code == ResponseCode.TOPIC_NOT_EXIST for r in log)
+    wait_until(lambda: stable_tables(dep.namesrvs["namesrv-0"]) == before, 30, "TBW102 registered again")
 
 
 def test_single_topic_registration_over_tcp_wakes_the_topics_long_pollers(dep: Deployment) -> None:
