@@ -43,7 +43,7 @@ from _common import print_machine
 from clients.analysis import fault_jobs, jobs, placement
 from clients.analysis.bridge import arrow_ipc_refs_to_spark
 from clients.analysis.faults import faults_to_spark
-from clients.analysis.spark import SparkSettings, get_or_create_spark, stop_spark
+from clients.analysis.spark import JAVA_OPTION_KEYS, SparkSettings, get_or_create_spark, stop_spark
 from clients.snapshots.dataset import append_snapshots, dataset_spark_schema, read_snapshots_spark
 from namesrv.routeinfo.snapshot import arrow_schema
 
@@ -91,6 +91,10 @@ def versions() -> str:
         f"raydp {getattr(raydp, '__version__', '?')}, pyspark {pyspark.__version__}, pyarrow {pa.__version__}; {java}"
     )
 
+
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""--quick's JVMs: the C1 compiler only and one GC thread. A smoke run lasts too short for C2's
+optimised code to pay back what compiling it costs (most of a short run's CPU on two cores)."""
 
 ANALYSES = ("divergence_instants", "divergence_windows", "liveness_intervals", "detection_delays",
             "stale_route_exposure", "topic_placement_skew")
@@ -190,14 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pipeline-duration", type=float, default=12.0,
                    help="then time the whole pipeline: a chaos run of this many seconds with snapshots, "
                         "then `namesrv analyze` of its directory (0: skip)")
+    p.add_argument("--jvm-options", default="",
+                   help="added to every JVM Spark starts (app master, driver, executors)")
     p.add_argument("--quick", action="store_true",
                    help="20,000 rows, the bridge path only, one load round, one analysis "
-                        "(liveness_intervals, no warm-up: it pays the JIT), no pipeline run: a smoke run "
-                        "(tests/spark runs every analysis)")
+                        "(liveness_intervals, no warm-up: it pays the JIT), no pipeline run, JVMs that "
+                        f"JIT-compile less ({QUICK_JVM_OPTIONS}): a smoke run (tests/spark runs every analysis)")
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.paths, args.repeat, args.pipeline_duration = 20_000, "bridge", 1, 0.0
-        args.analyses = "liveness_intervals"
+        args.analyses, args.jvm_options = "liveness_intervals", QUICK_JVM_OPTIONS
     paths = [x.strip() for x in args.paths.split(",") if x.strip()]
     only = tuple(x.strip() for x in args.analyses.split(",") if x.strip())
     if set(only) - set(ANALYSES):
@@ -224,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
     try:
         with watch.stage("setup", "init_spark + first action"):
-            spark = get_or_create_spark(SparkSettings(executor_memory=args.executor_memory), init_ray=False)
+            jvm = dict.fromkeys(JAVA_OPTION_KEYS, args.jvm_options) if args.jvm_options else {}
+            settings = SparkSettings(executor_memory=args.executor_memory, extra_configs=jvm)
+            spark = get_or_create_spark(settings, init_ray=False)
             spark.range(10).count()
 
         with watch.stage("actors", "generate snapshots (Arrow in object store)"):
