@@ -166,15 +166,19 @@ def main() -> None:
     seconds = args.seconds or (0.5 if args.quick else 10.0)
     megabytes = args.megabytes or (4 if args.quick else 100)
     with local_ray_run("bench-replication", fsync=True) as run:
-        plain = load(deploy_set(run, "ASYNC_MASTER", False, "plain"), seconds, False)
+        dep = deploy_set(run, "ASYNC_MASTER", False, "plain")
+        plain = load(dep, seconds, False)
+        run.retire(dep)  # each configuration runs alone: no idle deployment beside it
         dep = deploy_set(run, "ASYNC_MASTER", True, "async")
         wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
         async_slave = load(dep, seconds, True)
+        run.retire(dep)
         dep = deploy_set(run, "SYNC_MASTER", True, "sync")
         wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
         before = ha(dep, SLAVE)
         sync_slave = load(dep, seconds, True)
         after = ha(dep, SLAVE)
+        run.retire(dep)
         parts = transfer_parts(before, after)
         over_ray = ray_parts = None
         if args.compare_ray:
@@ -183,11 +187,13 @@ def main() -> None:
             before_ray = ha(dep, SLAVE)
             over_ray = load(dep, seconds, True)
             ray_parts = transfer_parts(before_ray, ha(dep, SLAVE))
+            run.retire(dep)
         two = None
         if args.compare_depth_2:
             dep = deploy_set(run, "SYNC_MASTER", True, "sync2", depth=2)
             wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
             two = load(dep, seconds, True)
+            run.retire(dep)
         print(f"\n{SENDERS} senders, {seconds:g} s each, 256-byte bodies, SYNC_FLUSH")
         rows = [("unreplicated", plain), ("ASYNC_MASTER + slave", async_slave), ("SYNC_MASTER + slave", sync_slave)]
         rows += [("  two requests in flight", two)] if two else []
