@@ -232,7 +232,7 @@ def main() -> None:
                 counts = [int(c) for c in args.concurrency.split(",")]
                 print(f"\n== 1. route queries: one NameServer actor vs a no-op async actor method "
                       f"(callers = asyncio tasks in the driver; {args.rounds} interleaved rounds x "
-                      f"{args.duration:.1f} s, median rate)")
+                      f"{args.duration:g} s, median rate)")
                 rows = bench_route_queries(f"{tmp}/routes", counts, args.duration, args.rounds)
                 results["routes"] = rows
                 table_rows = []
