@@ -166,6 +166,11 @@ class LocalRun:
     data_dir: str
     deployments: list[Deployment] = field(default_factory=list)
 
+    def retire(self, dep: Deployment) -> None:
+        """Tear down a deployment measured already, so its idle actors do not load the next measurement."""
+        self.deployments.remove(dep)
+        dep.teardown(graceful=False)
+
 
 @contextmanager
 def local_ray_run(prefix: str, fsync: bool = False) -> Iterator[LocalRun]:

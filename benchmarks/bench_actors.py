@@ -125,7 +125,7 @@ def bench_route_queries(data_dir: str, concurrency: list[int], duration: float, 
         noop = NoopActor.options(namespace=dep.spec.namespace).remote(route_resp)
         ray.get(noop.ping.remote())
         for h in (ns, noop):  # warm up both paths
-            asyncio.run(drive(h, 4, 0.5))
+            asyncio.run(drive(h, 4, min(0.5, duration)))
         rows = []
         for callers in concurrency:
             samples: dict[str, list[tuple[float, list[float]]]] = {"namesrv": [], "noop": []}
@@ -211,12 +211,14 @@ def main() -> None:
     parser.add_argument("--topics", default="10,10000", help="topic counts for the heartbeat benchmark")
     parser.add_argument("--hb-reps", type=int, default=300, help="heartbeat round trips per topic count")
     parser.add_argument("--reg-reps", type=int, default=20, help="full registrations per topic count")
-    parser.add_argument("--quick", action="store_true", help="short runs (smoke test of the benchmark)")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 and 16 callers, 0.25 s runs, 2 kills, 10 vs 1,000 topics (a smoke run)")
     parser.add_argument("--only", choices=["routes", "failures", "heartbeats"], help="run one part only")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     args = parser.parse_args()
     if args.quick:
-        args.duration, args.rounds, args.kills, args.hb_reps, args.reg_reps = 0.5, 1, 3, 50, 3
+        args.concurrency, args.duration, args.rounds, args.kills = "1,16", 0.25, 1, 2
+        args.topics, args.hb_reps, args.reg_reps = "10,1000", 20, 2
 
     info = print_machine()
     ray.init(
@@ -230,7 +232,7 @@ def main() -> None:
                 counts = [int(c) for c in args.concurrency.split(",")]
                 print(f"\n== 1. route queries: one NameServer actor vs a no-op async actor method "
                       f"(callers = asyncio tasks in the driver; {args.rounds} interleaved rounds x "
-                      f"{args.duration:.1f} s, median rate)")
+                      f"{args.duration:g} s, median rate)")
                 rows = bench_route_queries(f"{tmp}/routes", counts, args.duration, args.rounds)
                 results["routes"] = rows
                 table_rows = []

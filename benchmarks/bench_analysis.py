@@ -15,7 +15,8 @@ three) ways, timed per stage, then every analysis runs on each resulting DataFra
 Each load stage ends with the DataFrame cached and counted, so the analyses compare like for like.
 
     python benchmarks/bench_analysis.py --rows 1000000
-    python benchmarks/bench_analysis.py --quick   # 20,000 rows, bridge only, one analysis, no pipeline run
+    python benchmarks/bench_analysis.py --quick   # 20,000 rows, bridge only, one analysis, no pipeline run,
+                                                  # interpreted plans, C1-only JVMs
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ from _common import print_machine
 from clients.analysis import fault_jobs, jobs, placement
 from clients.analysis.bridge import arrow_ipc_refs_to_spark
 from clients.analysis.faults import faults_to_spark
-from clients.analysis.spark import SparkSettings, get_or_create_spark, stop_spark
+from clients.analysis.spark import (
+    INTERPRETED_PLANS,
+    JAVA_OPTION_KEYS,
+    SparkSettings,
+    get_or_create_spark,
+    stop_spark,
+)
 from clients.snapshots.dataset import append_snapshots, dataset_spark_schema, read_snapshots_spark
 from namesrv.routeinfo.snapshot import arrow_schema
 
@@ -91,6 +98,10 @@ def versions() -> str:
         f"raydp {getattr(raydp, '__version__', '?')}, pyspark {pyspark.__version__}, pyarrow {pa.__version__}; {java}"
     )
 
+
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""--quick's JVMs: the C1 compiler only and one GC thread. A smoke run lasts too short for C2's
+optimised code to pay back what compiling it costs (most of a short run's CPU on two cores)."""
 
 ANALYSES = ("divergence_instants", "divergence_windows", "liveness_intervals", "detection_delays",
             "stale_route_exposure", "topic_placement_skew")
@@ -190,14 +201,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pipeline-duration", type=float, default=12.0,
                    help="then time the whole pipeline: a chaos run of this many seconds with snapshots, "
                         "then `namesrv analyze` of its directory (0: skip)")
+    p.add_argument("--jvm-options", default="",
+                   help="added to every JVM Spark starts (app master, driver, executors)")
+    p.add_argument("--interpret", action="store_true",
+                   help="Spark interprets query plans instead of compiling them (INTERPRETED_PLANS)")
     p.add_argument("--quick", action="store_true",
                    help="20,000 rows, the bridge path only, one load round, one analysis "
-                        "(liveness_intervals, no warm-up: it pays the JIT), no pipeline run: a smoke run "
-                        "(tests/spark runs every analysis)")
+                        "(liveness_intervals, no warm-up), no pipeline run, interpreted plans, JVMs that "
+                        f"JIT-compile less ({QUICK_JVM_OPTIONS}): a smoke run (tests/spark runs every analysis)")
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.paths, args.repeat, args.pipeline_duration = 20_000, "bridge", 1, 0.0
-        args.analyses = "liveness_intervals"
+        args.analyses, args.jvm_options, args.interpret = "liveness_intervals", QUICK_JVM_OPTIONS, True
     paths = [x.strip() for x in args.paths.split(",") if x.strip()]
     only = tuple(x.strip() for x in args.analyses.split(",") if x.strip())
     if set(only) - set(ANALYSES):
@@ -224,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
     try:
         with watch.stage("setup", "init_spark + first action"):
-            spark = get_or_create_spark(SparkSettings(executor_memory=args.executor_memory), init_ray=False)
+            conf = dict.fromkeys(JAVA_OPTION_KEYS, args.jvm_options) if args.jvm_options else {}
+            conf |= INTERPRETED_PLANS if args.interpret else {}
+            settings = SparkSettings(executor_memory=args.executor_memory, extra_configs=conf)
+            spark = get_or_create_spark(settings, init_ray=False)
             spark.range(10).count()
 
         with watch.stage("actors", "generate snapshots (Arrow in object store)"):

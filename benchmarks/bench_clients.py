@@ -2,7 +2,7 @@
 brokers in the same run (a private local Ray: 1 NameServer, 2 brokers, fast profile, free ports).
 
     bash run.sh bench bench_clients            # 2,000 sync sends each per round, a few minutes
-    bash run.sh bench bench_clients --quick    # 300 sync sends each, one round (a smoke run)
+    bash run.sh bench bench_clients --quick    # 100 sync sends each, one round (a smoke run)
 
 1. Sync sends: one sender each, sequential sync sends back to back, the same body size and count.
    Real client: PyPI `rocketmq` 0.4.4 (rocketmq-client-cpp) in a process of its own
@@ -164,8 +164,8 @@ def bench_ray_consume(dep: Deployment, topic: str, total: int) -> dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="300 sends each instead of 2,000, one round (a smoke run)")
-    ap.add_argument("--count", type=int, help="measured sync sends per client (default 2000, --quick 300)")
+    ap.add_argument("--quick", action="store_true", help="100 sends each instead of 2,000, one round (a smoke run)")
+    ap.add_argument("--count", type=int, help="measured sync sends per client (default 2000, --quick 100)")
     ap.add_argument("--warmup", type=int, default=20, help="sends per client left out of the figures")
     ap.add_argument("--body-size", type=int, default=128)
     ap.add_argument("--inflight", type=int, default=64, help="async sends outstanding at once")
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="rounds of real / Ray-native sync / async sends; the tables show the median round "
                          "(default 3, --quick 1)")
     args = ap.parse_args(argv)
-    count = args.count or (300 if args.quick else 2000)
+    count = args.count or (100 if args.quick else 2000)
     args.rounds = args.rounds or (1 if args.quick else 3)
     if importlib.util.find_spec("rocketmq") is None:
         raise SystemExit("the real client is missing: pip install rocketmq==0.4.4 (or pip install -e '.[dev]')")

@@ -2,7 +2,7 @@
 1 NameServer, 2 brokers with 4 queues each, fast profile, free ports).
 
     bash run.sh bench bench_consumer            # 10 kills, 10,000 messages
-    bash run.sh bench bench_consumer --quick    # 5 kills, 3,000 messages
+    bash run.sh bench bench_consumer --quick    # 2 kills, 500 messages
 
 1. Rebalance after a member is killed: a ConsumerGroup of 3 PushConsumer actors (the rebalance timer
    set 10 minutes off, so only the broker's NOTIFY_CONSUMER_IDS_CHANGED can move queues), one member
@@ -104,11 +104,11 @@ def bench_push(dep: Deployment, topic: str, total: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="5 kills and 3,000 messages")
+    ap.add_argument("--quick", action="store_true", help="2 kills and 500 messages")
     ap.add_argument("--kills", type=int)
     ap.add_argument("--count", type=int)
     args = ap.parse_args(argv)
-    kills, count = args.kills or (5 if args.quick else 10), args.count or (3_000 if args.quick else 10_000)
+    kills, count = args.kills or (2 if args.quick else 10), args.count or (500 if args.quick else 10_000)
     real = importlib.util.find_spec("rocketmq") is not None
     with local_ray_run("bench-consumer") as run:
         dep = deploy(ClusterSpec(namesrv_count=1, brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")],

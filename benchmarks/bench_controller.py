@@ -10,7 +10,7 @@ sets of two replicas, heartbeating from the driver every 200 ms. Measured:
 
 Side by side: the silent master's detection against the heartbeat timeout (the floor it cannot
 beat), and a reported death's election against one persisted alter-SyncStateSet (each makes one
-write to the GCS KV). `--quick`: 4 broker sets, 40 alters.
+write to the GCS KV). `--quick`: 2 broker sets, 10 alters.
 
     bash run.sh bench bench_controller [--sets 20] [--alters 200] [--quick]
 """
@@ -57,10 +57,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", type=int, default=20)
     ap.add_argument("--alters", type=int, default=200)
-    ap.add_argument("--quick", action="store_true", help="4 broker sets, 40 alters")
+    ap.add_argument("--quick", action="store_true", help="2 broker sets, 10 alters")
     args = ap.parse_args()
     if args.quick:
-        args.sets, args.alters = 4, 40
+        args.sets, args.alters = 2, 10
     assert args.sets >= 2, "one set measures the alters, the others the failovers"
     config = controller_config("fast")
     with local_ray_run("bench-controller") as run:

@@ -10,7 +10,7 @@ with one slave), two NameServers, the controller. Each round: SIGKILL of the mas
 then the killed broker is restarted from its store (it returns as a slave and catches up) and the
 next round kills whichever replica is master. Side by side: the p50/p99 beside RocketMQ 5's floor
 (the controller's default 10 s heartbeat timeout before it elects; 4.x never fails over) and beside
-the issue's bounds (3 s accepting, 3.5 s routed). `--quick`: 3 kills.
+the issue's bounds (3 s accepting, 3.5 s routed). `--quick`: 2 kills.
 
     bash run.sh bench bench_failover [--kills 20] [--ray-kill] [--quick]
 """
@@ -102,10 +102,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--ray-kill", action="store_true", help="ray.kill the master's actor instead of SIGKILL")
-    ap.add_argument("--quick", action="store_true", help="3 kills")
+    ap.add_argument("--quick", action="store_true", help="2 kills")
     args = ap.parse_args()
     if args.quick:
-        args.kills = 3
+        args.kills = 2
     with local_ray_run("bench-failover") as run:
         spec = ClusterSpec(namesrv_count=2, brokers=[BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)],
                            profile="fast", namespace=run.namespace, data_dir=run.data_dir, namesrv_port=None,

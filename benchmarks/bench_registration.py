@@ -2,7 +2,7 @@
 while a route-query client watches how long the NameServer's event loop is held.
 
     bash run.sh bench bench_registration [--brokers 30,300] [--topics 10000] [--parallel 0]
-    bash run.sh bench bench_registration --quick      # 10 brokers x 2,000 topics, about a minute
+    bash run.sh bench bench_registration --quick      # 5 brokers x 1,000 topics, 0.5 s idle windows
 
 One NameServer actor on a private local Ray serves RocketMQ's remoting protocol on 127.0.0.1 (a
 free port). Brokers are simulated as registration clients in this process, one TCP connection each
@@ -319,11 +319,11 @@ def main() -> None:
     ap.add_argument("--profile-brokers", type=int, default=30,
                     help="after each run, profile this many of its registrations in process (0: skip)")
     ap.add_argument("--profile-only", action="store_true", help="only the in-process profile (no Ray)")
-    ap.add_argument("--quick", action="store_true", help="10 brokers x 2,000 topics, 2 s idle windows")
+    ap.add_argument("--quick", action="store_true", help="5 brokers x 1,000 topics, 0.5 s idle windows")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
     if args.quick:
-        args.brokers, args.topics, args.idle_seconds, args.idle_max_seconds = "10", 2_000, 2.0, 2.0
+        args.brokers, args.topics, args.idle_seconds, args.idle_max_seconds = "5", 1_000, 0.5, 0.5
     counts = [int(x) for x in args.brokers.split(",")]
 
     info = print_machine()

@@ -2,7 +2,7 @@
 behind it runs under load, and how fast a slave that missed a lot of log catches up.
 
     bash run.sh bench bench_replication            # 10 s per configuration, 100 MB to catch up
-    bash run.sh bench bench_replication --quick    # 2 s per configuration, 20 MB (a smoke run)
+    bash run.sh bench bench_replication --quick    # 0.5 s per configuration, 4 MB (a smoke run)
 
 1. 16 concurrent senders (threads of this driver, sync Ray sends back to back, 256-byte bodies, SYNC_FLUSH
    everywhere) against: an unreplicated ASYNC_MASTER; an ASYNC_MASTER with one slave; a SYNC_MASTER
@@ -155,7 +155,7 @@ def catch_up(run: Any, megabytes: int) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="2 s per configuration, 20 MB catch-up")
+    ap.add_argument("--quick", action="store_true", help="0.5 s per configuration, 4 MB catch-up")
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--megabytes", type=int, default=None)
     ap.add_argument("--compare-depth-2", action="store_true",
@@ -163,18 +163,22 @@ def main() -> None:
     ap.add_argument("--compare-ray", action="store_true",
                     help="also SYNC_MASTER whose slave replicates over Ray calls (ha_transport ray)")
     args = ap.parse_args()
-    seconds = args.seconds or (2.0 if args.quick else 10.0)
-    megabytes = args.megabytes or (20 if args.quick else 100)
+    seconds = args.seconds or (0.5 if args.quick else 10.0)
+    megabytes = args.megabytes or (4 if args.quick else 100)
     with local_ray_run("bench-replication", fsync=True) as run:
-        plain = load(deploy_set(run, "ASYNC_MASTER", False, "plain"), seconds, False)
+        dep = deploy_set(run, "ASYNC_MASTER", False, "plain")
+        plain = load(dep, seconds, False)
+        run.retire(dep)  # each configuration runs alone: no idle deployment beside it
         dep = deploy_set(run, "ASYNC_MASTER", True, "async")
         wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
         async_slave = load(dep, seconds, True)
+        run.retire(dep)
         dep = deploy_set(run, "SYNC_MASTER", True, "sync")
         wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
         before = ha(dep, SLAVE)
         sync_slave = load(dep, seconds, True)
         after = ha(dep, SLAVE)
+        run.retire(dep)
         parts = transfer_parts(before, after)
         over_ray = ray_parts = None
         if args.compare_ray:
@@ -183,12 +187,14 @@ def main() -> None:
             before_ray = ha(dep, SLAVE)
             over_ray = load(dep, seconds, True)
             ray_parts = transfer_parts(before_ray, ha(dep, SLAVE))
+            run.retire(dep)
         two = None
         if args.compare_depth_2:
             dep = deploy_set(run, "SYNC_MASTER", True, "sync2", depth=2)
             wait_for(lambda: ha(dep, MASTER)["sync_state_set"] == [0, 1], 60, "slave in sync")
             two = load(dep, seconds, True)
-        print(f"\n{SENDERS} senders, {seconds:.0f} s each, 256-byte bodies, SYNC_FLUSH")
+            run.retire(dep)
+        print(f"\n{SENDERS} senders, {seconds:g} s each, 256-byte bodies, SYNC_FLUSH")
         rows = [("unreplicated", plain), ("ASYNC_MASTER + slave", async_slave), ("SYNC_MASTER + slave", sync_slave)]
         rows += [("  two requests in flight", two)] if two else []
         rows += [("  over Ray calls", over_ray)] if over_ray else []

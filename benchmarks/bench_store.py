@@ -15,7 +15,7 @@ Two stores in this process, on the real disk under the temp dir, written the way
 - retention: the large store's oldest segment deleted (forced, as above diskSpaceCleanForciblyRatio)
   by `CleanCommitLogService.run` in a worker thread while a 1 ms ticker on the event loop measures
   the longest turn; the same ticker alone for as long beforehand is the idle baseline.
-`--quick`: 10 vs 100 MiB in 64 MiB segments, 1,000 queues. Targets (issue 23): restart ratio
+`--quick`: 4 vs 40 MiB in 16 MiB segments, 1,000 queues. Targets (issue 23): restart ratio
 <= 1.5, read ratio <= 1.2, longest loop turn during the clean-up <= 5 ms.
 """
 
@@ -160,10 +160,10 @@ def main() -> None:
                         help="MiB; above one segment, so retention has one to delete")
     parser.add_argument("--segment-mb", type=int, default=1024)
     parser.add_argument("--queues", type=int, default=1000)
-    parser.add_argument("--quick", action="store_true", help="10 MB vs 100 MB in 64 MiB segments")
+    parser.add_argument("--quick", action="store_true", help="4 MB vs 40 MB in 16 MiB segments")
     args = parser.parse_args()
     if args.quick:
-        args.small_mb, args.large_mb, args.segment_mb = 10, 100, 64
+        args.small_mb, args.large_mb, args.segment_mb = 4, 40, 16
     segment = args.segment_mb << 20
     root = Path(tempfile.mkdtemp(prefix="bench-store-"))
     try:

@@ -48,6 +48,14 @@ JAVA_OPTION_KEYS: tuple[str, ...] = (
 )
 
 
+INTERPRETED_PLANS: dict[str, str] = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+"""Spark interprets query plans instead of compiling them to Java: for a few thousand rows compiling
+each query costs more than running it. What a query computes is the same either way."""
+
+
 def jdk17_java_options() -> str:
     """`-XX:+IgnoreUnrecognizedVMOptions` keeps the same string harmless on JDK 8/11."""
     opens = [f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in JDK17_OPEN_PACKAGES]
