@@ -169,8 +169,10 @@ class RoleGuard:
             self._waiting.remove(entry)
 
     def on_slave_request(self, slave_id: int, ack_offset: int, master_end: int) -> None:
-        """A slave asked from `ack_offset`: it holds everything before; wake the sends it covers."""
-        self.sync.on_request(slave_id, ack_offset, master_end)
+        """A slave asked from `ack_offset`: it holds everything before; wake the sends it covers. It
+        joins the SyncStateSet only holding the confirm offset readers were served up to."""
+        confirm = self.confirm_offset(master_end) if self.gates_reads else 0
+        self.sync.on_request(slave_id, ack_offset, master_end, confirm)
         self._wake()
 
     def slave_gone(self, slave_id: int) -> None:

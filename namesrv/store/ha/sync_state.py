@@ -5,8 +5,11 @@ A slave acknowledges by asking for more: its request from offset X says it holds
 X (durably, per its own flush policy). A request from past the master's end (a slave ahead of its
 master) acknowledges nothing. It is caught up when X reaches the master's log end as it
 was at that slave's previous request (or now); a slave not caught up for `max_not_catchup_ms`
-(haMaxTimeSlaveNotCatchup, 15 s) leaves the set, and one that catches up rejoins. The master is
-always a member. A SYNC_MASTER acknowledges a send ending at offset E once every member holds E.
+(haMaxTimeSlaveNotCatchup, 15 s) leaves the set, and one that catches up rejoins, but only once
+it holds the confirm offset too (RocketMQ 5's maybeExpandInSyncStateSet): readers were already
+served up to it as held by every member, so a member that lacked it could be elected master without
+what they read. The master is always a member. A SYNC_MASTER acknowledges a send ending at offset
+E once every member holds E.
 
 Without a controller the set is kept here only (RocketMQ keeps it at the controller: alter
 SyncStateSet); `epoch` counts its changes.
@@ -30,9 +33,9 @@ class SyncStateSet:
         self._last_request: dict[int, tuple[int, int]] = {}
         """slave id -> (master's log end, time) at its previous request."""
 
-    def on_request(self, slave_id: int, ack_offset: int, master_end: int) -> bool:
-        """A slave asks from `ack_offset` while the master's log ends at `master_end`; True when it
-        joined the set."""
+    def on_request(self, slave_id: int, ack_offset: int, master_end: int, confirm_offset: int = 0) -> bool:
+        """A slave asks from `ack_offset` while the master's log ends at `master_end` and the set
+        holds `confirm_offset` (0 where reads are not held to it); True when it joined the set."""
         now = self.clock()
         if ack_offset > master_end:
             # Ahead of its master: it holds bytes this master never wrote (an old master's tail).
@@ -54,6 +57,8 @@ class SyncStateSet:
             return False
         self.caught_up_ms[slave_id] = max(self.caught_up_ms.get(slave_id, 0), caught)
         if slave_id in self.members or now - self.caught_up_ms[slave_id] > self.max_not_catchup_ms:
+            return False
+        if ack_offset < confirm_offset:  # caught up with the log as sent, not yet with what readers saw
             return False
         self.members.add(slave_id)
         self.epoch += 1

@@ -44,6 +44,25 @@ def test_slave_joins_when_caught_up_and_leaves_after_the_limit() -> None:
     assert s.members == {0, 1} and s.epoch == 3
 
 
+def test_a_slave_joins_only_holding_what_readers_were_served() -> None:
+    """RocketMQ 5's expansion rule: caught up with what it was sent is not enough while readers were
+    served further (the confirm offset): elected later, it would lack what they read."""
+    clock = ManualClock()
+    g = RoleGuard(BrokerConfig(broker_role=BrokerRole.SYNC_MASTER, ha_max_time_slave_not_catchup_ms=LIMIT), 0, clock)
+    g.on_slave_request(1, 0, 0)  # nothing written yet: slave 1 joins
+    g.on_slave_request(1, 200, 200)  # it holds all 200 bytes: readers may be served up to 200
+    assert g.sync.members == {0, 1} and g.confirm_offset(200) == 200
+    g.on_slave_request(2, 0, 100)  # slave 2 is sent the first 100 bytes
+    g.on_slave_request(2, 100, 200)  # holds what it was sent (caught up by the clock), not what was read
+    assert g.sync.members == {0, 1} and g.confirm_offset(200) == 200
+    g.on_slave_request(2, 200, 200)
+    assert g.sync.members == {0, 1, 2} and g.confirm_offset(200) == 200
+    s = SyncStateSet(0, clock, LIMIT)  # the set alone: the rule is the `confirm_offset` it is given
+    s.on_request(3, 0, 100)
+    assert not s.on_request(3, 100, 200, confirm_offset=150)  # caught up with the 100 bytes it was sent
+    assert s.on_request(3, 200, 300, confirm_offset=150) and s.members == {0, 3}
+
+
 def test_stale_catch_up_does_not_rejoin() -> None:
     """A slave whose last caught-up moment is older than the limit does not come back on it."""
     clock = ManualClock()
