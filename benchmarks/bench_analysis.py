@@ -47,6 +47,7 @@ from clients.analysis.faults import faults_to_spark
 from clients.analysis.spark import (
     INTERPRETED_PLANS,
     JAVA_OPTION_KEYS,
+    SHORT_RUN_JVM_OPTIONS,
     SparkSettings,
     get_or_create_spark,
     stop_spark,
@@ -98,10 +99,6 @@ def versions() -> str:
         f"raydp {getattr(raydp, '__version__', '?')}, pyspark {pyspark.__version__}, pyarrow {pa.__version__}; {java}"
     )
 
-
-QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""--quick's JVMs: the C1 compiler only and one GC thread. A smoke run lasts too short for C2's
-optimised code to pay back what compiling it costs (most of a short run's CPU on two cores)."""
 
 ANALYSES = ("divergence_instants", "divergence_windows", "liveness_intervals", "detection_delays",
             "stale_route_exposure", "topic_placement_skew")
@@ -208,11 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="20,000 rows, the bridge path only, one load round, one analysis "
                         "(liveness_intervals, no warm-up), no pipeline run, interpreted plans, JVMs that "
-                        f"JIT-compile less ({QUICK_JVM_OPTIONS}): a smoke run (tests/spark runs every analysis)")
+                        f"JIT-compile less ({SHORT_RUN_JVM_OPTIONS}): a smoke run (tests/spark runs every analysis)")
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.paths, args.repeat, args.pipeline_duration = 20_000, "bridge", 1, 0.0
-        args.analyses, args.jvm_options, args.interpret = "liveness_intervals", QUICK_JVM_OPTIONS, True
+        args.analyses, args.jvm_options, args.interpret = "liveness_intervals", SHORT_RUN_JVM_OPTIONS, True
     paths = [x.strip() for x in args.paths.split(",") if x.strip()]
     only = tuple(x.strip() for x in args.analyses.split(",") if x.strip())
     if set(only) - set(ANALYSES):

@@ -56,6 +56,12 @@ INTERPRETED_PLANS: dict[str, str] = {
 each query costs more than running it. What a query computes is the same either way."""
 
 
+SHORT_RUN_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""For a Spark session that lives a few minutes on a few thousand rows (a smoke benchmark, the
+tests): the C1 compiler only and one GC thread. C2's optimised code does not pay back what compiling
+it costs in so short a run (tests/spark: 164 instead of 263 CPU-s side by side)."""
+
+
 def jdk17_java_options() -> str:
     """`-XX:+IgnoreUnrecognizedVMOptions` keeps the same string harmless on JDK 8/11."""
     opens = [f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in JDK17_OPEN_PACKAGES]

@@ -14,14 +14,22 @@ import pytest
 def spark() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     pytest.importorskip("raydp")
-    from clients.analysis.spark import INTERPRETED_PLANS, SparkSettings, get_or_create_spark, stop_spark
+    from clients.analysis.spark import (
+        INTERPRETED_PLANS,
+        JAVA_OPTION_KEYS,
+        SHORT_RUN_JVM_OPTIONS,
+        SparkSettings,
+        get_or_create_spark,
+        stop_spark,
+    )
     from tests.support.ray_cluster import release_shared_ray
 
     release_shared_ray()  # the Ray tests' shared Ray, if it runs: Spark gets one of its own
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:  # interpreted plans: these tests' data are a few hundred rows (the analyses' tests took 64 s
-        # instead of 84 s side by side); `namesrv analyze` and full bench_analysis runs keep Spark's defaults
-        settings = SparkSettings(app_name="test-analysis", extra_configs=INTERPRETED_PLANS)
+    try:  # interpreted plans and C1-only JVMs: these tests' data are a few hundred rows, their session
+        # lives minutes; `namesrv analyze` and full bench_analysis runs keep Spark's defaults
+        settings = SparkSettings(app_name="test-analysis", extra_configs=INTERPRETED_PLANS | dict.fromkeys(
+            JAVA_OPTION_KEYS, SHORT_RUN_JVM_OPTIONS))
         yield get_or_create_spark(settings, init_ray=False)
     finally:
         stop_spark()
