@@ -6,6 +6,8 @@
   Cluster, Spark) stops the shared one first (`release_shared_ray`); the next module restarts it.
 - `deployments` (function scope) deploys clusters in a fresh Ray namespace with a `tmp_path` data
   dir, so tests never see each other's actors or stores, and tears every one down afterwards.
+- `registered_deployment` is a module's shared deployment; `mend` makes it whole after a test that
+  killed or shut down one of its brokers (restarted from its store), so such a test can share it too.
 
 Waiting is event-driven wherever the system offers an event: route changes are awaited with the
 NameServer's long-poll (`listen_for_change`); everything else uses `namesrv.common.waiting.wait_until`,
@@ -33,7 +35,7 @@ from typing import Any, TypeVar
 
 import psutil
 import ray
-from ray.exceptions import ActorUnavailableError
+from ray.exceptions import ActorUnavailableError, RayActorError
 
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec, ClusterSpec
@@ -217,6 +219,16 @@ def assert_quiet(namesrv: Any, topic: str, seconds: float) -> None:
     version = route_version(route_of(namesrv, topic))
     changes = ray.get(namesrv.listen_for_change.remote({topic: version}, seconds), timeout=60)
     assert changes == {}, f"route of {topic} changed during a quiet period: {changes}"
+
+
+def assert_quiet_everywhere(dep: Deployment, topic: str, seconds: float) -> None:
+    """`assert_quiet` on every NameServer of `dep` over the same `seconds` (the long-polls pend side
+    by side, not one after the other)."""
+    versions = {name: route_version(route_of(ns, topic)) for name, ns in dep.namesrvs.items()}
+    pending = {name: ns.listen_for_change.remote({topic: versions[name]}, seconds) for name, ns in dep.namesrvs.items()}
+    for name, ref in pending.items():
+        changes = ray.get(ref, timeout=60)
+        assert changes == {}, f"route of {topic} changed on {name} during a quiet period: {changes}"
 
 
 # ---------------------------------------------------------------------------- route inspection
@@ -416,6 +428,25 @@ def registered_deployment(data_dir: Path, prefix: str = "t", **deploy: Any) -> I
         factory.close()
 
 
+def broker_alive(handle: Any) -> bool:
+    """Whether a broker actor answers (False once it died: killed, or shut down)."""
+    try:
+        ray.get(handle.ping.remote(), timeout=60)
+    except RayActorError:
+        return False
+    return True
+
+
+def mend(dep: Deployment, timeout: float = 30.0) -> None:
+    """Make a shared deployment whole again after a test: restart from its store every broker that
+    test killed or shut down, then wait until every NameServer is ready (a restarted one lets routes
+    out once its known brokers are back) with every broker registered. A test on a module's
+    deployment may then fault a broker without the next test seeing it (one actor start instead of
+    a new deployment)."""
+    for addr, handle in list(dep.brokers.items()):
+        if not broker_alive(handle):
+            dep.restart_broker(addr)
+    wait_registered_everywhere(dep, timeout)
 
 
 # ---------------------------------------------------------------------------- an isolated host

@@ -1,10 +1,11 @@
 """The producer and pull consumer on a real local Ray: NameServer actors, broker actors with on-disk
 stores, the route cache fed by long-poll push, and faults injected with ray.kill.
 
-One private Ray per module (tests/ray_fixtures.py). The tests that kill nothing share one cluster
-(2 NameServers, 3 brokers, fast profile), each on its own topics; the ones that kill a broker or a
-NameServer get a cluster of their own. Waits are event-driven: route changes through the
-NameServer long-poll, everything else through bounded polling that fails with what it last saw.
+On the run's shared Ray (`ray_local`). The tests share one cluster (2 NameServers, 3 brokers, fast
+profile), each on its own topics; a test that kills a broker gets it restarted from its store
+afterwards (`mend`), so the next test finds the cluster whole. The one that kills both NameServers
+gets a cluster of its own. Waits are event-driven: route changes through the NameServer long-poll,
+everything else through bounded polling that fails with what it last saw.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_ALL, Pe
 from tests.support.ray_cluster import (
     DeploymentFactory,
     broker_names,
-    local_ray,
+    mend,
     registered_deployment,
     summarize_route,
     wait_for_route_everywhere,
@@ -99,15 +100,8 @@ def assert_all_acked_consumed(acked: dict[Ack, bytes], consumed: list[ConsumedMe
 
 
 # ---------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[str]:
-    """A private local Ray for this module (2 CPUs, no dashboard, its own namespace)."""
-    with local_ray("test-producer-ray") as namespace:
-        yield namespace
-
-
 @pytest.fixture
-def deployments(ray_session: str, tmp_path: Path) -> Iterator[DeploymentFactory]:
+def deployments(ray_local: str, tmp_path: Path) -> Iterator[DeploymentFactory]:
     """Clusters of the test's own (fresh namespaces, tmp data dirs), all torn down afterwards."""
     factory = DeploymentFactory(tmp_path, prefix="producer")
     try:
@@ -117,11 +111,18 @@ def deployments(ray_session: str, tmp_path: Path) -> Iterator[DeploymentFactory]
 
 
 @pytest.fixture(scope="module")
-def cluster(ray_session: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    """The cluster the non-destructive tests share (each on its own topics)."""
+def _module_cluster(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     with registered_deployment(tmp_path_factory.mktemp("shared"), prefix="producer-shared", brokers=three_brokers(),
                                namesrv_count=2) as dep:
         yield dep
+
+
+@pytest.fixture
+def cluster(_module_cluster: Deployment) -> Iterator[Deployment]:
+    """The cluster the tests share (each on its own topics), whole at the start of every test: a
+    broker a test killed is restarted from its store afterwards (`mend`)."""
+    yield _module_cluster
+    mend(_module_cluster)
 
 
 def test_round_trip_without_loss(cluster: Deployment) -> None:
@@ -282,14 +283,13 @@ def _send_until_stopped(p: Producer, topic: str, stop: threading.Event, acked: d
         results.append(r)
 
 
-def test_broker_killed_mid_stream(deployments: DeploymentFactory) -> None:
+def test_broker_killed_mid_stream(cluster: Deployment) -> None:
     """Two producers send without pause while broker-b is killed. Both keep succeeding: the one on
     route push drops broker-b from its cached route within moments (its poll is 30 s away); the one
     without push or poll keeps broker-b in its route, and each send that lands there is retried on
     another broker. An ordered send whose key maps to broker-b fails there and never moves. After
     broker-b restarts from its store, every acknowledged message is consumed."""
-    dep = deployments.deploy(brokers=three_brokers(), namesrv_count=2)
-    wait_registered_everywhere(dep)
+    dep = cluster
     topic = unique("KillMidStream")
     create_topic_everywhere(dep, topic)
     with (
@@ -351,13 +351,12 @@ def test_broker_killed_mid_stream(deployments: DeploymentFactory) -> None:
     assert lost not in {m.body for m in consumed}
 
 
-def test_a_send_after_a_broker_restart_reaches_its_new_actor(deployments: DeploymentFactory) -> None:
+def test_a_send_after_a_broker_restart_reaches_its_new_actor(cluster: Deployment) -> None:
     """A producer that held broker-b's actor handle across a kill and restart (it sent nothing to
     broker-b meanwhile) sends there again at its first attempt: the dead handle is replaced by the
     restarted actor's, not reported as a failed attempt (which moved the message to another broker,
     and with that broker faulted too, failed the send: the chaos soak's unexplained timeout)."""
-    dep = deployments.deploy(brokers=three_brokers(), namesrv_count=1)
-    wait_registered_everywhere(dep)
+    dep = cluster
     topic = unique("RestartedHandle")
     create_topic_everywhere(dep, topic)
     with started_producer(dep, route_push=False, poll_name_server_interval_ms=600_000) as producer:

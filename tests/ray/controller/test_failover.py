@@ -49,8 +49,10 @@ def status(dep: Deployment, broker: str) -> dict[str, Any]:
     return broker_status(dep, broker)
 
 
-def deploy(deployments: DeploymentFactory, **overrides: Any) -> Deployment:
-    dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=2,
+def deploy(deployments: DeploymentFactory, namesrv_count: int = 2, **overrides: Any) -> Deployment:
+    """broker-a's master and slave in controller mode, in sync, with TOPIC; 2 NameServers where the
+    test looks at what every NameServer routes, 1 where it looks at the brokers only."""
+    dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=namesrv_count,
                              controller=True, broker_overrides=HA | overrides, broker_port=0)  # replication over TCP
     await_master_and_slave_in_sync(dep, A0, A1, TOPIC)
     return dep
@@ -161,7 +163,7 @@ def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deploy
     admin path (its own queue count and order flag) and one auto-created by a send, each written,
     are served in full by the promoted slave under their own configs, not TOPIC_NOT_EXIST; a group's
     config and committed offset are the promoted slave's too (before: rewound to the last copy)."""
-    dep = deploy(deployments, slave_sync_interval_ms=3_600_000)
+    dep = deploy(deployments, namesrv_count=1, slave_sync_interval_ms=3_600_000)
     a0 = dep.brokers[dep.addr_of(A0)]
     created = ray.get(a0.create_topic.remote("MetaT", 6, 6, order=True), timeout=30)
     assert created.code == ResponseCode.SUCCESS, created
@@ -199,7 +201,7 @@ def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deploy
 def test_slave_killed_sync_state_set_shrinks_and_sends_go_on(deployments: DeploymentFactory) -> None:
     """The slave's death (its actor channel) takes it out of the SyncStateSet at once, long before
     haMaxTimeSlaveNotCatchup (a minute here): sends right after the kill are acknowledged."""
-    dep = deploy(deployments, ha_max_time_slave_not_catchup_ms=60_000, slave_timeout_ms=10_000)
+    dep = deploy(deployments, namesrv_count=1, ha_max_time_slave_not_catchup_ms=60_000, slave_timeout_ms=10_000)
     master_id = status(dep, A0)["controller"]["controller_broker_id"]
     dep.kill_broker(A1)
     started = time.monotonic()
@@ -281,7 +283,7 @@ def test_a_paused_master_is_deposed_and_fences_when_it_wakes(deployments: Deploy
     """SIGSTOP of the master past the heartbeat timeout: the controller elects the slave; the old
     master, resumed, learns it was deposed, answers nothing it stored meanwhile as acknowledged,
     becomes a slave of the new master and ends with its log."""
-    dep = deploy(deployments)
+    dep = deploy(deployments, namesrv_count=1)
     assert all(r.ok for r in send(dep, A0, 12))
     pid = dep.broker_pid(A0)
     with stopped(pid):
