@@ -428,10 +428,11 @@ def registered_deployment(data_dir: Path, prefix: str = "t", **deploy: Any) -> I
         factory.close()
 
 
-def broker_alive(handle: Any) -> bool:
-    """Whether a broker actor answers (False once it died: killed, or shut down)."""
+def actor_alive(handle: Any, timeout: float = 60) -> bool:
+    """Whether an actor (a NameServer, a broker, a test's stand-in) answers its ping (False once it
+    died: killed, or shut down)."""
     try:
-        ray.get(handle.ping.remote(), timeout=60)
+        ray.get(handle.ping.remote(), timeout=timeout)
     except RayActorError:
         return False
     return True
@@ -444,7 +445,7 @@ def mend(dep: Deployment, timeout: float = 30.0) -> None:
     deployment may then fault a broker without the next test seeing it (one actor start instead of
     a new deployment)."""
     for addr, handle in list(dep.brokers.items()):
-        if not broker_alive(handle):
+        if not actor_alive(handle):
             dep.restart_broker(addr)
     wait_registered_everywhere(dep, timeout)
 

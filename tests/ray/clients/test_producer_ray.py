@@ -32,6 +32,7 @@ from namesrv.common.waiting import wait_until
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, PERM_ALL, Perm
 from tests.support.ray_cluster import (
     DeploymentFactory,
+    actor_alive,
     broker_names,
     mend,
     registered_deployment,
@@ -391,7 +392,7 @@ def test_namesrv_failover(deployments: DeploymentFactory) -> None:
         victim = p.instance.namesrv.current
         survivor = next(n for n in dep.namesrvs if n != victim)
         dep.kill_namesrv(victim, restart=False)
-        wait_until(lambda: not _alive(dep.namesrvs[victim]), 15, f"{victim} dead")
+        wait_until(lambda: not actor_alive(dep.namesrvs[victim], 5), 15, f"{victim} dead")
 
         # A new topic's route comes from the survivor.
         AdminClient(dep).create_topic(second_topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
@@ -412,18 +413,10 @@ def test_namesrv_failover(deployments: DeploymentFactory) -> None:
 
         # Every NameServer gone.
         dep.kill_namesrv(survivor, restart=False)
-        wait_until(lambda: not _alive(dep.namesrvs[survivor]), 15, f"{survivor} dead")
+        wait_until(lambda: not actor_alive(dep.namesrvs[survivor], 5), 15, f"{survivor} dead")
         assert p.send(Message(first_topic, b"cached route")).send_status == "SEND_OK"
         with pytest.raises(NoNameServerAvailable, match="no name server available"):
             p.send(Message(unique("Unknown"), b"x"))
-
-
-def _alive(handle: Any) -> bool:
-    try:
-        ray.get(handle.ping.remote(), timeout=5)
-    except Exception:
-        return False
-    return True
 
 
 def _only(dep: Deployment, namesrv: str) -> Deployment:

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 import ray
-from ray.exceptions import RayActorError
 
 from actors.deployment.launcher import Deployment, connect
 from actors.deployment.profiles import get_profile
@@ -41,6 +40,7 @@ from namesrv.remoting.command import MQServerError, RemotingRequest
 from tests.support.ray_cluster import (
     ChannelStub,
     DeploymentFactory,
+    actor_alive,
     assert_quiet,
     assert_quiet_everywhere,
     broker_addrs,
@@ -363,14 +363,6 @@ def test_killed_namesrv_restarts_empty_not_ready_then_refilled(shared: Deploymen
     assert normalize_route(route) == normalize_route(route_of(ns1, topic).wire_body())
 
 
-def _is_dead(handle: Any) -> bool:
-    try:
-        ray.get(handle.ping.remote(), timeout=10)
-    except RayActorError:
-        return True
-    return False
-
-
 def test_stale_watch_never_removes_a_newer_registration(deployments: DeploymentFactory) -> None:
     """Deterministic order: the new channel registers before the old one dies."""
     dep = deployments.deploy(brokers=[], namesrv_count=1)
@@ -401,7 +393,7 @@ def test_stale_watch_never_removes_a_newer_registration(deployments: DeploymentF
     assert live_channel(ns, "ghost-0") == "ghost-0#new"
 
     ray.kill(old, no_restart=True)  # asynchronous: a ping sent right after may still be answered
-    wait_until(lambda: _is_dead(old), 10, "the old channel's actor to die")
+    wait_until(lambda: not actor_alive(old, 10), 10, "the old channel's actor to die")
     assert_quiet(ns, TOPIC, 1.5)  # the old watch fires within ~10 ms of the kill: it changed nothing
     assert live_channel(ns, "ghost-0") == "ghost-0#new"
     assert removals_of(ns, "ghost-0") == []
