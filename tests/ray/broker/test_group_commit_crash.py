@@ -27,6 +27,10 @@ from tests.support.ray_cluster import DeploymentFactory, broker_info, local_ray,
 TOPIC = "TopicGroupCommitCrash"
 QUEUES = 4
 IN_FLIGHT = 3000
+NO_RETENTION = {"disk_max_used_space_ratio": 95, "disk_space_clean_forcibly_ratio": 99,
+                "disk_space_warning_level_ratio": 99}
+"""The crash test is about recovery, not retention: on a machine whose disk is over 85 % used (RocketMQ's
+diskSpaceCleanForciblyRatio), the broker would delete its segments at once, acknowledged messages with them."""
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +53,7 @@ def test_sigkill_during_group_commit_keeps_every_acknowledged_message(deployment
     dep = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1,
                              broker_overrides={"flush_disk_type": "SYNC_FLUSH", "group_commit": True,
                                                "mapped_file_size_commit_log": 4096,
-                                               "flush_interval_consume_queue_ms": 50})
+                                               "flush_interval_consume_queue_ms": 50, **NO_RETENTION})
     wait_registered_everywhere(dep)
     broker = dep.brokers["broker-a-0"]
     assert ray.get(broker.create_topic.remote(TOPIC, QUEUES, QUEUES)).ok
