@@ -58,9 +58,13 @@ SHRINK_PAUSE_S = 0.001
 
 
 def disk_used_ratio(path: Path) -> float:
-    """How full the filesystem holding `path` is, 0..1 (RocketMQ's getDiskPartitionSpaceUsedPercent)."""
-    usage = shutil.disk_usage(path)
-    return (usage.total - usage.free) / usage.total if usage.total else 1.0
+    """How full the filesystem holding `path` is, 0..1, as RocketMQ's getDiskPartitionSpaceUsedPercent
+    and `df` count it: used / (used + usable), the blocks reserved for root counted in neither. Not
+    (total - usable) / total, which counts the reserve as used: on a disk with a large reserve that
+    read 86 % where df said 65 %, and retention deleted segments "at once" on a disk far from full."""
+    usage = shutil.disk_usage(path)  # used = total - every free block; free = what may still be written
+    seen = usage.used + usage.free
+    return usage.used / seen if seen else 1.0
 
 
 def is_time_to_delete(delete_when: str, now_ms: int) -> bool:

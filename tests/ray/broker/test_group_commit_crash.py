@@ -23,10 +23,12 @@ from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import ResponseCode
 from namesrv.store.retention import disk_used_ratio
 from tests.support.ray_cluster import DeploymentFactory, broker_info, local_ray, pull_all, wait_registered_everywhere
+from tests.support.store import mounted_tmpfs
 
 TOPIC = "TopicGroupCommitCrash"
 QUEUES = 4
 IN_FLIGHT = 3000
+DISK_KIB = 32 * 1024
 NO_RETENTION = {"disk_max_used_space_ratio": 95, "disk_space_clean_forcibly_ratio": 99,
                 "disk_space_warning_level_ratio": 99}
 """The crash test is about recovery, not retention: on a machine whose disk is over 85 % used (RocketMQ's
@@ -123,14 +125,23 @@ def _stable_queue(broker: object, q: int) -> tuple[dict[str, Any], dict[int, byt
 
 @pytest.mark.timeout(300)
 def test_sigkill_after_segment_rolls_and_retention_runs_keeps_what_retention_keeps(
-        deployments: DeploymentFactory) -> None:
-    """A broker on 4 KiB segments whose retention runs every 200 ms, forced by the real disk's use
+        ray_session: str, tmp_path: Path) -> None:
+    """A broker on 4 KiB segments whose retention runs every 200 ms, forced by its disk's use
     (diskSpaceCleanForciblyRatio at its lowest, 30 %), under a send load, then SIGKILLed: after the
     restart every acknowledged message of the segments kept is there, min offsets are where the
-    deleted segments left them and a pull below them is moved up."""
-    used = disk_used_ratio(deployments.data_dir)  # as retention reads it
-    if not 0.35 < used < 0.95:
-        pytest.skip(f"the disk is {used:.0%} used: retention would not be forced, or writes refused")
+    deleted segments left them and a pull below them is moved up. The disk is one of its own (a
+    tmpfs half filled), so retention is forced on any machine."""
+    with mounted_tmpfs(tmp_path / "disk", DISK_KIB) as disk:
+        (disk / "filler").write_bytes(bytes(DISK_KIB * 1024 // 2))
+        assert 0.35 < disk_used_ratio(disk) < 0.95  # as retention reads it
+        deployments = DeploymentFactory(disk / "data", prefix="gcc")
+        try:
+            _sigkill_after_retention(deployments)
+        finally:
+            deployments.close()
+
+
+def _sigkill_after_retention(deployments: DeploymentFactory) -> None:
     dep = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1,
                              broker_overrides={"flush_disk_type": "SYNC_FLUSH", "mapped_file_size_commit_log": 4096,
                                                "disk_space_clean_forcibly_ratio": 30,

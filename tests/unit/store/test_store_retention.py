@@ -27,7 +27,7 @@ from namesrv.protocol.models import TopicConfig
 from namesrv.store.mapped_file_queue import segment_paths
 from namesrv.store.message_store import MessageStore
 from namesrv.store.queue.consume_queue import CQ_UNIT
-from namesrv.store.retention import CleanCommitLogService, RetentionPolicy
+from namesrv.store.retention import CleanCommitLogService, RetentionPolicy, disk_used_ratio
 from namesrv.store.types import DiskFullError, FlushDiskType
 from tests.support.broker import ADDR, Broker
 from tests.support.store import HOUR_MS, at_local_hour
@@ -204,3 +204,14 @@ def test_min_offsets_survive_a_restart_and_a_kill_between_deletion_and_correctio
     assert reopened.recovery.truncated_bytes == 0
     reopened.close()
     again.close()
+
+
+def test_the_used_ratio_is_dfs_not_counting_roots_reserve_as_used(tmp_path: Path) -> None:
+    """RocketMQ's getDiskPartitionSpaceUsedPercent (and df): used / (used + usable), read here from
+    the real filesystem; the blocks reserved for root are neither."""
+    st = os.statvfs(tmp_path)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    usable = st.f_bavail * st.f_frsize
+    assert disk_used_ratio(tmp_path) == pytest.approx(used / (used + usable), abs=0.01)
+    if st.f_bfree - st.f_bavail > st.f_blocks // 20:  # a large reserve: counting it as used reads fuller
+        assert disk_used_ratio(tmp_path) < 1 - usable / (st.f_blocks * st.f_frsize)
