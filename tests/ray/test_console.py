@@ -103,13 +103,19 @@ def shoot(driver: Any, shots: Path, name: str) -> None:
 
 
 def text_of(driver: Any, css: str) -> str:
+    """The text of the element `css` selects, "" when there is none. A live page replaces its rows
+    between finding one and reading it (a stale element): then the replacement is found and read."""
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    try:
-        return str(driver.find_element(By.CSS_SELECTOR, css).text)
-    except (NoSuchElementException, StaleElementReferenceException):
-        return ""
+    for _ in range(10):
+        try:
+            return str(driver.find_element(By.CSS_SELECTOR, css).text)
+        except NoSuchElementException:
+            return ""
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{css} was replaced on every one of 10 reads")
 
 
 def console_errors(driver: Any) -> list[str]:
