@@ -44,7 +44,7 @@ from actors.console.model import (
     QueueOffset,
     broker_diff,
 )
-from actors.deployment.registry import REGISTRY_NAME
+from actors.deployment.registry import DeploymentRecord
 from namesrv.acl.plain_acl import SessionCredentials, credentials_only, long_poll_content, signed
 from namesrv.client.rebalance.strategies import AllocateMessageQueueAveragely
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
@@ -87,7 +87,7 @@ class Collector:
         self._namesrv_handles: dict[str, Any] = {}
         self._broker_handles: dict[str, Any] = {}
         """actor name -> handle."""
-        self._registry: Any = None
+        self._record = DeploymentRecord(namespace)
         self._route_changes: dict[str, int] = {}
         self._versions: dict[str, dict[str, int]] = {n: {} for n in namesrv_names}
         """Per NameServer, the route version held per topic (a topic without a route included)."""
@@ -260,22 +260,17 @@ class Collector:
     # ------------------------------------------------------------------ brokers, groups, producers
     async def _broker_names(self) -> list[str]:
         """Every broker the deployment started (actors.deployment.registry), dead ones included."""
-        if self._registry is None:
-            self._registry = await self._lookup(REGISTRY_NAME)
-        try:
-            record = await self._ask(self._registry.get.remote())
-        except Exception:
-            self._registry = None
-            raise
+        record = await asyncio.to_thread(self._record.get)
         return sorted(record["brokers"])
 
     async def refresh_brokers(self) -> None:
         before = self.calls["broker"]
         try:
             names = await self._broker_names()
-        except Exception as e:
-            log.info("no deployment registry in %s: %s", self.namespace, type(e).__name__)
-            names = sorted(self._broker_handles)
+        except Exception as e:  # the GCS not answering
+            log.info("deployment record of %s unreadable: %s", self.namespace, type(e).__name__)
+            names = []
+        names = names or sorted(self._broker_handles)
         results = await asyncio.gather(*(self._refresh_broker(n) for n in names))
         self.state.brokers = {v.addr: v for v in results if v is not None}
         for view in self.state.brokers.values():

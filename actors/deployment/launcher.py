@@ -27,7 +27,7 @@ from actors.controller.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.controller.start import controller_config, start_controller
 from actors.deployment.placement import alive_node_ids, assign_broker_ports, free_port, server_runtime_env
 from actors.deployment.profiles import get_profile
-from actors.deployment.registry import REGISTRY_NAME, DeploymentRegistry
+from actors.deployment.registry import DeploymentRecord
 from actors.deployment.spec import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # the specs are the launcher's API too
 from actors.deployment.spec import NAMESRV_PREFIX as NAMESRV_PREFIX
 from actors.deployment.spec import REGISTRY_SETTINGS
@@ -35,7 +35,6 @@ from actors.deployment.spec import BrokerSpec as BrokerSpec
 from actors.deployment.spec import ClusterSpec as ClusterSpec
 from actors.namesrv.actor import NameServerActor
 from actors.proxy.actor import PROXY_PREFIX, ProxyActor, proxy_actor_name
-from actors.runtime.ray_info import head_node_id as head_node_id  # part of the launcher's API
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.remoting.config import LOOPBACK, RemotingServerConfig
 
@@ -70,25 +69,12 @@ class Deployment:
         self.namesrvs: dict[str, Any] = {}
         self.brokers: dict[str, Any] = {}
         self.broker_specs: dict[str, BrokerSpec] = {b.addr: b for b in spec.brokers}
-        self.registry: Any = None
+        self.registry = DeploymentRecord(spec.namespace)
         self.controller: Any = None
         self.proxies: dict[str, Any] = {}
         self.proxy_endpoints: dict[str, str] = {}
         self.console: Any = None
         self.console_url: str | None = None
-
-    def _registry(self) -> Any:
-        """The deployment's record (actors.deployment.registry), created on first use: where `connect()` finds
-        how to restart a broker where its data is."""
-        if self.registry is None:
-            options: dict[str, Any] = {"name": REGISTRY_NAME, "namespace": self.spec.namespace, "num_cpus": 0,
-                                       "lifetime": self._lifetime(), "get_if_exists": True}
-            head = head_node_id()
-            if head is not None:
-                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head, soft=True)
-                options["memory"] = SOFT_PLACEMENT_MEMORY
-            self.registry = ray.remote(DeploymentRegistry).options(**options).remote()
-        return self.registry
 
     # ------------------------------------------------------------------ start
     def _lifetime(self) -> str | None:
@@ -152,13 +138,15 @@ class Deployment:
                 time.sleep(0.05)
         self.brokers[spec.addr] = handle
         self.broker_specs[spec.addr] = spec
-        self._registry().put_broker.remote(spec.actor_name, asdict(spec))
+        self.registry.put_broker(spec.actor_name, asdict(spec))
         return handle
 
     def start(self) -> Deployment:
         assign_broker_ports(self.spec)
         self.broker_specs = {b.addr: b for b in self.spec.brokers}
-        self._registry().put_settings.remote({k: getattr(self.spec, k) for k in REGISTRY_SETTINGS})
+        if not _live_actor_names(self.spec.namespace):  # a new deployment: nothing of an earlier one's record
+            self.registry.forget()
+        self.registry.put_settings({k: getattr(self.spec, k) for k in REGISTRY_SETTINGS})
         for name in self.spec.namesrv_names:
             self.start_namesrv(name)
         ray.get([h.ping.remote() for h in self.namesrvs.values()])  # a NameServer that cannot bind fails here
@@ -311,9 +299,7 @@ class Deployment:
         self.proxy_endpoints.clear()
         _stop_all(self.brokers, "broker", graceful)
         _stop_all(self.namesrvs, "NameServer", graceful)
-        if self.registry is not None:
-            ray.kill(self.registry, no_restart=True)
-            self.registry = None
+        self.registry.forget()
         if self.controller is not None:
             ray.kill(self.controller, no_restart=True)
             self.controller = None
@@ -355,18 +341,14 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
     Its settings and every broker it started (dead ones included, with the node their store is on)
     come from its registry (actors.deployment.registry); a deployment without one (started by an older
     version) is rebuilt from the live brokers' runtime info, each pinned to its current node."""
-    names = sorted(
-        a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == namespace
-    )
+    names = _live_actor_names(namespace)
     namesrv_names = [n for n in names if n.startswith(NAMESRV_PREFIX)]
     spec = ClusterSpec(namesrv_count=len(namesrv_names), brokers=[], namespace=namespace)
-    registry, record = None, cast(dict[str, Any], {"settings": {}, "brokers": {}})
-    if REGISTRY_NAME in names:
-        registry = ray.get_actor(REGISTRY_NAME, namespace=namespace)
-        record = cast(dict[str, Any], ray.get(registry.get.remote(), timeout=10))
+    record: dict[str, Any] = {"settings": {}, "brokers": {}}
+    if names:  # a record with nothing running is what a driver that died without teardown left
+        record = DeploymentRecord(namespace).get()
         spec = replace(spec, **{k: v for k, v in record["settings"].items() if k in REGISTRY_SETTINGS})
     dep = Deployment(spec)
-    dep.registry = registry
     for name in namesrv_names:
         if (handle := _named_actor(name, namespace)) is not None:
             dep.namesrvs[name] = handle
@@ -388,7 +370,7 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
         if name.startswith(PROXY_PREFIX) and (handle := _named_actor(name, namespace)) is not None:
             dep.proxies[name] = handle
             continue
-        if name in dep.namesrvs or name in (REGISTRY_NAME, CONTROLLER_NAME, CONSOLE_NAME):
+        if name in dep.namesrvs or name in (CONTROLLER_NAME, CONSOLE_NAME):
             continue
         handle = _named_actor(name, namespace)
         if handle is None:
@@ -407,6 +389,11 @@ def connect(namespace: str = DEFAULT_NAMESPACE) -> Deployment:
                                                     node_id=info.get("node_id"), port=int(port) if tcp else None,
                                                     host=host if tcp else LOOPBACK)
     return dep
+
+
+def _live_actor_names(namespace: str) -> list[str]:
+    """The named actors alive (or restarting) in the Ray namespace, sorted."""
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == namespace)
 
 
 def _named_actor(name: str, namespace: str) -> ActorHandle[Any] | None:
