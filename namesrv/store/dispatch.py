@@ -39,12 +39,15 @@ class Dispatchers:
             self._dispatchers.append(Dispatcher(dispatch, flush, truncate))
 
     def _dispatch(self, fields: list[Any], pos: int, size: int) -> None:
-        for d in self._dispatchers:
+        self.consume_queues.dispatch(fields, pos, size)
+        self._dispatch_others(fields, pos, size)
+
+    def _dispatch_others(self, fields: list[Any], pos: int, size: int) -> None:
+        """Every dispatcher but the consume queues'."""
+        for d in self._dispatchers[1:]:
             try:
                 d.dispatch(fields, pos, size)
             except Exception:  # one dispatcher's fault must not stop the others nor the write
-                if d.dispatch == self.consume_queues.dispatch:
-                    raise
                 log.exception("commit log %s: dispatcher %r failed at offset %d", self.commit_log.store_dir,
                               d.dispatch, pos)
 
@@ -56,15 +59,16 @@ class Dispatchers:
         it once it freed space) or a restart dispatches them again (the checkpoint never moved past
         them)."""
         failed: OSError | None = None
+        missing = self.consume_queues.dispatch_batch(records)  # the consume queues first, one write per queue
+        if missing is not None:
+            self._undispatched, failed = missing
+            self.failed = failed
+            log.error("commit log %s: consume queue write failed (%s); refusing writes until space is freed "
+                      "(retry_dispatch) or a restart", self.commit_log.store_dir, failed)
         for fields, pos, size in records:
-            try:
-                self._dispatch(fields, pos, size)
-            except OSError as e:
-                failed = self.failed = e
-                self._undispatched = pos
-                log.error("commit log %s: consume queue write failed (%s); refusing writes until space is freed "
-                          "(retry_dispatch) or a restart", self.commit_log.store_dir, e)
-                break
+            if missing is not None and pos >= self._undispatched:
+                break  # dispatched with the rest by the retry
+            self._dispatch_others(fields, pos, size)
         self.commit_log.publish(end)  # published once durable (per the policy): a reader waits only for this
         return failed
 

@@ -33,6 +33,7 @@ from namesrv.broker.transaction.service import TRAN_MSG
 from namesrv.protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.remoting.command import MQServerError
+from namesrv.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +94,7 @@ class PopReviveService:
         due = self.state.index.take_due(BATCH)
         if not due:
             return 0
-        store = self.ctx.store
-
-        def read_all() -> list[StoredMessage | None]:
-            out: list[StoredMessage | None] = []
-            for e in due:
-                found = store.read_messages(e.topic, e.queue_id, e.offset, 1)
-                out.append(found.messages[0] if found.messages and found.messages[0].queue_offset == e.offset
-                           else None)
-            return out
-
-        messages = await asyncio.to_thread(read_all)
+        messages = await asyncio.to_thread(read_entries, self.ctx.store, due)
         by_topic: dict[str, list[Revival]] = {}
         records: list[dict[str, object]] = []
         revived: list[InFlight] = []
@@ -198,6 +189,32 @@ class PopReviveService:
                 ctx.offsets.commit_offset(*q, nxt)
                 r.records.append(pop_record([], (*q, nxt)))
             ctx.hold.notify(entry.origin_topic, entry.queue_id)
+
+
+def read_entries(store: MessageStore, entries: list[InFlight]) -> list[StoredMessage | None]:
+    """The stored message of each entry (None where the store no longer has it), in order. Entries
+    of one queue at consecutive offsets (a pop's batch, falling due together) are read in one go."""
+    found: dict[tuple[str, int, int], StoredMessage] = {}
+    by_queue: dict[tuple[str, int], list[int]] = {}
+    for e in entries:
+        by_queue.setdefault((e.topic, e.queue_id), []).append(e.offset)
+    for (topic, queue_id), offsets in by_queue.items():
+        offsets.sort()
+        i = 0
+        while i < len(offsets):
+            end = i + 1
+            while end < len(offsets) and offsets[end] == offsets[end - 1] + 1:
+                end += 1
+            # a read stops at the transfer caps: go on from where it stopped; a message the store
+            # no longer has (retention) is passed over
+            got = {m.queue_offset: m for m in store.read_messages(topic, queue_id, offsets[i], end - i).messages}
+            start = i
+            while i < end and offsets[i] in got:
+                found[(topic, queue_id, offsets[i])] = got[offsets[i]]
+                i += 1
+            if i == start:
+                i += 1
+    return [found.get((e.topic, e.queue_id, e.offset)) for e in entries]
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ propertiesLength short + properties. Properties are `key\\x01value\\x02` pairs.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 import struct
@@ -51,8 +52,10 @@ def ray_send_ext(topic: str, queue_id: int, properties: dict[str, str] | None, m
     return send_message_ext(topic, queue_id, properties_to_string(props), default_topic, default_topic_queue_nums)
 
 
+@functools.lru_cache(maxsize=1024)
 def host_bytes(host: str) -> tuple[bytes, int]:
-    """'1.2.3.4:10911' -> (4 address bytes, port); anything not IPv4 becomes 0.0.0.0:0."""
+    """'1.2.3.4:10911' -> (4 address bytes, port); anything not IPv4 becomes 0.0.0.0:0. Cached: a
+    broker stores and reads every message with a handful of hosts."""
     ip, _, port = host.rpartition(":")
     try:
         return ipaddress.IPv4Address(ip).packed, int(port)

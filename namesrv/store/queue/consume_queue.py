@@ -27,6 +27,8 @@ from namesrv.store.mapped_file_queue import MappedFileQueue, Segment
 CQ_UNIT = struct.Struct(">qiq")
 """One entry: commit-log offset, record size, tag hash code (RocketMQ's CQ_STORE_UNIT_SIZE, 20)."""
 LOST = CQ_UNIT.pack(-1, 0, 0)
+Entry = tuple[int, int, int, int]
+"""An entry to enter: queue offset, commit-log offset, record size, tag hash code."""
 _PLAIN_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _ENCODED = ".x-"
 
@@ -86,6 +88,17 @@ class ConsumeQueue:
             at = self.max_offset * CQ_UNIT.size
         touched = self.files.write(at, entry)
         self.max_offset = offset + 1
+        return touched
+
+    def append_run(self, entries: list[Entry]) -> list[Segment] | None:
+        """Enter a run of entries at consecutive queue offsets starting at the queue's end with one
+        write; None (nothing written) when `entries` are not such a run (`put` them one by one)."""
+        first = entries[0][0]
+        if first != self.max_offset or entries[-1][0] != first + len(entries) - 1:
+            return None
+        data = b"".join([CQ_UNIT.pack(pos, size, tags_code) for _, pos, size, tags_code in entries])
+        touched = self.files.write(first * CQ_UNIT.size, data)
+        self.max_offset = first + len(entries)
         return touched
 
     def entries(self, start: int, count: int) -> list[tuple[int, int, int]]:
@@ -188,15 +201,45 @@ class ConsumeQueueStore:
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))
 
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            cq = self.queues[(topic, queue_id)] = ConsumeQueue(self.dir / topic_dir_name(topic) / str(queue_id),
+                                                               self.file_size)
+        return cq
+
     def dispatch(self, fields: list[Any], pos: int, size: int) -> None:
         """Add the entry of one record (RocketMQ's CommitLogDispatcherBuildConsumeQueue)."""
-        topic, queue_id, queue_offset = fields[0], fields[1], fields[2]
-        key = (topic, queue_id)
-        cq = self.queues.get(key)
-        if cq is None:
-            cq = self.queues[key] = ConsumeQueue(self.dir / topic_dir_name(topic) / str(queue_id), self.file_size)
+        cq = self._queue(fields[0], fields[1])
         props = fields[5] if len(fields) > 5 else {}
-        touched = cq.put(queue_offset, pos, size, tag_hash(props))
+        self._written(cq, cq.put(fields[2], pos, size, tag_hash(props)))
+
+    def dispatch_batch(self, records: list[tuple[list[Any], int, int]]) -> tuple[int, OSError] | None:
+        """Add the entries of a batch of records just written, one write per queue (a queue's
+        records of a batch sit at consecutive queue offsets): a write per record made the writer
+        thread give up the GIL per message. When a write fails: the commit-log offset of the first
+        record whose entry may be missing, and the error (entries written are written again by a
+        retry: a queue overwrites an entry it holds)."""
+        runs: dict[tuple[str, int], list[Entry]] = {}
+        for fields, pos, size in records:
+            props = fields[5] if len(fields) > 5 else {}
+            runs.setdefault((fields[0], fields[1]), []).append((fields[2], pos, size, tag_hash(props)))
+        left = list(runs.items())
+        for i, ((topic, queue_id), entries) in enumerate(left):
+            try:
+                cq = self._queue(topic, queue_id)
+                touched = cq.append_run(entries)
+                if touched is None:
+                    for entry in entries:
+                        self._written(cq, cq.put(*entry))
+                else:
+                    self._written(cq, touched)
+            except OSError as e:
+                return min(pos for _, rest in left[i:] for _, pos, _, _ in rest), e
+        return None
+
+    def _written(self, cq: ConsumeQueue, touched: list[Segment]) -> None:
+        """Note what a write touched, for the next flush to fsync."""
         with self._lock:
             for seg in touched:
                 self._dirty[id(seg)] = seg

@@ -2,8 +2,8 @@
 `namesrv restart-broker` verb), on several Ray nodes (the `cluster` fixture of tests/ray/conftest.py: a head without
 CPUs plus three one-CPU raylets on this machine).
 
-The deployment's record (actors.deployment.registry, in the GCS KV) keeps each broker's node, data dir, profile and port,
-so a restart comes back on the broker's node with its commit log; a broker whose node is dead or
+The deployment's record (actors.deployment.registry, in the GCS KV) keeps each broker's node, data
+dir, profile and port, so a restart comes back on the broker's node with its commit log; a broker whose node is dead or
 holds no store of it is refused with a clear error, unless started empty on purpose.
 """
 

@@ -201,15 +201,14 @@ def test_a_consume_queue_write_failure_stops_writes_and_a_restart_rebuilds_it(
     log = open_log(tmp_path)
     fill(log, 5, queues=1)
     log.checkpoint()
-    real = consume_queue.ConsumeQueue.put
-
     def full_disk(self: consume_queue.ConsumeQueue, *a: Any) -> Any:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(consume_queue.ConsumeQueue, "put", full_disk)
-    with pytest.raises(OSError, match="No space"):
-        log.append(MessageInner("T", 0, b"in the log, not in its queue"))
-    monkeypatch.setattr(consume_queue.ConsumeQueue, "put", real)
+    with monkeypatch.context() as full:  # both ways a consume queue writes: a run and one entry
+        full.setattr(consume_queue.ConsumeQueue, "append_run", full_disk)
+        full.setattr(consume_queue.ConsumeQueue, "put", full_disk)
+        with pytest.raises(OSError, match="No space"):
+            log.append(MessageInner("T", 0, b"in the log, not in its queue"))
     end = log.size_bytes()
     with pytest.raises(OSError, match="restart"):
         log.append(MessageInner("T", 0, b"refused"))
@@ -273,3 +272,41 @@ def test_the_key_index_is_the_second_dispatcher_and_is_rebuilt_when_it_lost_file
     assert rebuilt.recovery.records == 30 and rebuilt.recovery.truncated_bytes == 0
     assert [m.properties["KEYS"] for m in rebuilt.query_message("T", "key-29", 4, 0, 2**62)] == ["key-29"]
     rebuilt.close()
+
+
+def test_a_batch_enters_each_queue_with_one_write_and_a_failed_queue_is_entered_by_the_retry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dispatch_batch: records of several queues interleaved; each queue's run is one write. A queue
+    whose write fails is reported with the first commit-log offset that may lack its entry, and the
+    retry from there (a queue overwrites an entry it holds) leaves every entry exactly once."""
+    queues = consume_queue.ConsumeQueueStore(tmp_path, 20 * CQ_UNIT.size)
+    records = [([("A", "B")[i % 2], 0, i // 2, 0, 0, {}], 100 * i, 100) for i in range(8)]
+    writes: list[str] = []
+    real_write = consume_queue.MappedFileQueue.write
+
+    def counted(self: Any, pos: int, data: bytes) -> Any:
+        writes.append(self.dir.parent.name)
+        return real_write(self, pos, data)
+
+    with monkeypatch.context() as m:
+        m.setattr(consume_queue.MappedFileQueue, "write", counted)
+        assert queues.dispatch_batch(records[:4]) is None
+    assert writes == ["A", "B"], "one write per queue, not one per record"
+
+    def full_disk(self: Any, pos: int, data: bytes) -> Any:
+        if self.dir.parent.name == "B":
+            raise OSError(28, "No space left on device")
+        return real_write(self, pos, data)
+
+    with monkeypatch.context() as m:
+        m.setattr(consume_queue.MappedFileQueue, "write", full_disk)
+        missing = queues.dispatch_batch(records[4:])
+    assert missing is not None and missing[0] == 500 and "No space" in str(missing[1]), "B's first record of the batch"
+    assert (queues.queues[("A", 0)].max_offset, queues.queues[("B", 0)].max_offset) == (4, 2)
+    for fields, pos, size in records:
+        if pos >= missing[0]:
+            queues.dispatch(fields, pos, size)
+    for topic, positions in (("A", [0, 200, 400, 600]), ("B", [100, 300, 500, 700])):
+        cq = queues.queues[(topic, 0)]
+        assert [e[0] for e in cq.entries(0, 10)] == positions and cq.max_offset == 4
+    queues.close()

@@ -220,3 +220,29 @@ def test_a_restored_entry_can_wait_and_keeps_its_handle() -> None:
     assert index.find(first.key, 0) == first  # the handle still names it
     clock.advance(1000)
     assert index.take_due() == [first]
+
+
+def test_revive_reads_runs_past_the_transfer_caps_and_marks_what_the_store_lacks(tmp_path: Path) -> None:
+    """read_entries: 40 consecutive offsets of one queue (past a read's 32-message cap), entries of
+    a second queue out of order, one the store never had: each entry gets its own message, in the
+    entries' order, and None where there is none."""
+    from namesrv.broker.pop.revive import read_entries
+    from namesrv.protocol.message.types import MessageInner
+    from namesrv.store.message_store import MessageStore
+    from namesrv.store.types import FlushDiskType
+
+    store = MessageStore(tmp_path / "store", FlushDiskType.ASYNC_FLUSH)
+
+    async def fill() -> None:
+        for i in range(40):
+            await store.put(MessageInner("T", 0, f"q0-{i}".encode()))
+        for i in range(3):
+            await store.put(MessageInner("T", 1, f"q1-{i}".encode()))
+    asyncio.run(fill())
+
+    def entry(queue_id: int, offset: int) -> InFlight:
+        return InFlight("G", "T", queue_id, offset, "T", 0, 0, 1000, False)
+    entries = [entry(1, 2), *(entry(0, o) for o in range(40)), entry(1, 0), entry(1, 9)]
+    got = read_entries(store, entries)
+    assert [m.body.decode() if m else None for m in got] == ["q1-2", *(f"q0-{o}" for o in range(40)), "q1-0", None]
+    store.close()
