@@ -32,7 +32,8 @@ def build_config(args: argparse.Namespace, namespace: str) -> ChaosConfig:
     return ChaosConfig(
         duration_s=args.duration, seed=args.seed, fault_interval_s=args.fault_interval,
         faults=tuple(parse_fault_mix(args.faults).items()), brokers=args.brokers, namesrvs=args.namesrvs,
-        producers=args.producers, rate=args.rate, topics=args.topics, down_time_s=args.down_time,
+        producers=args.producers, rate=args.rate, transactions=args.transactions, topics=args.topics,
+        down_time_s=args.down_time,
         snapshot_interval_ms=round(args.snapshot_interval * 1000), namespace=namespace,
         existing=getattr(args, "namespace", None) is not None, data_dir=args.data_dir, keep_data=args.keep_data,
         slaves=args.slaves, broker_role=args.broker_role, controller=args.controller, broker_tcp=args.tcp_brokers,
@@ -54,7 +55,8 @@ def _config_error(e: ValueError) -> str:
 def _announce(cfg: ChaosConfig, faults: str) -> bool:
     """Say which deployment the run will fault; False when an existing one is asked for and absent."""
     print(f"chaos: {cfg.duration_s:g} s, seed {cfg.seed}, a fault every {cfg.fault_interval_s:g} s from {faults}; "
-          f"{cfg.producers} producers x {cfg.rate:g} msg/s", flush=True)
+          f"{cfg.producers} producers x {cfg.rate:g} msg/s"
+          + (f", {cfg.transactions:g} transactions/s" if cfg.transactions else ""), flush=True)
     if not cfg.existing:
         print(f"target: a PRIVATE deployment ({cfg.brokers} brokers, {cfg.namesrvs} NameServers, profile "
               f"{cfg.profile}) in the fresh namespace {cfg.namespace}, torn down afterwards", flush=True)
@@ -147,6 +149,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--namesrvs", type=int, default=2, help="NameServers of the private deployment (default 2)")
     p.add_argument("--producers", type=int, default=2)
     p.add_argument("--rate", type=float, default=50.0, help="messages per second per producer (default 50)")
+    p.add_argument("--transactions", type=float, default=0.0,
+                   help="transactions per second from a transactional producer, each committed, rolled back or "
+                        "left to its check-back by the seed; the history checks H3/H4 (default 0: none)")
     p.add_argument("--topics", type=int, default=2)
     p.add_argument("--out", default=None,
                    help="write faults/sends/detections/removals Parquet, summary.json and the route snapshots "

@@ -87,14 +87,16 @@ class History:
     stored: list[Stored] = field(default_factory=list)
 
 
-def history_of_run(sends: list[dict[str, Any]], received: list[Received], stored: Iterable[Any]) -> History:
+def history_of_run(sends: list[dict[str, Any]], received: list[Received], stored: Iterable[Any],
+                   transactions: Iterable[Sent] = (), decided: Iterable[Decided] = ()) -> History:
     """A chaos run's history: its producers' send records (`SendRecord` fields and `producer`),
-    what its live reader was given, and what every queue held at the end (`ConsumedMessage`s)."""
+    what its live reader was given, what every queue held at the end (`ConsumedMessage`s), and
+    its transactional producer's halves and decisions (clients.chaos.transactions)."""
     sent = [Sent(r["producer"], r["msg_id"] or "", r["t_ms"], r["t_ms"] + round(r["latency_ms"]), bool(r["ok"]),
                  (r["topic"], r["broker_name"], r["queue_id"]) if r["ok"] else None, r["queue_offset"])
             for r in sends]
     held = [Stored((m.topic, m.broker_name, m.queue_id), m.queue_offset, m.msg_id) for m in stored]
-    return History(sent, list(received), [], held)
+    return History([*sent, *transactions], list(received), list(decided), held)
 
 
 def _examples(items: Iterable[object]) -> str:

@@ -136,6 +136,9 @@ class ChaosConfig(BaseModel):
     producers: int = Field(default=2, ge=1)
     rate: float = Field(default=50.0, gt=0)
     """Messages per second per producer."""
+    transactions: float = Field(default=0.0, ge=0)
+    """Transactions per second from a transactional producer in the driver (clients.chaos.transactions),
+    each committed, rolled back or left to its check-back; 0: none."""
     topics: int = Field(default=2, ge=1)
     queues: int = Field(default=4, ge=1)
     down_time_s: float = Field(default=2.0, gt=0)

@@ -71,6 +71,7 @@ from clients.chaos.schema import (
     RESTART_BROKER,
     SNAPSHOTS_DIR,
 )
+from clients.chaos.transactions import TX_CHECK_BACK_ALLOWANCE_S, TransactionLane
 from clients.cli.support import env_credentials
 from clients.consumer.pull_consumer import PullConsumer
 from clients.producer.actor import ProducerActor
@@ -249,6 +250,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     driver: ChaosDriver | None = None
     roles: RoleLogCollector | None = None
     reader: LiveReader | None = None
+    lane: TransactionLane | None = None
     started_ms = now_ms()
     log.info("chaos run on %s deployment in namespace %s, data in %s, seed %d",
              target.kind, namespace, target.data_dir, cfg.seed)
@@ -285,12 +287,17 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         roles = RoleLogCollector(lambda: {a: h for a, h in dep.brokers.items() if a not in drv.lost}, names,
                                  now_ms).start()
         reader = LiveReader(namespace, sorted(dep.namesrvs), topics).start()
+        if cfg.transactions:
+            lane = TransactionLane(namespace, sorted(dep.namesrvs), topics, cfg.transactions, cfg.seed,
+                                   timing.route_poll_ms).start()
         start = time.monotonic()
         started_ms = now_ms()
         loops = [p.run_send_loop.remote(topics, cfg.rate, cfg.duration_s, 128, cfg.seed * 1000 + i)
                  for i, p in enumerate(producers.values())]
         timeline = driver.run(plan, start)
         ray.get(loops, timeout=cfg.duration_s + 300)
+        if lane is not None:  # stopped with the sends; the deferred ones get their check-back's time
+            lane.finish(target.broker_config.transaction_timeout_ms / 1000 + TX_CHECK_BACK_ALLOWANCE_S)
         if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers
                                              if a not in drv.lost), timing.back_bound_ms(RESTART_BROKER) / 1000):
             log.warning("not every broker is back in every route at the end of the run")
@@ -313,6 +320,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         threads_stopped = (collector.stop() if collector is not None else True) and threads_stopped
         threads_stopped = (roles.stop() if roles is not None else True) and threads_stopped
         threads_stopped = (reader.stop() if reader is not None else True) and threads_stopped
+        threads_stopped = (lane.finish(0) if lane is not None else True) and threads_stopped
         _clean_up(target, cfg, topics, job_id, job_actors_before, driver.lost if driver is not None else set())
     ended_ms = now_ms()
 
@@ -324,7 +332,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     no_master = no_master_anywhere(masterless)
     for r in sends:
         r["explained"] = None if r["ok"] else explain_failure(r, windows, no_master)
-    loss, loss_counts = check_no_loss([r for r in sends if r["ok"]], consumed)
+    tx_ids = {s.msg_id for s in lane.sent} if lane is not None else set()
+    loss, loss_counts = check_no_loss([r for r in sends if r["ok"]], [m for m in consumed if m.msg_id not in tx_ids])
     role = str(target.broker_config.broker_role) if target.slaves else None
     loss, role_figures = check_loss_for_role(loss, loss_counts, role, target.slaves, timeline)
     bc = target.broker_config
@@ -351,12 +360,15 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         check_leaks(namespace, job_id, alive_before, loops, kept_dir, threads_stopped,
                     keep=target.keep | job_actors_before, own_store=target.kind == PRIVATE),
         *[h if promises_no_loss(role, target.slaves) else counted_not_failed(h)
-          for h in check_history(history_of_run(sends, reader.received if reader is not None else [], consumed))],
+          for h in check_history(history_of_run(sends, reader.received if reader is not None else [], consumed,
+                                                lane.sent if lane is not None else [],
+                                                lane.decided() if lane is not None else []))],
     ]
     figures = summarize(timeline, detections, up_ms, send_counts, loss_counts, timing)
     figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
     figures["spurious_removals"] = spurious
     figures["live_reader"] = reader.figures() if reader is not None else {}
+    figures["transactions"] = lane.figures() if lane is not None else {}
     figures["replication"] = role_figures | {"slave_transports": sorted(roles.transports) if roles is not None else []}
     report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),
                          route_logs, history, invariants, figures, started_ms, target=target.kind,

@@ -125,20 +125,34 @@ class TransactionMQProducer(Producer):
         except Exception:
             log.exception("local transaction of %s failed: left for the check-back", result.msg_id)
             state = LocalTransactionState.UNKNOW
-        self._end(result.message_queue.broker_name, result.queue_offset,
-                  decode_offset_msg_id(result.offset_msg_id)[1], state, from_check=False)
+        try:
+            self._end(result.message_queue.broker_name, result.msg_id, result.queue_offset,
+                      decode_offset_msg_id(result.offset_msg_id)[1], state, from_check=False)
+        except Exception as e:  # as RocketMQ: the half is stored, so the check-back decides it
+            log.warning("local transaction of %s ended %s, but telling the broker failed: %s", result.msg_id,
+                        state.name, e)
         return TransactionSendResult(result, state)
 
-    def _end(self, broker_name: str, tran_state_table_offset: int, commit_log_offset: int,
+    def _end(self, broker_name: str, msg_id: str, tran_state_table_offset: int, commit_log_offset: int,
              state: LocalTransactionState, from_check: bool) -> None:
         if state is LocalTransactionState.UNKNOW:
             return
         ext = end_transaction_ext(self.group, tran_state_table_offset, commit_log_offset, state.value, from_check)
-        resp = ray.get(self._broker(broker_name).end_transaction.remote(
-            self.group, tran_state_table_offset, commit_log_offset, state.value, from_check, self._auth(ext)),
-            timeout=self.config.send_msg_timeout_ms / 1000)
-        if not resp.ok:
-            log.warning("end of transaction at %s refused: %s %s", broker_name, resp.code, resp.remark)
+        taken = False
+        try:
+            resp = ray.get(self._broker(broker_name).end_transaction.remote(
+                self.group, tran_state_table_offset, commit_log_offset, state.value, from_check, self._auth(ext)),
+                timeout=self.config.send_msg_timeout_ms / 1000)
+            taken = resp.ok
+            if not resp.ok:
+                log.warning("end of transaction at %s refused: %s %s", broker_name, resp.code, resp.remark)
+        finally:
+            self.on_end(msg_id, state, from_check, taken)
+
+    def on_end(self, msg_id: str, state: LocalTransactionState, from_check: bool, taken: bool) -> None:
+        """Called after every END_TRANSACTION this producer sent (`taken`: the broker answered that it
+        took the decision; False when it refused or did not answer). Does nothing here: a subclass
+        counts or records decisions (the chaos run's history does)."""
 
     # ------------------------------------------------------------------ check-back
     def check_once(self) -> int:
@@ -158,7 +172,8 @@ class TransactionMQProducer(Producer):
                 except Exception:
                     log.exception("check of transaction %s failed: asked again later", checked.msg_id)
                     continue
-                self._end(broker_name, half["tranStateTableOffset"], half["commitLogOffset"], state, from_check=True)
+                self._end(broker_name, half["msgId"], half["tranStateTableOffset"], half["commitLogOffset"], state,
+                          from_check=True)
                 answered += state is not LocalTransactionState.UNKNOW
         return answered
 

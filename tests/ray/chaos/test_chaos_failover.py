@@ -30,13 +30,21 @@ def private_ray() -> Iterator[str]:
 
 
 def test_master_kills_with_failover_lose_nothing_and_never_two_masters(private_ray: str, tmp_path: Path) -> None:
-    cfg = ChaosConfig(duration_s=16, fault_interval_s=3, seed=4, rate=30, brokers=2, namesrvs=1, slaves=1,
-                      broker_role="SYNC_MASTER", broker_overrides=HA_FAST, controller=True,
-                      faults=((KILL_MASTER, 1), (SIGKILL_MASTER, 1)), namespace=unique_namespace("chaos-fo"))
+    """With transactions in flight: committed ones are held once, rolled-back ones never given, also
+    those a kill left to the check-back of the new master (history checks H3, H4)."""
+    cfg = ChaosConfig(duration_s=16, fault_interval_s=3, seed=4, rate=30, transactions=6, brokers=2, namesrvs=1,
+                      slaves=1, broker_role="SYNC_MASTER", broker_overrides=HA_FAST | {"transaction_timeout_ms": 2_000},
+                      controller=True, faults=((KILL_MASTER, 1), (SIGKILL_MASTER, 1)),
+                      namespace=unique_namespace("chaos-fo"))
     report = run_chaos(cfg, str(tmp_path / "out"))
     failing = [i for i in report.invariants if not i.ok]
     assert not failing, render_report(report)
     assert report.figures["messages"]["lost"] == 0
+    tx = report.figures["transactions"]
+    assert tx["committed"] > 0 and tx["rolled_back"] > 0 and tx["deferred_to_check_back"] > 0, tx
+    assert tx["undecided_at_end"] == 0, tx
+    checks = {i.name.split()[0]: i for i in report.invariants}
+    assert checks["H3"].ok and checks["H4"].ok and f"of {tx['committed']} committed" in checks["H3"].value, checks
     kills = [r for r in report.timeline if r.kind in (KILL_MASTER, SIGKILL_MASTER)]
     assert kills and all(r.ok for r in kills), kills
     assert any(r.target.endswith("-1") for r in kills), "a later kill hit the promoted slave, the set's master then"
