@@ -179,6 +179,7 @@ class BrokerController:
         self.processor.context.on_parked = self.schedule.notify
         self.processor.broker_stats.timers = self.schedule.timer_figures  # the runtime info's timer fields
         self.ha_master.delay_offsets = self.schedule.encode
+        self.processor.context.metadata.follow_delay_progress(self.schedule)  # the progress follows the log too
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.processor.context.fence,
                                     self.offsets,
                                     lambda: self.processor.consumers, str(store_dir),
@@ -306,6 +307,7 @@ class BrokerController:
             await client.sync_metadata()
             if not self.role.writable and (self._schedule_task is None or self._schedule_task.done()):
                 await self.schedule.sync_from_master(client.delay_offsets)
+                await self.schedule.persist(force=True)  # what the log's records brought, if anything
 
     async def _register_periodically(self) -> dict[str, str] | None:
         if self.replicas is not None and not self.replicas.role_decided.is_set():

@@ -1,5 +1,5 @@
 """A broker's metadata carried in the replicated commit log, so it follows the data (issue 33,
-point 0): topic configs, subscription groups and consumer offsets.
+point 0): topic configs, subscription groups, consumer offsets and the delay-level progress.
 
 A slave used to learn its master's topics only from the periodic metadata copy (RocketMQ's
 SlaveSynchronize, every `slave_sync_interval_ms`): a topic created a few seconds before its master
@@ -12,7 +12,10 @@ read again what they had finished. Now a master writes each change as a record o
   as the change, so it precedes anything of that topic (or group) that follows it;
 - consumer offsets: coalesced, the changes of `offsets_delay_s` (0.1 s) in one record, because
   pulls commit offsets all the time (`commitOffset`). A failover rewinds a group by at most that
-  window, on top of the client's own 5 s persist interval: at-least-once, as RocketMQ promises.
+  window, on top of the client's own 5 s persist interval: at-least-once, as RocketMQ promises;
+- the schedule service's progress (`delayOffset.json`: each delay level's next offset and the timers
+  delivered), coalesced with the offsets: a new master delivers parked messages from where its
+  predecessor was, re-delivering at most that window's (at-least-once).
 
 Replication copies the log in order, so a replica holding a message holds its topic's config, and a
 SYNC_MASTER's or a controller-mode master's acknowledgement of the message (or of the topic: the
@@ -20,7 +23,7 @@ admin path waits for its record's replication) covers the config too. A replica 
 it appended (`apply_new`), in log order, to its own tables; a promoted slave has every topic its log
 holds, under the topic's own config, and its groups' offsets as of the last record. A truncation
 (`MessageStore.truncate`) makes it apply again from where its log now ends. The periodic copy stays
-(the delay-level progress, and the whole tables with their DataVersions).
+(the whole tables with their DataVersions).
 
 Pure: no Ray, no sockets. Runs on the broker's event loop.
 """
@@ -34,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.schedule.service import ScheduleService
 from namesrv.broker.subscription.config import SubscriptionGroupConfig, SubscriptionGroupError
 from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
@@ -72,6 +76,9 @@ class MetadataLog:
         self._offsets: dict[str, dict[int, int] | None] = {}
         """Offset changes not yet in a record (topic@group: changed queues, or None when removed)."""
         self._offsets_timer: asyncio.TimerHandle | None = None
+        """Coalesces the offsets' and the delay progress's changes into one record."""
+        self.schedule: ScheduleService | None = None
+        self._delay_changed = False
         self._last: asyncio.Future[AppendResult] | None = None
         """The latest record queued: the writer keeps their order, so it is written last."""
         self._applying = False
@@ -97,11 +104,25 @@ class MetadataLog:
         if self._writing():
             self._queue({"group": group, "config": None if config is None else config.to_wire()})
 
+    def follow_delay_progress(self, schedule: ScheduleService) -> None:
+        """Record `schedule`'s progress as it moves (a master), and apply it from the log (a replica)."""
+        self.schedule = schedule
+        schedule.listeners.append(self._delay_progressed)
+
+    def _delay_progressed(self) -> None:
+        if self._writing():
+            self._delay_changed = True
+            self._coalesce()
+
     def _offsets_changed(self, key: str, queues: dict[int, int] | None) -> None:
         if not self._writing():
             return
         known = self._offsets.get(key)
         self._offsets[key] = None if queues is None else (known or {}) | queues
+        self._coalesce()
+
+    def _coalesce(self) -> None:
+        """Write the offsets' and delay progress's changes `offsets_delay_s` from now, in one record."""
         if self._offsets_timer is None:
             try:
                 loop = asyncio.get_running_loop()
@@ -112,9 +133,17 @@ class MetadataLog:
     def _flush_offsets(self) -> None:
         self._offsets_timer = None
         changes, self._offsets = self._offsets, {}
-        if changes and self.records():  # a master deposed meanwhile writes nothing
-            self._queue({"offsets": {k: None if q is None else {str(i): o for i, o in q.items()}
-                                     for k, q in changes.items()}})
+        delay, self._delay_changed = self._delay_changed, False
+        if not self.records():  # a master deposed meanwhile writes nothing
+            return
+        record: dict[str, Any] = {}
+        if changes:
+            record["offsets"] = {k: None if q is None else {str(i): o for i, o in q.items()}
+                                 for k, q in changes.items()}
+        if delay and self.schedule is not None:
+            record["delay"] = self.schedule.encode().decode()
+        if record:
+            self._queue(record)
 
     def _queue(self, record: dict[str, Any]) -> None:
         message = MessageInner(METADATA_TOPIC, 0, json.dumps(record).encode())
@@ -191,9 +220,11 @@ class MetadataLog:
                 else:
                     self.groups.update(SubscriptionGroupConfig.model_validate(wire))
             else:
-                for key, queues in dict(record["offsets"]).items():
+                for key, queues in dict(record.get("offsets", {})).items():
                     self.offsets.apply(str(key), None if queues is None
                                        else {int(q): int(o) for q, o in dict(queues).items()})
+                if "delay" in record and self.schedule is not None:
+                    self.schedule.take_progress(str(record["delay"]).encode())
         except (ValueError, KeyError, TypeError, AttributeError, SubscriptionGroupError) as e:
             log.error("metadata record not applied: %s", e)
         finally:

@@ -64,6 +64,8 @@ class ScheduleService:
         self._dirty = False
         self._persisted_at = 0
         self._wake = asyncio.Event()
+        self.listeners: list[Callable[[], None]] = []
+        """Called when the progress moved (a pass delivered): the metadata log records it."""
         self._load()
 
     # ------------------------------------------------------------------ progress
@@ -90,15 +92,22 @@ class ScheduleService:
         persists it, so once promoted it delivers from where the master was, not from the start.
         Only while this broker does not deliver itself (its `run` is not going); a table that does
         not parse is refused with a log line and changes nothing."""
+        if self.take_progress(raw):
+            await self.persist(force=True)
+
+    def take_progress(self, raw: bytes) -> bool:
+        """Take a master's progress (`encode`d) as this broker's own, to persist with the next
+        `persist`; False when it is this broker's already or does not parse (then it changes
+        nothing, with a log line)."""
         if not raw or raw == self.encode():
-            return
+            return False
         try:
             self._apply(raw)
         except (ValueError, TypeError, AttributeError) as e:
             log.error("master's delay offsets refused (%s): kept this broker's own", e)
-            return
+            return False
         self._dirty = True
-        await self.persist(force=True)
+        return True
 
     def encode(self) -> bytes:
         return json.dumps({"offsetTable": {str(k): v for k, v in sorted(self.level_offsets.items())},
@@ -177,7 +186,10 @@ class ScheduleService:
             self.lateness_ms.append(max(0, self.clock() - deliver_ms))
         del self.lateness_ms[:-10_000]
         self.delivered += delivered
-        self._dirty = self._dirty or delivered > 0
+        if delivered:
+            self._dirty = True
+            for listener in self.listeners:
+                listener()
         await self.persist()
         return delivered
 

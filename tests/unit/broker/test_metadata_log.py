@@ -1,8 +1,8 @@
 """Metadata follows the data (issue 33, point 0): a master writes each topic and subscription-group
 change into its commit log ahead of anything that follows it, and its consumer offsets coalesced;
 a replica that copied the log applies them, so a promoted slave knows every topic it holds messages
-of, under the topic's own config, and its groups and their offsets, with no periodic metadata copy
-at all."""
+of, under the topic's own config, its groups and their offsets, and where delivery of parked
+messages stood, with no periodic metadata copy at all."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.metadata_log import METADATA_TOPIC, MetadataLog
+from namesrv.broker.schedule.service import ScheduleService
 from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.broker.topic_config_manager import TopicConfigManager
@@ -194,3 +195,39 @@ async def wait_for(predicate: Callable[[], bool], timeout_s: float = 5.0) -> Non
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "timed out"
         await asyncio.sleep(0.005)
+
+
+def test_the_delay_progress_follows_the_log_and_a_promoted_replica_delivers_from_there(tmp_path: Path) -> None:
+    """Issue 33: a delay level's progress reached a slave only by the periodic copy, so a new master
+    delivered again every parked message its predecessor had delivered since. Now a pass that
+    delivers is recorded with the offsets; a replica's schedule service takes it from the log."""
+    master = Broker(tmp_path / "m")
+    replica = Replica(tmp_path / "r")
+    delivered: list[bytes] = []
+
+    async def deliver(msg: MessageInner) -> None:
+        delivered.append(msg.body)
+        await master.store.put(msg)
+
+    levels = master.processor.context.delay_levels_ms
+    schedules = [ScheduleService(store, root / "delayOffset.json", clock, levels, deliver)
+                 for store, root, clock in ((master.store, tmp_path / "m", master.clock),
+                                            (replica.store, tmp_path / "r", ManualClock()))]
+    master.processor.context.metadata.follow_delay_progress(schedules[0])
+    replica.metadata.follow_delay_progress(schedules[1])
+    for i in range(3):
+        assert master.send(f"parked-{i}".encode(), DELAY="1").code == ResponseCode.SUCCESS  # level 1: 1 s
+
+    async def deliver_due() -> None:
+        master.clock.advance(levels[0] + 1)
+        assert await schedules[0].pass_once() == 3
+        await master.processor.context.metadata.written()
+
+    asyncio.run(deliver_due())
+    assert sorted(delivered) == [b"parked-0", b"parked-1", b"parked-2"] and schedules[0].level_offsets == {1: 3}
+    assert schedules[1].level_offsets == {}
+    replica.copy(master.store)
+    assert schedules[1].level_offsets == {1: 3}, "the replica has its master's progress, from the log alone"
+    asyncio.run(schedules[1].persist(force=True))
+    assert ScheduleService(replica.store, tmp_path / "r" / "delayOffset.json", ManualClock(), levels,
+                           deliver).level_offsets == {1: 3}, "and keeps it across its own restart"
