@@ -46,7 +46,6 @@ from clients.analysis.bridge import arrow_ipc_refs_to_spark
 from clients.analysis.faults import faults_to_spark
 from clients.analysis.spark import (
     INTERPRETED_PLANS,
-    JAVA_OPTION_KEYS,
     SHORT_RUN_JVM_OPTIONS,
     SparkSettings,
     get_or_create_spark,
@@ -236,9 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-analysis-"))
     try:
         with watch.stage("setup", "init_spark + first action"):
-            conf = dict.fromkeys(JAVA_OPTION_KEYS, args.jvm_options) if args.jvm_options else {}
-            conf |= INTERPRETED_PLANS if args.interpret else {}
-            settings = SparkSettings(executor_memory=args.executor_memory, extra_configs=conf)
+            settings = SparkSettings(executor_memory=args.executor_memory, jvm_options=args.jvm_options or "",
+                                     extra_configs=INTERPRETED_PLANS if args.interpret else {})
             spark = get_or_create_spark(settings, init_ray=False)
             spark.range(10).count()
 

@@ -78,10 +78,12 @@ class SparkSettings:
     executor_memory: str = "1G"
     shuffle_partitions: int | None = None
     """Default 2 x total executor cores: Spark's 200 would make tiny tasks dominate."""
+    jvm_options: str = ""
+    """More JVM options for the driver and executors, after the JDK 17 ones (e.g. SHORT_RUN_JVM_OPTIONS)."""
     extra_configs: dict[str, str] = field(default_factory=dict)
 
     def configs(self) -> dict[str, str]:
-        java_opts = jdk17_java_options()
+        java_opts = f"{jdk17_java_options()} {self.jvm_options}".strip()
         partitions = self.shuffle_partitions or max(2, 2 * self.num_executors * self.executor_cores)
         conf = {key: java_opts for key in JAVA_OPTION_KEYS}
         conf.update(

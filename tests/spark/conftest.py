@@ -16,7 +16,6 @@ def spark() -> Iterator[Any]:
     pytest.importorskip("raydp")
     from clients.analysis.spark import (
         INTERPRETED_PLANS,
-        JAVA_OPTION_KEYS,
         SHORT_RUN_JVM_OPTIONS,
         SparkSettings,
         get_or_create_spark,
@@ -28,8 +27,8 @@ def spark() -> Iterator[Any]:
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:  # interpreted plans and C1-only JVMs: these tests' data are a few hundred rows, their session
         # lives minutes; `namesrv analyze` and full bench_analysis runs keep Spark's defaults
-        settings = SparkSettings(app_name="test-analysis", extra_configs=INTERPRETED_PLANS | dict.fromkeys(
-            JAVA_OPTION_KEYS, SHORT_RUN_JVM_OPTIONS))
+        settings = SparkSettings(app_name="test-analysis", jvm_options=SHORT_RUN_JVM_OPTIONS,
+                                 extra_configs=INTERPRETED_PLANS)
         yield get_or_create_spark(settings, init_ray=False)
     finally:
         stop_spark()

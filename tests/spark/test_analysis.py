@@ -477,6 +477,8 @@ def test_jdk17_flags_are_complete() -> None:
         "spark.executor.extraJavaOptions",
     ):
         assert conf[key] == jdk17_java_options()
+    short = SparkSettings(jvm_options="-XX:TieredStopAtLevel=1").configs()
+    assert short["spark.executor.extraJavaOptions"] == f"{jdk17_java_options()} -XX:TieredStopAtLevel=1"
 
 
 def test_cli_refuses_a_chaos_directory_without_snapshots(
