@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from namesrv.common.clock import Clock
-from namesrv.store.retention import disk_used_ratio
+from namesrv.store.retention import used_ratio
 
 TPS_WINDOWS_S = (10, 60, 600)
 """The windows RocketMQ prints TPS over, one sample a second (StoreStatsService)."""
@@ -155,7 +155,7 @@ class BrokerStats:
             "earliestMessageTimeStamp": str(earliest_message_ms),
             "commitLogMinOffset": str(commit_log_min_offset),
             "commitLogMaxOffset": str(commit_log_max_offset),
-            "commitLogDiskRatio": repr(disk_used_ratio(store_dir)),  # as retention reads it
+            "commitLogDiskRatio": repr(used_ratio(disk.used, disk.free)),  # as retention reads it
             "commitLogDirCapacity": f"Total : {human_readable_bytes(disk.total)}, "
                                     f"Free : {human_readable_bytes(disk.free)}.",
             "pageCacheLockTimeMills": "0",

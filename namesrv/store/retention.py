@@ -62,9 +62,14 @@ def disk_used_ratio(path: Path) -> float:
     and `df` count it: used / (used + usable), the blocks reserved for root counted in neither. Not
     (total - usable) / total, which counts the reserve as used: on a disk with a large reserve that
     read 86 % where df said 65 %, and retention deleted segments "at once" on a disk far from full."""
-    usage = shutil.disk_usage(path)  # used = total - every free block; free = what may still be written
-    seen = usage.used + usage.free
-    return usage.used / seen if seen else 1.0
+    usage = shutil.disk_usage(path)
+    return used_ratio(usage.used, usage.free)
+
+
+def used_ratio(used: int, free: int) -> float:
+    """`disk_used_ratio` of a `shutil.disk_usage` reading: `used` is the total minus every free
+    block, `free` what may still be written."""
+    return used / (used + free) if used + free else 1.0
 
 
 def is_time_to_delete(delete_when: str, now_ms: int) -> bool:
