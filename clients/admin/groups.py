@@ -52,6 +52,15 @@ class GroupOperations(BrokerQueries):
             "topic": topic, "group": group, "timestamp": str(timestamp), "isForce": str(force).lower()},
             f"reset offset of {group} on {topic}", ResetOffsetBody)
 
+    def reset_offset_of_queue(self, broker_addr: str, topic: str, group: str, queue_id: int, offset: int | None,
+                              timestamp: int) -> ResetOffsetBody:
+        """INVOKE_BROKER_TO_RESET_OFFSET of one queue (RocketMQ 5's queueId and offset): to `offset`,
+        or to the offset at `timestamp` when None; the broker commits it and tells live members."""
+        ext = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": "true",
+               "queueId": str(queue_id)} | ({"offset": str(offset)} if offset is not None else {})
+        return self._broker_model(broker_addr, BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext,
+                                  f"reset offset of {group} on {topic} queue {queue_id}", ResetOffsetBody)
+
     def clone_group_offset(self, broker_addr: str, src_group: str, dest_group: str, topic: str | None,
                            offline: bool) -> None:
         """CLONE_GROUP_OFFSET on one broker."""

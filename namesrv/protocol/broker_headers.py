@@ -283,12 +283,15 @@ class GetProducerConnectionListRequestHeader(Header):
 
 class ResetOffsetRequestHeader(Header):
     """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220): the group's
-    offsets of `topic` at `timestamp` (ms; -1: each queue's max offset)."""
+    offsets of `topic` at `timestamp` (ms; -1: each queue's max offset); with `queueId` (RocketMQ
+    5), that queue alone, to `offset` when given (not -1)."""
 
     topic: TopicName
     group: GroupName
     timestamp: int = Field(ge=-1)
     is_force: bool = False
+    queue_id: int = Field(default=-1, ge=-1, le=65535)
+    offset: int | None = Field(default=None, ge=-1)
 
 
 class CloneGroupOffsetRequestHeader(Header):

@@ -8,8 +8,11 @@ the group's on each broker. resetOffsetByTime asks every master of the topic's r
 (INVOKE_BROKER_TO_RESET_OFFSET): a live group's members are told by their brokers and jump, a
 stopped group's offsets are committed by the brokers themselves (where mqadmin, told
 CONSUMER_NOT_ONLINE, commits them queue by queue). skipAccumulatedMessage is the same reset to each
-queue's max offset. Where this differs from RocketMQ 5.3: -b/-q/-o of resetOffsetByTime (one queue
-to one offset) are not offered.
+queue's max offset. resetOffsetByTime -b BROKER -q QUEUE [-o OFFSET] moves that queue alone, to
+OFFSET or to the offset at -s (RocketMQ 5's queueId and offset on INVOKE_BROKER_TO_RESET_OFFSET; the
+broker commits it and tells the live members). Where this differs from RocketMQ 5.3: mqadmin ignores
+-b without -q and commits with UPDATE_CONSUMER_OFFSET before the broker checks the offset's range,
+and skips an offset of 0; here -b/-q/-o are checked first and 0 is an offset like any other.
 """
 
 from __future__ import annotations
@@ -135,6 +138,10 @@ def cmd_producer_connection(args: argparse.Namespace) -> int:
 def _reset(args: argparse.Namespace, timestamp: int) -> dict[MessageQueue, int]:
     with admin_of(args) as admin:
         offsets: dict[MessageQueue, int] = {}
+        if getattr(args, "queue", None) is not None:  # resetOffsetByTime -b -q [-o]: one queue
+            check_broker_known(admin.examine_broker_cluster_info(), args.broker_addr)
+            return admin.reset_offset_of_queue(args.broker_addr, args.topic, args.group, args.queue, args.offset,
+                                               timestamp).offset_table
         for addr in masters_of_topic(admin, args.topic):
             offsets.update(admin.reset_offset_by_timestamp(addr, args.topic, args.group, timestamp,
                                                            args.force).offset_table)
@@ -160,8 +167,15 @@ def _print_offsets(args: argparse.Namespace, timestamp: int, offsets: dict[Messa
                     help="now, milliseconds since 1970, or yyyy-MM-dd#HH:mm:ss:SSS (local time)"),
              option("-f", "--force", dest="force", type=bool_arg, default=True,
                     help="true (default): also move forward; false: only back"),
+             option("-b", "--broker", dest="broker_addr", help="with -q: the broker (host:port) of the one queue"),
+             option("-q", "--queue", dest="queue", type=int_in(0, MAX_QUEUE_NUMS - 1),
+                    help="with -b: reset only this queue (forward or back)"),
+             option("-o", "--offset", dest="offset", type=int_in(0, 2**63 - 1),
+                    help="with -b and -q: the queue's new offset (default: the offset at -s)"),
              timeout=10.0)
 def cmd_reset_offset_by_time(args: argparse.Namespace) -> int:
+    if (args.broker_addr is None) != (args.queue is None) or (args.offset is not None and args.queue is None):
+        raise CLIError("-b and -q name one queue and go together; -o (its offset) needs both")
     offsets = _reset(args, args.timestamp)
     _print_offsets(args, args.timestamp, offsets)
     return 0

@@ -4,7 +4,10 @@ resetOffsetByTime and skipAccumulatedMessage) and CLONE_GROUP_OFFSET (314, clone
 
 A reset finds, for each write queue of the topic, the first offset stored at or after the timestamp
 (timestamp -1: the queue's max offset, skipping everything accumulated). Without `isForce` a queue
-only moves back: one whose committed offset is already before that point keeps it. Then:
+only moves back: one whose committed offset is already before that point keeps it. With `queueId`
+(RocketMQ 5, mqadmin's -b/-q/-o) only that queue moves, to `offset` when one is given (it must lie
+in the queue's [min, max]: RocketMQ 5.3 also takes max + 1, an offset no message has yet) or to the
+timestamp's, forward or back. Then:
 
 - the group has live members: each is sent RESET_CONSUMER_CLIENT_OFFSET (220, oneway, over its own
   connection; a C++ client gets ResetOffsetBodyForC, as RocketMQ sends a CPP caller) and jumps
@@ -62,28 +65,43 @@ class OffsetResetProcessor:
         if tc is None:
             raise MQServerError(ResponseCode.TOPIC_NOT_EXIST,
                                 f"[reset-offset] reset offset failed, no topic in this broker. topic={h.topic}")
-        log.info("[reset-offset] topic=%s group=%s timestamp=%d isForce=%s by %s", h.topic, h.group, h.timestamp,
-                 h.is_force, client.remote)
-        return self._reset(h, tc.write_queue_nums)
+        log.info("[reset-offset] topic=%s group=%s timestamp=%d isForce=%s queueId=%d offset=%s by %s", h.topic,
+                 h.group, h.timestamp, h.is_force, h.queue_id, h.offset, client.remote)
+        queues = max(tc.read_queue_nums, tc.write_queue_nums)
+        if h.queue_id >= queues:
+            raise MQServerError(ResponseCode.SYSTEM_ERROR, f"[reset-offset] topic {h.topic} has no queue {h.queue_id} "
+                                                           f"here (queues 0-{queues - 1})")
+        if h.queue_id >= 0 and h.offset is not None and h.offset != -1:
+            low, high = self.ctx.store.min_offset(h.topic, h.queue_id), self.ctx.store.max_offset(h.topic, h.queue_id)
+            if not low <= h.offset <= high:
+                raise MQServerError(ResponseCode.SYSTEM_ERROR,
+                                    f"Target offset {h.offset} not in consume queue range [{low}-{high}]")
+        return self._reset(h, [h.queue_id] if h.queue_id >= 0 else list(range(tc.write_queue_nums)))
 
-    def _targets(self, topic: str, queues: int, timestamp: int) -> list[int]:
+    def _targets(self, topic: str, queues: list[int], timestamp: int) -> list[int]:
         """Each queue's offset for `timestamp` (blocking: reads the consume queues)."""
         store = self.ctx.store
         return [store.max_offset(topic, q) if timestamp == -1 else max(0, store.search_offset_by_timestamp(
-            topic, q, timestamp)) for q in range(queues)]
+            topic, q, timestamp)) for q in queues]
 
-    async def _reset(self, h: ResetOffsetRequestHeader, queues: int) -> RemotingResponse:
+    async def _reset(self, h: ResetOffsetRequestHeader, queues: list[int]) -> RemotingResponse:
+        """Reset `queues`: one queue to its offset (always, as RocketMQ 5's server-side reset of a
+        queue), or each to the offset at the timestamp (back only, unless forced)."""
         ctx = self.ctx
-        targets = await asyncio.to_thread(self._targets, h.topic, queues, h.timestamp)
-        committed = [ctx.offsets.query_offset(h.group, h.topic, q) for q in range(queues)]
+        if h.queue_id >= 0 and h.offset is not None and h.offset != -1:
+            targets, force = [h.offset], True
+        else:
+            targets = await asyncio.to_thread(self._targets, h.topic, queues, h.timestamp)
+            force = h.is_force or h.queue_id >= 0
+        committed = [ctx.offsets.query_offset(h.group, h.topic, q) for q in queues]
         members = ctx.consumers.groups.get(h.group)
         channels = list(members.channels.values()) if members is not None else []
         if not channels and all(c == -1 for c in committed):
             raise MQServerError(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{h.group}> not exist")
         broker = ctx.identity.broker_name
         body = ResetOffsetBody({
-            MessageQueue(h.topic, broker, q): target if h.is_force or mine == -1 or target < mine else mine
-            for q, (target, mine) in enumerate(zip(targets, committed, strict=True))})
+            MessageQueue(h.topic, broker, q): target if force or mine == -1 or target < mine else mine
+            for q, target, mine in zip(queues, targets, committed, strict=True)})
         for mq, offset in body.offset_table.items():
             ctx.offsets.commit_offset(h.group, mq.topic, mq.queue_id, offset)
         if channels:

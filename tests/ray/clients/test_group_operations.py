@@ -1,8 +1,9 @@
 """Operating consumer and producer groups against a real broker on Ray over real TCP (one NameServer,
 broker-a on a free port; one deployment for the module): mqadmin's updateSubGroup / deleteSubGroup
 and the configs kept across a broker restart, what the broker enforces from them (consumeEnable,
-retryMaxTimes), producerConnection, resetOffsetByTime on a stopped and on a live group,
-skipAccumulatedMessage and cloneGroupOffset, and bad names and settings refused with nothing changed.
+retryMaxTimes), producerConnection, resetOffsetByTime on a stopped and on a live group (and of one
+queue, -b -q -o), skipAccumulatedMessage and cloneGroupOffset, and bad names and settings refused with
+nothing changed.
 
 The verbs run in this driver (`clients.cli.main.main` with -n: the admin client over TCP; one test
 through the Ray namespace's actors); what they did is checked on the wire (raw remoting clients) or
@@ -228,6 +229,16 @@ def test_reset_offset_by_time_rewinds_a_stopped_group(dep: Deployment, addr: str
 
     skipped = verb_json(capsys, addr, "skipAccumulatedMessage", "-g", "Rewound", "-t", T)
     assert {o["queueId"]: o["offset"] for o in skipped["offsets"]} == {q: b["brokerOffset"] for q, b in after.items()}
+    # one queue (-b -q -o): queue 0 to its start, queue 1 where skipAccumulatedMessage left it
+    one = verb_json(capsys, addr, "resetOffsetByTime", "-g", "Rewound", "-t", T, "-s", "now", "-b", broker,
+                    "-q", "0", "-o", "0")
+    assert [(o["queueId"], o["offset"]) for o in one["offsets"]] == [(0, 0)]
+    moved = {q["queueId"]: q for q in verb_json(capsys, addr, "consumerProgress", "-g", "Rewound", "-t", T)["queues"]}
+    assert (moved[0]["consumerOffset"], moved[1]["consumerOffset"]) == (0, after[1]["brokerOffset"])
+    code, _, err = verb(capsys, addr, "resetOffsetByTime", "-g", "Rewound", "-t", T, "-s", "now", "-b", broker,
+                        "-q", "0", "-o", str(after[0]["brokerOffset"] + 1))
+    assert code != 0 and "not in consume queue range" in err, err
+    skipped = verb_json(capsys, addr, "skipAccumulatedMessage", "-g", "Rewound", "-t", T)
     clone = verb(capsys, addr, "cloneGroupOffset", "-s", "Rewound", "-d", "RewoundCopy", "-t", T, "-o", "true")
     assert clone[0] == 0, clone
     with connect(broker) as client:

@@ -120,3 +120,35 @@ def test_clone_group_offset(resets: Resets) -> None:
     offsets.commit_offset("CG", "Gone", 0, 4)  # a topic this broker no longer has: skipped
     assert resets.call(Code.CLONE_GROUP_OFFSET, srcGroup="CG", destGroup="CG3", offline="true").code == 0
     assert offsets.query_offset("CG3", "T", 0) == 6 and offsets.query_offset("CG3", "Gone", 0) == -1
+
+
+def test_one_queue_moves_to_an_offset_or_a_time_and_the_others_stay(resets: Resets) -> None:
+    """RocketMQ 5's queueId/offset (mqadmin resetOffsetByTime -b -q -o): that queue alone, forward
+    or back; its members are told of that queue only; an offset outside the queue is refused."""
+    broker = resets.broker
+    broker.offsets.commit_offset("CG", "T", 1, 0)
+    to_offset = resets.call(Code.INVOKE_BROKER_TO_RESET_OFFSET, topic="T", group="CG", timestamp=str(T0),
+                            isForce="false", queueId="0", offset="4")
+    assert to_offset.code == ResponseCode.SUCCESS and offsets_of(to_offset) == {0: 4}
+    assert (broker.offsets.query_offset("CG", "T", 0), broker.offsets.query_offset("CG", "T", 1)) == (4, 0)
+    by_time = resets.call(Code.INVOKE_BROKER_TO_RESET_OFFSET, topic="T", group="CG", timestamp=str(T0 + 3_000),
+                          isForce="false", queueId="0", offset="-1")
+    assert offsets_of(by_time) == {0: 3}, "the timestamp's offset when the offset is -1"
+    broker.offsets.commit_offset("CG", "T", 0, 1)
+    forward = resets.call(Code.INVOKE_BROKER_TO_RESET_OFFSET, topic="T", group="CG", timestamp=str(T0 + 3_000),
+                          isForce="false", queueId="0")
+    assert offsets_of(forward) == {0: 3}, "one queue moves forward too, as RocketMQ 5's server-side reset"
+    before = json.dumps(broker.offsets.table)
+    for ext, remark in (({"queueId": "0", "offset": "7"}, "Target offset 7 not in consume queue range [0-6]"),
+                        ({"queueId": "2", "offset": "0"}, "topic T has no queue 2 here (queues 0-1)")):
+        refused = resets.call(Code.INVOKE_BROKER_TO_RESET_OFFSET, topic="T", group="CG", timestamp="0",
+                              isForce="true", **ext)
+        assert refused.code == ResponseCode.SYSTEM_ERROR and remark in (refused.remark or ""), refused
+    bad = resets.call(Code.INVOKE_BROKER_TO_RESET_OFFSET, topic="T", group="CG", timestamp="0", queueId="-2")
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "queueId" in (bad.remark or "")
+    assert json.dumps(broker.offsets.table) == before, "a refusal changes nothing"
+    broker.call(Code.HEART_BEAT, body=heartbeat("cpp-client"))
+    resets.call(Code.INVOKE_BROKER_TO_RESET_OFFSET, topic="T", group="CG", timestamp="0", queueId="1", offset="0")
+    [(_, told)] = resets.told
+    assert json.loads(told.body or b"") == {"offsetTable": [{"brokerName": "broker-a", "offset": 0, "queueId": 1,
+                                                             "topic": "T"}]}

@@ -13,7 +13,9 @@ import pytest
 
 from clients.cli.mqadmin.args import namesrv_addr_arg, new_topic_arg, perm_arg
 from clients.cli.mqadmin.cluster import runtime_columns
+from clients.cli.mqadmin.group import cmd_reset_offset_by_time
 from clients.cli.mqadmin.topic import route_list_table, topic_config_text
+from clients.cli.support import CLIError
 from clients.cli.top import Frame, NamesrvView, broker_rows, disagreements, recent_removals, render
 from namesrv.protocol.models import BrokerData, QueueData, TopicConfig, TopicRouteData
 
@@ -242,7 +244,15 @@ def test_group_verbs_take_mqadmins_options_and_refuse_bad_ones_before_connecting
     assert timestamp_arg("1700000000000") == 1_700_000_000_000
     assert abs(timestamp_arg("now") - int(datetime.datetime.now().timestamp() * 1000)) < 5_000
     reset = parser.parse_args(["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "now", "-n", "127.0.0.1:9876"])
-    assert reset.force is True
+    assert reset.force is True and (reset.broker_addr, reset.queue, reset.offset) == (None, None, None)
+    one = parser.parse_args(["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "now", "-b", "127.0.0.1:10911",
+                             "-q", "3", "-o", "0", "-n", "127.0.0.1:9876"])
+    assert (one.broker_addr, one.queue, one.offset) == ("127.0.0.1:10911", 3, 0)
+    for alone in (["-q", "3"], ["-b", "127.0.0.1:10911"], ["-o", "5"], ["-b", "127.0.0.1:10911", "-o", "5"]):
+        half = parser.parse_args(["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "now", *alone,
+                                  "-n", "127.0.0.1:9876"])
+        with pytest.raises(CLIError, match="-b and -q name one queue"):  # refused before any connection
+            cmd_reset_offset_by_time(half)
     for bad in (["updateSubGroup", "-g", "G"],  # neither -b nor -c
                 ["updateSubGroup", "-c", "C", "-g", "bad group"], ["updateSubGroup", "-c", "C", "-g", "g" * 256],
                 ["updateSubGroup", "-c", "C", "-g", "G", "-q", "-1"],
@@ -250,6 +260,8 @@ def test_group_verbs_take_mqadmins_options_and_refuse_bad_ones_before_connecting
                 ["deleteSubGroup", "-c", "C", "-g", "a b"], ["producerConnection", "-g", "P"],
                 ["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "yesterday"],
                 ["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "2024-05-06#07:08:09"],
+                ["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "now", "-b", "h:1", "-q", "-1"],
+                ["resetOffsetByTime", "-g", "G", "-t", "T", "-s", "now", "-b", "h:1", "-q", "0", "-o", "x"],
                 ["cloneGroupOffset", "-s", "A", "-d", "B"]):
         with pytest.raises(SystemExit):
             parser.parse_args(bad)
