@@ -1,5 +1,6 @@
 """A broker's metadata carried in the replicated commit log, so it follows the data (issue 33,
-point 0): topic configs, subscription groups, consumer offsets and the delay-level progress.
+point 0): topic configs, subscription groups, consumer offsets, the delay-level progress, and the
+pop state (issue 35: what is in flight, acked, changed and revived).
 
 A slave used to learn its master's topics only from the periodic metadata copy (RocketMQ's
 SlaveSynchronize, every `slave_sync_interval_ms`): a topic created a few seconds before its master
@@ -15,7 +16,14 @@ read again what they had finished. Now a master writes each change as a record o
   window, on top of the client's own 5 s persist interval: at-least-once, as RocketMQ promises;
 - the schedule service's progress (`delayOffset.json`: each delay level's next offset and the timers
   delivered), coalesced with the offsets: a new master delivers parked messages from where its
-  predecessor was, re-delivering at most that window's (at-least-once).
+  predecessor was, re-delivering at most that window's (at-least-once);
+- the pop state's records (namesrv.broker.pop: pops with the queue's new pop offset, acks,
+  invisible-time changes, revives), each written before its request is answered: a replica applies
+  them to its own index and journal, so a promoted slave revives what its old master had in
+  flight. A pop's record precedes the offset record carrying the same pop offset, so a replica that
+  holds the offset holds the pop: an un-acked message is never skipped by a failover. (The periodic
+  copy's offsets table is not ordered with the log: that path alone can carry a pop offset ahead
+  of its record, for the moments between the two.)
 
 Replication copies the log in order, so a replica holding a message holds its topic's config, and a
 SYNC_MASTER's or a controller-mode master's acknowledgement of the message (or of the topic: the
@@ -37,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.pop.state import PopState
 from namesrv.broker.schedule.service import ScheduleService
 from namesrv.broker.subscription.config import SubscriptionGroupConfig, SubscriptionGroupError
 from namesrv.broker.subscription.manager import SubscriptionGroupManager
@@ -78,6 +87,7 @@ class MetadataLog:
         self._offsets_timer: asyncio.TimerHandle | None = None
         """Coalesces the offsets' and the delay progress's changes into one record."""
         self.schedule: ScheduleService | None = None
+        self.pop_state: PopState | None = None
         self._delay_changed = False
         self._last: asyncio.Future[AppendResult] | None = None
         """The latest record queued: the writer keeps their order, so it is written last."""
@@ -108,6 +118,18 @@ class MetadataLog:
         """Record `schedule`'s progress as it moves (a master), and apply it from the log (a replica)."""
         self.schedule = schedule
         schedule.listeners.append(self._delay_progressed)
+
+    def follow_pop_state(self, state: PopState) -> None:
+        """Write `state`'s records into the log (a master), and apply them from it (a replica)."""
+        self.pop_state = state
+        state.log_sink = self._pop_records
+
+    def _pop_records(self, records: list[dict[str, Any]]) -> asyncio.Future[AppendResult] | None:
+        """A master: the pop state's records as one record, queued now; what to await for it."""
+        if not self._writing():
+            return None
+        self._submit(MessageInner(METADATA_TOPIC, 0, json.dumps({"pop": records}).encode()))
+        return self._last
 
     def _delay_progressed(self) -> None:
         if self._writing():
@@ -213,6 +235,9 @@ class MetadataLog:
                     self.topics.delete_topic_config(str(record["topic"]))
                 else:
                     self.topics.update_topic_config(TopicConfig.model_validate(wire))
+            elif "pop" in record:
+                if self.pop_state is not None:
+                    self.pop_state.apply_replicated(list(record["pop"]), self.offsets)
             elif "group" in record:
                 wire = record["config"]
                 if wire is None:

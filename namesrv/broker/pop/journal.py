@@ -78,7 +78,7 @@ class PopJournal:
                 if not line:
                     continue
                 try:
-                    self._apply(json.loads(line), index, offsets)
+                    self.apply_record(json.loads(line), index, offsets)
                 except (ValueError, TypeError, KeyError) as e:
                     if n == len(lines) - 1:  # the last line, with no newline: torn by a crash mid-append
                         keep = len(data) - len(line)
@@ -96,7 +96,9 @@ class PopJournal:
         return offsets
 
     @staticmethod
-    def _apply(rec: dict[str, Any], index: InflightIndex, offsets: dict[tuple[str, str, int], int]) -> None:
+    def apply_record(rec: dict[str, Any], index: InflightIndex, offsets: dict[tuple[str, str, int], int]) -> None:
+        """One record into `index` (and a pop offset it carries into `offsets`); ValueError,
+        TypeError or KeyError for one that does not parse."""
         op = rec["op"]
         if op == "pop":
             for r in rec["e"]:

@@ -4,14 +4,17 @@ popped right now, and the pop offsets the journal recorded.
 The index lives on the broker's event loop; every change is made there first, then recorded:
 `record` queues the journal records and resolves once they are on disk. Records queued while a
 write is under way go out together in the next one (one fsync for many pops and acks), in the
-order they were queued. Pure apart from the journal's file (no Ray, no sockets).
+order they were queued. A master also writes them into its commit log (`log_sink`, the metadata
+log's): they replicate with the messages, and a replica applies them to its own index and journal,
+so a promoted slave revives what its old master had in flight (namesrv.broker.metadata_log). Pure
+apart from the journal's file (no Ray, no sockets).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +35,16 @@ class PopState:
         """Queues a pop is reading now: another pop of the group skips them (RocketMQ's queue lock)."""
         self.on_added: Callable[[], None] = lambda: None
         """Called when an entry joined the index (the revive service looks at its next due time)."""
+        self.log_sink: Callable[[list[dict[str, Any]]], Awaitable[object] | None] = lambda records: None
+        """Writes records into the replicated log and returns what to await (None: this broker does
+        not write them, a replica)."""
         self._pending: list[dict[str, Any]] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._writing = False
         self._writer: asyncio.Task[None] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pop-journal")
+        self._applied: set[asyncio.Task[None]] = set()
+        """A replica's journal writes of applied records, under way."""
 
     def open(self, offsets: ConsumerOffsetManager) -> None:
         """Load the journal: the entries in flight, and the pop offsets committed where the offsets
@@ -48,8 +56,41 @@ class PopState:
                 offsets.commit_offset(group, topic, queue_id, offset)
 
     async def record(self, *records: dict[str, Any]) -> None:
-        """Journal `records`; returns once they are fsynced (at once without a journal)."""
-        if self.journal.path is None or not records:
+        """Journal `records` (and, on a master, write them into the replicated log); returns once
+        they are fsynced (at once without a journal) and in the log."""
+        if not records:
+            return
+        logged = self.log_sink(list(records))
+        await self._journal(records)
+        if logged is not None:
+            await logged
+
+    def apply_replicated(self, records: list[dict[str, Any]], offsets: ConsumerOffsetManager) -> None:
+        """A replica: records its master wrote into the log, applied to the index (and the pop
+        offsets they carry committed), then journalled here in the background. Raises ValueError,
+        TypeError or KeyError (nothing applied) for a record that does not parse."""
+        recorded: dict[QueueKey, int] = {}
+        scratch = InflightIndex(self.clock)
+        for r in records:  # checked on a scratch index first: all or nothing
+            PopJournal.apply_record(r, scratch, {})
+        for r in records:
+            PopJournal.apply_record(r, self.index, recorded)
+        for (group, topic, queue_id), offset in recorded.items():
+            if offsets.query_offset(group, topic, queue_id) < offset:
+                offsets.commit_offset(group, topic, queue_id, offset)
+        if any(r["op"] == "pop" and r["e"] for r in records):
+            self.on_added()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a test's direct call): journalled now
+            self.journal.append(*records)
+            return
+        task = loop.create_task(self._journal(records))
+        self._applied.add(task)
+        task.add_done_callback(self._applied.discard)
+
+    async def _journal(self, records: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> None:
+        if self.journal.path is None:
             return
         for r in records:
             if r["op"] == "pop" and "next" in r:

@@ -119,6 +119,7 @@ class BrokerProcessor:
         self.transactions = EndTransactionProcessor(self.context)
         self.pop_state = PopState(clock, pop_journal)
         self.pop_state.open(offsets)
+        self.context.metadata.follow_pop_state(self.pop_state)  # in flight on the replicas too
         self.popper = PopMessageProcessor(self.context, self.pop_state)
         self.acker = AckMessageProcessor(self.context, self.pop_state)
         self.revive = PopReviveService(self.context, self.pop_state, self.sender.send)

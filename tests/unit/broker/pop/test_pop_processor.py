@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from namesrv.broker.config import BrokerConfig
+from namesrv.broker.config import BrokerConfig, BrokerRole
 from namesrv.broker.pop.extra_info import decode_extra_info, parse_offset_info
 from namesrv.broker.pop.headers import encode_bit_set
 from namesrv.broker.processor.dispatcher import BrokerProcessor
@@ -347,3 +347,39 @@ def test_a_slave_refuses_pops_and_acks(tmp_path: Path) -> None:
     m = {"queue_id": 0, "queue_offset": 0, "props": {"POP_CK": "0 1 2 0 0 broker-a 0 0"}}
     assert slave.ack(m).code == ResponseCode.SERVICE_NOT_AVAILABLE
     assert slave.change(m, 5).code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+
+def test_a_replica_has_what_its_master_holds_in_flight_and_revives_it_once_promoted(tmp_path: Path) -> None:
+    """Issue 35: pop state survives a failover. The master's pops, acks and invisible-time changes
+    are records of its replicated log; a replica that copied the log holds the same messages in
+    flight (and keeps them across its own restart), and once promoted revives the un-acked ones."""
+    master = PopBroker(tmp_path / "m")
+    replica = PopBroker(tmp_path / "r", broker_role="SLAVE")
+
+    def copy() -> None:
+        t = master.store.read_raw(replica.store.size_bytes(), 1 << 20)
+        if t.data:
+            replica.store.append_raw(t.offset, t.data)
+        replica.processor.context.metadata.apply_new()
+
+    for i in range(4):
+        master.send(f"m{i}".encode())
+    msgs = popped(master.pop(queue_id=0))
+    assert master.ack(msgs[0]).code == ResponseCode.SUCCESS
+    assert master.change(msgs[1], 60_000).code == ResponseCode.SUCCESS
+    copy()
+    held = {k: (e.pop_time, e.invisible_time) for k, e in master.processor.pop_state.index.entries.items()}
+    assert len(held) == 3
+    assert {k: (e.pop_time, e.invisible_time) for k, e in replica.processor.pop_state.index.entries.items()} == held
+    assert replica.offsets.query_offset("CG", "T", 0) == 4, "the pop offset came with the pops"
+    assert replica.call(Code.POP_MESSAGE, {"consumerGroup": "CG", "topic": "T", "queueId": 0, "maxMsgNums": 1,
+                                           "invisibleTime": INVISIBLE, "pollTime": 0, "bornTime": 0,
+                                           "initMode": 0}).code != ResponseCode.SUCCESS, "a slave pops nothing"
+    assert master.store.max_offset("T", 0) == replica.store.max_offset("T", 0) == 4
+    replica.restart()
+    assert set(replica.processor.pop_state.index.entries) == set(held), "kept across the replica's restart"
+
+    replica.processor.context.guard.change_role(BrokerRole.ASYNC_MASTER, 1)  # the master is gone
+    replica.clock.advance(master.clock() - replica.clock() + INVISIBLE)
+    assert replica.revive() == 2, "m2 and m3 lapsed; m1's invisible time was changed to a minute"
+    assert sorted(m["body"] for m in popped(replica.pop())) == [b"m2", b"m3"]
