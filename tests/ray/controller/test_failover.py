@@ -157,12 +157,29 @@ def test_master_killed_slave_takes_over_and_old_master_returns_as_slave(deployme
     assert all([e["epoch"] for e in c["epochList"]] == [1, 2] for c in caches.values()), caches
 
 
+def pop_all(broker: Any, topic: str, n: int, until_s: float = 10.0) -> list[Any]:
+    """Pop `topic` on `broker` for group PopG (3 s invisible) until `n` messages came (or `until_s`)."""
+    got: list[Any] = []
+    deadline = time.monotonic() + until_s
+    while len(got) < n and time.monotonic() < deadline:
+        answer = ray.get(broker.process.remote(RemotingRequest(BrokerRequestCode.POP_MESSAGE, {
+            "consumerGroup": "PopG", "topic": topic, "queueId": "-1", "maxMsgNums": "32", "invisibleTime": "3000",
+            "pollTime": "0", "bornTime": str(int(time.time() * 1000)), "initMode": "0"})), timeout=30)
+        if answer.ok and answer.payload is not None and answer.payload.messages:
+            got += answer.payload.messages
+        else:
+            time.sleep(0.2)
+    assert len(got) == n, f"popped {len(got)} of {n}"
+    return got
+
+
 @pytest.mark.timeout(180)
 def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deployments: DeploymentFactory) -> None:
     """Issue 33, point 0: with the periodic metadata copy effectively off, a topic created through the
     admin path (its own queue count and order flag) and one auto-created by a send, each written,
     are served in full by the promoted slave under their own configs, not TOPIC_NOT_EXIST; a group's
-    config and committed offset are the promoted slave's too (before: rewound to the last copy)."""
+    config and committed offset are the promoted slave's too (before: rewound to the last copy); and
+    (issue 35) what a pop consumer had in flight is revived by the promoted slave, what it acked is not."""
     dep = deploy(deployments, namesrv_count=1, slave_sync_interval_ms=3_600_000)
     a0 = dep.brokers[dep.addr_of(A0)]
     created = ray.get(a0.create_topic.remote("MetaT", 6, 6, order=True), timeout=30)
@@ -180,10 +197,19 @@ def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deploy
     a1 = dep.brokers[dep.addr_of(A1)]
     wait_until(lambda: ray.get(a1.process.remote(query), timeout=30).ext_fields.get("offset") == "3", 30,
                "the offset on the slave, by the log alone")
+    popped = pop_all(a0, "MetaT", 12)  # issue 35: in flight on the master, one acked
+    acked_one = popped[0]
+    answer = ray.get(a0.process.remote(RemotingRequest(BrokerRequestCode.ACK_MESSAGE, {
+        "consumerGroup": "PopG", "topic": "MetaT", "queueId": str(acked_one.queue_id),
+        "offset": str(acked_one.queue_offset), "extraInfo": acked_one.properties["POP_CK"]})), timeout=30)
+    assert answer.ok, answer
+    wait_until(lambda: status(dep, A1)["pop_in_flight"] == 11, 30, "the slave holds what is in flight, by the log")
     master_pid = dep.broker_pid(A0)
     dep.kill_broker(A0)
     wait_until(lambda: not Path(f"/proc/{master_pid}").exists(), 10, "the master's process gone")
     wait_until(lambda: status(dep, A1)["role"] == "SYNC_MASTER", 15, "broker-a-1 promoted")
+    revived = {m.body for m in pop_all(a1, "MetaT", 11, until_s=30)}  # after their invisible time, from the retry topic
+    assert revived == {m.body for m in popped[1:]} and acked_one.body not in revived
 
     theirs = ray.get(dep.brokers[dep.addr_of(A1)].get_topic_config_table.remote(), timeout=30)
     assert theirs["MetaT"] == mine["MetaT"] and theirs["MetaT"]["readQueueNums"] == 6
