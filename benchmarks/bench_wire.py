@@ -17,23 +17,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing as mp
 import os
 import random
-import resource
 import time
-from typing import Any, cast
+from typing import Any
 
+import _loadgen as loadgen
 import psutil
 import ray
 from _common import print_machine, ratio_table
+from _loadgen import MakeRequest
 
-from namesrv.common.stats import percentile
 from namesrv.protocol.bodies import body_crc32
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.client import RemotingClient
 from namesrv.remoting.codec import encode_command
-from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.server import RemotingServer
 from namesrv.remoting.wire_command import RemotingCommand
 
@@ -92,97 +90,27 @@ def warm_up(addr: str, topics: int) -> None:
 
 _keep: list[RemotingClient] = []
 
-# ---------------------------------------------------------------------------- load generator
+# ---------------------------------------------------------------------------- load
 
 
-class _Conn(asyncio.Protocol):
-    def __init__(self, topics: int, inflight: int, deadline: float, latencies: list[float]) -> None:
-        self.topics, self.inflight, self.deadline, self.lat = topics, inflight, deadline, latencies
-        self.decoder = FrameDecoder()
-        self.sent: dict[int, float] = {}
-        self.opaque = 0
-        self.done = asyncio.get_event_loop().create_future()
-        self.rng = random.Random(os.getpid())
+def route_queries(topics: int) -> MakeRequest:
+    """GET_ROUTEINFO_BY_TOPIC of a random topic (each load process seeds from its pid)."""
+    rng: random.Random | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's TCP transport is a Transport in all but its class (not a subclass of asyncio's)
-        transport = cast(asyncio.Transport, transport)
-        self.transport = transport
-        self.transport.write(b"".join(self._request() for _ in range(self.inflight)))
-
-    def _request(self) -> bytes:
-        self.opaque += 1
-        cmd = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, self.opaque, 0, 1, 63, None,
-                              {"topic": f"BenchTopic{self.rng.randrange(self.topics)}"})
-        self.sent[self.opaque] = time.perf_counter()
-        return encode_command(cmd)
-
-    def data_received(self, data: bytes) -> None:
-        now = time.perf_counter()
-        out = []
-        for cmd in self.decoder.feed(data):
-            self.lat.append(now - self.sent.pop(cmd.opaque))
-            if now < self.deadline:
-                out.append(self._request())
-        if out:
-            self.transport.write(b"".join(out))
-        elif not self.sent and not self.done.done():
-            self.done.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-
-async def _drive(addr: str, conns: int, inflight: int, seconds: float, topics: int) -> list[float]:
-    host, port = addr.rsplit(":", 1)
-    loop = asyncio.get_running_loop()
-    latencies: list[float] = []
-    deadline = time.perf_counter() + seconds
-    protocols = []
-    for _ in range(conns):
-        _, proto = await loop.create_connection(lambda: _Conn(topics, inflight, deadline, latencies), host, int(port))
-        protocols.append(proto)
-    await asyncio.wait_for(asyncio.gather(*(p.done for p in protocols)), seconds + 30)
-    for p in protocols:
-        p.transport.close()
-    return latencies
-
-
-def _worker(addr: str, conns: int, inflight: int, seconds: float, topics: int, out: Any) -> None:
-    start = resource.getrusage(resource.RUSAGE_SELF)
-    latencies = asyncio.run(_drive(addr, conns, inflight, seconds, topics))
-    end = resource.getrusage(resource.RUSAGE_SELF)
-    out.put((latencies, (end.ru_utime - start.ru_utime) + (end.ru_stime - start.ru_stime)))
-
-
-def _cpu_s(server: psutil.Process | None) -> float:
-    if server is None:
-        return 0.0
-    t = server.cpu_times()
-    return float(t.user + t.system)
+    def make(opaque: int) -> bytes:
+        nonlocal rng
+        if rng is None:
+            rng = random.Random(os.getpid())
+        return encode_command(RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque, 0, 1, 63, None,
+                                              {"topic": f"BenchTopic{rng.randrange(topics)}"}))
+    return make
 
 
 def measure(addr: str, conns: int, inflight: int, seconds: float, topics: int, procs: int,
-            server: psutil.Process | None = None) -> dict[str, float]:
+            server: psutil.Process | None = None) -> dict[str, Any]:
     """QPS and latency with `conns` connections spread over `procs` load processes (and the CPU
     `server`'s process used per request meanwhile, when given)."""
-    ctx = mp.get_context("fork")
-    queue: Any = ctx.Queue()
-    share = [conns // procs + (1 if i < conns % procs else 0) for i in range(procs)]
-    workers = [ctx.Process(target=_worker, args=(addr, n, inflight, seconds, topics, queue)) for n in share if n]
-    cpu_before = _cpu_s(server)
-    for w in workers:
-        w.start()
-    results = [queue.get(timeout=seconds + 120) for _ in workers]
-    server_cpu = _cpu_s(server) - cpu_before
-    for w in workers:
-        w.join()
-    lat = [x for r in results for x in r[0]]
-    cpu = sum(r[1] for r in results)
-    return {"qps": len(lat) / seconds, "p50_ms": (percentile(lat, 0.5) or 0) * 1000,
-            "p99_ms": (percentile(lat, 0.99) or 0) * 1000, "loadgen_cpu_s": cpu,
-            "server_cpu_us": server_cpu / max(len(lat), 1) * 1e6}
+    return loadgen.measure(addr, conns, inflight, seconds, procs, route_queries(topics), server)
 
 
 def main() -> None:

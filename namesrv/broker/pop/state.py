@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.pop.inflight import InflightIndex, QueueKey
 from namesrv.broker.pop.journal import PopJournal
 from namesrv.common.clock import Clock
+
+log = logging.getLogger(__name__)
 
 
 class PopState:
@@ -76,6 +79,8 @@ class PopState:
         for r in records:
             PopJournal.apply_record(r, self.index, recorded)
         for (group, topic, queue_id), offset in recorded.items():
+            key = (group, topic, queue_id)
+            self.pop_offsets[key] = max(self.pop_offsets.get(key, -1), offset)
             if offsets.query_offset(group, topic, queue_id) < offset:
                 offsets.commit_offset(group, topic, queue_id, offset)
         if any(r["op"] == "pop" and r["e"] for r in records):
@@ -85,9 +90,15 @@ class PopState:
         except RuntimeError:  # no loop (a test's direct call): journalled now
             self.journal.append(*records)
             return
-        task = loop.create_task(self._journal(records))
+        task = loop.create_task(self._keep(records))
         self._applied.add(task)
         task.add_done_callback(self._applied.discard)
+
+    async def _keep(self, records: list[dict[str, Any]]) -> None:
+        try:
+            await self._journal(records)
+        except OSError as e:  # in the index all the same, but not across this replica's restart
+            log.error("pop journal: %d replicated records not journalled: %s", len(records), e)
 
     async def _journal(self, records: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> None:
         if self.journal.path is None:
