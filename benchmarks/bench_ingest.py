@@ -146,7 +146,7 @@ def main() -> None:
               f"{batches['broker_per_s']:,.0f} messages/s acknowledged (aim >= {BATCH_TARGET_PER_S:,}: "
               f"{'met' if batches['broker_per_s'] >= BATCH_TARGET_PER_S else 'not met'}), "
               f"{batches['ratio']:.2f}x the floor")
-        status = ray.get(dep.brokers[addr].status.remote(), timeout=30)
+        status = ray.get(dep.brokers[addr].get_runtime_info.remote(), timeout=30)
         print(f"broker store: {status['store_batches']:,} group-commit batches, {status['store_fsyncs']:,} fsyncs")
         print(json.dumps({k: {"broker_per_s": v["broker_per_s"], "floor_per_s": v["floor_per_s"],
                               "ratio": v["ratio"]} for k, v in summary.items()}))

@@ -72,6 +72,12 @@ def test_batch_send_stores_every_message_in_one_queue(broker: Broker) -> None:
     assert answer.code == ResponseCode.SUCCESS and answer.ext_fields is not None
     assert len(answer.ext_fields["msgId"].split(",")) == 3
     assert [m.msg_id for m in broker.store.get_message("T", 1, 0)] == ["u0", "u1", "u2"]
+    # RocketMQ's Java and C++ clients send a batch with SendMessageRequestHeaderV2's letters
+    v2 = broker.call(Code.SEND_BATCH_MESSAGE, {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0",
+                                               "g": "1", "h": "0", "i": "", "j": "0", "k": "false", "m": "true"},
+                     encode_batch([BatchEntry(0, f"v{i}".encode(), {"UNIQ_KEY": f"v{i}"}) for i in range(2)]))
+    assert v2.code == ResponseCode.SUCCESS, v2.remark
+    assert [m.msg_id for m in broker.store.get_message("T", 1, 0)] == ["u0", "u1", "u2", "v0", "v1"]
 
 
 def test_auto_create_through_tbw102_and_the_limits(broker: Broker) -> None:
