@@ -60,7 +60,7 @@ from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.connection import Connection
 from namesrv.remoting.limits import server_limits
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline, resolve
-from namesrv.remoting.server import PORT_RELEASE_WAIT_S, RemotingServer
+from namesrv.remoting.server import RemotingServer
 from namesrv.store.message_store import MessageStore
 from namesrv.store.retention import CleanCommitLogService
 from namesrv.store.types import BrokerRole, FlushDiskType
@@ -106,7 +106,7 @@ class BrokerController:
             self._connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
             lambda coro: self.loop.spawn("request", coro), server_limits(remoting, BROKER_LARGE_REQUEST_CODES))
         if remoting is not None:
-            port = self.remoting.bind(remoting.listen_host, remoting.listen_port, PORT_RELEASE_WAIT_S)
+            port = self.remoting.bind(remoting.listen_host, remoting.listen_port)
             addr, ha_addr = advertise(port), advertise(port + 1)
         else:
             addr, ha_addr = ray_name, f"{ray_name}:ha"

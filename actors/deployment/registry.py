@@ -47,7 +47,7 @@ class DeploymentRecord:
         settings = pickle.loads(raw) if raw is not None else {}
         brokers: dict[str, dict[str, Any]] = {}
         prefix = self._key("broker", "")
-        for key in self.kv.keys(prefix):
+        for key in sorted(self.kv.keys(prefix)):  # by actor name: the KV lists keys in no set order
             value = self.kv.get(key)
             if value is not None:  # deleted between listing and reading
                 brokers[key[len(prefix):]] = pickle.loads(value)

@@ -31,7 +31,7 @@ from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.connection import Connection
 from namesrv.remoting.limits import server_limits
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline, WireAnswer
-from namesrv.remoting.server import PORT_RELEASE_WAIT_S, RemotingServer
+from namesrv.remoting.server import RemotingServer
 from namesrv.remoting.wire_command import RemotingCommand
 from namesrv.remoting.wire_log import WireLogHook
 from namesrv.routeinfo.changes import RemovalCause
@@ -119,8 +119,7 @@ class NamesrvController:
             server_limits(remoting, NAMESRV_LARGE_REQUEST_CODES),
         )
         if remoting is not None:
-            # a taken port fails the start (once a killed predecessor had its time to let go of it)
-            self.remoting.bind(remoting.listen_host, remoting.listen_port, PORT_RELEASE_WAIT_S)
+            self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

@@ -77,6 +77,7 @@ from clients.consumer.pull_consumer import PullConsumer
 from clients.producer.actor import ProducerActor
 from namesrv.broker.config import BrokerConfig
 from namesrv.common.clock import system_clock as now_ms
+from namesrv.remoting.config import LOOPBACK
 from namesrv.routeinfo.config import NamesrvConfig
 
 log = logging.getLogger(__name__)
@@ -168,10 +169,12 @@ def adopt_existing(cfg: ChaosConfig) -> Target:
     dep.spec.data_dir = roots.pop() if roots else dep.spec.data_dir
     dep.spec.detached = True
     dep.spec.broker_overrides = broker_config.model_dump()
-    for addr, info in infos.items():
-        spec = BrokerSpec(info["broker_name"], info["broker_id"], info["cluster"], node_id=info["node_id"])
-        dep.broker_specs[addr] = spec
-        dep.spec.brokers.append(spec)
+    for addr, info in infos.items():  # each where it runs now: its node, and the port it serves on
+        known = dep.broker_specs.get(addr)
+        dep.broker_specs[addr] = BrokerSpec(info["broker_name"], info["broker_id"], info["cluster"],
+                                            node_id=info["node_id"], port=known.port if known else None,
+                                            host=known.host if known else LOOPBACK)
+    dep.spec.brokers = list(dep.broker_specs.values())
     slaves = max((sum(1 for i in infos.values() if i["broker_name"] == n and i["broker_id"] > 0)
                   for n in {i["broker_name"] for i in infos.values()}), default=0)
     return Target(dep, EXISTING, cfg.timing_for(namesrv_config, broker_config), masters, dep.spec.data_dir,

@@ -23,11 +23,8 @@ closed connection's buffer is dropped at once.
 from __future__ import annotations
 
 import asyncio
-import errno
-import itertools
 import logging
 import socket
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -38,10 +35,6 @@ from namesrv.remoting.limits import BudgetWaiter, FrameBudget, HeapTrim, ServerL
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
-
-PORT_RELEASE_WAIT_S = 10.0
-"""How long a server restarted on its own port waits for its previous incarnation to let go of it."""
-PORT_RETRY_S = 0.05
 
 
 class RemotingServer:
@@ -150,27 +143,17 @@ class RemotingServer:
         for conn in resumed:
             conn.resume_after_budget()
 
-    def bind(self, host: str, port: int, wait_s: float = 0.0) -> int:
-        """Bind host:port now (port 0: any free port), so a taken port fails the caller; returns
-        the bound port. `serve()` then accepts connections. `wait_s`: how long a taken port is
-        tried again first, for a server restarted on its own port (Ray releases a killed actor's
-        name, and a restart may begin, before its process has exited and closed its socket)."""
-        deadline = time.monotonic() + wait_s
-        for attempt in itertools.count():
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((host, port))
-                sock.listen(1024)
-                break
-            except OSError as e:
-                sock.close()
-                if e.errno != errno.EADDRINUSE or not port or time.monotonic() >= deadline:
-                    raise
-                if attempt == 0:
-                    log.info("%s: %s:%d is taken, trying again for up to %g s (a previous incarnation may "
-                             "still hold it)", self.name, host, port, wait_s)
-                time.sleep(PORT_RETRY_S)
+    def bind(self, host: str, port: int) -> int:
+        """Bind host:port now (port 0: any free port), so a taken port fails the caller at once;
+        returns the bound port. `serve()` then accepts connections."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            sock.listen(1024)
+        except OSError:
+            sock.close()
+            raise
         sock.setblocking(False)
         self._sock = sock
         self.host = host

@@ -203,7 +203,8 @@ def test_topics_created_just_before_the_kill_are_served_by_the_new_master(deploy
         "consumerGroup": "PopG", "topic": "MetaT", "queueId": str(acked_one.queue_id),
         "offset": str(acked_one.queue_offset), "extraInfo": acked_one.properties["POP_CK"]})), timeout=30)
     assert answer.ok, answer
-    wait_until(lambda: status(dep, A1)["pop_in_flight"] == 11, 30, "the slave holds what is in flight, by the log")
+    wait_until(lambda: ray.get(a1.get_runtime_info.remote(), timeout=30)["pop_in_flight"] == 11, 30,
+               "the slave holds what is in flight, by the log")
     master_pid = dep.broker_pid(A0)
     dep.kill_broker(A0)
     wait_until(lambda: not Path(f"/proc/{master_pid}").exists(), 10, "the master's process gone")
