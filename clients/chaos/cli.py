@@ -78,7 +78,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     import ray
 
     from clients.chaos.report import render_report
-    from clients.chaos.run import ChaosSetupError, run_chaos
+    from clients.chaos.run import run_chaos
+    from clients.chaos.target import ChaosSetupError
 
     namespace = args.namespace or f"chaos-{uuid.uuid4().hex[:10]}"
     try:

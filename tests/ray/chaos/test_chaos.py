@@ -47,7 +47,7 @@ from clients.chaos.plan import (
     timeline_signature,
 )
 from clients.chaos.report import ChaosReport, render_report
-from clients.chaos.run import ChaosSetupError, consume_everything, run_chaos
+from clients.chaos.run import consume_everything, run_chaos
 from clients.chaos.schema import (
     BROKER_FAULTS,
     FAULT_KINDS,
@@ -61,6 +61,7 @@ from clients.chaos.schema import (
     SIGSTOP_BROKER,
     TIMELINE_KINDS,
 )
+from clients.chaos.target import ChaosSetupError
 from clients.consumer.pull_consumer import ConsumedMessage
 from namesrv.common.clock import system_clock as now_ms
 from tests.support.ray_cluster import local_ray, release_shared_ray, unique_namespace
