@@ -34,6 +34,7 @@ from namesrv.client.message import Message
 from namesrv.client.reply import MSG_TYPE, REPLY_MESSAGE_FLAG
 from namesrv.client.send_async import AnswerCallback
 from namesrv.client.send_result import SendResult
+from namesrv.protocol.broker_headers import SendMessageRequestHeader
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC
 from namesrv.protocol.message.codec import ray_send_ext
@@ -203,9 +204,10 @@ class DirectBrokerTransport:
         ext = ray_send_ext(mq.topic, mq.queue_id, msg.wire_properties(), None if batch else msg_id,
                            default_topic if default_topic is not None else AUTO_CREATE_TOPIC_KEY_TOPIC)
         ext["producerGroup"] = self.producer_group
-        if batch:
+        if batch:  # with SendMessageRequestHeaderV2's letters, as RocketMQ's clients: its brokers read no other
             code, body = BrokerRequestCode.SEND_BATCH_MESSAGE, bytes(msg.body)
             ext["batch"] = "true"
+            ext = SendMessageRequestHeader.to_v2(ext)
         else:
             body, sys_flag = compress_body(bytes(msg.body), self.compress_over)
             code, ext["sysFlag"] = BrokerRequestCode.SEND_MESSAGE, str(sys_flag)

@@ -26,6 +26,7 @@ V2_KEYS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaul
            "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
 """SendMessageRequestHeaderV2's letters (l is consumeRetryTimes on the wire, maxReconsumeTimes in V1)."""
 _V1_NAMES = frozenset(V2_KEYS.values())
+_V2_LETTERS = {name: letter for letter, name in V2_KEYS.items()}
 
 QueueId = int  # may be negative in a send: "any queue"
 MAX_KEY_CHARS = 32 * 1024
@@ -59,6 +60,12 @@ class SendMessageRequestHeader(Header):
         if spelled_out:
             raise InvalidInput(f"SEND_MESSAGE_V2 header carries {spelled_out[0]!r}: V2 fields go by their letters")
         return {V2_KEYS.get(k, k): v for k, v in ext.items()}
+
+    @staticmethod
+    def to_v2(ext: Mapping[str, str]) -> dict[str, str]:
+        """A V1 header's fields under V2's letters (other keys kept as they are): how RocketMQ's
+        clients send SEND_MESSAGE_V2 and every SEND_BATCH_MESSAGE."""
+        return {_V2_LETTERS.get(k, k): v for k, v in ext.items()}
 
 
 class PullMessageRequestHeader(Header):

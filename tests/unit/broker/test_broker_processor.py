@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
 from namesrv.broker.schedule.delivery import parse_delay_levels
 from namesrv.broker.schedule.service import ScheduleService
+from namesrv.protocol.broker_headers import SendMessageRequestHeader
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MAX_MESSAGE_SIZE, SCHEDULE_TOPIC
@@ -78,6 +79,10 @@ def test_batch_send_stores_every_message_in_one_queue(broker: Broker) -> None:
                      encode_batch([BatchEntry(0, f"v{i}".encode(), {"UNIQ_KEY": f"v{i}"}) for i in range(2)]))
     assert v2.code == ResponseCode.SUCCESS, v2.remark
     assert [m.msg_id for m in broker.store.get_message("T", 1, 0)] == ["u0", "u1", "u2", "v0", "v1"]
+    v1 = {"producerGroup": "PG", "topic": "T", "queueId": "1", "batch": "true", "extra": "kept"}
+    letters = SendMessageRequestHeader.to_v2(v1)
+    assert letters == {"a": "PG", "b": "T", "e": "1", "m": "true", "extra": "kept"}
+    assert SendMessageRequestHeader.from_v2(letters) == v1, "this project's producer sends a batch by the letters"
 
 
 def test_auto_create_through_tbw102_and_the_limits(broker: Broker) -> None:
