@@ -182,8 +182,11 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
                  for i, p in enumerate(producers.values())]
         timeline = driver.run(plan, start)
         ray.get(loops, timeout=cfg.duration_s + 300)
-        if lane is not None:  # stopped with the sends; the deferred ones get their check-back's time
-            lane.finish(target.broker_config.transaction_timeout_ms / 1000 + TX_CHECK_BACK_ALLOWANCE_S)
+        if lane is not None:  # stopped with the sends; the deferred ones get their check-backs' time: a
+            # half is first checked after the timeout, again every check interval (an answer lost to a kill)
+            bc = target.broker_config
+            check_back_ms = bc.transaction_timeout_ms + bc.transaction_check_interval_ms
+            lane.finish(check_back_ms / 1000 + TX_CHECK_BACK_ALLOWANCE_S)
         if not observer.wait_for(lambda: all(observer.advertised_everywhere(a) for a in dep.brokers
                                              if a not in drv.lost), timing.back_bound_ms(RESTART_BROKER) / 1000):
             log.warning("not every broker is back in every route at the end of the run")
