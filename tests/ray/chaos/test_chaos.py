@@ -319,6 +319,10 @@ def test_cli_options_build_the_config() -> None:
     assert cfg.fault_mix == {KILL_BROKER: 2, KILL_NAMESRV: 1}
     assert not cfg.broker_tcp
     assert build_config(parser.parse_args(["chaos", "--tcp-brokers"]), "ns").broker_tcp
+    assert cfg.transactions == 0 and build_config(parser.parse_args(["chaos", "--transactions", "5"]),
+                                                  "ns").transactions == 5
+    with pytest.raises(ValueError):
+        build_config(parser.parse_args(["chaos", "--transactions", "-1"]), "ns")
     with pytest.raises(ValueError):
         build_config(parser.parse_args(["chaos", "--faults", "kill_everything"]), "ns")
 
