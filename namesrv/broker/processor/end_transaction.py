@@ -54,11 +54,15 @@ class EndTransactionProcessor:
                 real = committed(half)
                 stored = schedule.transform(real, len(ctx.delay_levels_ms), ctx.clock(),
                                             ctx.config.timer_precision_ms, ctx.config.timer_max_delay_sec)
-                put = await ctx.store.put(stored)
-                if stored.topic == real.topic:  # its held pulls woken once readable (read_fence)
-                    ctx.fence.written(put.commit_log_offset + put.store_size, real.topic, real.queue_id)
+                if await asyncio.to_thread(txn.committed_already, half, stored.topic):
+                    log.warning("transaction %s: its committed message is stored already, its op record was "
+                                "not (a broker died between them): only the op record is written", h.transaction_id)
                 else:
-                    ctx.on_parked()
+                    put = await ctx.store.put(stored)
+                    if stored.topic == real.topic:  # its held pulls woken once readable (read_fence)
+                        ctx.fence.written(put.commit_log_offset + put.store_size, real.topic, real.queue_id)
+                    else:
+                        ctx.on_parked()
             op = await ctx.store.put(txn.op_record(offset))
             txn.state.resolve(offset)
         finally:

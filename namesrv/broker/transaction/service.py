@@ -32,6 +32,8 @@ TRAN_MSG = "TRAN_MSG"
 PGROUP = "PGROUP"
 REAL_TOPIC = "REAL_TOPIC"
 REAL_QID = "REAL_QID"
+PREPARED_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+"""On a committed message: its half's queue offset (RocketMQ's PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)."""
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 TRANSACTION_ID = "__transactionId__"
 UNIQ_KEY = "UNIQ_KEY"
@@ -59,6 +61,7 @@ def half_of(msg: MessageInner) -> MessageInner:
 def committed(half: StoredMessage) -> MessageInner:
     """The real message of a committed half (EndTransactionProcessor.endMessageTransaction)."""
     props = {k: v for k, v in half.properties.items() if k not in (REAL_TOPIC, REAL_QID, TRAN_MSG)}
+    props[PREPARED_OFFSET] = str(half.queue_offset)
     return MessageInner(half.properties[REAL_TOPIC], int(half.properties[REAL_QID]), half.body, props, half.msg_id,
                         half.flag, (half.sys_flag & ~TRANSACTION_MASK) | COMMIT_TYPE, half.born_timestamp,
                         half.born_host, half.reconsume_times)
@@ -157,6 +160,15 @@ class TransactionService:
         resolves halves (the event loop), the scan's reads in a thread."""
         self.catch_up()
         return await asyncio.to_thread(self.due_for_check, limit)
+
+    def committed_already(self, half: StoredMessage, topic: str) -> bool:
+        """Whether `half`'s committed message is in `topic` already although no op record says so:
+        a commit is two writes (the message, then the op record), and a broker killed between them,
+        or a promoted slave that copied the first and not the second, leaves the half unresolved.
+        Its check-back must not commit it a second time. Blocking (the index): off the loop."""
+        key = half.properties.get(UNIQ_KEY) or half.msg_id
+        found = self.store.query_message(topic, key, 8, half.store_timestamp, self.clock() + 1)
+        return any(m.properties.get(PREPARED_OFFSET) == str(half.queue_offset) for m in found)
 
     def due_for_check(self, limit: int = 256) -> tuple[list[StoredMessage], list[StoredMessage]]:
         """(halves to check back now, halves checked `check_max` times: to drop), as far as the op

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from namesrv.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionService
+from namesrv.broker.transaction.service import COMMIT_TYPE, ROLLBACK_TYPE, TransactionService, committed
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
@@ -160,3 +160,27 @@ def test_a_half_checked_back_too_often_is_kept_in_the_check_max_time_topic(tmp_p
     assert copy.topic == TRANS_CHECK_MAX_TIME_TOPIC and copy.queue_id == 0 and copy.body == b"orphan"
     assert copy.properties["REAL_TOPIC"] == "T" and copy.properties["TRANSACTION_CHECK_TIMES"] == "1"
     assert copy.properties["PGROUP"] == "PG_tx" and dropped.queue_offset == half[0]
+
+
+def test_a_commit_torn_by_a_crash_is_not_committed_twice_by_its_check_back(tmp_path: Path) -> None:
+    """A commit is two writes, the message then its op record. A broker killed between them (or a
+    promoted slave that copied only the first) holds the committed message with the half still
+    unresolved; the check-back's COMMIT then writes only the op record (the chaos run's history
+    check H3 saw such a message held twice after a master kill)."""
+    broker = Broker(tmp_path)
+    half = prepare(broker, b"torn")
+    txn = broker.processor.context.transactions
+    [stored] = broker.store.get_message(TRANS_HALF_TOPIC, 0, half[0], 1)
+
+    async def first_write_only() -> None:  # the message of the commit, and no op record
+        await broker.store.put(committed(stored))
+    asyncio.run(first_write_only())
+    assert bodies(broker) == [b"torn"] and not txn.state.is_resolved(half[0])
+    assert txn.committed_already(stored, "T")
+    answer = end(broker, half, COMMIT_TYPE)  # the check-back's answer
+    assert answer.code == ResponseCode.SUCCESS and bodies(broker) == [b"torn"], "committed once"
+    assert txn.state.is_resolved(half[0]), "the op record written: never checked back again"
+    other = prepare(broker, b"whole")
+    assert not txn.committed_already(broker.store.get_message(TRANS_HALF_TOPIC, 0, other[0], 1)[0], "T")
+    assert end(broker, other, COMMIT_TYPE).code == ResponseCode.SUCCESS
+    assert sorted(bodies(broker)) == [b"torn", b"whole"]
