@@ -58,7 +58,8 @@ def test_losing_a_masters_node_promotes_its_slave_elsewhere_and_loses_nothing(cl
     assert not [i for i in report.invariants if not i.ok], text
     assert timeline_signature(report.timeline) == plan_signature(plan)
     (loss,) = [r for r in report.timeline if r.kind == LOSE_MASTER_NODE]
-    assert loss.ok and loss.target == f"{loss.planned}-0" and "no revival" in loss.detail, loss
+    # made on whichever member held the role then: under load the controller may have moved it before
+    assert loss.ok and loss.target in SETS[str(loss.planned)] and "no revival" in loss.detail, loss
     assert not [r for r in report.timeline if r.kind in BROKER_REVIVALS]
     assert len(lost_nodes) == 1
     wait_until(lambda: lost_nodes[0] not in alive_node_ids(), 60, "Ray to declare the lost node dead")
