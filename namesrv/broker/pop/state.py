@@ -52,9 +52,14 @@ class PopState:
     def open(self, offsets: ConsumerOffsetManager) -> None:
         """Load the journal: the entries in flight, and the pop offsets committed where the offsets
         file is behind (a crash within its persist interval)."""
-        recorded = self.journal.load(self.index)
+        self._take_pop_offsets(self.journal.load(self.index), offsets)
+
+    def _take_pop_offsets(self, recorded: dict[QueueKey, int], offsets: ConsumerOffsetManager) -> None:
+        """Pop offsets the records carried: kept (compaction writes them), and committed where the
+        group's committed offset is behind them."""
         for (group, topic, queue_id), offset in recorded.items():
-            self.pop_offsets[(group, topic, queue_id)] = offset
+            key = (group, topic, queue_id)
+            self.pop_offsets[key] = max(self.pop_offsets.get(key, -1), offset)
             if offsets.query_offset(group, topic, queue_id) < offset:
                 offsets.commit_offset(group, topic, queue_id, offset)
 
@@ -78,11 +83,7 @@ class PopState:
             PopJournal.apply_record(r, scratch, {})
         for r in records:
             PopJournal.apply_record(r, self.index, recorded)
-        for (group, topic, queue_id), offset in recorded.items():
-            key = (group, topic, queue_id)
-            self.pop_offsets[key] = max(self.pop_offsets.get(key, -1), offset)
-            if offsets.query_offset(group, topic, queue_id) < offset:
-                offsets.commit_offset(group, topic, queue_id, offset)
+        self._take_pop_offsets(recorded, offsets)
         if any(r["op"] == "pop" and r["e"] for r in records):
             self.on_added()
         try:
