@@ -34,3 +34,10 @@ class GcsKV:
 
     def delete(self, key: str) -> None:
         internal_kv._internal_kv_del(key, namespace=self.namespace)
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every key starting with `prefix`; how many there were."""
+        keys = self.keys(prefix)
+        for key in keys:
+            self.delete(key)
+        return len(keys)

@@ -325,11 +325,7 @@ def forget_controller_state(namespace: str) -> int:
     """Delete the namespace's controller state from the GCS KV (a torn-down deployment's broker
     ids and epochs must not outlive it: a new one would find a set whose master can never return).
     Returns the keys deleted."""
-    kv = GcsKV(KV_NAMESPACE)
-    keys = kv.keys(kv_prefix(namespace, CONTROLLER_NAME) + "/")
-    for key in keys:
-        kv.delete(key)
-    return len(keys)
+    return GcsKV(KV_NAMESPACE).delete_prefix(kv_prefix(namespace, CONTROLLER_NAME) + "/")
 
 
 def deploy(spec: ClusterSpec) -> Deployment:

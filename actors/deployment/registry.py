@@ -55,7 +55,4 @@ class DeploymentRecord:
 
     def forget(self) -> int:
         """Delete the whole record; how many keys there were."""
-        keys = self.kv.keys(self._key(""))
-        for key in keys:
-            self.kv.delete(key)
-        return len(keys)
+        return self.kv.delete_prefix(self._key(""))

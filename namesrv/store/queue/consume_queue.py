@@ -168,6 +168,11 @@ class ConsumeQueue:
         self.files.close()
 
 
+def _entry(fields: list[Any], pos: int, size: int) -> Entry:
+    """The consume-queue entry of one record (its fields as the commit log hands them out)."""
+    return fields[2], pos, size, tag_hash(fields[5] if len(fields) > 5 else {})
+
+
 def _subdirs(directory: Path) -> list[os.DirEntry[str]]:
     """The directories in `directory` (none when it does not exist)."""
     try:
@@ -211,8 +216,7 @@ class ConsumeQueueStore:
     def dispatch(self, fields: list[Any], pos: int, size: int) -> None:
         """Add the entry of one record (RocketMQ's CommitLogDispatcherBuildConsumeQueue)."""
         cq = self._queue(fields[0], fields[1])
-        props = fields[5] if len(fields) > 5 else {}
-        self._written(cq, cq.put(fields[2], pos, size, tag_hash(props)))
+        self._written(cq, cq.put(*_entry(fields, pos, size)))
 
     def dispatch_batch(self, records: list[tuple[list[Any], int, int]]) -> tuple[int, OSError] | None:
         """Add the entries of a batch of records just written, one write per queue (a queue's
@@ -222,8 +226,7 @@ class ConsumeQueueStore:
         retry: a queue overwrites an entry it holds)."""
         runs: dict[tuple[str, int], list[Entry]] = {}
         for fields, pos, size in records:
-            props = fields[5] if len(fields) > 5 else {}
-            runs.setdefault((fields[0], fields[1]), []).append((fields[2], pos, size, tag_hash(props)))
+            runs.setdefault((fields[0], fields[1]), []).append(_entry(fields, pos, size))
         left = list(runs.items())
         for i, ((topic, queue_id), entries) in enumerate(left):
             try:
