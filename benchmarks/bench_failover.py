@@ -25,6 +25,7 @@ from typing import Any
 import ray
 from _common import latency_ms, local_ray_run, pct_ms, ratio_table
 
+from actors.controller.start import controller_config
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec, ClusterSpec
 
@@ -125,8 +126,9 @@ def main() -> None:
             accepting.append(a)
             routed.append(r)
         how = "ray.kill" if args.ray_kill else "SIGKILL"
+        timeout_s = controller_config("fast").broker_heartbeat_timeout_ms / 1000
         print(f"\nfailover, {args.kills} kills ({how} of the master), SYNC_MASTER + 1 slave, 2 NameServers, "
-              "fast profile (controller heartbeat timeout 2 s)")
+              f"fast profile (controller heartbeat timeout {timeout_s:g} s)")
         print(f"  kill -> new master accepting sends:    {latency_ms(accepting)}")
         print(f"  kill -> every NameServer routes to it: {latency_ms(routed)}")
         print("\n== beside RocketMQ 5's floor (its controller waits out a 10 s heartbeat timeout) and the "

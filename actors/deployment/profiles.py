@@ -65,6 +65,7 @@ _FAST_BROKER = BrokerConfig(
     register_initial_delay_ms=0,
     register_broker_timeout_ms=1_000,
     allow_short_register_period=True,
+    controller_heartbeat_interval_ms=500,
 )
 FAST = TimingProfile(
     name="fast",

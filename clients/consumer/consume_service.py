@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from clients.consumer.core import ConsumerCore
@@ -101,8 +102,8 @@ class ConsumeService:
         return True
 
     def _commit(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        if offset >= 0 and not pq.dropped:
-            self.core.offset_store.update_offset(mq, offset, increase_only=True)
+        if offset >= 0:
+            pq.if_live(partial(self.core.offset_store.update_offset, mq, offset, increase_only=True))
 
 
 class ConcurrentConsumeService(ConsumeService):

@@ -104,6 +104,9 @@ class ConsumerCore:
         """GET_CONSUMER_RUNNING_INFO's answer (the consumer sets it)."""
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pq_lock = threading.RLock()
+        self._persist_lock = threading.Lock()
+        """Held by the periodic commit and by a reset, so a commit of offsets read before a reset
+        never lands on the broker after the reset's."""
         self._rebalance_now = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -171,7 +174,7 @@ class ConsumerCore:
         with self._pq_lock:
             held = dict(self.process_queues)
         for pq in held.values():
-            pq.dropped = True
+            pq.drop()
         self.offset_store.persist_all(set(held))
         if self.orderly and self.clustering:
             self.locks.unlock(list(held))
@@ -228,19 +231,20 @@ class ConsumerCore:
     def reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: drop the queues of `topic` this member holds, set the
         offsets, commit them, and take the queues again from there (RocketMQ's resetOffset)."""
-        with self._pq_lock:
-            held = {mq: pq for mq, pq in self.process_queues.items() if mq.topic == topic and mq in table}
-            for mq, pq in held.items():
-                pq.dropped = True
-                del self.process_queues[mq]
-                if self.owner is not None:
-                    self.owner.queue_removed(mq, pq)
-            for mq, offset in table.items():
-                if mq in held:
-                    self.offset_store.update_offset(mq, offset)
-        for mq in held:  # one by one: persist_all would drop every other queue's offset from memory
-            self.offset_store.persist(mq)
-            self.offset_store.remove_offset(mq)
+        with self._persist_lock:
+            with self._pq_lock:
+                held = {mq: pq for mq, pq in self.process_queues.items() if mq.topic == topic and mq in table}
+                for mq, pq in held.items():
+                    pq.drop()
+                    del self.process_queues[mq]
+                    if self.owner is not None:
+                        self.owner.queue_removed(mq, pq)
+                for mq, offset in table.items():
+                    if mq in held:
+                        self.offset_store.update_offset(mq, offset)
+            for mq in held:  # one by one: persist_all would drop every other queue's offset from memory
+                self.offset_store.persist(mq)
+                self.offset_store.remove_offset(mq)
         self._rebalance_now.set()
 
     # ------------------------------------------------------------------ rebalance
@@ -266,9 +270,10 @@ class ConsumerCore:
                 due[what] = now + period[what] / 1000
                 try:
                     if what == "persist":
-                        with self._pq_lock:
-                            held = set(self.process_queues)
-                        self.offset_store.persist_all(held)
+                        with self._persist_lock:
+                            with self._pq_lock:
+                                held = set(self.process_queues)
+                            self.offset_store.persist_all(held)
                     elif what == "heartbeat":
                         self.heartbeat()
                     elif self.orderly and self.clustering:
@@ -321,7 +326,7 @@ class ConsumerCore:
             old = self.process_queues.get(mq)
             if old is None:
                 raise MQClientError(f"The message queue is not in assigned list, may be rebalancing, {mq}")
-            old.dropped = True
+            old.drop()
             pq = self.process_queues[mq] = ProcessQueue()
             pq.locked, pq.last_lock_s = old.locked, old.last_lock_s
             self.offset_store.update_offset(mq, offset)
@@ -367,7 +372,7 @@ class ConsumerCore:
             pq = self.process_queues.pop(mq, None)
         if pq is None:
             return
-        pq.dropped = True
+        pq.drop()
         assert self.owner is not None
         self.owner.queue_removed(mq, pq)
         if self.orderly and self.clustering:

@@ -23,6 +23,7 @@ import logging
 import queue
 import threading
 import time
+from functools import partial
 from typing import Any
 
 from clients.consumer.core import ConsumerCore
@@ -137,7 +138,7 @@ class LitePullConsumer:
             with self._lock:
                 self._polled[req.mq] = max(offset, self._polled.get(req.mq, -1))
             if self.auto_commit:
-                self.core.offset_store.update_offset(req.mq, offset, increase_only=True)
+                req.pq.if_live(partial(self.core.offset_store.update_offset, req.mq, offset, increase_only=True))
             return msgs
 
     def _advance(self) -> None:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from clients.consumer.broker_api import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 from clients.consumer.core import ConsumerCore
@@ -144,8 +145,8 @@ class PullMessageService:
         if msgs and not req.pq.dropped:
             req.pq.put(msgs)
             self.deliver(req, msgs)
-        elif self.correct_offsets and req.pq.is_empty() and self.core.clustering and not req.pq.dropped:
-            self.core.offset_store.update_offset(req.mq, next_offset, increase_only=True)  # correctTagsOffset
+        elif self.correct_offsets and req.pq.is_empty() and self.core.clustering:  # correctTagsOffset
+            req.pq.if_live(partial(self.core.offset_store.update_offset, req.mq, next_offset, increase_only=True))
         if not req.pq.dropped:
             self.execute_later(req, cfg.pull_interval_ms)
 

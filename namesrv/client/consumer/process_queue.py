@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from namesrv.protocol.message.decoder import MessageExt
 
@@ -28,6 +29,21 @@ class ProcessQueue:
         self.last_pull_s = time.monotonic()
         self.consume_lock = threading.Lock()
         """Held while a listener runs on this queue (orderly: one at a time, in order)."""
+
+    def drop(self) -> None:
+        """The member no longer holds this queue: what is still pulled or consumed for it commits
+        nothing (`if_live`)."""
+        with self._lock:
+            self.dropped = True
+
+    def if_live(self, action: Callable[[], None]) -> bool:
+        """Run `action` (an offset commit) unless the queue is dropped, as one step: a drop (a
+        reset's new offset) never lands between the check and the commit."""
+        with self._lock:
+            if self.dropped:
+                return False
+            action()
+            return True
 
     @property
     def cached_count(self) -> int:
