@@ -57,6 +57,10 @@ class CheckedMessage:
     transaction_id: str
 
 
+CHECK_CALL_TIMEOUT_S = 10.0
+"""How long one broker's check-back list is waited for; a broker slower than this is asked again next round."""
+
+
 class TransactionListener:
     """What the application does: run its local transaction, and say later how one ended."""
 
@@ -157,13 +161,19 @@ class TransactionMQProducer(Producer):
     # ------------------------------------------------------------------ check-back
     def check_once(self) -> int:
         """Ask every broker this producer used for its halves due for a check; answer each from the
-        listener. Returns how many were answered commit or rollback. A broker that refuses (its ACL:
-        NO_PERMISSION) raises MQServerError with the code and remark; the check loop asks again
-        next round."""
+        listener. Returns how many were answered commit or rollback. A broker that cannot be asked
+        (restarting, paused, failed over and not yet routed, or refusing: its ACL's NO_PERMISSION)
+        or an END it did not take is logged and asked again next round; the other brokers are still
+        asked in this one."""
         answered = 0
         for broker_name in sorted(self._brokers):
             auth = self._auth({"producerGroup": self.group})
-            halves = ray.get(self._broker(broker_name).check_transactions.remote(self.group, auth), timeout=30)
+            try:
+                halves = ray.get(self._broker(broker_name).check_transactions.remote(self.group, auth),
+                                 timeout=CHECK_CALL_TIMEOUT_S)
+            except Exception as e:
+                log.warning("transaction check-back at %s failed: %s (asked again next round)", broker_name, e)
+                continue
             for half in halves:
                 checked = CheckedMessage(half["topic"], half["body"], half["properties"], half["msgId"],
                                          half["msgId"])
@@ -172,8 +182,13 @@ class TransactionMQProducer(Producer):
                 except Exception:
                     log.exception("check of transaction %s failed: asked again later", checked.msg_id)
                     continue
-                self._end(broker_name, half["msgId"], half["tranStateTableOffset"], half["commitLogOffset"], state,
-                          from_check=True)
+                try:
+                    self._end(broker_name, half["msgId"], half["tranStateTableOffset"], half["commitLogOffset"],
+                              state, from_check=True)
+                except Exception as e:
+                    log.warning("the checked end of %s at %s failed: %s (asked again later)", checked.msg_id,
+                                broker_name, e)
+                    continue
                 answered += state is not LocalTransactionState.UNKNOW
         return answered
 
@@ -181,5 +196,5 @@ class TransactionMQProducer(Producer):
         while not self._stop.wait(self.check_interval_s):
             try:
                 self.check_once()
-            except Exception:  # a broker restarting, a timeout: the next round asks again
+            except Exception:  # the listener's or this producer's own fault: the next round asks again
                 log.warning("transaction check-back round failed", exc_info=True)
