@@ -172,16 +172,32 @@ class LocalRun:
         dep.teardown(graceful=False)
 
 
+def ray_init(namespace: str | None = None, num_cpus: int = 2) -> None:
+    """Start this benchmark's Ray: a local one of its own (`num_cpus` CPUs, no dashboard), or, when
+    RAY_ADDRESS names a running Ray, join that one instead (as `ray.init()` would; the smoke test
+    runs every benchmark on its shared Ray so as not to start one per benchmark). Joined, the
+    figures share that Ray's machine with whatever else runs there, and the machine lines say so."""
+    import ray
+
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        print(f"  ray        joined the running Ray at {address} (RAY_ADDRESS): shared, not this run's own")
+        ray.init(address=address, namespace=namespace, log_to_driver=False)
+    else:
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, namespace=namespace,
+                 log_to_driver=False)
+
+
 @contextmanager
 def local_ray_run(prefix: str, fsync: bool = False) -> Iterator[LocalRun]:
-    """Print the machine, start a local Ray (2 CPUs, no dashboard) in a fresh namespace with a scratch
-    dir; at the end print the load average, tear down every deployment, stop Ray, remove the dir."""
+    """Print the machine, start a local Ray (`ray_init`) in a fresh namespace with a scratch dir; at
+    the end print the load average, tear down every deployment, stop Ray, remove the dir."""
     import ray
 
     data_dir = tempfile.mkdtemp(prefix=f"{prefix}-")
     print_machine(data_dir, fsync)
     run = LocalRun(f"{prefix}-{uuid.uuid4().hex[:8]}", data_dir)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, namespace=run.namespace, log_to_driver=False)
+    ray_init(run.namespace)
     try:
         yield run
         print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")

@@ -33,7 +33,7 @@ from typing import Any
 
 import ray
 from _actors_heartbeats import bench_heartbeats, print_heartbeats
-from _common import latency_ms, pct_ms, print_machine, ratio_table
+from _common import latency_ms, pct_ms, print_machine, ratio_table, ray_init
 
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec, ClusterSpec
@@ -221,10 +221,7 @@ def main() -> None:
         args.topics, args.hb_reps, args.reg_reps = "10,1000", 20, 2
 
     info = print_machine()
-    ray.init(
-        address="local", num_cpus=2, include_dashboard=False, namespace=f"bench-{uuid.uuid4().hex[:8]}",
-        log_to_driver=False,
-    )
+    ray_init(f"bench-{uuid.uuid4().hex[:8]}")
     results: dict[str, Any] = {"machine": info}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-actors-", ignore_cleanup_errors=True) as tmp:

@@ -45,7 +45,7 @@ from textwrap import indent
 from typing import Any
 
 import ray
-from _common import fmt, pct_ms, print_machine, ratio_table
+from _common import fmt, pct_ms, print_machine, ratio_table, ray_init
 from _registration_probes import QueryLog, RssSampler, loop_stalls, query_loop
 from registration_slices import Profile, concurrent_loop_turns, profile_registrations
 
@@ -331,7 +331,7 @@ def main() -> None:
         for n in counts:
             run_profile(min(n, args.profile_brokers or n), args.topics, args.encoding)
         return
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray_init()
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="bench-registration-", ignore_cleanup_errors=True) as tmp:

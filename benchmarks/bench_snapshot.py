@@ -15,9 +15,10 @@ import asyncio
 import statistics
 import threading
 import time
+import uuid
 
 import ray
-from _common import pct_ms, print_machine, ratio_table
+from _common import pct_ms, print_machine, ratio_table, ray_init
 
 from actors.namesrv.actor import NameServerActor
 from namesrv.protocol.models import TopicConfigSerializeWrapper
@@ -67,7 +68,7 @@ def main() -> None:
         args.brokers, args.topics, args.seconds, args.warmup = 4, 500, 0.5, 0.25
         args.interval, args.drain = 0.2, 0.25
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="bench-snapshot", log_to_driver=False)
+    ray_init(f"bench-snapshot-{uuid.uuid4().hex[:8]}")
     print_machine()
     rows = args.brokers * args.topics
     print(f"tables: {args.brokers} brokers x {args.topics} topics = {rows:,} snapshot rows per snapshot")

@@ -25,7 +25,7 @@ from typing import Any
 import _loadgen as loadgen
 import psutil
 import ray
-from _common import print_machine, ratio_table
+from _common import print_machine, ratio_table, ray_init
 from _loadgen import MakeRequest
 
 from namesrv.protocol.bodies import body_crc32
@@ -130,7 +130,7 @@ def main() -> None:
     from actors.deployment.launcher import deploy
     from actors.deployment.spec import ClusterSpec
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray_init()
     dep = deploy(ClusterSpec(namesrv_count=1, brokers=[], namesrv_port=0, broker_port=None,
                              namesrv_overrides={"snapshot_interval_ms": 0, "not_ready_window_ms": 0}))
     ns = dep.namesrvs["namesrv-0"]

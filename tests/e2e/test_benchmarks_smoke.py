@@ -1,7 +1,10 @@
 """Every benchmark the README lists runs exactly as the README writes it: `bash run.sh bench NAME
 --quick` exits 0 and prints its machine line and its figures side by side. A smoke run: nothing here
 asserts a timing. The list comes from the README, so a benchmark it names cannot go untested, and
-one in benchmarks/ that it does not name fails the drift check."""
+one in benchmarks/ that it does not name fails the drift check.
+
+They run on the suite's shared Ray (RAY_ADDRESS, which `benchmarks/_common.ray_init` joins) rather
+than each starting and stopping one of its own; bench_analysis keeps its own, sized for RayDP."""
 
 from __future__ import annotations
 
@@ -32,9 +35,14 @@ def test_the_readme_lists_every_benchmark_in_benchmarks_dir() -> None:
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.spark) if n in ANALYSIS_BENCHMARKS else n for n in BENCHMARKS
 ])
-def test_benchmark_quick_runs_from_the_readme_command(name: str) -> None:
+def test_benchmark_quick_runs_from_the_readme_command(name: str, ray_local: str) -> None:
+    import ray
+
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RAY_"))}
     env["NAMESRV_VENV"] = str(VENV)  # run.sh's venv is the one these tests run in
+    if name not in ANALYSIS_BENCHMARKS:  # joined with this session's authentication mode (tokens when on)
+        env["RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
+        env.update({k: v for k, v in os.environ.items() if k.startswith("RAY_AUTH_")})
     argv = ["bash", "run.sh", "bench", name, "--quick"]
     started = time.monotonic()
     result, leftovers = run_in_session(argv, cwd=ROOT, env=env, timeout=360)
@@ -45,6 +53,8 @@ def test_benchmark_quick_runs_from_the_readme_command(name: str) -> None:
     assert result.returncode == 0, shown
     assert not leftovers, f"left running after it ended: {leftovers}\n{shown}"
     assert "== machine" in result.stdout, f"no machine line\n{shown}"
+    if "RAY_ADDRESS" in env:  # Ray logs this line whenever ray.init starts a Ray of its own
+        assert "Started a local Ray instance" not in result.stdout + result.stderr, f"started a Ray of its own\n{shown}"
     if name in ONE_PATH_WHEN_QUICK:  # nothing to set side by side: its figures instead
         assert ONE_PATH_WHEN_QUICK[name] in result.stdout, f"no figures printed\n{shown}"
     else:
