@@ -11,7 +11,8 @@ each one. The checks, each an `Invariant` with its counterexamples:
 - H2 no message a consumer read ever changed: a (queue, offset) is given with one message only, and
   the brokers hold that message there at the end (a failover that reused the offset for another
   message breaks it; so does a reader given a message no replica held).
-- H3 a committed transaction is delivered once: its message is held at exactly one (queue, offset).
+- H3 a committed transaction is delivered once: its message is held at exactly one (queue, offset);
+  one whose commit went unanswered (a kill between the broker's write and its answer) at most once.
 - H4 a rolled-back transaction is never delivered: not held, never given.
 - H5 per-queue order: of one producer's acknowledged sends to one queue, made one after the other
   (the next started after the previous was acknowledged), the later one holds the greater offset.
@@ -142,6 +143,9 @@ def _transactions(h: History, places: dict[str, set[tuple[Queue, int]]], given: 
     commits = [d for d in h.decided if d.commit and d.acknowledged]
     not_once = [f"{d.msg_id} held {len(places.get(d.msg_id, ()))}x" for d in commits
                 if len(places.get(d.msg_id, ())) != 1]
+    # a commit whose answer was lost may or may not have taken effect, but never twice
+    not_once += [f"{d.msg_id} (commit unanswered) held {len(places[d.msg_id])}x" for d in h.decided
+                 if d.commit and not d.acknowledged and len(places.get(d.msg_id, ())) > 1]
     rollbacks = [d for d in h.decided if not d.commit]
     delivered = [d.msg_id for d in rollbacks if d.msg_id in places or d.msg_id in given]
     return [

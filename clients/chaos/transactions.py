@@ -153,8 +153,16 @@ class TransactionLane:
         return list(self.producer.decided.values())
 
     def figures(self) -> dict[str, Any]:
+        """What was sent and decided. `undecided_at_end` splits in two: `end_unanswered`, whose END
+        was sent and not answered (a kill between the broker's write and its answer: the broker may
+        hold the decision, then never asks again; H3/H4 check what it did), and `never_ended`, for
+        which no END was ever sent (the broker did not ask back in time)."""
         decided = self.decided()
+        undecided = self.undecided()
+        ended = {d.msg_id for d in decided}
+        unanswered = sum(m in ended for m in undecided)
         return {"sent": len(self.sent), "halves_failed": self.failed_halves,
                 "committed": sum(d.commit and d.acknowledged for d in decided),
                 "rolled_back": sum(not d.commit and d.acknowledged for d in decided),
-                "deferred_to_check_back": len(self.decisions.deferred), "undecided_at_end": len(self.undecided())}
+                "deferred_to_check_back": len(self.decisions.deferred), "undecided_at_end": len(undecided),
+                "end_unanswered": unanswered, "never_ended": len(undecided) - unanswered}

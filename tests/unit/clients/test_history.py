@@ -71,6 +71,16 @@ def test_a_committed_transaction_held_twice_or_not_at_all_breaks_h3() -> None:
     assert "tx-c held 0x" in failing(h)["H3"]
 
 
+def test_a_commit_left_unanswered_may_be_held_once_or_not_but_never_twice() -> None:
+    h = clean()
+    h.decided.append(Decided("tx-u", True, False))  # the broker's answer to this commit was lost
+    assert "H3" not in failing(h)  # not held: the commit may not have been taken
+    h.stored.append(Stored(Q0, 4, "tx-u"))
+    assert "H3" not in failing(h)  # held once: it was
+    h.stored.append(Stored(Q1, 0, "tx-u"))
+    assert "tx-u (commit unanswered) held 2x" in failing(h)["H3"]
+
+
 def test_a_rolled_back_transaction_given_to_a_consumer_breaks_h4() -> None:
     h = clean()
     h.received.append(Received("c1", Q0, 3, "tx-r", 120))
