@@ -24,6 +24,7 @@ from actors.proxy.routes import RouteCache
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.codec import decode_offset_msg_id
 from namesrv.protocol.message.decoder import decode_messages
+from namesrv.protocol.message.recall import RecallHandle, RecallHandleInvalid
 from namesrv.protocol.models import TopicRouteData
 from namesrv.protocol.types import InvalidInput
 from namesrv.proxy import route as routing
@@ -38,7 +39,7 @@ from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
 POP_MISSING = "this proxy serves pop consumption only (ReceiveMessage): consume by offset with a remoting client"
-NOT_BUILT = ("PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage", "SyncLiteSubscription")
+NOT_BUILT = ("PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "SyncLiteSubscription")
 CONSUMER_RPCS = ("AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue")
 CLIENT_ID = "x-mq-client-id"
 HEARTBEAT_S = 30.0
@@ -205,6 +206,8 @@ class MessagingService:
                 self.sent += 1
                 f = answer.ext_fields or {}
                 entry.update(message_id=msg.message_id, offset=str(int(f.get("queueOffset", "0"))))
+                if f.get("recallHandle"):  # a timed message: what RecallMessage takes to cancel it
+                    entry["recall_handle"] = str(f["recallHandle"])
                 if msg.transactional:
                     _, clo = decode_offset_msg_id(str(f.get("msgId", "")).split(",")[0])
                     entry["transaction_id"] = txn.HalfLocation(queue.broker_name, clo,
@@ -216,6 +219,23 @@ class MessagingService:
         total = st.overall(codes)
         resp.status.CopyFrom(self._status(total.code, total.message))
         return resp
+
+    async def recall_message(self, request: Any, context: Any) -> Any:
+        """RECALL_MESSAGE to the master of the broker the handle names (ProducerProcessor.recallMessage):
+        a handle that does not decode is INTERNAL_SERVER_ERROR, a broker's refusal its remark."""
+        topic = check_topic(str(request.topic.name))
+        try:
+            handle = RecallHandle.decode(str(request.recall_handle))
+        except RecallHandleInvalid as e:
+            raise ProxyError("INTERNAL_SERVER_ERROR", str(e)) from None
+        addr = self._master(await self.routes.get(topic), handle.broker_name)
+        answer = await self.brokers.invoke(addr, BrokerRequestCode.RECALL_MESSAGE,
+                                           {"topic": topic, "recallHandle": str(request.recall_handle)})
+        if answer.code != ResponseCode.SUCCESS:
+            status = st.from_remoting(answer.code, answer.remark)
+            raise ProxyError(status.code, status.message)
+        message_id = str((answer.ext_fields or {}).get("msgId", handle.message_id))
+        return self._ok("RecallMessageResponse", message_id=message_id)
 
     async def end_transaction(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))

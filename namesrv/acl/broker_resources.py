@@ -5,7 +5,7 @@ A topic maps to the permission the request needs on it; a group is its retry top
 (`%RETRY%group`), as RocketMQ keys group permissions. A send to a retry topic needs SUB on that
 group (a consumer re-sending to its own group), any other send PUB on its topic; a pull, an offset
 query or commit, a pop, an ack (each of a batch) or a change of invisible time SUB on the topic and
-the group; a heartbeat SUB on every group and topic it
+the group; a recall PUB on its topic; a heartbeat SUB on every group and topic it
 subscribes to; a query by key SUB on its topic; a view by offset SUB on the topic it names, and
 the processor checks the topic of the message it finds (RocketMQ's PlainAccessValidator checks
 only the topic the request names). A reply is a send to its reply topic; an offset reset or clone
@@ -30,6 +30,7 @@ from namesrv.protocol.broker_headers import (
     GetConsumerListByGroupRequestHeader,
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
+    RecallMessageRequestHeader,
     Request,
     ResetOffsetRequestHeader,
     SendMessageRequestHeader,
@@ -65,6 +66,7 @@ WIRE_HEADERS: dict[int, type[Header]] = {
     BrokerRequestCode.POP_MESSAGE: PopMessageRequestHeader,
     BrokerRequestCode.ACK_MESSAGE: AckMessageRequestHeader,
     BrokerRequestCode.CHANGE_MESSAGE_INVISIBLETIME: AckMessageRequestHeader,
+    BrokerRequestCode.RECALL_MESSAGE: RecallMessageRequestHeader,
 }
 """The header model the broker's processor reads for each code the ACL looks into."""
 
@@ -75,6 +77,8 @@ def header_resources(code: int, header: Header | None) -> dict[str, int]:
     retry = RETRY_GROUP_TOPIC_PREFIX
     if code in SEND_CODES | REPLY_CODES and isinstance(header, (SendMessageRequestHeader, TopicQueueHeader)):
         return {header.topic: SUB if header.topic.startswith(retry) else PUB}
+    if isinstance(header, RecallMessageRequestHeader):  # cancelling a send: PUB, as RocketMQ's @RocketMQAction
+        return {header.topic: PUB}
     if isinstance(header, ResetOffsetRequestHeader):  # moving a group's offsets: SUB on both, as a commit
         return {header.topic: SUB, retry + header.group: SUB}
     if isinstance(header, CloneGroupOffsetRequestHeader):

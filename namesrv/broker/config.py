@@ -121,6 +121,9 @@ class BrokerConfig(BaseModel):
     timer_max_delay_sec: int = Field(default=3 * 86_400, gt=0)
     """5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS): on, to a second,
     up to three days ahead (RocketMQ's timerWheelEnable, timerPrecisionMs, timerMaxDelaySec)."""
+    recall_message_enable: bool = False
+    """RECALL_MESSAGE cancels a timed message before it is due (RocketMQ 5.3's recallMessageEnable,
+    off by default as there); a timed send is answered with its recall handle either way."""
     transaction_timeout_ms: int = Field(default=6_000, gt=0)
     transaction_check_max: int = Field(default=15, gt=0)
     transaction_check_interval_ms: int = Field(default=60_000, gt=0)

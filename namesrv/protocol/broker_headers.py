@@ -32,6 +32,9 @@ QueueId = int  # may be negative in a send: "any queue"
 MAX_KEY_CHARS = 32 * 1024
 """A message key no longer than the properties that carry it (RocketMQ's 32 KB)."""
 
+MAX_RECALL_HANDLE_CHARS = 2048
+"""A recall handle is the base64 of a topic, a broker name, a time and a message id: well under this."""
+
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 """RocketMQ's MixAll.DEFAULT_PRODUCER_GROUP / DEFAULT_CONSUMER_GROUP."""
@@ -183,6 +186,14 @@ class ConsumerSendMsgBackRequestHeader(Header):
     origin_topic: str | None = None
     unit_mode: bool = False
     max_reconsume_times: int | None = None
+
+
+class RecallMessageRequestHeader(Header):
+    """RECALL_MESSAGE (RocketMQ 5.3): cancel the timed message a recall handle names."""
+
+    producer_group: GroupName | None = None
+    topic: TopicName
+    recall_handle: str = Field(min_length=1, max_length=MAX_RECALL_HANDLE_CHARS)
 
 
 class CreateTopicRequestHeader(Header):

@@ -105,6 +105,8 @@ class BrokerRequestCode(IntEnum):
     """SEND_REPLY_MESSAGE with SEND_MESSAGE_V2's one-letter header."""
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     """Broker -> requester, awaiting its answer: the reply to its request (ReplyMessageRequestHeader)."""
+    RECALL_MESSAGE = 370
+    """RocketMQ 5.3: cancel a timed message before it is due, by the recall handle its send answered."""
     POP_MESSAGE = 200050
     """RocketMQ 5 pop: messages of a topic made invisible to the group for invisibleTime (namesrv.broker.pop)."""
     ACK_MESSAGE = 200051
@@ -161,3 +163,5 @@ class ResponseCode(IntEnum):
     """A pop found nothing, or an ack/change named no message in flight."""
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
+    ILLEGAL_OPERATION = 604
+    """A request the broker will not carry out as asked (a recall handle that does not decode or match)."""

@@ -62,6 +62,7 @@ from namesrv.broker.processor.client_manage import ClientManageProcessor
 from namesrv.broker.processor.consumer_manage import ConsumerManageProcessor
 from namesrv.broker.processor.end_transaction import EndTransactionProcessor
 from namesrv.broker.processor.pull import PullMessageProcessor
+from namesrv.broker.processor.recall import RecallMessageProcessor
 from namesrv.broker.processor.send import SendMessageProcessor
 from namesrv.broker.processor.types import BrokerIdentity, PullOutcome, SendOutcome
 from namesrv.broker.role import RoleGuard
@@ -117,6 +118,7 @@ class BrokerProcessor:
         self.consumer_manager = ConsumerManageProcessor(self.context)
         self.admin = AdminRuntimeProcessor(self.context)
         self.transactions = EndTransactionProcessor(self.context)
+        self.recaller = RecallMessageProcessor(self.context, self.sender)
         self.pop_state = PopState(clock, pop_journal)
         self.pop_state.open(offsets)
         self.context.metadata.follow_pop_state(self.pop_state)  # in flight on the replicas too
@@ -125,7 +127,7 @@ class BrokerProcessor:
         self.revive = PopReviveService(self.context, self.pop_state, self.sender.send)
         self.handlers: dict[int, Handler] = {}
         for processor in (self.sender, self.puller, self.clients, self.consumer_manager, self.admin, self.transactions,
-                          self.popper, self.acker):
+                          self.recaller, self.popper, self.acker):
             for code, handler in processor.handlers.items():
                 if code in self.handlers:
                     raise ValueError(f"broker request code {code} has two handlers")

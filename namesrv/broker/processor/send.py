@@ -27,7 +27,8 @@ from namesrv.protocol.constants import (
     is_writeable,
 )
 from namesrv.protocol.message.codec import decode_batch, offset_msg_id
-from namesrv.protocol.message.properties import MessageIllegal, string_to_properties
+from namesrv.protocol.message.properties import UNIQ_KEY, MessageIllegal, string_to_properties
+from namesrv.protocol.message.recall import TIMER_DEL_UNIQKEY, RecallHandle
 from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse
@@ -158,7 +159,18 @@ class SendMessageProcessor:
         ctx.stats[("sends", ResponseCode(code).name)] += len(messages)
         ctx.stats_items.inc_topic_put_nums(first.topic, len(messages))
         return SendOutcome(results, [offset_msg_id(ctx.identity.broker_addr, r.commit_log_offset) for r in results],
-                           code)
+                           code, self._recall_handle(stored) if len(stored) == 1 else None)
+
+    def _recall_handle(self, stored: list[MessageInner]) -> str | None:
+        """What recalls a timed message before it is due (SendMessageProcessor.attachRecallHandle):
+        its real topic, this broker, its timer slot + 1 ms (the slot is rounded down) and its id."""
+        props = stored[0].properties
+        slot, real_topic = props.get(schedule.TIMER_OUT_MS), props.get(schedule.REAL_TOPIC)
+        if stored[0].topic != schedule.TIMER_TOPIC or not slot or not real_topic \
+                or real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or TIMER_DEL_UNIQKEY in props:
+            return None
+        return RecallHandle(real_topic, self.ctx.identity.broker_name, str(int(slot) + 1),
+                            props.get(UNIQ_KEY) or stored[0].msg_id).encode()
 
 
     def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
@@ -183,6 +195,8 @@ class SendMessageProcessor:
         tx = messages[0].properties.get("__transactionId__")
         if tx:
             ext["transactionId"] = tx
+        if outcome.recall_handle is not None and cmd.code != BrokerRequestCode.SEND_BATCH_MESSAGE:
+            ext["recallHandle"] = outcome.recall_handle
         return cmd.response(outcome.code, None if outcome.code == ResponseCode.SUCCESS else FLUSH_SLAVE_TIMEOUT_REMARK,
                             ext)
 

@@ -17,6 +17,8 @@ class SendOutcome:
     """Offset message ids (store host + commit-log offset), one per stored message."""
     code: int = 0
     """SUCCESS, or FLUSH_SLAVE_TIMEOUT: stored here, not on every in-sync replica in time."""
+    recall_handle: str | None = None
+    """A single timed message's recall handle (namesrv.protocol.message.recall)."""
 
 
 @dataclass(slots=True)

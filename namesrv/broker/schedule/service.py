@@ -4,7 +4,9 @@ for delay levels, and the dequeue side of its 5.x timer wheel for timers).
 Delay levels: one queue of SCHEDULE_TOPIC_XXXX per level; every message of a level waits the same
 time, so each queue is due in order and only its head is looked at. Timers: rmq_sys_wheel_timer
 queue 0 holds them in arrival order, each with its own deliver time; they are read into a heap by
-deliver time and popped when due.
+deliver time and popped when due. A recall marker (namesrv.broker.processor.recall) parked in a
+timer's slot cancels that timer: markers are noted as they are read, before anything due is popped,
+and a due timer one names is passed over instead of delivered.
 
 Progress survives a restart: the next offset of each level, and for timers the offset below which
 every timer was delivered plus those delivered above it, written atomically (`delayOffset.json`,
@@ -22,11 +24,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from namesrv.broker.schedule.delivery import TIMER_OUT_MS, TIMER_TOPIC, time_up
+from namesrv.broker.schedule.delivery import REAL_TOPIC, TIMER_OUT_MS, TIMER_TOPIC, time_up
 from namesrv.broker.stats import TimerFigures
 from namesrv.common.clock import Clock
 from namesrv.common.persist import atomic_write
 from namesrv.protocol.constants import SCHEDULE_TOPIC
+from namesrv.protocol.message.properties import UNIQ_KEY
+from namesrv.protocol.message.recall import TIMER_DEL_UNIQKEY, delete_key
 from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.store.message_store import MessageStore
 
@@ -59,6 +63,10 @@ class ScheduleService:
         self.delivered = 0
         self.timers_delivered = 0
         """Timers delivered since this service started (the runtime info's timerDequeueTps)."""
+        self.recalled: set[str] = set()
+        """Delete keys of the recall markers read (namesrv.broker.processor.recall): the timers they
+        name are skipped when due. Rebuilt on start, as every timer from the floor up is read again."""
+        self.timers_recalled = 0
         self.lateness_ms: list[int] = []
         """How late each delivery was (deliver time -> stored in its real queue), last 10,000."""
         self._dirty = False
@@ -147,6 +155,8 @@ class ScheduleService:
                 break
             for m in page:
                 if m.queue_offset not in self.timer_done:
+                    if TIMER_DEL_UNIQKEY in m.properties:
+                        self.recalled.add(m.properties[TIMER_DEL_UNIQKEY])
                     heapq.heappush(self.timer_heap, (int(m.properties.get(TIMER_OUT_MS, "0") or 0), m.queue_offset))
             self.timer_scanned = page[-1].queue_offset + 1
         while self.timer_heap and self.timer_heap[0][0] <= now and len(due) < BATCH:
@@ -166,6 +176,9 @@ class ScheduleService:
         due = await asyncio.to_thread(self._due, now)
         if not due:
             return 0
+        parked = len(due)
+        due = [(level, m) for level, m in due if level != 0 or not self._skip_recalled(m)]
+        recalled = parked - len(due)
         results = await asyncio.gather(*(self.deliver(time_up(m)) for _, m in due), return_exceptions=True)
         delivered = 0
         blocked: set[int] = set()
@@ -186,7 +199,7 @@ class ScheduleService:
             self.lateness_ms.append(max(0, self.clock() - deliver_ms))
         del self.lateness_ms[:-10_000]
         self.delivered += delivered
-        if delivered:
+        if delivered or recalled:
             self._dirty = True
             for listener in self.listeners:
                 listener()
@@ -201,8 +214,22 @@ class ScheduleService:
         return TimerFigures(read_behind_s=max(0, behind_ms) // 1000, offset_behind=max(0, parked - self.timer_scanned),
                             congest_num=len(self.timer_heap), enqueued=parked, dequeued=self.timers_delivered)
 
-    def _timer_delivered(self, offset: int) -> None:
-        self.timers_delivered += 1
+    def _skip_recalled(self, m: StoredMessage) -> bool:
+        """A due timer that is a recall marker, or that one names: done without a delivery."""
+        if TIMER_DEL_UNIQKEY in m.properties:
+            self._timer_delivered(m.queue_offset, delivered=False)
+            return True
+        key = delete_key(m.properties.get(REAL_TOPIC, m.topic), m.properties.get(UNIQ_KEY) or m.msg_id)
+        if key not in self.recalled:
+            return False
+        self.recalled.discard(key)
+        self.timers_recalled += 1
+        self._timer_delivered(m.queue_offset, delivered=False)
+        log.info("timer %s recalled: not delivered", m.msg_id)
+        return True
+
+    def _timer_delivered(self, offset: int, delivered: bool = True) -> None:
+        self.timers_delivered += delivered
         self.timer_done.add(offset)
         while self.timer_floor in self.timer_done:
             self.timer_done.discard(self.timer_floor)

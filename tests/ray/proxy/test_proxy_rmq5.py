@@ -4,7 +4,8 @@ land on the brokers; an orphaned half is resolved through the client's checker o
 server's Settings answer the client's; bad requests get the proxy's status codes and send nothing;
 an RPC the service does not have gets UNIMPLEMENTED; a killed proxy is restarted by Ray on its
 endpoint; a SimpleConsumer receives (pop), acks, changes invisible durations and gets back what it
-did not ack; bad receipt handles are refused. One deployment (two TCP brokers, one proxy)."""
+did not ack; bad receipt handles are refused; a delayed message recalled by its handle never
+arrives. One deployment (two TCP brokers, one proxy)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
                                                 "consumer_min_long_polling_timeout_ms": 500},
                                broker_overrides={"transaction_timeout_ms": 1_000,
                                                  "transaction_check_interval_ms": 500,
-                                                 "timer_precision_ms": 100}) as d:
+                                                 "timer_precision_ms": 100, "recall_message_enable": True}) as d:
         yield d
 
 
@@ -373,3 +374,35 @@ def dlq_bodies(dep: Deployment, dlq: str) -> list[bytes]:
         except Exception:  # the DLQ topic exists on the forwarding broker only
             continue
     return out
+
+
+def test_a_recalled_delayed_message_never_arrives(dep: Deployment) -> None:
+    """RecallMessage with the handle SendMessage answered: the message is not delivered at its time,
+    while the one sent beside it for the same time is; a handle that does not decode, or whose time
+    has passed, is refused with the proxy's status and the broker's reason."""
+    import datetime
+
+    topic = topic_of(dep, "Rmq5Recall")
+    due = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=3)
+    batch = []
+    for body in (b"kept", b"recalled"):  # one request: one queue, so one broker's timers
+        msg = P.new("Message")
+        json_format.ParseDict({"topic": {"name": topic}, "system_properties": {
+            "message_id": uuid.uuid4().hex, "message_type": "DELAY",
+            "delivery_timestamp": due.isoformat(timespec="milliseconds").replace("+00:00", "Z")}}, msg)
+        msg.body = body
+        batch.append(msg)
+    sent = stub(dep, "SendMessage")(P.new("SendMessageRequest", messages=batch), timeout=10)
+    assert code_name(sent.status) == "OK", sent
+    kept, recalled = sent.entries
+    assert kept.recall_handle and recalled.recall_handle and kept.recall_handle != recalled.recall_handle
+    recall = stub(dep, "RecallMessage")
+    answer = recall(P.new("RecallMessageRequest", topic={"name": topic}, recall_handle=recalled.recall_handle),
+                    timeout=10)
+    assert code_name(answer.status) == "OK" and answer.message_id == recalled.message_id, answer
+    bad = recall(P.new("RecallMessageRequest", topic={"name": topic}, recall_handle="garbage"), timeout=10)
+    assert (code_name(bad.status), bad.status.message) == ("INTERNAL_SERVER_ERROR", "recall handle is invalid")
+    wait_until(lambda: [m["body"] for m in messages(dep, topic)] == [b"kept"], 30, "the kept one at its time")
+    assert [m["body"] for m in messages(dep, topic)] == [b"kept"], "the recalled one, due in the same pass, is not"
+    late = recall(P.new("RecallMessageRequest", topic={"name": topic}, recall_handle=kept.recall_handle), timeout=10)
+    assert code_name(late.status) == "INTERNAL_SERVER_ERROR" and "timestamp invalid" in late.status.message

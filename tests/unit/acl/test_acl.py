@@ -151,6 +151,9 @@ def test_broker_rules_are_rocketmqs_plain_acl(validator: PlainAccessValidator) -
     assert check(send, {"topic": "%RETRY%groupB", "producerGroup": "g", "queueId": 0}) is None, "group SUB"
     assert check(send, {"topic": "%RETRY%groupA", "producerGroup": "g", "queueId": 0}) == "no_permission"
     assert check(BrokerRequestCode.SEND_MESSAGE_V2, {"b": "topicB", "a": "g", "e": 0}) is None
+    recall = BrokerRequestCode.RECALL_MESSAGE  # cancelling a send needs what the send needed: PUB
+    assert check(recall, {"topic": "topicB", "recallHandle": "h"}) is None
+    assert check(recall, {"topic": "topicC", "recallHandle": "h"}) == "no_permission", "SUB only"
     pull = BrokerRequestCode.PULL_MESSAGE
     at = {"queueId": 0, "queueOffset": 0, "maxMsgNums": 32}
     assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"} | at) is None
