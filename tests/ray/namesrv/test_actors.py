@@ -533,11 +533,11 @@ def test_lite_heartbeats_in_steady_state_and_full_registration_after_namesrv_res
     dep.kill_namesrv("namesrv-0", restart=True)
     after = wait_until(
         lambda: (s := stats(broker))["full_registrations"] > now["full_registrations"] and s,
-        10,
+        60,
         "a full registration to the restarted NameServer",
     )
     assert after["last_body_bytes"] > 0
-    wait_for_route(dep.namesrvs["namesrv-0"], topic, lambda r: broker_addrs(r) == {A}, timeout=10)
+    wait_for_route(dep.namesrvs["namesrv-0"], topic, lambda r: broker_addrs(r) == {A}, timeout=60)
 
     # ...and back to lite heartbeats only.
     settled = stats_after_lite_rounds(broker, nss, 2)
