@@ -52,7 +52,8 @@ class ProxyActor:
         async with self._lock:
             if self._service is None:
                 proto = load()
-                routes = RouteCache(self.namespace, self.namesrv_names, self.config.route_cache_ttl_s)
+                routes = RouteCache(self.namespace, self.namesrv_names, self.config.route_cache_ttl_s,
+                                    self.config.credentials)
                 server = grpc.aio.server(options=[("grpc.max_receive_message_length",
                                                    self.config.max_message_size + (1 << 20))])
                 bound = server.add_insecure_port(f"{self.host}:{self.port}")
@@ -84,6 +85,7 @@ class ProxyActor:
                 "sent": service.sent, "telemetry_sessions": len(service.sessions),
                 "check_backs": service.check_backs, "received": service.consumer.received,
                 "acked": service.consumer.acked,
+                "acl_refused": service.acl.refused if service.acl else None,
                 "route_pushes": self._routes.pushes if self._routes else 0, "pid": os.getpid()}
 
     async def shutdown(self) -> None:

@@ -1,6 +1,8 @@
 """A proxy's TCP connections to the brokers (one per address, opened on first use, opened again once
 lost), the producer heartbeats that make the brokers send it check-backs of the topics its clients
-publish (producer group = topic), and those check-backs handed to a callback."""
+publish (producer group = topic), and those check-backs handed to a callback. With ACL on, a
+request is signed as the account the call acts as (actors.proxy.acl.ACTING_AS), a heartbeat as the
+proxy's own."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from actors.proxy.acl import ACTING_AS
+from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.proxy.status import ProxyError
 from namesrv.remoting.async_client import AsyncRemotingClient
@@ -28,8 +32,10 @@ def tcp_address(addr: str) -> tuple[str, int]:
 
 
 class BrokerLinks:
-    def __init__(self, client_id: str, timeout_s: float, on_check: CheckBack) -> None:
+    def __init__(self, client_id: str, timeout_s: float, on_check: CheckBack,
+                 own: SessionCredentials | None = None) -> None:
         self.client_id = client_id
+        self.own = own
         self.timeout_s = timeout_s
         self._on_check = on_check
         self._conns: dict[str, AsyncRemotingClient] = {}
@@ -63,7 +69,7 @@ class BrokerLinks:
         """One request to `addr`, awaited for the call timeout plus `extra_s` (a pop's long polling)."""
         c = await self.conn(addr)
         try:
-            return await c.invoke(code, ext, body, self.timeout_s + extra_s)
+            return await c.invoke(code, signed(ext, body, ACTING_AS.get() or self.own), body, self.timeout_s + extra_s)
         except RemotingTimeoutError as e:
             raise ProxyError("PROXY_TIMEOUT", str(e)) from None
         except RemotingConnectError as e:
@@ -75,7 +81,8 @@ class BrokerLinks:
 
     async def _heartbeat(self, c: AsyncRemotingClient) -> None:
         try:
-            await c.invoke(BrokerRequestCode.HEART_BEAT, {}, self._heartbeat_body(), self.timeout_s)
+            body = self._heartbeat_body()
+            await c.invoke(BrokerRequestCode.HEART_BEAT, signed({}, body, self.own), body, self.timeout_s)
         except (RemotingTimeoutError, RemotingConnectError) as e:
             log.info("heartbeat to %s failed: %s", c.address, e)
 

@@ -1,6 +1,8 @@
 """A proxy's topic routes: read from the NameServer actors on first use, kept fresh by their
 route-change long-poll (the push the Ray-native clients use) and, whatever it says, read again once
-older than `ttl_s`. Sticky on one NameServer while it answers, the next one when it does not."""
+older than `ttl_s`. Sticky on one NameServer while it answers, the next one when it does not. With
+ACL on, both are signed with the proxy's own account (`own`): a route is read once for every client
+of the proxy, whose own right to it the proxy checks (namesrv.proxy.auth)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from typing import Any
 from ray.exceptions import RayActorError
 
 from actors.runtime.handles import ActorHandles
+from namesrv.acl.plain_acl import SessionCredentials, credentials_only, long_poll_content, signed
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.models import TopicRouteData
 from namesrv.proxy.status import ProxyError
+from namesrv.remoting.command import MQServerError
 from namesrv.routeinfo.long_poll import RouteChange
 
 log = logging.getLogger(__name__)
@@ -23,10 +27,12 @@ CALL_TIMEOUT_S = 5.0
 
 
 class RouteCache:
-    def __init__(self, namespace: str, namesrv_names: list[str], ttl_s: float) -> None:
+    def __init__(self, namespace: str, namesrv_names: list[str], ttl_s: float,
+                 own: SessionCredentials | None = None) -> None:
         if not namesrv_names:
             raise ValueError("a proxy needs at least one NameServer")
         self.namesrv_names = list(namesrv_names)
+        self.own = own
         self.ttl_s = ttl_s
         self._handles = ActorHandles(namespace)
         self._index = 0
@@ -55,7 +61,7 @@ class RouteCache:
                 if getattr(resp, "not_ready", False):
                     raise RuntimeError("not ready")
                 return resp
-            except (RayActorError, ValueError, TimeoutError, RuntimeError) as e:
+            except (RayActorError, MQServerError, ValueError, TimeoutError, RuntimeError) as e:
                 errors.append(f"{name}: {type(e).__name__} {e}")
                 self._handles.forget(name)
                 self._index += 1
@@ -66,7 +72,7 @@ class RouteCache:
         cached = self._routes.get(topic)
         if cached is not None and time.monotonic() - cached[2] < self.ttl_s:
             return cached[0]
-        resp = await self._call("get_routeinfo_by_topic", topic=topic)
+        resp = await self._call("get_routeinfo_by_topic", **signed({"topic": topic}, None, self.own))
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             self._routes.pop(topic, None)
             raise ProxyError("TOPIC_NOT_FOUND", resp.remark or f"No topic route info in name server for the topic: "
@@ -88,7 +94,9 @@ class RouteCache:
                 await self._changed.wait()
                 continue
             try:
-                changes: dict[str, RouteChange] = await self._call("listen_for_change", versions, LONG_POLL_S)
+                auth = credentials_only(signed(long_poll_content(versions), None, self.own)) if self.own else None
+                changes: dict[str, RouteChange] = await self._call("listen_for_change", versions, LONG_POLL_S,
+                                                                   auth=auth)
             except ProxyError as e:
                 log.warning("route long-poll failed: %s", e.message)
                 await asyncio.sleep(1.0)  # every NameServer is down: try again (production back-off, not a test wait)

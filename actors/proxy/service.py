@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from actors.proxy.acl import ACTING_AS, ProxyAcl
 from actors.proxy.brokers import BrokerLinks
 from actors.proxy.consumer import ConsumerRpcs
 from actors.proxy.routes import RouteCache
@@ -30,6 +31,7 @@ from namesrv.protocol.types import InvalidInput
 from namesrv.proxy import route as routing
 from namesrv.proxy import status as st
 from namesrv.proxy import transaction as txn
+from namesrv.proxy.auth import settings_needs
 from namesrv.proxy.consume import check_group
 from namesrv.proxy.descriptors import SERVICE, Protocol
 from namesrv.proxy.send import check_topic, plan_send
@@ -51,6 +53,9 @@ class TelemetrySession:
     outbox: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     topics: set[str] = field(default_factory=set)
     client_type: str = ""
+    access_key: str | None = None
+    """With ACL on, the account that opened the stream (None: a white-listed address)."""
+    context: Any = None
 
 
 def _metadata(context: Any, key: str) -> str:
@@ -67,7 +72,9 @@ class MessagingService:
         self.config = config
         self.routes = routes
         self.endpoints = routing.endpoints(host, port)
-        self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s, self._on_check)
+        self.acl = ProxyAcl(config.acl_file or "", config.credentials) if config.acl_enable else None
+        """None without ACL: every call is served and nothing is signed."""
+        self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s, self._on_check, config.credentials)
         self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self._status)
         self.sessions: dict[str, TelemetrySession] = {}
         self._counter = itertools.count()
@@ -100,8 +107,11 @@ class MessagingService:
             async def receive(request: Any, context: Any) -> AsyncIterator[Any]:
                 self._count(name)
                 try:
+                    self._admit(name, request, context)
                     async for r in self.consumer.receive_message(request, context):
                         yield r
+                except ProxyError as e:
+                    yield resp_cls(status=self._status(e.code, e.message))
                 except Exception as e:
                     log.exception("ReceiveMessage failed")
                     yield resp_cls(status=self._status("INTERNAL_SERVER_ERROR", f"{type(e).__name__}: {e}"))
@@ -120,6 +130,7 @@ class MessagingService:
                 return resp_cls(status=self._status("NOT_IMPLEMENTED", POP_MISSING if name in NOT_BUILT
                                                     else f"{name} is not implemented by this proxy"))
             try:
+                self._admit(name, request, context)
                 return await method(request, context)
             except ProxyError as e:
                 return resp_cls(status=self._status(e.code, e.message))
@@ -127,6 +138,13 @@ class MessagingService:
                 log.exception("%s failed", name)
                 return resp_cls(status=self._status("INTERNAL_SERVER_ERROR", f"{type(e).__name__}: {e}"))
         return unary
+
+    def _admit(self, name: str, request: Any, context: Any) -> None:
+        """With ACL on, UNAUTHORIZED unless the caller signed the call and may do what it asks; the
+        rest of the call (its task) then acts as the caller's account (actors.proxy.acl)."""
+        if self.acl is not None:
+            client_type = self.p.enum_name("ClientType", request.client_type) if name == "Heartbeat" else ""
+            ACTING_AS.set(self.acl.admit(name, request, context, client_type))
 
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -257,7 +275,13 @@ class MessagingService:
         if not client_id:
             yield self.p.new("TelemetryCommand", status=self._status("CLIENT_ID_REQUIRED", "client id is required"))
             return
-        session = TelemetrySession(client_id)
+        session = TelemetrySession(client_id, context=context)
+        if self.acl is not None:
+            try:
+                session.access_key = self.acl.authenticate(context)
+            except ProxyError as e:
+                yield self.p.new("TelemetryCommand", status=self._status(e.code, e.message))
+                return
         self.sessions[client_id] = session
         reader = asyncio.ensure_future(self._read_telemetry(session, request_iterator))
         try:
@@ -280,6 +304,14 @@ class MessagingService:
         async for cmd in request_iterator:
             kind = cmd.WhichOneof("command")
             if kind == "settings":
+                if self.acl is not None:
+                    try:
+                        self.acl.authorize(session.access_key, session.context, settings_needs(cmd.settings))
+                    except ProxyError as e:  # answered, and the stream ends: nothing of it is registered
+                        session.outbox.put_nowait(self.p.new("TelemetryCommand",
+                                                             status=self._status(e.code, e.message)))
+                        return
+                    ACTING_AS.set(self.acl.acting_as(session.access_key))
                 await self._on_settings(session, cmd.settings)
             elif kind == "thread_stack_trace" or kind == "verify_message_result":
                 log.info("client %s answered %s", session.client_id, kind)

@@ -89,6 +89,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         namesrv_acl, broker_acl = acl_overrides(args.acl)
         spec.namesrv_overrides.update(namesrv_acl)
         spec.broker_overrides.update(broker_acl)
+        spec.proxy_overrides.update(broker_acl)  # the proxies check clients, sign their own reads with it
     if args.pin_brokers or args.spread_namesrvs:
         try:
             nodes = wait_for_nodes(args.wait_nodes, args.wait_timeout)
@@ -148,12 +149,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                           _replication(info)))
     print()
     print(table(("broker", "process", "topics", "messages", "data version", "role", "epoch", "replication"), brows))
-    prows = [(name, "UNREACHABLE " + p["error"], "", "", "") if "error" in p else
-             (name, p["endpoint"], f"pid {p['pid']}", p["sent"], p["telemetry_sessions"])
+    prows = [(name, "UNREACHABLE " + p["error"], "", "", "", "") if "error" in p else
+             (name, p["endpoint"], f"pid {p['pid']}", p["sent"], p["telemetry_sessions"],
+              "off" if p.get("acl_refused") is None else p["acl_refused"])
              for name, p in sorted(status.get("proxies", {}).items())]
     if prows:
         print()
-        print(table(("proxy", "gRPC endpoint", "process", "sent", "telemetry streams"), prows))
+        print(table(("proxy", "gRPC endpoint", "process", "sent", "telemetry streams", "ACL refused"), prows))
     console = status.get("console")
     print()
     print(f"console: {console['url'] or 'not answering'}" if console else

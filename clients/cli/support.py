@@ -169,7 +169,8 @@ def env_credentials() -> SessionCredentials | None:
 
 def acl_overrides(path: str) -> tuple[dict[str, object], dict[str, object]]:
     """(NameServer, broker) config overrides that turn RocketMQ's plain ACL on with `path`; the
-    brokers sign their registrations with the file's first `broker: true` account."""
+    brokers sign their registrations with the file's first `broker: true` account (and the gRPC
+    proxies, which take the brokers' overrides, their own route reads and heartbeats)."""
     from namesrv.acl.plain_acl import AclError, AclManager
 
     resolved = Path(path).expanduser().resolve()

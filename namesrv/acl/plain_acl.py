@@ -207,7 +207,8 @@ class PlainAccessValidator:
         except ValidationError as e:
             raise AclError(f"ACL file is malformed: {_fields_wrong(e)}") from None
 
-    def _white_listed(self, remote: str) -> bool:
+    def white_listed(self, remote: str) -> bool:
+        """Whether the global white list takes `remote` (then no request of it needs an account)."""
         white = self._white.get(remote)
         if white is None:
             white = any(address_matches(p, remote) for p in self.config.global_white_remote_addresses)
@@ -218,20 +219,27 @@ class PlainAccessValidator:
 
     def _authenticate(self, code: int, ext: Mapping[str, str], body: bytes | None,
                       remote: str) -> Account | Denied | None:
-        """The signing account, a refusal, or None for a white-listed address."""
-        if self._white_listed(remote):
+        """The signing account of a remoting request, a refusal, or None for a white-listed address."""
+        return self.authenticate(remote, ext.get(ACCESS_KEY), ext.get(SIGNATURE) or "",
+                                 lambda secret: sign(ext, body, secret), f"request code {code}")
+
+    def authenticate(self, remote: str, access_key: str | None, given: str, expected: Callable[[str], str],
+                     what: str) -> Account | Denied | None:
+        """The account `access_key` names when `given` is the signature `expected(its secret key)`
+        computes (compared in constant time), a refusal, or None for a white-listed address. An
+        account's own white-listed address needs no signature. One check for every protocol: the
+        remoting one signs its fields and body, RocketMQ 5's gRPC clients a date-time."""
+        if self.white_listed(remote):
             return None
-        access_key = ext.get(ACCESS_KEY)
         if not access_key:
-            return Denied("missing_access_key", f"No accessKey is configured for request code {code}")
+            return Denied("missing_access_key", f"No accessKey is configured for {what}")
         account = self.accounts.get(access_key)
         if account is None:
             return Denied("unknown_access_key", f"No acl config for {access_key}")
         if address_matches(account.white_remote_address, remote):
             return account
-        given = ext.get(SIGNATURE) or ""
-        expected = sign(ext, body, account.secret_key)
-        if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("ascii")):
+        want = expected(account.secret_key).encode("ascii")
+        if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), want):
             return Denied("bad_signature", f"Check signature failed for accessKey={access_key}")
         return account
 
@@ -279,7 +287,7 @@ class PlainAccessValidator:
         """Whether the account of an already authenticated request (or a white-listed address) may
         do `needed` on `resource` (a topic, or %RETRY%group for a group): for a resource the
         request names only inside what it points at (a message sent back by its offset)."""
-        if self._white_listed(remote):
+        if self.white_listed(remote):
             return None
         who = self.accounts.get(access_key or "")
         if who is None:

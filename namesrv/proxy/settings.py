@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from namesrv.acl.plain_acl import SessionCredentials
 
 DEFAULT_GRPC_PORT = 8081
 CUSTOMIZED_BACKOFF_MS = (1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000,
@@ -39,6 +41,17 @@ class ProxyConfig(BaseModel):
     route_cache_ttl_s: float = Field(default=30.0, gt=0)
     """A topic's route is read again from a NameServer after this long, whatever the push said."""
     broker_call_timeout_s: float = Field(default=3.0, gt=0)
+    acl_enable: bool = False
+    """Check every client call against `acl_file` (a plain_acl.yml, reloaded when it changes)."""
+    acl_file: str | None = None
+    credentials: SessionCredentials | None = None
+    """The proxy's own account: what its route reads and heartbeats sign with (a call acts as its caller's)."""
+
+    @model_validator(mode="after")
+    def _acl_has_a_file(self) -> ProxyConfig:
+        if self.acl_enable and not self.acl_file:
+            raise ValueError("acl_enable needs acl_file")
+        return self
 
 
 def _duration(ms: int) -> str:

@@ -1,11 +1,16 @@
 """ACL on a deployed cluster: brokers register with a broker account, the real RocketMQ client signs
 with the right and the wrong secret, every admin code over TCP unsigned, wrongly signed and signed
-by a non-admin, the Ray path with and without credentials, and no refused request changing a table."""
+by a non-admin, the Ray path with and without credentials, and no refused request changing a table;
+RocketMQ 5 clients through the gRPC proxy: the official client signs, sends and consumes as its
+account (the brokers check it again), and unsigned, wrongly signed or unpermitted calls are
+UNAUTHORIZED and reach no broker."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.deployment.launcher import Deployment
+from actors.deployment.placement import free_port
 from actors.deployment.spec import BrokerSpec
 from clients.admin.brokers import MQAdminError
 from clients.admin.client import AdminClient
@@ -24,10 +30,12 @@ from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.client.errors import MQClientError
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.proxy.auth import authorization_header
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from namesrv.remoting.command import MQServerError
 from namesrv.remoting.wire_command import SerializeType
 from tests.support.ray_cluster import DeploymentFactory, stable_tables
+from tests.support.rmq5 import P, code_name, require_client, run_client, stub
 
 ACL = """
 accounts:
@@ -41,11 +49,16 @@ accounts:
   - accessKey: broker
     secretKey: broker-secret
     broker: true
+  - accessKey: reader
+    secretKey: reader-secret
+    topicPerms: ["Rmq5Acl=SUB"]
+    groupPerms: ["GReader=SUB"]
 """
 APP = SessionCredentials(access_key="app", secret_key="app-secret")
 OPS = SessionCredentials(access_key="ops", secret_key="ops-secret")
 BROKER = SessionCredentials(access_key="broker", secret_key="broker-secret")
 WRONG = SessionCredentials(access_key="ops", secret_key="guessed")
+READER = SessionCredentials(access_key="reader", secret_key="reader-secret")
 ADMIN_CODES = {
     RequestCode.PUT_KV_CONFIG: {"namespace": "ns", "key": "k", "value": "v"},
     RequestCode.DELETE_KV_CONFIG: {"namespace": "ns", "key": "k"},
@@ -65,14 +78,17 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
     acl.write_text(ACL)
     factory = DeploymentFactory(tmp_path)
     try:
-        d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0,
-                           namesrv_overrides={"acl_enable": True, "acl_file": str(acl)},
-                           broker_overrides={"credentials": BROKER})
+        on = {"acl_enable": True, "acl_file": str(acl)}
+        d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0, namesrv_overrides=on,
+                           broker_overrides={**on, "credentials": BROKER}, proxy_count=1, proxy_port=free_port(),
+                           proxy_overrides={**on, "credentials": BROKER, "min_invisible_time_ms_for_recv": 1_000,
+                                            "consumer_min_long_polling_timeout_ms": 500})
         admin = AdminClient(d, credentials=OPS)
         wait_until(lambda: set(d.brokers) <= {a for bd in admin.cluster_info().broker_addr_table.values()
                                               for a in bd.broker_addrs.values()}, 15,
                    "the broker's signed registration")
         admin.create_topic("Guarded", read_queue_nums=2, write_queue_nums=2)
+        admin.create_topic("Rmq5Acl", read_queue_nums=2, write_queue_nums=2)
         yield d
     finally:
         factory.close()
@@ -200,3 +216,63 @@ def test_only_an_admin_creates_or_deletes_topics_on_a_broker(deployments: Deploy
         assert invoke(c, BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, create, OPS).code == ResponseCode.SUCCESS
         assert invoke(c, BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "AdminOnly"}, OPS).code == (
             ResponseCode.SUCCESS)
+
+
+# ---------------------------------------------------------------------------- RocketMQ 5 through the proxy
+def signed_metadata(creds: SessionCredentials) -> tuple[tuple[str, str], ...]:
+    """What the official 5.x clients send with each call (their Signature.metadata)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return (("x-mq-client-id", f"acl-test-{creds.access_key}"), ("x-mq-date-time", stamp),
+            ("authorization", authorization_header(creds.access_key, creds.secret_key, stamp)))
+
+
+def proxy_status(dep: Deployment) -> dict[str, Any]:
+    return ray.get(next(iter(dep.proxies.values())).get_status.remote(), timeout=60)
+
+
+def test_the_official_5x_client_sends_and_consumes_as_its_account(dep: Deployment, tmp_path: Path) -> None:
+    """Signed by the client's own code; what the proxy sends on is signed as `app` too, or the
+    broker (ACL on) would refuse it."""
+    require_client()
+    actions: list[dict[str, Any]] = [{"op": "send", "body": b} for b in ("acl-1", "acl-2")]
+    actions.append({"op": "receive_until", "bodies": ["acl-1", "acl-2"], "invisible_s": 30,
+                    "ack": ["acl-1", "acl-2"]})
+    results = run_client(dep, "Rmq5Acl", actions, tmp_path, credentials=APP,
+                         consumer={"group": "GApp", "await_s": 1})
+    assert [r["ok"] for r in results] == [True] * 3, results
+    assert proxy_status(dep)["acl_refused"] == 0
+
+
+def test_unsigned_wrongly_signed_and_unpermitted_5x_calls_are_unauthorized(dep: Deployment) -> None:
+    require_client()
+    route = P.new("QueryRouteRequest")
+    route.topic.name = "Rmq5Acl"
+    before = proxy_status(dep)
+    for metadata, why in (((("x-mq-client-id", "anon"),), "No accessKey"),
+                          (signed_metadata(WRONG), "Check signature failed"),
+                          ((("x-mq-date-time", "20261129T000000Z"), ("authorization", "MQv2-HMAC-SHA1 nonsense")),
+                           "authentication header is incorrect")):
+        answer = stub(dep, "QueryRoute")(route, metadata=metadata, timeout=30)
+        assert (code_name(answer.status), why in answer.status.message) == ("UNAUTHORIZED", True), answer.status
+    reader = signed_metadata(READER)
+    assert code_name(stub(dep, "QueryRoute")(route, metadata=reader, timeout=30).status) == "OK", "SUB reads routes"
+    msg = P.new("Message", body=b"not allowed")
+    msg.topic.name = "Rmq5Acl"
+    msg.system_properties.message_id = uuid.uuid4().hex
+    msg.system_properties.message_type = P.enum("MessageType", "NORMAL")
+    sent = stub(dep, "SendMessage")(P.new("SendMessageRequest", messages=[msg]), metadata=reader, timeout=30)
+    assert code_name(sent.status) == "UNAUTHORIZED" and "No permission for topic Rmq5Acl" in sent.status.message
+    receive = P.new("ReceiveMessageRequest", auto_renew=False)
+    receive.group.name = "GApp"
+    receive.message_queue.topic.name = "Rmq5Acl"
+    answers = list(stub(dep, "ReceiveMessage", "unary_stream")(receive, metadata=reader, timeout=30))
+    assert [code_name(a.status) for a in answers] == ["UNAUTHORIZED"]
+    assert "No permission for group GApp" in answers[0].status.message
+    settings = P.new("Settings", client_type=P.enum("ClientType", "PRODUCER"))
+    settings.publishing.topics.add(name="Rmq5Acl")
+    telemetry = list(stub(dep, "Telemetry", "stream_stream")(iter([P.new("TelemetryCommand", settings=settings)]),
+                                                             metadata=reader, timeout=30))
+    assert [code_name(t.status) for t in telemetry] == ["UNAUTHORIZED"], "no Settings for a publisher without PUB"
+    after = proxy_status(dep)
+    assert after["sent"] == before["sent"] and after["received"] == before["received"], "nothing reached a broker"
+    assert after["acl_refused"] - before["acl_refused"] == 6

@@ -7,6 +7,7 @@ per action. The spec: {"endpoint": "127.0.0.1:8081", "topic": "T", "actions": [.
   {"op": "tx", "body": "b", "resolution": "commit" | "rollback"}
   {"op": "orphan", "body": "b", "wait_s": 60}: a half left open, resolved (COMMIT) by the checker when
       the proxy relays the broker's check-back over Telemetry
+With "credentials": {"access_key": "ak", "secret_key": "sk"} both clients sign their calls with them.
 With "hold": true the producer stays up after the last action until a line (or EOF) on stdin.
 With "consumer": {"group": "G", "tag": "TagA", "await_s": 1} a SimpleConsumer of the topic runs too:
   {"op": "receive_until", "bodies": ["a"], "invisible_s": 2, "timeout_s": 30, "ack": ["a"]}: receives
@@ -101,12 +102,14 @@ def main() -> None:
         spec = json.load(f)
     topic = spec["topic"]
     checker = Checker()
-    producer = Producer(ClientConfiguration(spec["endpoint"], Credentials()), (topic,), checker)
+    creds = spec.get("credentials") or {}
+    credentials = Credentials(creds.get("access_key", ""), creds.get("secret_key", ""))
+    producer = Producer(ClientConfiguration(spec["endpoint"], credentials), (topic,), checker)
     producer.startup()
     consumer, got = None, {}
     if spec.get("consumer"):
         c = spec["consumer"]
-        consumer = SimpleConsumer(ClientConfiguration(spec["endpoint"], Credentials()), c["group"],
+        consumer = SimpleConsumer(ClientConfiguration(spec["endpoint"], credentials), c["group"],
                                   {topic: FilterExpression(c.get("tag", "*"))}, await_duration=int(c.get("await_s", 1)))
         consumer.startup()
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import time
 import uuid
@@ -30,19 +29,14 @@ from actors.deployment.placement import free_port
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
 from namesrv.common.waiting import wait_until
-from namesrv.proxy.descriptors import SERVICE, load
+from namesrv.proxy.descriptors import SERVICE
 from tests.support.ray_cluster import pull_all, registered_deployment
-
-ROOT = Path(__file__).resolve().parents[3]
-RMQ5_PYTHON = ROOT / os.environ.get("NAMESRV_RMQ5_VENV", ".venv-rmq5") / "bin" / "python"  # run.sh's venv
-DRIVER = ROOT / "tests" / "support" / "rmq5_client.py"
-P = load()
+from tests.support.rmq5 import DRIVER, RMQ5_PYTHON, P, code_name, endpoint, require_client, run_client, stub
 
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    if not RMQ5_PYTHON.exists():
-        pytest.fail(f"{RMQ5_PYTHON} is missing: `bash run.sh test` makes the RocketMQ 5 client's venv")
+    require_client()
     with registered_deployment(tmp_path_factory.mktemp("proxy"), prefix="proxy",
                                brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1,
                                broker_port=0, proxy_count=1, proxy_port=free_port(),
@@ -58,22 +52,6 @@ def topic_of(dep: Deployment, prefix: str, queues: int = 2) -> str:
     topic = f"{prefix}{uuid.uuid4().hex[:6]}"
     AdminClient(dep).create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
     return topic
-
-
-def endpoint(dep: Deployment) -> str:
-    return next(iter(dep.proxy_endpoints.values()))
-
-
-def run_client(dep: Deployment, topic: str, actions: list[dict[str, Any]], tmp_path: Path,
-               timeout: float = 120) -> list[dict[str, Any]]:
-    spec = tmp_path / f"spec-{uuid.uuid4().hex[:6]}.json"
-    spec.write_text(json.dumps({"endpoint": endpoint(dep), "topic": topic, "actions": actions}))
-    out = subprocess.run([str(RMQ5_PYTHON), str(DRIVER), str(spec)], capture_output=True, text=True,
-                         timeout=timeout, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(results) == len(actions), out.stdout + out.stderr[-3000:]
-    return results
 
 
 def messages(dep: Deployment, topic: str) -> list[dict[str, Any]]:
@@ -92,17 +70,6 @@ def props(m: dict[str, Any]) -> dict[str, str]:
         from namesrv.protocol.message.properties import string_to_properties
         return string_to_properties(p)
     return dict(p)
-
-
-def stub(dep: Deployment, method: str, kind: str = "unary_unary") -> Any:
-    req, resp, _, _ = P.methods()[method]
-    channel = grpc.insecure_channel(endpoint(dep))
-    return getattr(channel, kind)(f"/{SERVICE}/{method}", request_serializer=req.SerializeToString,
-                                  response_deserializer=resp.FromString)
-
-
-def code_name(status: Any) -> str:
-    return P.enum_name("Code", status.code)
 
 
 def test_normal_fifo_and_delayed_sends_land_on_the_brokers(dep: Deployment, tmp_path: Path) -> None:
@@ -283,14 +250,8 @@ def test_simple_consumer_receives_acks_and_gets_back_what_it_did_not_ack(dep: De
                 {"op": "receive_until", "bodies": ["a3"], "invisible_s": 30},
                 {"op": "ack", "body": "a3"},
                 {"op": "drain", "for_s": 3, "invisible_s": 2}]
-    spec = tmp_path / "pop.json"
-    spec.write_text(json.dumps({"endpoint": endpoint(dep), "topic": topic, "actions": actions,
-                                "consumer": {"group": group, "tag": "TagA", "await_s": 1}}))
-    out = subprocess.run([str(RMQ5_PYTHON), str(DRIVER), str(spec)], capture_output=True, text=True,
-                         timeout=120, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert [r["ok"] for r in results] == [True] * len(actions), out.stdout + out.stderr[-3000:]
+    results = run_client(dep, topic, actions, tmp_path, consumer={"group": group, "tag": "TagA", "await_s": 1})
+    assert [r["ok"] for r in results] == [True] * len(actions), results
     first, back, changed, after_change, _, drained = results[4:]
     sent_ids = {r["body"]: r["message_id"] for r in results[:4]}
     got: dict[str, Any] = {}
