@@ -13,6 +13,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from actors.proxy.brokers import BrokerLinks
+from actors.proxy.groups import GroupPolicies
 from actors.proxy.routes import RouteCache
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.decoder import decode_messages
@@ -39,11 +40,12 @@ def _now_ms() -> int:
 
 class ConsumerRpcs:
     def __init__(self, proto: Protocol, config: ProxyConfig, routes: RouteCache, brokers: BrokerLinks,
-                 status: StatusOf) -> None:
+                 groups: GroupPolicies, status: StatusOf) -> None:
         self.p = proto
         self.config = config
         self.routes = routes
         self.brokers = brokers
+        self.groups = groups
         self._status = status
         self._counter = itertools.count()
         self.received = 0
@@ -60,7 +62,7 @@ class ConsumerRpcs:
     async def receive_message(self, request: Any, context: Any) -> AsyncIterator[Any]:
         resp = self.p.cls("ReceiveMessageResponse")
         try:
-            answer, invisible_ms, resource = await self._pop(request, context)
+            answer, invisible_ms, resource, fifo = await self._pop(request, context)
         except ProxyError as e:
             yield resp(status=self._status(e.code, e.message))
             return
@@ -75,6 +77,10 @@ class ConsumerRpcs:
             return
         try:
             found = decode_messages(answer.body or b"")
+            if fifo:  # an orderly pop's message comes again from its queue: its attempts are the broker's count
+                ext = {k: str(v) for k, v in (answer.ext_fields or {}).items()}
+                for m, earlier in zip(found, cm.order_attempts(ext, found), strict=True):
+                    m.reconsume_times = earlier
             converted = []
             for m in found:
                 msg = self.p.new("Message")
@@ -96,7 +102,7 @@ class ConsumerRpcs:
         done.delivery_timestamp.FromMilliseconds(_now_ms())
         yield done
 
-    async def _pop(self, request: Any, context: Any) -> tuple[Any, int, dict[str, str]]:
+    async def _pop(self, request: Any, context: Any) -> tuple[Any, int, dict[str, str], bool]:
         topic = check_topic(str(request.message_queue.topic.name))
         group = cm.check_group(str(request.group.name))
         c = self.config
@@ -106,9 +112,10 @@ class ConsumerRpcs:
                              c.consumer_min_long_polling_timeout_ms, c.consumer_max_long_polling_timeout_ms)
         invisible = cm.check_invisible(_ms(request.invisible_duration), c.min_invisible_time_ms_for_recv,
                                        c.max_invisible_time_ms)
+        fifo = (await self.groups.get(group, topic)).fifo
         header = cm.pop_header(group, topic, int(request.batch_size), invisible, poll,
                                int(request.filter_expression.type), str(request.filter_expression.expression),
-                               _now_ms())
+                               _now_ms(), fifo)
         route = await self.routes.get(topic)
         readers = routing.readable_masters(route)
         if not readers:
@@ -118,7 +125,7 @@ class ConsumerRpcs:
         resource = {"name": topic}
         if request.message_queue.topic.resource_namespace:
             resource["resource_namespace"] = str(request.message_queue.topic.resource_namespace)
-        return answer, invisible, resource
+        return answer, invisible, resource, fifo
 
     # ------------------------------------------------------------------ ack & co
     async def _call(self, topic: str, handle: cm.ReceiptHandle, code: int, header: dict[str, str]) -> Any:

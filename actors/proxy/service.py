@@ -21,6 +21,7 @@ from google.protobuf import json_format
 from actors.proxy.acl import ACTING_AS, ProxyAcl
 from actors.proxy.brokers import BrokerLinks
 from actors.proxy.consumer import ConsumerRpcs
+from actors.proxy.groups import GroupPolicies
 from actors.proxy.routes import RouteCache
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.codec import decode_offset_msg_id
@@ -32,7 +33,7 @@ from namesrv.proxy import route as routing
 from namesrv.proxy import status as st
 from namesrv.proxy import transaction as txn
 from namesrv.proxy.auth import settings_needs
-from namesrv.proxy.consume import check_group
+from namesrv.proxy.consume import GroupPolicy, check_group
 from namesrv.proxy.descriptors import SERVICE, Protocol
 from namesrv.proxy.send import check_topic, plan_send
 from namesrv.proxy.settings import ProxyConfig, server_settings
@@ -75,7 +76,8 @@ class MessagingService:
         self.acl = ProxyAcl(config.acl_file or "", config.credentials) if config.acl_enable else None
         """None without ACL: every call is served and nothing is signed."""
         self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s, self._on_check, config.credentials)
-        self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self._status)
+        self.groups = GroupPolicies(routes, self.brokers, config.route_cache_ttl_s)
+        self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self.groups, self._status)
         self.sessions: dict[str, TelemetrySession] = {}
         self._counter = itertools.count()
         self.calls: dict[str, int] = {}
@@ -189,9 +191,10 @@ class MessagingService:
 
     async def query_assignment(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
-        check_group(str(request.group.name))
+        group = check_group(str(request.group.name))
+        fifo = (await self.groups.get(group, topic)).fifo
         route = await self.routes.get(topic)
-        entries = routing.assignments(self._topic(request.topic), route, self.endpoints, fifo=False)
+        entries = routing.assignments(self._topic(request.topic), route, self.endpoints, fifo=fifo)
         if not entries:
             raise ProxyError("FORBIDDEN", "no readable queue")
         return self._ok("QueryAssignmentResponse", assignments=entries)
@@ -323,8 +326,9 @@ class MessagingService:
     async def _on_settings(self, session: TelemetrySession, settings: Any) -> None:
         client = json_format.MessageToDict(settings, preserving_proto_field_name=True)
         session.client_type = str(client.get("client_type", ""))
+        policy = await self._group_policy(settings)
         answer = self.p.new("Settings")
-        json_format.ParseDict(server_settings(client, self.config), answer)
+        json_format.ParseDict(server_settings(client, self.config, policy.fifo, policy.retry_max_times), answer)
         session.outbox.put_nowait(self.p.new("TelemetryCommand", status=self._status("OK", "OK"), settings=answer))
         if settings.HasField("publishing"):
             topics = {str(t.name) for t in settings.publishing.topics}
@@ -337,6 +341,19 @@ class MessagingService:
                     continue
                 addrs.extend(q.broker_addr for q in routing.write_queues(route))
             await self.brokers.add_producer_groups(topics, sorted(set(addrs)))
+
+    async def _group_policy(self, settings: Any) -> GroupPolicy:
+        """A consumer's group policy for its Settings (the defaults for a producer, or when it cannot
+        be read: the Settings are answered whatever happens, or the client never starts)."""
+        if not settings.HasField("subscription") or not settings.subscription.subscriptions:
+            return GroupPolicy()
+        group = str(settings.subscription.group.name)
+        try:
+            return await self.groups.get(check_group(group), check_topic(str(settings.subscription.subscriptions[0]
+                                                                              .topic.name)))
+        except ProxyError as e:
+            log.warning("settings of group %s answered with the defaults: %s", group, e.message)
+            return GroupPolicy()
 
     def _on_check(self, broker_addr: str, cmd: RemotingCommand) -> None:
         """A broker asks about a half of a topic our clients publish: to one of them, as a

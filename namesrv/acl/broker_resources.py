@@ -5,12 +5,12 @@ A topic maps to the permission the request needs on it; a group is its retry top
 (`%RETRY%group`), as RocketMQ keys group permissions. A send to a retry topic needs SUB on that
 group (a consumer re-sending to its own group), any other send PUB on its topic; a pull, an offset
 query or commit, a pop, an ack (each of a batch) or a change of invisible time SUB on the topic and
-the group; a recall PUB on its topic; a heartbeat SUB on every group and topic it
-subscribes to; a query by key SUB on its topic; a view by offset SUB on the topic it names, and
-the processor checks the topic of the message it finds (RocketMQ's PlainAccessValidator checks
-only the topic the request names). A reply is a send to its reply topic; an offset reset or clone
-needs SUB on the topic and on the groups it touches. Creating or deleting a subscription group is
-admin only (plain_acl.BROKER_ADMIN_CODES, as RocketMQ's Permission.needAdminPerm).
+the group; a recall PUB on its topic; reading a group's config SUB on the group; a heartbeat SUB
+on every group and topic it subscribes to; a query by key SUB on its topic; a view by offset SUB
+on the topic it names, and the processor checks the topic of the message it finds (RocketMQ's
+PlainAccessValidator checks only the topic the request names). A reply is a send to its reply
+topic; an offset reset or clone needs SUB on the topic and on the groups it touches. Creating or
+deleting a subscription group is admin only (plain_acl.BROKER_ADMIN_CODES, as RocketMQ's Permission.needAdminPerm).
 
 Only called once the request's signature is checked: parsing happens after authentication.
 """
@@ -28,6 +28,7 @@ from namesrv.protocol.broker_headers import (
     ConsumerQueueHeader,
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
     RecallMessageRequestHeader,
@@ -67,6 +68,7 @@ WIRE_HEADERS: dict[int, type[Header]] = {
     BrokerRequestCode.ACK_MESSAGE: AckMessageRequestHeader,
     BrokerRequestCode.CHANGE_MESSAGE_INVISIBLETIME: AckMessageRequestHeader,
     BrokerRequestCode.RECALL_MESSAGE: RecallMessageRequestHeader,
+    BrokerRequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: GetSubscriptionGroupConfigRequestHeader,
 }
 """The header model the broker's processor reads for each code the ACL looks into."""
 
@@ -88,7 +90,7 @@ def header_resources(code: int, header: Header | None) -> dict[str, int]:
         return {header.topic: SUB, retry + header.consumer_group: SUB}
     if isinstance(header, ConsumerQueueHeader):  # QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET
         return {header.topic: SUB, retry + header.consumer_group: SUB}
-    if isinstance(header, ConsumerSendMsgBackRequestHeader):
+    if isinstance(header, (ConsumerSendMsgBackRequestHeader, GetSubscriptionGroupConfigRequestHeader)):
         return {retry + header.group: SUB}
     if isinstance(header, QueryMessageRequestHeader):
         return {header.topic: SUB}

@@ -289,6 +289,12 @@ def end_transaction_ext(producer_group: str, tran_state_table_offset: int, commi
             "fromTransactionCheck": "true" if from_transaction_check else "false"}
 
 
+class GetSubscriptionGroupConfigRequestHeader(Header):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352)."""
+
+    group: GroupName
+
+
 class DeleteSubscriptionGroupRequestHeader(Header):
     """DELETE_SUBSCRIPTIONGROUP (207); the name is checked by the subscription group rule itself
     (namesrv.broker.subscription.config.group_problem), which words RocketMQ's remark."""

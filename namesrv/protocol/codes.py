@@ -105,6 +105,8 @@ class BrokerRequestCode(IntEnum):
     """SEND_REPLY_MESSAGE with SEND_MESSAGE_V2's one-letter header."""
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     """Broker -> requester, awaiting its answer: the reply to its request (ReplyMessageRequestHeader)."""
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352
+    """One consumer group's config (created with the defaults on first use, as findSubscriptionGroupConfig)."""
     RECALL_MESSAGE = 370
     """RocketMQ 5.3: cancel a timed message before it is due, by the recall handle its send answered."""
     POP_MESSAGE = 200050

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from namesrv.broker.pop.extra_info import KEY_SEPARATOR, ExtraInfo, decode_extra_info, real_topic
+from namesrv.broker.pop.extra_info import (
+    KEY_SEPARATOR,
+    ExtraInfo,
+    decode_extra_info,
+    parse_offset_info,
+    real_topic,
+    retry_flag,
+)
+from namesrv.protocol import fastjson
 from namesrv.protocol.message.decoder import MessageExt
 from namesrv.protocol.types import InvalidInput
 from namesrv.proxy.send import SYSTEM_PROPERTY_KEYS, check_topic
@@ -113,9 +121,49 @@ def polling_ms(requested: int | None, remaining_ms: int | None, min_ms: int, max
     return poll
 
 
+@dataclass(frozen=True, slots=True)
+class GroupPolicy:
+    """What the proxy takes from a consumer group's config (SubscriptionGroupConfig): whether it is
+    FIFO (consumeMessageOrderly) and how often a message is retried before the DLQ."""
+
+    fifo: bool = False
+    retry_max_times: int = 16
+
+
+def group_policy(body: bytes | None) -> GroupPolicy:
+    """The policy in a GET_SUBSCRIPTIONGROUP_CONFIG answer's body; InvalidInput if it is not one."""
+    try:
+        config = fastjson.loads(body or b"")
+    except fastjson.JsonError as e:
+        raise InvalidInput(f"subscription group config: {e}") from None
+    if not isinstance(config, dict):
+        raise InvalidInput("subscription group config is not a JSON object")
+    fifo, retries = config.get("consumeMessageOrderly", False), config.get("retryMaxTimes", 16)
+    if not isinstance(fifo, bool) or not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise InvalidInput(f"subscription group config has consumeMessageOrderly={fifo!r}, retryMaxTimes={retries!r}")
+    return GroupPolicy(fifo, retries)
+
+
+def order_attempts(ext: dict[str, str], messages: list[MessageExt]) -> list[int]:
+    """Each message's earlier deliveries from an orderly pop's `orderCountInfo` (per queue, the
+    counts of that queue's messages in the answer's order: RocketMQ's ConsumerOrderInfoManager);
+    0 where the answer says nothing. InvalidInput on a malformed summary."""
+    counts = {k: v.split(",") for k, v in parse_offset_info(ext.get("orderCountInfo", "")).items()}
+    seen: dict[str, int] = {}
+    out = []
+    for m in messages:
+        key = f"{retry_flag(m.topic)}@{m.queue_id}"
+        i = seen.get(key, 0)
+        seen[key] = i + 1
+        values = counts.get(key, [])
+        out.append(int(values[i]) if i < len(values) and values[i].isdigit() else 0)
+    return out
+
+
 def pop_header(group: str, topic: str, batch_size: int, invisible_ms: int, poll_ms: int, filter_type: int,
-               expression: str, now_ms: int) -> dict[str, str]:
-    """POP_MESSAGE's header for a non-FIFO group: any readable queue (-1) of the broker."""
+               expression: str, now_ms: int, fifo: bool = False) -> dict[str, str]:
+    """POP_MESSAGE's header: any readable queue (-1) of the broker; a FIFO group's pop is orderly
+    (a queue is taken only when the group has nothing of it in flight)."""
     if filter_type not in FILTER_TYPES:
         raise ProxyError("ILLEGAL_FILTER_EXPRESSION", f"filter type {filter_type} is not supported")
     exp_type = FILTER_TYPES[filter_type]
@@ -126,7 +174,7 @@ def pop_header(group: str, topic: str, batch_size: int, invisible_ms: int, poll_
         raise ProxyError("BAD_REQUEST", f"batch size {batch_size} must be positive")
     return {"consumerGroup": group, "topic": topic, "queueId": "-1", "maxMsgNums": str(min(batch_size, MAX_BATCH)),
             "invisibleTime": str(invisible_ms), "pollTime": str(poll_ms), "bornTime": str(now_ms),
-            "initMode": str(CONSUME_INIT_MAX), "expType": exp_type, "exp": exp, "order": "false"}
+            "initMode": str(CONSUME_INIT_MAX), "expType": exp_type, "exp": exp, "order": "true" if fifo else "false"}
 
 
 def ack_header(group: str, topic: str, handle: ReceiptHandle) -> dict[str, str]:

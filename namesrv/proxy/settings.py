@@ -59,18 +59,22 @@ def _duration(ms: int) -> str:
     return f"{ms // 1000}.{ms % 1000:03d}s"
 
 
-def server_settings(client: dict[str, Any], config: ProxyConfig, fifo: bool = False) -> dict[str, Any]:
+def server_settings(client: dict[str, Any], config: ProxyConfig, fifo: bool = False,
+                    retry_max_times: int | None = None) -> dict[str, Any]:
     """The Settings answering a client's `client` Settings: the client's own, merged with the
-    server's (mergeProducerData / mergeSubscriptionData), metrics off. Both are dicts in protobuf's
-    JSON form with proto field names (`MessageToDict(..., preserving_proto_field_name=True)`, and
-    `ParseDict` for the answer)."""
+    server's (mergeProducerData / mergeSubscriptionData), metrics off. A consumer's FIFO flag and
+    attempts (`retry_max_times` + 1) are its group's (its SubscriptionGroupConfig; the proxy's
+    `consumer_retry_max_times` when not given). Both are dicts in protobuf's JSON form with proto
+    field names (`MessageToDict(..., preserving_proto_field_name=True)`, and `ParseDict` for the
+    answer)."""
     out: dict[str, Any] = {k: v for k, v in client.items() if k not in ("backoff_policy", "metric")}
     if "subscription" in client:
         sub = dict(client["subscription"])
         sub.update(receive_batch_size=config.consumer_long_polling_batch_size,
                    long_polling_timeout=_duration(config.consumer_max_long_polling_timeout_ms), fifo=fifo)
         out["subscription"] = sub
-        out["backoff_policy"] = {"max_attempts": config.consumer_retry_max_times + 1,
+        retries = config.consumer_retry_max_times if retry_max_times is None else retry_max_times
+        out["backoff_policy"] = {"max_attempts": retries + 1,
                                  "customized_backoff": {"next": [_duration(ms) for ms in CUSTOMIZED_BACKOFF_MS]}}
     else:  # a producer (RocketMQ merges producer data for any client with publishing; one without gets it too)
         pub = dict(client.get("publishing", {}))

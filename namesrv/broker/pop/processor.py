@@ -249,5 +249,6 @@ class PopMessageProcessor:
         outcome.msg_offset_info.append(offset_info_entry(topic, queue_id,
                                                          ",".join(str(m.queue_offset) for m in result.messages)))
         if h.order:
-            counts = ",".join(str(m.reconsume_times) for m in result.messages)
+            counts = ",".join(str(self.state.order_attempts.get((h.consumer_group, topic, queue_id, m.queue_offset), 0))
+                              for m in result.messages)
             outcome.order_count_info.append(offset_info_entry(topic, queue_id, counts))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from namesrv.broker.context import BrokerContext
 from namesrv.broker.pop.extra_info import pop_retry_topic
-from namesrv.broker.pop.inflight import InFlight, Key
+from namesrv.broker.pop.inflight import InFlight
 from namesrv.broker.pop.journal import ack_record, pop_record
 from namesrv.broker.pop.processor import FIRST_POP_TIME, POP_CK
 from namesrv.broker.pop.state import PopState
@@ -52,7 +52,6 @@ class PopReviveService:
     def __init__(self, ctx: BrokerContext, state: PopState, send: Send) -> None:
         self.ctx, self.state, self.send = ctx, state, send
         self._wake = asyncio.Event()
-        self.order_attempts: dict[Key, int] = {}
         self.revived = 0
         self.dead = 0
         self.failures = 0
@@ -150,9 +149,9 @@ class PopReviveService:
         max_times = group.retry_max_times if group is not None else 16
         dlq = f"{DLQ_GROUP_TOPIC_PREFIX}{entry.group}"
         if entry.order:
-            attempts = self.order_attempts.get(entry.key, 0) + 1
+            attempts = self.state.order_attempts.get(entry.key, 0) + 1
             if attempts <= max_times:
-                self.order_attempts[entry.key] = attempts
+                self.state.order_attempts[entry.key] = attempts
                 ctx.hold.notify(entry.origin_topic, entry.queue_id)  # the queue is free again
                 return Revival(entry, done)
             return Revival(entry, done, self._inner(entry, message, dlq, attempts), dead=True)
@@ -181,7 +180,7 @@ class PopReviveService:
             self.revived += 1
             ctx.hold.notify(entry.origin_topic, -1)  # held pops of the topic read its retry topic too
         if entry.order:
-            self.order_attempts.pop(entry.key, None)
+            self.state.order_attempts.pop(entry.key, None)
             q = (entry.group, entry.topic, entry.queue_id)
             lowest = self.state.index.lowest_in_flight(*q)
             nxt = lowest if lowest is not None else entry.offset + 1

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.pop.inflight import InflightIndex, QueueKey
+from namesrv.broker.pop.inflight import InflightIndex, Key, QueueKey
 from namesrv.broker.pop.journal import PopJournal
 from namesrv.common.clock import Clock
 
@@ -36,6 +36,10 @@ class PopState:
         """The last pop offset recorded per (group, topic, queue): compaction keeps them."""
         self.busy: set[QueueKey] = set()
         """Queues a pop is reading now: another pop of the group skips them (RocketMQ's queue lock)."""
+        self.order_attempts: dict[Key, int] = {}
+        """Times an orderly pop's message lapsed and was popped again from its queue (the revive
+        service counts them, a pop reports them as orderCountInfo: RocketMQ's ConsumerOrderInfoManager).
+        Kept in memory: a restart counts again from 0."""
         self.on_added: Callable[[], None] = lambda: None
         """Called when an entry joined the index (the revive service looks at its next due time)."""
         self.log_sink: Callable[[list[dict[str, Any]]], Awaitable[object] | None] = lambda records: None

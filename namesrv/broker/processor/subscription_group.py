@@ -1,6 +1,7 @@
 """The consumer-group admin codes of RocketMQ's AdminBrokerProcessor: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
-(200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and DELETE_SUBSCRIPTIONGROUP (207), wired by the broker
-controller beside the topic codes (they persist).
+(200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207) and
+GET_SUBSCRIPTIONGROUP_CONFIG (352: one group, as RocketMQ 5's proxy reads a consumer's FIFO flag and
+retry times), wired by the broker controller beside the topic codes (they persist).
 
 A change is answered once it is on disk (a failed write is rolled back and answered SYSTEM_ERROR).
 A bad group name or setting (RocketMQ's TopicValidator.validateGroup, the settings' ranges) and the
@@ -20,7 +21,11 @@ from namesrv.broker.subscription.config import SubscriptionGroupError, parse_gro
 from namesrv.broker.subscription.manager import SubscriptionGroupManager
 from namesrv.common.persist import BackgroundWriter
 from namesrv.protocol import fastjson
-from namesrv.protocol.broker_headers import DeleteSubscriptionGroupRequestHeader, request_header
+from namesrv.protocol.broker_headers import (
+    DeleteSubscriptionGroupRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+    request_header,
+)
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
@@ -39,6 +44,7 @@ class SubscriptionGroupProcessor:
             BrokerRequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
             BrokerRequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
             BrokerRequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            BrokerRequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.get_subscription_group,
         }
 
     def update_and_create_subscription_group(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
@@ -56,6 +62,21 @@ class SubscriptionGroupProcessor:
     def get_all_subscription_group(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse:
         table = self.groups.wire_table()
         return RemotingResponse(ResponseCode.SUCCESS, None, {}, fastjson.dumps(table), table)
+
+    def get_subscription_group(self, request: RemotingRequest, ctx: RequestContext) -> RemotingResponse:
+        """The group's config (SubscriptionGroupConfig JSON); a group not there yet is created with
+        the defaults when auto-creation is on (RocketMQ's findSubscriptionGroupConfig), else
+        SUBSCRIPTION_GROUP_NOT_EXIST."""
+        try:
+            h = request_header(request, GetSubscriptionGroupConfigRequestHeader)
+        except (ValidationError, InvalidInput) as e:
+            why = describe_errors(e) if isinstance(e, ValidationError) else str(e)
+            return error(ResponseCode.INVALID_PARAMETER, f"invalid request: {why}")
+        config = self.groups.find(h.group)
+        if config is None:
+            return error(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        wire = config.to_wire()
+        return RemotingResponse(ResponseCode.SUCCESS, None, {}, fastjson.dumps(wire), wire)
 
     def delete_subscription_group(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         try:

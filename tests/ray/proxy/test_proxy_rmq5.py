@@ -5,7 +5,8 @@ server's Settings answer the client's; bad requests get the proxy's status codes
 an RPC the service does not have gets UNIMPLEMENTED; a killed proxy is restarted by Ray on its
 endpoint; a SimpleConsumer receives (pop), acks, changes invisible durations and gets back what it
 did not ack; bad receipt handles are refused; a delayed message recalled by its handle never
-arrives. One deployment (two TCP brokers, one proxy)."""
+arrives; a FIFO group (its subscription group config) receives a message group in order, its queue
+held while a batch is in flight. One deployment (two TCP brokers, one proxy)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from actors.deployment.launcher import Deployment
 from actors.deployment.placement import free_port
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
+from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.common.waiting import wait_until
 from namesrv.proxy.descriptors import SERVICE
 from tests.support.ray_cluster import pull_all, registered_deployment
@@ -367,3 +369,41 @@ def test_a_recalled_delayed_message_never_arrives(dep: Deployment) -> None:
     assert [m["body"] for m in messages(dep, topic)] == [b"kept"], "the recalled one, due in the same pass, is not"
     late = recall(P.new("RecallMessageRequest", topic={"name": topic}, recall_handle=kept.recall_handle), timeout=10)
     assert code_name(late.status) == "INTERNAL_SERVER_ERROR" and "timestamp invalid" in late.status.message
+
+
+def test_a_fifo_group_receives_its_message_group_in_order_one_batch_at_a_time(dep: Deployment,
+                                                                             tmp_path: Path) -> None:
+    """consumeMessageOrderly: Settings say FIFO, assignments are per queue, and a pop is orderly: while
+    a batch is in flight its queue gives nothing more, and a lapsed batch comes again first, in order,
+    its attempts counted by the broker."""
+    topic = topic_of(dep, "Rmq5Fifo")
+    group = f"GFifo{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(dep)
+    for addr in dep.brokers:
+        admin.create_and_update_subscription_group_config(
+            addr, SubscriptionGroupConfig(group_name=group, consume_message_orderly=True, retry_max_times=3))
+    settings = P.new("Settings", client_type=P.enum("ClientType", "SIMPLE_CONSUMER"))
+    settings.subscription.group.name = group
+    settings.subscription.subscriptions.add().topic.name = topic
+    answer = next(iter(stub(dep, "Telemetry", "stream_stream")(
+        iter([P.new("TelemetryCommand", settings=settings)]), metadata=(("x-mq-client-id", "fifo-1"),), timeout=30)))
+    assert (answer.settings.subscription.fifo, answer.settings.backoff_policy.max_attempts) == (True, 4)
+    query = P.new("QueryAssignmentRequest")
+    query.topic.name, query.group.name = topic, group
+    assigned = stub(dep, "QueryAssignment")(query, timeout=30)
+    assert sorted(a.message_queue.id for a in assigned.assignments) == [0, 0, 1, 1], "each queue of both brokers"
+
+    actions: list[dict[str, Any]] = [{"op": "send", "body": f"f{i}", "group": "order-7"} for i in range(3)]
+    actions += [{"op": "receive_until", "bodies": ["f0", "f1", "f2"], "invisible_s": 10},
+                {"op": "send", "body": "f3", "group": "order-7"},
+                {"op": "drain", "for_s": 1.5, "invisible_s": 30},  # the batch is in flight: its queue is held
+                {"op": "receive_until", "bodies": ["f0", "f1", "f2", "f3"], "invisible_s": 30,
+                 "ack": ["f0", "f1", "f2", "f3"], "timeout_s": 40},
+                {"op": "drain", "for_s": 1, "invisible_s": 30}]
+    results = run_client(dep, topic, actions, tmp_path, consumer={"group": group, "await_s": 1})
+    assert [r["ok"] for r in results] == [True] * len(actions), results
+    first, _, held, again, rest = results[3:]
+    assert [(r["body"], r["attempt"]) for r in first["received"]] == [("f0", 1), ("f1", 1), ("f2", 1)]
+    assert held["received"] == [], "nothing of the queue while its batch is in flight"
+    assert [(r["body"], r["attempt"]) for r in again["received"]] == [("f0", 2), ("f1", 2), ("f2", 2), ("f3", 1)]
+    assert rest["received"] == []

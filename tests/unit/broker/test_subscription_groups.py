@@ -151,6 +151,28 @@ def test_update_list_and_delete_over_the_wire(broker: Broker) -> None:
     assert broker.offsets.query_offset("G1", "T", 0) == -1, "cleanOffset removes the group's offsets"
 
 
+def test_one_groups_config_is_read_and_a_new_group_created_with_the_defaults(broker: Broker) -> None:
+    admin = GroupAdmin(broker)
+    body = json.dumps({"groupName": "Fifo", "consumeMessageOrderly": True, "retryMaxTimes": 3}).encode()
+    assert admin.call(Code.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body).code == ResponseCode.SUCCESS
+    got = admin.call(Code.GET_SUBSCRIPTIONGROUP_CONFIG, group="Fifo")
+    assert got.code == ResponseCode.SUCCESS
+    config = json.loads(got.body or b"")
+    assert (config["groupName"], config["consumeMessageOrderly"], config["retryMaxTimes"]) == ("Fifo", True, 3)
+    fresh = admin.call(Code.GET_SUBSCRIPTIONGROUP_CONFIG, group="NewGroup")
+    assert json.loads(fresh.body or b"")["retryMaxTimes"] == 16 and admin.groups.get("NewGroup") is not None
+    for bad in ({"group": "bad group"}, {}):
+        before = dict(admin.groups.table)
+        assert admin.call(Code.GET_SUBSCRIPTIONGROUP_CONFIG, **bad).code == ResponseCode.INVALID_PARAMETER
+        assert admin.groups.table == before
+
+
+def test_without_auto_create_an_unknown_groups_config_does_not_exist(tmp_path: Path) -> None:
+    admin = GroupAdmin(Broker(tmp_path, auto_create_subscription_group=False))
+    answer = admin.call(Code.GET_SUBSCRIPTIONGROUP_CONFIG, group="Nobody")
+    assert (answer.code, answer.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+
+
 @pytest.mark.parametrize(("body", "why"), [
     ({"groupName": "bad group"}, "contains illegal characters"),
     ({"groupName": "G1", "retryQueueNums": -1}, "retryQueueNums"),

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from namesrv.broker.pop.extra_info import ExtraInfo
 from namesrv.protocol.message.decoder import MessageExt
+from namesrv.protocol.types import InvalidInput
 from namesrv.proxy import consume as cm
 from namesrv.proxy.status import ProxyError
 
@@ -121,3 +122,22 @@ def test_a_popped_message_becomes_a_v2_message() -> None:
     del props["POP_CK"]
     with pytest.raises(ProxyError):
         cm.v2_message(m, {"name": "T"}, 30_000)
+
+
+def test_a_groups_policy_is_read_from_its_config_and_bad_configs_are_refused() -> None:
+    assert cm.group_policy(b'{"groupName":"G","consumeMessageOrderly":true,"retryMaxTimes":3}') == \
+        cm.GroupPolicy(fifo=True, retry_max_times=3)
+    assert cm.group_policy(b'{"groupName":"G"}') == cm.GroupPolicy()
+    for bad in (b"", b"[1]", b'{"consumeMessageOrderly":"yes"}', b'{"retryMaxTimes":-1}', b'{"retryMaxTimes":true}'):
+        with pytest.raises(InvalidInput):
+            cm.group_policy(bad)
+
+
+def test_a_fifo_groups_pop_is_orderly_and_its_attempts_come_from_order_count_info() -> None:
+    assert cm.pop_header("G", "T", 8, 30_000, 5_000, 1, "*", 0, fifo=True)["order"] == "true"
+    assert cm.pop_header("G", "T", 8, 30_000, 5_000, 1, "*", 0)["order"] == "false"
+    found = [MessageExt("T", q, o, 0, 0, 0, "", "", b"") for q, o in ((0, 5), (0, 6), (1, 2))]
+    assert cm.order_attempts({"orderCountInfo": "0 0 2,1;0 1 0"}, found) == [2, 1, 0]
+    assert cm.order_attempts({}, found) == [0, 0, 0], "no summary: first deliveries"
+    with pytest.raises(InvalidInput):
+        cm.order_attempts({"orderCountInfo": "0 0"}, found)

@@ -36,6 +36,13 @@ def test_a_consumer_gets_batch_long_polling_fifo_and_retries() -> None:
     assert [d.seconds for d in s.backoff_policy.customized_backoff.next][:3] == [1, 5, 10]
 
 
+def test_a_fifo_groups_consumer_gets_fifo_and_its_groups_attempts() -> None:
+    settings = P.new("Settings")
+    client = {"client_type": "SIMPLE_CONSUMER", "subscription": {"group": {"name": "G"}}}
+    json_format.ParseDict(server_settings(client, ProxyConfig(), fifo=True, retry_max_times=2), settings)
+    assert settings.subscription.fifo and settings.backoff_policy.max_attempts == 3
+
+
 def test_status_codes_as_the_java_proxy_maps_them() -> None:
     assert from_remoting(ResponseCode.SUCCESS, None).code == "OK"
     assert from_remoting(ResponseCode.SYSTEM_BUSY, "busy").code == "TOO_MANY_REQUESTS"

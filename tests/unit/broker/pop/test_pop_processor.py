@@ -246,8 +246,10 @@ def test_orderly_pop_holds_the_queue_until_its_batch_is_acked(broker: PopBroker)
     assert broker.pop(order="true").code == ResponseCode.POLLING_TIMEOUT  # the queue is held
     broker.clock.advance(INVISIBLE)
     assert broker.revive() == 2  # lapsed: the same messages again, in order, from the queue
-    again = popped(broker.pop(nums=2, order="true"))
+    answer = broker.pop(nums=2, order="true")
+    again = popped(answer)
     assert [m["body"] for m in again] == [b"m0", b"m1"] and broker.store.max_offset("%RETRY%CG_T", 0) == 0
+    assert parse_offset_info((answer.ext_fields or {})["orderCountInfo"]) == {"0@0": "1,1"}, "each's 2nd delivery"
     assert broker.ack(again[0]).code == ResponseCode.SUCCESS
     assert broker.offsets.query_offset("CG", "T", 0) == 1
     assert broker.ack(again[1]).code == ResponseCode.SUCCESS
