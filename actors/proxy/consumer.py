@@ -110,8 +110,11 @@ class ConsumerRpcs:
         poll = cm.polling_ms(_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else None,
                              None if remaining is None else int(remaining * 1000),
                              c.consumer_min_long_polling_timeout_ms, c.consumer_max_long_polling_timeout_ms)
-        invisible = cm.check_invisible(_ms(request.invisible_duration), c.min_invisible_time_ms_for_recv,
-                                       c.max_invisible_time_ms)
+        if request.auto_renew:  # a PushConsumer: the proxy's duration (ReceiveMessageActivity), not renewed here
+            invisible = c.default_invisible_time_ms
+        else:
+            invisible = cm.check_invisible(_ms(request.invisible_duration), c.min_invisible_time_ms_for_recv,
+                                           c.max_invisible_time_ms)
         fifo = (await self.groups.get(group, topic)).fifo
         header = cm.pop_header(group, topic, int(request.batch_size), invisible, poll,
                                int(request.filter_expression.type), str(request.filter_expression.expression),

@@ -36,6 +36,8 @@ class ProxyConfig(BaseModel):
     consumer_max_long_polling_timeout_ms: int = Field(default=20_000, gt=0)
     consumer_min_long_polling_timeout_ms: int = Field(default=5_000, ge=0)
     min_invisible_time_ms_for_recv: int = Field(default=10_000, gt=0)
+    default_invisible_time_ms: int = Field(default=60_000, gt=0)
+    """What a receive with auto_renew (a PushConsumer's, which sends no duration) is popped with."""
     max_invisible_time_ms: int = Field(default=12 * 3600 * 1000, gt=0)
     consumer_retry_max_times: int = Field(default=16, ge=0)
     route_cache_ttl_s: float = Field(default=30.0, gt=0)

@@ -7,7 +7,10 @@ per action. The spec: {"endpoint": "127.0.0.1:8081", "topic": "T", "actions": [.
   {"op": "tx", "body": "b", "resolution": "commit" | "rollback"}
   {"op": "orphan", "body": "b", "wait_s": 60}: a half left open, resolved (COMMIT) by the checker when
       the proxy relays the broker's check-back over Telemetry
-With "credentials": {"access_key": "ak", "secret_key": "sk"} both clients sign their calls with them.
+  {"op": "push", "group": "G", "fail": ["x"], "until": {"x": 2, "ok": 1}, "timeout_s": 60}: a PushConsumer
+      of the topic whose listener fails the named bodies (RECONSUME_LATER) and consumes the rest, until
+      each body was delivered the given number of times; reports every delivery (body, attempt)
+With "credentials": {"access_key": "ak", "secret_key": "sk"} the clients sign their calls with them.
 With "hold": true the producer stays up after the last action until a line (or EOF) on stdin.
 With "consumer": {"group": "G", "tag": "TagA", "await_s": 1} a SimpleConsumer of the topic runs too:
   {"op": "receive_until", "bodies": ["a"], "invisible_s": 2, "timeout_s": 30, "ack": ["a"]}: receives
@@ -26,10 +29,13 @@ import time
 
 from rocketmq import (
     ClientConfiguration,
+    ConsumeResult,
     Credentials,
     FilterExpression,
     Message,
+    MessageListener,
     Producer,
+    PushConsumer,
     SimpleConsumer,
     TransactionChecker,
     TransactionResolution,
@@ -45,6 +51,37 @@ class Checker(TransactionChecker):
         self.checked.append(message.body.decode())
         self.event.set()
         return TransactionResolution.COMMIT
+
+
+class Listener(MessageListener):
+    """Fails the bodies it is told to, consumes the rest; records every delivery."""
+
+    def __init__(self, fail: set[str], until: dict[str, int]) -> None:
+        self.fail, self.until = fail, until
+        self.deliveries: list[dict] = []
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def consume(self, message: Message) -> ConsumeResult:
+        body = message.body.decode()
+        with self.lock:
+            self.deliveries.append({"body": body, "attempt": message.delivery_attempt})
+            seen = [d["body"] for d in self.deliveries]
+            if all(seen.count(b) >= n for b, n in self.until.items()):
+                self.done.set()
+        return ConsumeResult.FAILURE if body in self.fail else ConsumeResult.SUCCESS
+
+
+def push(config: ClientConfiguration, topic: str, a: dict, out: dict) -> None:
+    listener = Listener(set(a.get("fail", [])), dict(a["until"]))
+    consumer = PushConsumer(config, a["group"], listener, {topic: FilterExpression("*")})
+    consumer.startup()
+    try:
+        done = listener.done.wait(float(a.get("timeout_s", 60)))
+    finally:
+        consumer.shutdown()
+    with listener.lock:
+        out.update(ok=done, deliveries=list(listener.deliveries))
 
 
 def _message(topic: str, a: dict) -> Message:
@@ -128,6 +165,8 @@ def main() -> None:
                     else:
                         out["checked"] = checker.event.wait(float(a.get("wait_s", 60)))
                         out["checked_bodies"] = list(checker.checked)
+                elif a["op"] == "push":
+                    push(ClientConfiguration(spec["endpoint"], credentials), topic, a, out)
                 elif consumer is not None:
                     consume(consumer, got, a, out)
                 else:

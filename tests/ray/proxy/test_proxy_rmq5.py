@@ -6,7 +6,8 @@ an RPC the service does not have gets UNIMPLEMENTED; a killed proxy is restarted
 endpoint; a SimpleConsumer receives (pop), acks, changes invisible durations and gets back what it
 did not ack; bad receipt handles are refused; a delayed message recalled by its handle never
 arrives; a FIFO group (its subscription group config) receives a message group in order, its queue
-held while a batch is in flight. One deployment (two TCP brokers, one proxy)."""
+held while a batch is in flight; a PushConsumer whose listener fails a message sees it retried with
+the group's back-off, then in the group's DLQ. One deployment (two TCP brokers, one proxy)."""
 
 from __future__ import annotations
 
@@ -407,3 +408,29 @@ def test_a_fifo_group_receives_its_message_group_in_order_one_batch_at_a_time(de
     assert held["received"] == [], "nothing of the queue while its batch is in flight"
     assert [(r["body"], r["attempt"]) for r in again["received"]] == [("f0", 2), ("f1", 2), ("f2", 2), ("f3", 1)]
     assert rest["received"] == []
+
+
+def test_a_push_consumers_failed_message_is_retried_then_dead_lettered(dep: Deployment, tmp_path: Path) -> None:
+    """RECONSUME_LATER: the client changes the invisible time by the group's back-off (1 s, then 5 s),
+    the broker revives the message into the retry topic (attempt 2), and past the group's
+    retryMaxTimes (1) into %DLQ%group; the message the listener consumed is delivered once."""
+    topic = topic_of(dep, "Rmq5Push")
+    group = f"GPush{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(dep)
+    for addr in dep.brokers:
+        admin.create_and_update_subscription_group_config(addr, SubscriptionGroupConfig(group_name=group,
+                                                                                        retry_max_times=1))
+    actions: list[dict[str, Any]] = [{"op": "send", "body": "poison"}, {"op": "send", "body": "fine"},
+                                     {"op": "push", "group": group, "fail": ["poison"],
+                                      "until": {"poison": 2, "fine": 1}, "timeout_s": 60}]
+    results = run_client(dep, topic, actions, tmp_path)
+    assert [r["ok"] for r in results] == [True] * len(actions), results
+    deliveries = results[2]["deliveries"]
+    assert [d["attempt"] for d in deliveries if d["body"] == "poison"][:2] == [1, 2]
+    assert [d["attempt"] for d in deliveries if d["body"] == "fine"] == [1]
+    dlq = f"%DLQ%{group}"
+
+    def dead_lettered() -> list[str]:
+        return [m["body"] if isinstance(m["body"], str) else m["body"].decode()
+                for broker in dep.brokers.values() for m in pull_all(broker, dlq, 0)["messages"]]
+    wait_until(lambda: dead_lettered() == ["poison"], 60, "the twice-failed message in the group's DLQ")
