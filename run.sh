@@ -131,7 +131,7 @@ ensure_rmq5_descriptors() {
 }
 
 # ensure_rmq5_venv: the official RocketMQ 5 Python client in a venv of its own (.venv-rmq5), which
-# the proxy tests drive in a subprocess.
+# the proxy tests and bench_proxy drive in a subprocess.
 ensure_rmq5_venv() {
   local venv="${NAMESRV_RMQ5_VENV:-.venv-rmq5}" py stamp
   py="$(command -v python3.11 || command -v python3)"
@@ -161,6 +161,7 @@ case "$job" in
            case "${name%.py}" in
              bench_analysis) ensure_java; ensure_venv analysis ;;
              bench_clients|bench_consumer) ensure_venv dev ;;  # the real RocketMQ client (PyPI rocketmq) is a dev extra
+             bench_proxy)    ensure_venv dev; ensure_rmq5_venv ;;   # and the official RocketMQ 5 client's own venv
              *)              ensure_venv "" ;;
            esac
            exec "$VENV/bin/python" "benchmarks/${name%.py}.py" "$@" ;;

@@ -27,7 +27,7 @@ from typing import Any
 
 import ray
 from _common import local_ray_run, pct_ms
-from bench_clients import bench_real_consume
+from _real_client import bench_real_consume
 
 from actors.deployment.launcher import Deployment, deploy
 from actors.deployment.spec import BrokerSpec, ClusterSpec

@@ -1,0 +1,142 @@
+"""RocketMQ 5 clients through the gRPC proxy side by side with the 4.x client over remoting, against the
+same brokers in the same run (a local Ray: 1 NameServer, 2 brokers on TCP, 1 proxy, fast profile).
+
+    bash run.sh bench bench_proxy            # 2,000 sync sends each per round, 3 rounds
+    bash run.sh bench bench_proxy --quick    # 100 sync sends each, one round (a smoke run)
+
+1. Sync sends, one sender each, back to back, the same body size and count: the official 5.x Python
+   client (PyPI rocketmq-python-client, in its own venv, benchmarks/_rmq5_load.py) to the proxy,
+   which sends each on to a broker over TCP; and the 4.x client (PyPI rocketmq 0.4.4,
+   rocketmq-client-cpp) straight to the brokers. The first --warmup sends of each are left out;
+   in each round both run, the ratio is taken within the round and the tables show the median one.
+2. Consumption of everything both stored: the 5.x SimpleConsumer receiving 32 at a time and acking
+   each message in turn (pop and ack through the proxy; 5.1.2's ack_async returns no future), and
+   the 4.x client's PushConsumer over remoting (its progress is an offset, not an ack per message);
+   messages/s from the first delivery to the last (for the SimpleConsumer, to the last ack
+   answered), start-up left out.
+
+Issue 35 asks for >= 0.7x on both; the figures say whether it holds on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+from _common import latency_ms, local_ray_run, ratio_table
+from _real_client import bench_real_consume, bench_real_sends, median_index, send_figures
+
+from actors.deployment.launcher import deploy
+from actors.deployment.spec import BrokerSpec, ClusterSpec
+from clients.admin.client import AdminClient
+
+BASE, MEASURED = "4.x client (remoting)", "5.x client (proxy)"
+ROOT = Path(__file__).resolve().parent.parent
+LOAD = ROOT / "benchmarks" / "_rmq5_load.py"
+
+
+def rmq5_python() -> Path:
+    """The official 5.x client's venv (run.sh makes it: `bash run.sh bench bench_proxy`)."""
+    python = ROOT / os.environ.get("NAMESRV_RMQ5_VENV", ".venv-rmq5") / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"{python} is missing: `bash run.sh bench bench_proxy` makes the RocketMQ 5 client's venv")
+    return python
+
+
+def run_rmq5(*args: str, timeout_s: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    out = subprocess.run([str(rmq5_python()), str(LOAD), *args], capture_output=True, text=True, timeout=timeout_s,
+                         check=False)
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if not lines or "done" not in lines[-1]:
+        raise RuntimeError(f"the 5.x client's {args[0]} failed (exit {out.returncode}): {out.stderr[-1500:]}")
+    return lines[:-1], lines[-1]["done"]
+
+
+def bench_rmq5_sends(endpoint: str, topic: str, count: int, warmup: int, body_size: int) -> dict[str, Any]:
+    records, _ = run_rmq5("produce", endpoint, topic, str(count + warmup), str(body_size), timeout_s=600)
+    failed = [r for r in records[warmup:] if "error" in r]
+    if failed:
+        raise RuntimeError(f"{len(failed)} 5.x sends failed, e.g. {failed[0]['error']}")
+    ok = [r for r in records if "error" not in r]
+    warm_failed = len(records) - len(ok)
+    return send_figures([r["t"] for r in ok], [r["latency_ms"] / 1000 for r in ok], warmup - warm_failed)
+
+
+def bench_rmq5_consume(endpoint: str, topic: str, total: int) -> dict[str, Any]:
+    records, done = run_rmq5("consume", endpoint, topic, f"GID_bench_{uuid.uuid4().hex[:6]}", str(total), "300",
+                             timeout_s=400)
+    if done["distinct"] < total:
+        raise RuntimeError(f"the SimpleConsumer got {done['distinct']} of {total} messages")
+    times = [r["t"] for r in records]  # each first receipt, then the last ack's answer
+    return {"per_s": (len(times) - 2) / (times[-1] - times[0]), "deliveries": done["deliveries"],
+            "distinct": done["distinct"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="100 sends each instead of 2,000, one round (a smoke run)")
+    ap.add_argument("--count", type=int, help="measured sync sends per client and round (default 2000, --quick 100)")
+    ap.add_argument("--warmup", type=int, default=20, help="sends per client left out of the figures")
+    ap.add_argument("--body-size", type=int, default=128)
+    ap.add_argument("--rounds", type=int, help="rounds of both clients' sends (default 3, --quick 1)")
+    args = ap.parse_args(argv)
+    count = args.count or (100 if args.quick else 2000)
+    rounds_n = args.rounds or (1 if args.quick else 3)
+    if importlib.util.find_spec("rocketmq") is None:
+        raise SystemExit("the 4.x client is missing: pip install rocketmq==0.4.4 (or pip install -e '.[dev]')")
+    rmq5_python()
+
+    with local_ray_run("bench-proxy") as run:
+        dep = deploy(ClusterSpec(
+            namesrv_count=1, brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], profile="fast",
+            namespace=run.namespace, data_dir=os.path.join(run.data_dir, "cluster"), namesrv_port=0, broker_port=0,
+            proxy_count=1, proxy_port=0,
+            proxy_overrides={"min_invisible_time_ms_for_recv": 1_000, "consumer_min_long_polling_timeout_ms": 500},
+        ))
+        run.deployments.append(dep)
+        addr, endpoint = dep.namesrv_addr(), next(iter(dep.proxy_endpoints.values()))
+        topic = f"BenchProxy_{uuid.uuid4().hex[:6]}"
+        AdminClient(dep).create_topic(topic, read_queue_nums=4, write_queue_nums=4)
+        print(f"\n== 1 NameServer, brokers broker-a and broker-b (fast profile, ASYNC_FLUSH), namesrvAddr {addr}, "
+              f"proxy {endpoint}; topic {topic} with 4 queues on each; {count:,} sync sends per client and round "
+              f"after {args.warmup} warm-up, {args.body_size}-byte bodies, one sender each, back to back", flush=True)
+        rounds: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for r in range(rounds_n):
+            print(f"  round {r + 1} of {rounds_n}", flush=True)
+            real = bench_real_sends(addr, topic, count, args.warmup, args.body_size)
+            print(f"    {BASE:<22} {real['per_s']:8.0f} sends/s  {latency_ms(real['lat'])}", flush=True)
+            rmq5 = bench_rmq5_sends(endpoint, topic, count, args.warmup, args.body_size)
+            print(f"    {MEASURED:<22} {rmq5['per_s']:8.0f} sends/s  {latency_ms(rmq5['lat'])}", flush=True)
+            rounds.append((real, rmq5))
+        ratios = [rmq5["per_s"] / real["per_s"] for real, rmq5 in rounds]
+        print(f"  per round: 5.x through the proxy / 4.x over remoting {', '.join(f'{x:.2f}x' for x in ratios)}")
+        real, rmq5 = rounds[median_index(ratios)]
+
+        total = 2 * rounds_n * (count + args.warmup)
+        print(f"\n== consume all {total:,} messages of {topic}: the 4.x client's PushConsumer over remoting and "
+              "the 5.x SimpleConsumer through the proxy (receive 32, ack each), first to last delivery", flush=True)
+        real_c = bench_real_consume(addr, topic, total)
+        print(f"  {BASE:<22} {real_c['per_s']:8.0f} msgs/s  ({real_c['deliveries']:,} deliveries of "
+              f"{real_c['distinct']:,} messages)", flush=True)
+        rmq5_c = bench_rmq5_consume(endpoint, topic, total)
+        print(f"  {MEASURED:<22} {rmq5_c['per_s']:8.0f} msgs/s  ({rmq5_c['deliveries']:,} deliveries of "
+              f"{rmq5_c['distinct']:,} messages)", flush=True)
+
+        print()
+        print(ratio_table([
+            ("sync sends/s", real["per_s"], rmq5["per_s"]),
+            ("send p50 ms", real["p50_ms"], rmq5["p50_ms"]),
+            ("send p99 ms", real["p99_ms"], rmq5["p99_ms"]),
+            ("consume msgs/s", real_c["per_s"], rmq5_c["per_s"]),
+        ], BASE, MEASURED, digits=3))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
