@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 
 from actors.proxy.acl import ACTING_AS, ProxyAcl
 from actors.proxy.brokers import BrokerLinks
@@ -59,6 +60,28 @@ class TelemetrySession:
     context: Any = None
 
 
+@dataclass(frozen=True)
+class Undecodable:
+    """A request whose bytes are not the RPC's message: answered BAD_REQUEST, never raised into gRPC
+    (which would answer UNKNOWN with a Python exception's name)."""
+
+    type_name: str
+    error: str
+
+    @property
+    def message(self) -> str:
+        return f"the request is not a valid {self.type_name}: {self.error}"
+
+
+def _decoder(req_cls: Any) -> Callable[[bytes], Any]:
+    def decode(data: bytes) -> Any:
+        try:
+            return req_cls.FromString(data)
+        except DecodeError as e:
+            return Undecodable(str(req_cls.DESCRIPTOR.name), str(e))
+    return decode
+
+
 def _metadata(context: Any, key: str) -> str:
     for k, v in context.invocation_metadata() or ():
         if k == key:
@@ -90,7 +113,7 @@ class MessagingService:
         handlers = {}
         for name, (req_cls, resp_cls, client_stream, server_stream) in self.p.methods().items():
             behaviour = self._behaviour(name, resp_cls)
-            kwargs = {"request_deserializer": req_cls.FromString, "response_serializer": resp_cls.SerializeToString}
+            kwargs = {"request_deserializer": _decoder(req_cls), "response_serializer": resp_cls.SerializeToString}
             if client_stream and server_stream:
                 handlers[name] = grpc.stream_stream_rpc_method_handler(behaviour, **kwargs)
             elif server_stream:
@@ -108,6 +131,9 @@ class MessagingService:
         if name == "ReceiveMessage":
             async def receive(request: Any, context: Any) -> AsyncIterator[Any]:
                 self._count(name)
+                if isinstance(request, Undecodable):
+                    yield resp_cls(status=self._status("BAD_REQUEST", request.message))
+                    return
                 try:
                     self._admit(name, request, context)
                     async for r in self.consumer.receive_message(request, context):
@@ -131,6 +157,8 @@ class MessagingService:
             if method is None:
                 return resp_cls(status=self._status("NOT_IMPLEMENTED", POP_MISSING if name in NOT_BUILT
                                                     else f"{name} is not implemented by this proxy"))
+            if isinstance(request, Undecodable):
+                return resp_cls(status=self._status("BAD_REQUEST", request.message))
             try:
                 self._admit(name, request, context)
                 return await method(request, context)
@@ -305,6 +333,10 @@ class MessagingService:
 
     async def _read_telemetry(self, session: TelemetrySession, request_iterator: Any) -> None:
         async for cmd in request_iterator:
+            if isinstance(cmd, Undecodable):
+                session.outbox.put_nowait(self.p.new("TelemetryCommand", status=self._status("BAD_REQUEST",
+                                                                                             cmd.message)))
+                continue
             kind = cmd.WhichOneof("command")
             if kind == "settings":
                 if self.acl is not None:

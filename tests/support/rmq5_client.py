@@ -3,7 +3,8 @@
 Runs in the client's own venv (.venv-rmq5, made by `bash run.sh test`: its package `rocketmq` collides
 with the 4.x client's in the main venv), as `python rmq5_client.py SPEC.json`; prints one JSON line
 per action. The spec: {"endpoint": "127.0.0.1:8081", "topic": "T", "actions": [...]}, each action
-  {"op": "send", "body": "b", "tag": "t", "keys": ["k"], "group": "g", "delay_s": 2, "properties": {}}
+  {"op": "send", "body": "b", "tag": "t", "keys": ["k"], "group": "g", "delay_s": 2, "properties": {},
+   "sleep_ms": 10}: sleep_ms paces a stream of sends (slept before the send)
   {"op": "tx", "body": "b", "resolution": "commit" | "rollback"}
   {"op": "orphan", "body": "b", "wait_s": 60}: a half left open, resolved (COMMIT) by the checker when
       the proxy relays the broker's check-back over Telemetry
@@ -154,6 +155,7 @@ def main() -> None:
             out: dict = {"op": a["op"], "body": a.get("body")}
             try:
                 if a["op"] == "send":
+                    time.sleep(float(a.get("sleep_ms", 0)) / 1000)
                     r = producer.send(_message(topic, a))
                     out.update(ok=True, message_id=r.message_id, offset=r.offset)
                 elif a["op"] in ("tx", "orphan"):
