@@ -91,6 +91,9 @@ class Collector:
         self._route_changes: dict[str, int] = {}
         self._versions: dict[str, dict[str, int]] = {n: {} for n in namesrv_names}
         """Per NameServer, the route version held per topic (a topic without a route included)."""
+        self._topics_grew = {n: asyncio.Event() for n in namesrv_names}
+        """Set when a NameServer lists a topic its held long-poll does not hold: the long-poll starts
+        again with it at once (it answers a new topic's route straight away), not when it times out."""
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -218,6 +221,8 @@ class Collector:
         view.brokers = entries
         topics = topic_list(listing)
         if topics is not None:
+            if topics - view.topics:
+                self._topics_grew[name].set()
             view.topics = topics
             for gone in set(view.routes) - topics:
                 del view.routes[gone]
@@ -232,13 +237,27 @@ class Collector:
             if view.error is not None or not held:
                 await asyncio.sleep(self.periods.namesrv_period_s)
                 continue
+            grew = self._topics_grew[name]
+            grew.clear()
             try:
                 auth = credentials_only(signed(long_poll_content(held), None, self.credentials)) \
                     if self.credentials else None
                 self._count("namesrv")
-                changes = await asyncio.wait_for(
+                poll = asyncio.ensure_future(asyncio.wait_for(
                     (await self._namesrv(name)).listen_for_change.remote(held, self.periods.long_poll_s, auth),
-                    self.periods.long_poll_s + CALL_TIMEOUT_S)
+                    self.periods.long_poll_s + CALL_TIMEOUT_S))
+                woken = asyncio.ensure_future(grew.wait())
+                try:
+                    await asyncio.wait({poll, woken}, return_when=asyncio.FIRST_COMPLETED)
+                except asyncio.CancelledError:
+                    poll.cancel()
+                    raise
+                finally:
+                    woken.cancel()
+                if not poll.done():  # a new topic: hold it too (the NameServer drops the old wait at its timeout)
+                    poll.cancel()
+                    continue
+                changes = poll.result()
             except asyncio.CancelledError:
                 raise
             except Exception as e:
