@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         dep = deploy(ClusterSpec(
             namesrv_count=2, brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], profile="fast",
             namespace=run.namespace, data_dir=os.path.join(run.data_dir, "cluster"), console=True,
+            namesrv_port=None, broker_port=None,  # Ray only, as the console asks: no TCP port to collide with
         ))
         run.deployments.append(dep)
         print(f"\n== 2 NameServers, brokers broker-a and broker-b (fast profile), console {dep.console_url}; "

@@ -14,6 +14,7 @@ import time
 from contextvars import ContextVar
 from typing import Any
 
+from actors.proxy.calls import metadata_of, remote_address
 from namesrv.acl.plain_acl import AclManager, SessionCredentials
 from namesrv.proxy import auth
 from namesrv.proxy.status import ProxyError
@@ -22,17 +23,6 @@ ACTING_AS: ContextVar[SessionCredentials | None] = ContextVar("proxy_acting_as",
 """The account the current call acts as (None: the proxy's own, or no ACL)."""
 RELOAD_EVERY_S = 1.0
 """How often the ACL file is looked at for changes (as the NameServers and brokers do)."""
-
-
-def remote_address(context: Any) -> str:
-    """The caller's `host:port` from gRPC's peer string (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`)."""
-    peer = str(context.peer() or "")
-    kind, _, address = peer.partition(":")
-    return address if kind in ("ipv4", "ipv6") else peer
-
-
-def metadata_of(context: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (context.invocation_metadata() or ())}
 
 
 class ProxyAcl:

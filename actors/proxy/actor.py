@@ -82,8 +82,8 @@ class ProxyActor:
     async def get_status(self) -> dict[str, Any]:
         service = await self._ensure_started()
         return {"name": self.name, "endpoint": f"{self.host}:{self.port}", "calls": dict(service.calls),
-                "sent": service.sent, "telemetry_sessions": len(service.sessions),
-                "check_backs": service.check_backs, "received": service.consumer.received,
+                "sent": service.sent, "telemetry_sessions": len(service.telemetry.sessions),
+                "check_backs": service.telemetry.check_backs, "received": service.consumer.received,
                 "acked": service.consumer.acked,
                 "acl_refused": service.acl.refused if service.acl else None,
                 "route_pushes": self._routes.pushes if self._routes else 0, "pid": os.getpid()}

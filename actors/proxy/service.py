@@ -2,7 +2,8 @@
 set (namesrv.proxy.descriptors): each RPC maps onto the NameServers (routes) and brokers (TCP
 remoting) through namesrv.proxy's pure mapping. A refused request is answered with its v2 status
 and sends nothing on; an RPC the service does not have gets gRPC's UNIMPLEMENTED; the pop
-consumption RPCs are actors.proxy.consumer's, the pull/offset ones answer NOT_IMPLEMENTED.
+consumption RPCs are actors.proxy.consumer's, the Telemetry stream actors.proxy.telemetry's, the
+pull/offset ones answer NOT_IMPLEMENTED. With ACL on, every call is admitted first (actors.proxy.acl).
 """
 
 from __future__ import annotations
@@ -12,81 +13,36 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
 
 from actors.proxy.acl import ACTING_AS, ProxyAcl
 from actors.proxy.brokers import BrokerLinks
+from actors.proxy.calls import CLIENT_ID, Undecodable, decoder, metadata_of
 from actors.proxy.consumer import ConsumerRpcs
 from actors.proxy.groups import GroupPolicies
 from actors.proxy.routes import RouteCache
+from actors.proxy.telemetry import TelemetryStreams
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.codec import decode_offset_msg_id
-from namesrv.protocol.message.decoder import decode_messages
 from namesrv.protocol.message.recall import RecallHandle, RecallHandleInvalid
 from namesrv.protocol.models import TopicRouteData
-from namesrv.protocol.types import InvalidInput
 from namesrv.proxy import route as routing
 from namesrv.proxy import status as st
 from namesrv.proxy import transaction as txn
-from namesrv.proxy.auth import settings_needs
-from namesrv.proxy.consume import GroupPolicy, check_group
+from namesrv.proxy.consume import check_group
 from namesrv.proxy.descriptors import SERVICE, Protocol
 from namesrv.proxy.send import check_topic, plan_send
-from namesrv.proxy.settings import ProxyConfig, server_settings
+from namesrv.proxy.settings import ProxyConfig
 from namesrv.proxy.status import ProxyError
-from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
 POP_MISSING = "this proxy serves pop consumption only (ReceiveMessage): consume by offset with a remoting client"
 NOT_BUILT = ("PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "SyncLiteSubscription")
 CONSUMER_RPCS = ("AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue")
-CLIENT_ID = "x-mq-client-id"
 HEARTBEAT_S = 30.0
-
-
-@dataclass
-class TelemetrySession:
-    client_id: str
-    outbox: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
-    topics: set[str] = field(default_factory=set)
-    client_type: str = ""
-    access_key: str | None = None
-    """With ACL on, the account that opened the stream (None: a white-listed address)."""
-    context: Any = None
-
-
-@dataclass(frozen=True)
-class Undecodable:
-    """A request whose bytes are not the RPC's message: answered BAD_REQUEST, never raised into gRPC
-    (which would answer UNKNOWN with a Python exception's name)."""
-
-    type_name: str
-    error: str
-
-    @property
-    def message(self) -> str:
-        return f"the request is not a valid {self.type_name}: {self.error}"
-
-
-def _decoder(req_cls: Any) -> Callable[[bytes], Any]:
-    def decode(data: bytes) -> Any:
-        try:
-            return req_cls.FromString(data)
-        except DecodeError as e:
-            return Undecodable(str(req_cls.DESCRIPTOR.name), str(e))
-    return decode
-
-
-def _metadata(context: Any, key: str) -> str:
-    for k, v in context.invocation_metadata() or ():
-        if k == key:
-            return str(v)
-    return ""
 
 
 class MessagingService:
@@ -98,22 +54,21 @@ class MessagingService:
         self.endpoints = routing.endpoints(host, port)
         self.acl = ProxyAcl(config.acl_file or "", config.credentials) if config.acl_enable else None
         """None without ACL: every call is served and nothing is signed."""
-        self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s, self._on_check, config.credentials)
+        self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s,
+                                   lambda addr, cmd: self.telemetry.on_check(addr, cmd), config.credentials)
         self.groups = GroupPolicies(routes, self.brokers, config.route_cache_ttl_s)
+        self.telemetry = TelemetryStreams(proto, config, routes, self.brokers, self.groups, self.acl, self._status)
         self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self.groups, self._status)
-        self.sessions: dict[str, TelemetrySession] = {}
         self._counter = itertools.count()
         self.calls: dict[str, int] = {}
         self.sent = 0
-        self.check_backs = 0
-        self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ plumbing
     def handler(self) -> grpc.GenericRpcHandler:
         handlers = {}
         for name, (req_cls, resp_cls, client_stream, server_stream) in self.p.methods().items():
             behaviour = self._behaviour(name, resp_cls)
-            kwargs = {"request_deserializer": _decoder(req_cls), "response_serializer": resp_cls.SerializeToString}
+            kwargs = {"request_deserializer": decoder(req_cls), "response_serializer": resp_cls.SerializeToString}
             if client_stream and server_stream:
                 handlers[name] = grpc.stream_stream_rpc_method_handler(behaviour, **kwargs)
             elif server_stream:
@@ -127,7 +82,11 @@ class MessagingService:
 
     def _behaviour(self, name: str, resp_cls: Any) -> Callable[..., Any]:
         if name == "Telemetry":
-            return self.telemetry
+            async def telemetry(request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+                self._count(name)
+                async for command in self.telemetry.telemetry(request_iterator, context):
+                    yield command
+            return telemetry
         if name == "ReceiveMessage":
             async def receive(request: Any, context: Any) -> AsyncIterator[Any]:
                 self._count(name)
@@ -179,11 +138,6 @@ class MessagingService:
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def heartbeat_loop(self) -> None:
         """Keep the proxy's producer registrations alive on the brokers (their channel expiry)."""
         while True:
@@ -231,8 +185,7 @@ class MessagingService:
         return self._ok("HeartbeatResponse")
 
     async def notify_client_termination(self, request: Any, context: Any) -> Any:
-        client_id = _metadata(context, CLIENT_ID)
-        self.sessions.pop(client_id, None)
+        self.telemetry.end(metadata_of(context).get(CLIENT_ID, ""))
         return self._ok("NotifyClientTerminationResponse")
 
     # ------------------------------------------------------------------ sending
@@ -298,115 +251,6 @@ class MessagingService:
             status = st.from_remoting(answer.code, answer.remark)
             raise ProxyError(status.code, status.message)
         return self._ok("EndTransactionResponse")
-
-    # ------------------------------------------------------------------ telemetry
-    async def telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
-        self._count("Telemetry")
-        client_id = _metadata(context, CLIENT_ID)
-        if not client_id:
-            yield self.p.new("TelemetryCommand", status=self._status("CLIENT_ID_REQUIRED", "client id is required"))
-            return
-        session = TelemetrySession(client_id, context=context)
-        if self.acl is not None:
-            try:
-                session.access_key = self.acl.authenticate(context)
-            except ProxyError as e:
-                yield self.p.new("TelemetryCommand", status=self._status(e.code, e.message))
-                return
-        self.sessions[client_id] = session
-        reader = asyncio.ensure_future(self._read_telemetry(session, request_iterator))
-        try:
-            while True:
-                getter = asyncio.ensure_future(session.outbox.get())
-                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    yield getter.result()
-                    continue
-                getter.cancel()
-                while not session.outbox.empty():
-                    yield session.outbox.get_nowait()
-                return
-        finally:
-            reader.cancel()
-            if self.sessions.get(client_id) is session:
-                del self.sessions[client_id]
-
-    async def _read_telemetry(self, session: TelemetrySession, request_iterator: Any) -> None:
-        async for cmd in request_iterator:
-            if isinstance(cmd, Undecodable):
-                session.outbox.put_nowait(self.p.new("TelemetryCommand", status=self._status("BAD_REQUEST",
-                                                                                             cmd.message)))
-                continue
-            kind = cmd.WhichOneof("command")
-            if kind == "settings":
-                if self.acl is not None:
-                    try:
-                        self.acl.authorize(session.access_key, session.context, settings_needs(cmd.settings))
-                    except ProxyError as e:  # answered, and the stream ends: nothing of it is registered
-                        session.outbox.put_nowait(self.p.new("TelemetryCommand",
-                                                             status=self._status(e.code, e.message)))
-                        return
-                    ACTING_AS.set(self.acl.acting_as(session.access_key))
-                await self._on_settings(session, cmd.settings)
-            elif kind == "thread_stack_trace" or kind == "verify_message_result":
-                log.info("client %s answered %s", session.client_id, kind)
-            else:
-                session.outbox.put_nowait(self.p.new("TelemetryCommand", status=self._status(
-                    "UNRECOGNIZED_CLIENT_TYPE" if kind is None else "NOT_IMPLEMENTED",
-                    f"telemetry command {kind} is not supported")))
-
-    async def _on_settings(self, session: TelemetrySession, settings: Any) -> None:
-        client = json_format.MessageToDict(settings, preserving_proto_field_name=True)
-        session.client_type = str(client.get("client_type", ""))
-        policy = await self._group_policy(settings)
-        answer = self.p.new("Settings")
-        json_format.ParseDict(server_settings(client, self.config, policy.fifo, policy.retry_max_times), answer)
-        session.outbox.put_nowait(self.p.new("TelemetryCommand", status=self._status("OK", "OK"), settings=answer))
-        if settings.HasField("publishing"):
-            topics = {str(t.name) for t in settings.publishing.topics}
-            session.topics = topics
-            addrs: list[str] = []
-            for topic in topics:
-                try:
-                    route = await self.routes.get(check_topic(topic))
-                except ProxyError:
-                    continue
-                addrs.extend(q.broker_addr for q in routing.write_queues(route))
-            await self.brokers.add_producer_groups(topics, sorted(set(addrs)))
-
-    async def _group_policy(self, settings: Any) -> GroupPolicy:
-        """A consumer's group policy for its Settings (the defaults for a producer, or when it cannot
-        be read: the Settings are answered whatever happens, or the client never starts)."""
-        if not settings.HasField("subscription") or not settings.subscription.subscriptions:
-            return GroupPolicy()
-        group = str(settings.subscription.group.name)
-        try:
-            return await self.groups.get(check_group(group), check_topic(str(settings.subscription.subscriptions[0]
-                                                                              .topic.name)))
-        except ProxyError as e:
-            log.warning("settings of group %s answered with the defaults: %s", group, e.message)
-            return GroupPolicy()
-
-    def _on_check(self, broker_addr: str, cmd: RemotingCommand) -> None:
-        """A broker asks about a half of a topic our clients publish: to one of them, as a
-        RecoverOrphanedTransactionCommand on its Telemetry stream."""
-        ext = {k: str(v) for k, v in (cmd.ext_fields or {}).items()}
-        topic = ext.get("topic", "")
-        session = next((s for s in self.sessions.values() if topic in s.topics), None)
-        if session is None:
-            log.info("check-back of %s from %s: no producer of it is connected", topic, broker_addr)
-            return
-        try:
-            halves = decode_messages(cmd.body or b"")
-            if not halves:
-                raise ProxyError("BAD_REQUEST", "check-back without a message")
-            command = self.p.new("RecoverOrphanedTransactionCommand")
-            json_format.ParseDict(txn.recover_command(ext, halves[0]), command)
-        except (ProxyError, InvalidInput, ValueError, json_format.ParseError) as e:
-            log.warning("check-back from %s not relayed: %s", broker_addr, e)
-            return
-        self.check_backs += 1
-        session.outbox.put_nowait(self.p.new("TelemetryCommand", recover_orphaned_transaction_command=command))
 
 
 def _snake(name: str) -> str:

@@ -31,6 +31,23 @@ def test_the_readme_lists_every_benchmark_in_benchmarks_dir() -> None:
     assert sorted(BENCHMARKS) == on_disk
 
 
+def test_no_benchmark_deploys_on_the_default_ports() -> None:
+    """A benchmark runs beside the suite's other tests (and beside someone's `namesrv up`): every
+    ClusterSpec it builds names its NameServer and broker ports (0: free ones, None: Ray only), so
+    none binds 9876 / 10911 under a test that does (a NameServer that cannot bind dies in its
+    constructor)."""
+    import ast
+
+    bare = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "ClusterSpec":
+                named = {k.arg for k in node.keywords}
+                if not {"namesrv_port", "broker_port"} <= named:
+                    bare.append(f"{path.name}:{node.lineno}")
+    assert not bare, f"ClusterSpec without namesrv_port and broker_port: {bare}"
+
+
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.spark) if n in ANALYSIS_BENCHMARKS else n for n in BENCHMARKS
