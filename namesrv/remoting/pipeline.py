@@ -54,6 +54,11 @@ class RequestContext:
     def transport(self) -> str:
         return "ray" if self.remote == RAY_REMOTE else "tcp"
 
+    def address_or(self, fallback: str) -> str:
+        """The peer's host:port over TCP, `fallback` for a Ray call (which has no socket): what a
+        message's born host is, for one."""
+        return self.remote if self.transport == "tcp" else fallback
+
 
 Answer = RemotingResponse | Awaitable[RemotingResponse]
 Handler = Callable[[RemotingRequest, RequestContext], Answer]

@@ -69,7 +69,7 @@ class RecallMessageProcessor:
                  UNIQ_KEY: handle.message_id, TIMER_DELIVER_MS: handle.timestamp}
         if h.producer_group:
             props["PGROUP"] = h.producer_group
-        born_host = client.remote if client.transport == "tcp" else self.ctx.identity.broker_addr
+        born_host = client.address_or(self.ctx.identity.broker_addr)
         marker = MessageInner(handle.topic, 0, b"0", props, handle.message_id, 0, 0, self.ctx.clock(), born_host, 0)
         await self.sender.send([marker], handle.topic, 1)
         return cmd.response(ResponseCode.SUCCESS, None, {"msgId": handle.message_id})

@@ -176,7 +176,7 @@ class SendMessageProcessor:
     def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         h = request_header(cmd, SendMessageRequestHeader)
         base = string_to_properties(h.properties)
-        born_host = client.remote if client.transport == "tcp" else self.ctx.identity.broker_addr  # Ray: no socket
+        born_host = client.address_or(self.ctx.identity.broker_addr)
         if cmd.code == BrokerRequestCode.SEND_BATCH_MESSAGE:
             entries = [(e.flag, e.body, base | e.properties) for e in decode_batch(self._check_body(cmd.body))]
         else:

@@ -217,6 +217,9 @@ class ScheduleService:
     def _skip_recalled(self, m: StoredMessage) -> bool:
         """A due timer that is a recall marker, or that one names: done without a delivery."""
         if TIMER_DEL_UNIQKEY in m.properties:
+            # the marker falls due after the timer it names (the same slot or 1 ms later, stored
+            # later): a key still held now names a timer that never was, and is let go
+            self.recalled.discard(m.properties[TIMER_DEL_UNIQKEY])
             self._timer_delivered(m.queue_offset, delivered=False)
             return True
         key = delete_key(m.properties.get(REAL_TOPIC, m.topic), m.properties.get(UNIQ_KEY) or m.msg_id)

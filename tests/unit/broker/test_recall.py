@@ -91,6 +91,15 @@ def test_a_recalled_timer_never_arrives_and_its_slot_mates_do(tmp_path: Path) ->
     assert t.recall(drop)[0] == ResponseCode.ILLEGAL_OPERATION, "its time has passed"
 
 
+def test_a_recall_of_a_timer_that_never_was_is_forgotten_when_its_slot_passes(tmp_path: Path) -> None:
+    t = Timed(tmp_path)
+    real = RecallHandle.decode(t.send_timed(b"keep"))
+    ghost = RecallHandle(real.topic, real.broker_name, real.timestamp, "0" * 32).encode()
+    assert t.recall(ghost) == (ResponseCode.SUCCESS, None), "RocketMQ does not look the message up either"
+    assert t.pass_at_due() == 1 and t.delivered() == [b"keep"]
+    assert t.service.recalled == set(), "the marker's key is let go once its slot has passed"
+
+
 def test_a_recall_holds_across_a_restart_of_the_timer_service(tmp_path: Path) -> None:
     t = Timed(tmp_path)
     t.send_timed(b"keep")
