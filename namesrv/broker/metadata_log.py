@@ -84,7 +84,7 @@ class MetadataLog:
         """Changes made with no event loop running (a test's direct call): queued by the next `written`."""
         self._offsets: dict[str, dict[int, int] | None] = {}
         """Offset changes not yet in a record (topic@group: changed queues, or None when removed)."""
-        self._offsets_timer: asyncio.TimerHandle | None = None
+        self._coalesce_timer: asyncio.TimerHandle | None = None
         """Coalesces the offsets' and the delay progress's changes into one record."""
         self.schedule: ScheduleService | None = None
         self.pop_state: PopState | None = None
@@ -145,15 +145,15 @@ class MetadataLog:
 
     def _coalesce(self) -> None:
         """Write the offsets' and delay progress's changes `offsets_delay_s` from now, in one record."""
-        if self._offsets_timer is None:
+        if self._coalesce_timer is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return  # written by the next `written`
-            self._offsets_timer = loop.call_later(self.offsets_delay_s, self._flush_offsets)
+            self._coalesce_timer = loop.call_later(self.offsets_delay_s, self._flush_coalesced)
 
-    def _flush_offsets(self) -> None:
-        self._offsets_timer = None
+    def _flush_coalesced(self) -> None:
+        self._coalesce_timer = None
         changes, self._offsets = self._offsets, {}
         delay, self._delay_changed = self._delay_changed, False
         if not self.records():  # a master deposed meanwhile writes nothing
@@ -195,9 +195,9 @@ class MetadataLog:
         pending, self._pending = self._pending, []
         for record in pending:
             self._submit(record)
-        if self._offsets_timer is not None:
-            self._offsets_timer.cancel()
-        self._flush_offsets()
+        if self._coalesce_timer is not None:
+            self._coalesce_timer.cancel()
+        self._flush_coalesced()
         if self._last is None:
             return 0
         result = await asyncio.shield(self._last)
