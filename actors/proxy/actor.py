@@ -41,6 +41,7 @@ class ProxyActor:
         self._service: MessagingService | None = None
         self._routes: RouteCache | None = None
         self._heartbeats: asyncio.Task[None] | None = None
+        self._renewing: asyncio.Task[None] | None = None
         self._lock: asyncio.Lock | None = None
         await self._ensure_started()
 
@@ -65,7 +66,9 @@ class ProxyActor:
                 await server.start()
                 routes.start()
                 self.port, self._server, self._routes = bound, server, routes
-                self._heartbeats = asyncio.get_running_loop().create_task(service.heartbeat_loop())
+                loop = asyncio.get_running_loop()
+                self._heartbeats = loop.create_task(service.heartbeat_loop())
+                self._renewing = loop.create_task(service.consumer.renewals.run())
                 self._service = service
                 log.info("proxy %s serves apache.rocketmq.v2.MessagingService on %s:%d", self.name, self.host, bound)
         return self._service
@@ -84,13 +87,15 @@ class ProxyActor:
         return {"name": self.name, "endpoint": f"{self.host}:{self.port}", "calls": dict(service.calls),
                 "sent": service.sent, "telemetry_sessions": len(service.telemetry.sessions),
                 "check_backs": service.telemetry.check_backs, "received": service.consumer.received,
-                "acked": service.consumer.acked,
+                "acked": service.consumer.acked, "renewed": service.consumer.renewals.renewed,
+                "held_for_renewal": len(service.consumer.renewals.held),
                 "acl_refused": service.acl.refused if service.acl else None,
                 "route_pushes": self._routes.pushes if self._routes else 0, "pid": os.getpid()}
 
     async def shutdown(self) -> None:
-        if self._heartbeats is not None:
-            self._heartbeats.cancel()
+        for task in (self._heartbeats, self._renewing):
+            if task is not None:
+                task.cancel()
         if self._routes is not None:
             await self._routes.stop()
         if self._service is not None:

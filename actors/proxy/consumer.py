@@ -13,7 +13,9 @@ from typing import Any
 from google.protobuf import json_format
 
 from actors.proxy.brokers import BrokerLinks
+from actors.proxy.calls import CLIENT_ID, metadata_of
 from actors.proxy.groups import GroupPolicies
+from actors.proxy.renewals import Renewals
 from actors.proxy.routes import RouteCache
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.decoder import decode_messages
@@ -46,6 +48,7 @@ class ConsumerRpcs:
         self.routes = routes
         self.brokers = brokers
         self.groups = groups
+        self.renewals = Renewals(config, brokers, self._master_of)
         self._status = status
         self._counter = itertools.count()
         self.received = 0
@@ -94,6 +97,10 @@ class ConsumerRpcs:
         if not converted:
             yield resp(status=self._status("MESSAGE_NOT_FOUND", "no match message"))
             return
+        if request.auto_renew:  # held invisible while the client holds them (actors.proxy.renewals)
+            client_id, topic = metadata_of(context).get(CLIENT_ID, ""), str(request.message_queue.topic.name)
+            for msg in converted:
+                self.renewals.add(client_id, str(request.group.name), topic, msg.system_properties.receipt_handle)
         yield resp(status=self._status("OK", "OK"))
         for msg in converted:
             self.received += 1
@@ -110,7 +117,7 @@ class ConsumerRpcs:
         poll = cm.polling_ms(_ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else None,
                              None if remaining is None else int(remaining * 1000),
                              c.consumer_min_long_polling_timeout_ms, c.consumer_max_long_polling_timeout_ms)
-        if request.auto_renew:  # a PushConsumer: the proxy's duration (ReceiveMessageActivity), not renewed here
+        if request.auto_renew:  # a PushConsumer: the proxy's duration (ReceiveMessageActivity), renewed
             invisible = c.default_invisible_time_ms
         else:
             invisible = cm.check_invisible(_ms(request.invisible_duration), c.min_invisible_time_ms_for_recv,
@@ -149,7 +156,7 @@ class ConsumerRpcs:
         entries, codes = [], []
         for e in request.entries:
             try:
-                handle = cm.live_handle(str(e.receipt_handle), _now_ms())
+                handle = cm.live_handle(await self.renewals.take(str(e.receipt_handle)), _now_ms())
                 await self._call(topic, handle, BrokerRequestCode.ACK_MESSAGE, cm.ack_header(group, topic, handle))
                 self.acked += 1
                 status = st.Status("OK", "OK")
@@ -168,7 +175,7 @@ class ConsumerRpcs:
         topic = check_topic(str(request.topic.name))
         group = cm.check_group(str(request.group.name))
         invisible = cm.check_invisible(_ms(request.invisible_duration), 0, self.config.max_invisible_time_ms)
-        handle = cm.live_handle(str(request.receipt_handle), _now_ms())
+        handle = cm.live_handle(await self.renewals.take(str(request.receipt_handle)), _now_ms())
         answer = await self._call(topic, handle, BrokerRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
                                   cm.change_header(group, topic, handle, invisible))
         new = cm.changed_handle(handle, {k: str(v) for k, v in (answer.ext_fields or {}).items()})
@@ -179,7 +186,7 @@ class ConsumerRpcs:
     async def forward_message_to_dead_letter_queue(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
         group = cm.check_group(str(request.group.name))
-        handle = cm.live_handle(str(request.receipt_handle), _now_ms())
+        handle = cm.live_handle(await self.renewals.take(str(request.receipt_handle)), _now_ms())
         header = cm.send_back_header(group, topic, handle, str(request.message_id))
         addr = await self._master_of(topic, handle.extra.broker_name)
         answer = await self.brokers.invoke(addr, BrokerRequestCode.CONSUMER_SEND_MSG_BACK, header)

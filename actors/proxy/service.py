@@ -57,7 +57,8 @@ class MessagingService:
         self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s,
                                    lambda addr, cmd: self.telemetry.on_check(addr, cmd), config.credentials)
         self.groups = GroupPolicies(routes, self.brokers, config.route_cache_ttl_s)
-        self.telemetry = TelemetryStreams(proto, config, routes, self.brokers, self.groups, self.acl, self._status)
+        self.telemetry = TelemetryStreams(proto, config, routes, self.brokers, self.groups, self.acl, self._status,
+                                          lambda client_id: self.consumer.renewals.drop_client(client_id))
         self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self.groups, self._status)
         self._counter = itertools.count()
         self.calls: dict[str, int] = {}

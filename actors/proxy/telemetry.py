@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,8 @@ class TelemetrySession:
 
 class TelemetryStreams:
     def __init__(self, proto: Protocol, config: ProxyConfig, routes: RouteCache, brokers: BrokerLinks,
-                 groups: GroupPolicies, acl: ProxyAcl | None, status: StatusOf) -> None:
+                 groups: GroupPolicies, acl: ProxyAcl | None, status: StatusOf,
+                 on_end: Callable[[str], None] = lambda client_id: None) -> None:
         self.p = proto
         self.config = config
         self.routes = routes
@@ -57,12 +58,15 @@ class TelemetryStreams:
         self.groups = groups
         self.acl = acl
         self._status = status
+        self.on_end = on_end
+        """Told of each client whose session ended (its stream closed or it said it terminates)."""
         self.sessions: dict[str, TelemetrySession] = {}
         self.check_backs = 0
 
     def end(self, client_id: str) -> None:
         """NotifyClientTermination: the client's session is dropped."""
         self.sessions.pop(client_id, None)
+        self.on_end(client_id)
 
     async def telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """The stream: the client's commands read as they come, answers and the brokers'
@@ -95,6 +99,7 @@ class TelemetryStreams:
             reader.cancel()
             if self.sessions.get(client_id) is session:
                 del self.sessions[client_id]
+                self.on_end(client_id)
 
     async def _read(self, session: TelemetrySession, request_iterator: Any) -> None:
         async for cmd in request_iterator:

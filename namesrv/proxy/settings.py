@@ -37,7 +37,12 @@ class ProxyConfig(BaseModel):
     consumer_min_long_polling_timeout_ms: int = Field(default=5_000, ge=0)
     min_invisible_time_ms_for_recv: int = Field(default=10_000, gt=0)
     default_invisible_time_ms: int = Field(default=60_000, gt=0)
-    """What a receive with auto_renew (a PushConsumer's, which sends no duration) is popped with."""
+    """What a receive with auto_renew (a PushConsumer's, which sends no duration) is popped with, and
+    what each renewal gives it again."""
+    renew_ahead_ms: int = Field(default=10_000, gt=0)
+    """An auto_renew message is renewed once less than this is left of its invisible time."""
+    renew_max_ms: int = Field(default=30 * 60 * 1000, gt=0)
+    """...and no longer once held this long (it comes back: a listener that never returns)."""
     max_invisible_time_ms: int = Field(default=12 * 3600 * 1000, gt=0)
     consumer_retry_max_times: int = Field(default=16, ge=0)
     route_cache_ttl_s: float = Field(default=30.0, gt=0)
@@ -50,9 +55,11 @@ class ProxyConfig(BaseModel):
     """The proxy's own account: what its route reads and heartbeats sign with (a call acts as its caller's)."""
 
     @model_validator(mode="after")
-    def _acl_has_a_file(self) -> ProxyConfig:
+    def _consistent(self) -> ProxyConfig:
         if self.acl_enable and not self.acl_file:
             raise ValueError("acl_enable needs acl_file")
+        if self.renew_ahead_ms >= self.default_invisible_time_ms:
+            raise ValueError("renew_ahead_ms must be below default_invisible_time_ms (or every poll renews)")
         return self
 
 

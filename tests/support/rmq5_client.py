@@ -8,9 +8,11 @@ per action. The spec: {"endpoint": "127.0.0.1:8081", "topic": "T", "actions": [.
   {"op": "tx", "body": "b", "resolution": "commit" | "rollback"}
   {"op": "orphan", "body": "b", "wait_s": 60}: a half left open, resolved (COMMIT) by the checker when
       the proxy relays the broker's check-back over Telemetry
-  {"op": "push", "group": "G", "fail": ["x"], "until": {"x": 2, "ok": 1}, "timeout_s": 60}: a PushConsumer
-      of the topic whose listener fails the named bodies (RECONSUME_LATER) and consumes the rest, until
-      each body was delivered the given number of times; reports every delivery (body, attempt)
+  {"op": "push", "group": "G", "fail": ["x"], "until": {"x": 2, "ok": 1}, "timeout_s": 60,
+   "slow": {"y": 8}, "linger_s": 3}: a PushConsumer of the topic whose listener fails the named bodies
+      (RECONSUME_LATER), takes `slow` seconds over some, and consumes the rest, until each body was
+      delivered the given number of times and no listener runs, then `linger_s` more; reports every
+      delivery (body, attempt)
 With "credentials": {"access_key": "ak", "secret_key": "sk"} the clients sign their calls with them.
 With "hold": true the producer stays up after the last action until a line (or EOF) on stdin.
 With "consumer": {"group": "G", "tag": "TagA", "await_s": 1} a SimpleConsumer of the topic runs too:
@@ -57,9 +59,10 @@ class Checker(TransactionChecker):
 class Listener(MessageListener):
     """Fails the bodies it is told to, consumes the rest; records every delivery."""
 
-    def __init__(self, fail: set[str], until: dict[str, int]) -> None:
-        self.fail, self.until = fail, until
+    def __init__(self, fail: set[str], until: dict[str, int], slow: dict[str, float]) -> None:
+        self.fail, self.until, self.slow = fail, until, slow
         self.deliveries: list[dict] = []
+        self.running = 0
         self.lock = threading.Lock()
         self.done = threading.Event()
 
@@ -67,18 +70,25 @@ class Listener(MessageListener):
         body = message.body.decode()
         with self.lock:
             self.deliveries.append({"body": body, "attempt": message.delivery_attempt})
-            seen = [d["body"] for d in self.deliveries]
-            if all(seen.count(b) >= n for b, n in self.until.items()):
-                self.done.set()
-        return ConsumeResult.FAILURE if body in self.fail else ConsumeResult.SUCCESS
+            self.running += 1
+        try:
+            time.sleep(float(self.slow.get(body, 0)))
+            return ConsumeResult.FAILURE if body in self.fail else ConsumeResult.SUCCESS
+        finally:
+            with self.lock:
+                self.running -= 1
+                seen = [d["body"] for d in self.deliveries]
+                if not self.running and all(seen.count(b) >= n for b, n in self.until.items()):
+                    self.done.set()
 
 
 def push(config: ClientConfiguration, topic: str, a: dict, out: dict) -> None:
-    listener = Listener(set(a.get("fail", [])), dict(a["until"]))
+    listener = Listener(set(a.get("fail", [])), dict(a["until"]), dict(a.get("slow", {})))
     consumer = PushConsumer(config, a["group"], listener, {topic: FilterExpression("*")})
     consumer.startup()
     try:
         done = listener.done.wait(float(a.get("timeout_s", 60)))
+        time.sleep(float(a.get("linger_s", 0)))  # a redelivery would come meanwhile
     finally:
         consumer.shutdown()
     with listener.lock:

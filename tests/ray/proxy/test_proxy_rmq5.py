@@ -7,7 +7,8 @@ endpoint; a SimpleConsumer receives (pop), acks, changes invisible durations and
 did not ack; bad receipt handles are refused; a delayed message recalled by its handle never
 arrives; a FIFO group (its subscription group config) receives a message group in order, its queue
 held while a batch is in flight; a PushConsumer whose listener fails a message sees it retried with
-the group's back-off, then in the group's DLQ; a broker killed while the client sends loses nothing
+the group's back-off, then in the group's DLQ, and one whose listener outlasts the invisible time
+keeps its message (renewed by the proxy); a broker killed while the client sends loses nothing
 the client saw acknowledged; any bytes sent to any RPC get a status, never a hung or dead proxy
 (hypothesis). One deployment (two TCP brokers, one proxy)."""
 
@@ -50,7 +51,8 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
                                brokers=[BrokerSpec("broker-a"), BrokerSpec("broker-b")], namesrv_count=1,
                                broker_port=0, proxy_count=1, proxy_port=free_port(),
                                proxy_overrides={"min_invisible_time_ms_for_recv": 1_000,
-                                                "consumer_min_long_polling_timeout_ms": 500},
+                                                "consumer_min_long_polling_timeout_ms": 500,
+                                                "default_invisible_time_ms": 3_000, "renew_ahead_ms": 1_500},
                                broker_overrides={"transaction_timeout_ms": 1_000,
                                                  "transaction_check_interval_ms": 500,
                                                  "timer_precision_ms": 100, "recall_message_enable": True}) as d:
@@ -502,3 +504,24 @@ def test_any_bytes_to_any_rpc_get_a_status_and_the_proxy_serves_on(dep: Deployme
         assert f"the request is not a valid {req_cls.DESCRIPTOR.name}" in answer.status.message, answer
     alive = stub(dep, "QueryRoute")(P.new("QueryRouteRequest", topic={"name": "Absent"}), timeout=30)
     assert code_name(alive.status) in ("TOPIC_NOT_FOUND", "OK")
+
+
+def test_a_push_consumers_slow_listener_keeps_its_message_while_the_proxy_renews_it(dep: Deployment,
+                                                                                   tmp_path: Path) -> None:
+    """auto_renew: popped for 3 s here and renewed 1.5 s ahead, a message whose listener takes 8 s is
+    delivered once (without renewal it would come back at 3 s), and once acked it never comes again."""
+    topic = topic_of(dep, "Rmq5Slow")
+    group = f"GSlow{uuid.uuid4().hex[:6]}"
+    proxy = next(iter(dep.proxies.values()))
+    before = ray.get(proxy.get_status.remote())["renewed"]
+    actions: list[dict[str, Any]] = [{"op": "send", "body": "slow"}, {"op": "send", "body": "quick"},
+                                     {"op": "push", "group": group, "until": {"slow": 1, "quick": 1},
+                                      "slow": {"slow": 8}, "linger_s": 4, "timeout_s": 60}]
+    results = run_client(dep, topic, actions, tmp_path)
+    assert [r["ok"] for r in results] == [True] * len(actions), results
+    deliveries = results[2]["deliveries"]
+    assert sorted((d["body"], d["attempt"]) for d in deliveries) == [("quick", 1), ("slow", 1)], deliveries
+    status = ray.get(proxy.get_status.remote())
+    assert status["renewed"] - before >= 2, "renewed while the listener ran"
+    wait_until(lambda: ray.get(proxy.get_status.remote())["held_for_renewal"] == 0, 30,
+               "nothing held once acked and the client gone")
