@@ -44,3 +44,8 @@ def remote_address(context: Any) -> str:
 
 def metadata_of(context: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (context.invocation_metadata() or ())}
+
+
+def client_id_of(context: Any) -> str:
+    """The calling client's id (its `x-mq-client-id`; empty when it sent none)."""
+    return metadata_of(context).get(CLIENT_ID, "")

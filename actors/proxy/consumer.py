@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from google.protobuf import json_format
 
 from actors.proxy.brokers import BrokerLinks
-from actors.proxy.calls import CLIENT_ID, metadata_of
+from actors.proxy.calls import client_id_of
 from actors.proxy.groups import GroupPolicies
 from actors.proxy.renewals import Renewals
 from actors.proxy.routes import RouteCache
+from namesrv.common.clock import system_clock
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.decoder import decode_messages
 from namesrv.protocol.types import InvalidInput
@@ -34,10 +34,6 @@ StatusOf = Callable[[str, str], Any]
 
 def _ms(duration: Any) -> int:
     return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ConsumerRpcs:
@@ -98,7 +94,7 @@ class ConsumerRpcs:
             yield resp(status=self._status("MESSAGE_NOT_FOUND", "no match message"))
             return
         if request.auto_renew:  # held invisible while the client holds them (actors.proxy.renewals)
-            client_id, topic = metadata_of(context).get(CLIENT_ID, ""), str(request.message_queue.topic.name)
+            client_id, topic = client_id_of(context), str(request.message_queue.topic.name)
             for msg in converted:
                 self.renewals.add(client_id, str(request.group.name), topic, msg.system_properties.receipt_handle)
         yield resp(status=self._status("OK", "OK"))
@@ -106,7 +102,7 @@ class ConsumerRpcs:
             self.received += 1
             yield resp(message=msg)
         done = resp()
-        done.delivery_timestamp.FromMilliseconds(_now_ms())
+        done.delivery_timestamp.FromMilliseconds(system_clock())
         yield done
 
     async def _pop(self, request: Any, context: Any) -> tuple[Any, int, dict[str, str], bool]:
@@ -125,7 +121,7 @@ class ConsumerRpcs:
         fifo = (await self.groups.get(group, topic)).fifo
         header = cm.pop_header(group, topic, int(request.batch_size), invisible, poll,
                                int(request.filter_expression.type), str(request.filter_expression.expression),
-                               _now_ms(), fifo)
+                               system_clock(), fifo)
         route = await self.routes.get(topic)
         readers = routing.readable_masters(route)
         if not readers:
@@ -156,7 +152,7 @@ class ConsumerRpcs:
         entries, codes = [], []
         for e in request.entries:
             try:
-                handle = cm.live_handle(await self.renewals.take(str(e.receipt_handle)), _now_ms())
+                handle = cm.live_handle(await self.renewals.take(str(e.receipt_handle)), system_clock())
                 await self._call(topic, handle, BrokerRequestCode.ACK_MESSAGE, cm.ack_header(group, topic, handle))
                 self.acked += 1
                 status = st.Status("OK", "OK")
@@ -175,7 +171,7 @@ class ConsumerRpcs:
         topic = check_topic(str(request.topic.name))
         group = cm.check_group(str(request.group.name))
         invisible = cm.check_invisible(_ms(request.invisible_duration), 0, self.config.max_invisible_time_ms)
-        handle = cm.live_handle(await self.renewals.take(str(request.receipt_handle)), _now_ms())
+        handle = cm.live_handle(await self.renewals.take(str(request.receipt_handle)), system_clock())
         answer = await self._call(topic, handle, BrokerRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
                                   cm.change_header(group, topic, handle, invisible))
         new = cm.changed_handle(handle, {k: str(v) for k, v in (answer.ext_fields or {}).items()})
@@ -186,7 +182,7 @@ class ConsumerRpcs:
     async def forward_message_to_dead_letter_queue(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
         group = cm.check_group(str(request.group.name))
-        handle = cm.live_handle(await self.renewals.take(str(request.receipt_handle)), _now_ms())
+        handle = cm.live_handle(await self.renewals.take(str(request.receipt_handle)), system_clock())
         header = cm.send_back_header(group, topic, handle, str(request.message_id))
         addr = await self._master_of(topic, handle.extra.broker_name)
         answer = await self.brokers.invoke(addr, BrokerRequestCode.CONSUMER_SEND_MSG_BACK, header)

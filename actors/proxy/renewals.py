@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from actors.proxy.acl import ACTING_AS
 from actors.proxy.brokers import BrokerLinks
 from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.common.clock import system_clock
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.proxy import consume as cm
 from namesrv.proxy.settings import ProxyConfig
@@ -27,10 +27,6 @@ from namesrv.proxy.status import ProxyError
 
 log = logging.getLogger(__name__)
 MasterOf = Callable[[str, str], Awaitable[str]]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -57,7 +53,7 @@ class Renewals:
 
     def add(self, client_id: str, group: str, topic: str, handle_text: str) -> None:
         handle = cm.decode_receipt_handle(handle_text)
-        self.held[handle_text] = Renewal(client_id, group, topic, handle, ACTING_AS.get(), _now_ms())
+        self.held[handle_text] = Renewal(client_id, group, topic, handle, ACTING_AS.get(), system_clock())
 
     async def take(self, handle_text: str) -> str:
         """The handle to act on for the one the client sent (its latest renewal, if it was renewed,
@@ -76,7 +72,7 @@ class Renewals:
         """Renew what falls due, a fraction of `renew_ahead_ms` at a time (production pacing)."""
         while True:
             await asyncio.sleep(max(0.05, self.config.renew_ahead_ms / 4000))
-            await self.renew_due(_now_ms())
+            await self.renew_due(system_clock())
 
     async def renew_due(self, now_ms: int) -> None:
         for text, r in list(self.held.items()):

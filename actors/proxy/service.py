@@ -20,7 +20,7 @@ from google.protobuf import json_format
 
 from actors.proxy.acl import ACTING_AS, ProxyAcl
 from actors.proxy.brokers import BrokerLinks
-from actors.proxy.calls import CLIENT_ID, Undecodable, decoder, metadata_of
+from actors.proxy.calls import Undecodable, client_id_of, decoder
 from actors.proxy.consumer import ConsumerRpcs
 from actors.proxy.groups import GroupPolicies
 from actors.proxy.routes import RouteCache
@@ -186,7 +186,7 @@ class MessagingService:
         return self._ok("HeartbeatResponse")
 
     async def notify_client_termination(self, request: Any, context: Any) -> Any:
-        self.telemetry.end(metadata_of(context).get(CLIENT_ID, ""))
+        self.telemetry.end(client_id_of(context))
         return self._ok("NotifyClientTerminationResponse")
 
     # ------------------------------------------------------------------ sending

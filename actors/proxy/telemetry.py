@@ -17,7 +17,7 @@ from google.protobuf import json_format
 
 from actors.proxy.acl import ACTING_AS, ProxyAcl
 from actors.proxy.brokers import BrokerLinks
-from actors.proxy.calls import CLIENT_ID, Undecodable, metadata_of
+from actors.proxy.calls import Undecodable, client_id_of
 from actors.proxy.consumer import StatusOf
 from actors.proxy.groups import GroupPolicies
 from actors.proxy.routes import RouteCache
@@ -71,7 +71,7 @@ class TelemetryStreams:
     async def telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         """The stream: the client's commands read as they come, answers and the brokers'
         check-backs written as they are put in its outbox; the session ends with the stream."""
-        client_id = metadata_of(context).get(CLIENT_ID, "")
+        client_id = client_id_of(context)
         if not client_id:
             yield self.p.new("TelemetryCommand", status=self._status("CLIENT_ID_REQUIRED", "client id is required"))
             return

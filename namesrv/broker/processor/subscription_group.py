@@ -12,6 +12,7 @@ writing its handler here and adding one line to `handlers`.
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -27,11 +28,22 @@ from namesrv.protocol.broker_headers import (
     request_header,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
+from namesrv.protocol.headers import Header
 from namesrv.protocol.types import InvalidInput, describe_errors
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 
 log = logging.getLogger(__name__)
+H = TypeVar("H", bound=Header)
+
+
+def _header(request: RemotingRequest, model: type[H]) -> H | RemotingResponse:
+    """The request's header, or INVALID_PARAMETER saying what is wrong with it."""
+    try:
+        return request_header(request, model)
+    except (ValidationError, InvalidInput) as e:
+        why = describe_errors(e) if isinstance(e, ValidationError) else str(e)
+        return error(ResponseCode.INVALID_PARAMETER, f"invalid request: {why}")
 
 
 class SubscriptionGroupProcessor:
@@ -67,11 +79,9 @@ class SubscriptionGroupProcessor:
         """The group's config (SubscriptionGroupConfig JSON); a group not there yet is created with
         the defaults when auto-creation is on (RocketMQ's findSubscriptionGroupConfig), else
         SUBSCRIPTION_GROUP_NOT_EXIST."""
-        try:
-            h = request_header(request, GetSubscriptionGroupConfigRequestHeader)
-        except (ValidationError, InvalidInput) as e:
-            why = describe_errors(e) if isinstance(e, ValidationError) else str(e)
-            return error(ResponseCode.INVALID_PARAMETER, f"invalid request: {why}")
+        h = _header(request, GetSubscriptionGroupConfigRequestHeader)
+        if isinstance(h, RemotingResponse):
+            return h
         config = self.groups.find(h.group)
         if config is None:
             return error(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
@@ -79,11 +89,9 @@ class SubscriptionGroupProcessor:
         return RemotingResponse(ResponseCode.SUCCESS, None, {}, fastjson.dumps(wire), wire)
 
     def delete_subscription_group(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
-        try:
-            h = request_header(request, DeleteSubscriptionGroupRequestHeader)
-        except (ValidationError, InvalidInput) as e:
-            why = describe_errors(e) if isinstance(e, ValidationError) else str(e)
-            return error(ResponseCode.INVALID_PARAMETER, f"invalid request: {why}")
+        h = _header(request, DeleteSubscriptionGroupRequestHeader)
+        if isinstance(h, RemotingResponse):
+            return h
         before = self.writer.submitted
         try:
             deleted = self.groups.delete(h.group_name)
