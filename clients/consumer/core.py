@@ -28,6 +28,7 @@ from clients.consumer.routes import ConsumerRoutes
 from clients.impl.broker_connection import BrokerConnection
 from clients.impl.client_instance import build_client_id
 from clients.impl.namesrv_client import NameServerClient, discover_namesrvs
+from clients.impl.route_views import RouteViews
 from namesrv.client.consume_from import compute_pull_from_where
 from namesrv.client.consumer.config import ConsumerConfig, MessageModel
 from namesrv.client.consumer.process_queue import ProcessQueue
@@ -132,7 +133,8 @@ class ConsumerCore:
         names = self.namesrv_names if self.namesrv_names is not None else discover_namesrvs(self.namespace)
         if not names:
             raise NoNameServerAvailable(f"no NameServer actor in Ray namespace {self.namespace!r}")
-        return ConsumerRoutes(NameServerClient(names, self.namespace, credentials=self.config.credentials))
+        namesrv = NameServerClient(names, self.namespace, credentials=self.config.credentials)
+        return ConsumerRoutes(RouteViews(namesrv) if self.config.route_union else namesrv)
 
     def start(self, owner: QueueOwner) -> None:
         if self.api is not None:

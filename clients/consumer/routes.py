@@ -1,15 +1,15 @@
 """A consumer's view of its topics' routes (RocketMQ's topicSubscribeInfoTable and
 findBrokerAddressInSubscribe): the readable queues of each topic and where each broker is, fetched
-from the NameServer actors at each rebalance."""
+from the NameServer actors at each rebalance (from every one of them with `route_union`)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 
-from clients.impl.namesrv_client import NameServerClient
 from namesrv.client.errors import TopicNotFound
 from namesrv.client.rebalance.strategies import sorted_queues
+from namesrv.client.route_source import RouteSource
 from namesrv.protocol.constants import MASTER_ID, is_readable
 from namesrv.protocol.models import MessageQueue, TopicRouteData
 
@@ -17,15 +17,17 @@ log = logging.getLogger(__name__)
 
 
 class ConsumerRoutes:
-    def __init__(self, namesrv: NameServerClient) -> None:
-        self.namesrv = namesrv
+    def __init__(self, source: RouteSource) -> None:
+        """`source`: a NameServerClient (one NameServer at a time, as RocketMQ) or RouteViews (the
+        union of every NameServer's route)."""
+        self.source = source
         self._lock = threading.Lock()
         self._routes: dict[str, TopicRouteData] = {}
 
     def refresh(self, topic: str) -> TopicRouteData | None:
-        """Ask a NameServer again (None: the topic has no route; the last one is kept on failure)."""
+        """Ask the NameServers again (None: the topic has no route; the last one is kept on failure)."""
         try:
-            route, _ = self.namesrv.get_topic_route(topic)
+            route, _ = self.source.get_topic_route(topic)
         except TopicNotFound:
             with self._lock:
                 self._routes.pop(topic, None)

@@ -11,11 +11,13 @@ swapped in as one new object, so a send never sees half of one.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -24,6 +26,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from actors.broker.actor import broker_actor_name
 from actors.runtime.handles import ActorHandles
 from clients.impl.namesrv_client import NameServerClient
+from clients.impl.route_views import UNION_VERSION, RouteViews
 from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.client.errors import MQBrokerError, RemotingError, TopicNotFound
 from namesrv.client.message import Message
@@ -39,6 +42,8 @@ log = logging.getLogger(__name__)
 
 ROUTE_LOG_KEPT = 10_000
 """Route changes remembered per client instance (oldest dropped first)."""
+UNION_RETRY_S = 0.5
+"""With `route_union`, how long a NameServer whose long-poll failed rests before it is asked again."""
 
 
 class RayBrokerTransport:
@@ -164,10 +169,14 @@ class MQClientInstance:
         route_push: bool = True,
         long_poll_timeout_s: float | None = None,
         route_source: RouteSource | None = None,
+        route_union: bool = False,
     ) -> None:
+        """`route_union`: routes are the union of every NameServer's (RouteViews), each NameServer's
+        changes pushed by a long-poll of its own; else RocketMQ's one NameServer at a time."""
         self.client_id = client_id
         self.namesrv = namesrv
-        self.route_source: RouteSource = route_source or namesrv
+        self.views = RouteViews(namesrv) if route_union and route_source is None else None
+        self.route_source: RouteSource = route_source or self.views or namesrv
         self.namespace = namesrv.namespace
         self.poll_interval_s = poll_name_server_interval_ms / 1000
         self.route_push = route_push
@@ -192,9 +201,13 @@ class MQClientInstance:
     def start(self) -> None:
         if self._threads:
             return
-        for target, name in ((self._poll_loop, "route-poll"), (self._push_loop, "route-push")):
-            if target == self._push_loop and not self.route_push:
-                continue
+        loops: list[tuple[Callable[[], None], str]] = [(self._poll_loop, "route-poll")]
+        if self.route_push and self.views is not None:
+            loops += [(functools.partial(self._union_push_loop, self.views, n), f"route-push-{n}")
+                      for n in self.views.names]
+        elif self.route_push:
+            loops.append((self._push_loop, "route-push"))
+        for target, name in loops:
             t = threading.Thread(target=target, name=f"{self.client_id}-{name}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -237,12 +250,15 @@ class MQClientInstance:
 
     def update_topic_route_info_from_name_server(self, topic: str) -> bool:
         route, version = self.get_topic_route(topic)
+        self._apply_if_changed(topic, route, version, "poll")
+        return route is not None
+
+    def _apply_if_changed(self, topic: str, route: TopicRouteData | None, version: int, source: str) -> None:
         with self._lock:
             old = self._publish_info.get(topic)
             changed = (old.route if old is not None else None) != route
         if changed:
-            self._apply(topic, route, version, "poll")
-        return route is not None
+            self._apply(topic, route, version, source)
 
     def find_publish_info(
         self, topic: str, auto_create: bool = True, default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
@@ -310,6 +326,30 @@ class MQClientInstance:
             held_on = name
             for topic, change in changes.items():
                 self._apply(topic, change.route, change.version, "push")
+
+    def _union_push_loop(self, views: RouteViews, name: str) -> None:
+        """Hold a long-poll on NameServer `name` with the versions it last told; each change it pushes
+        updates its view and the union is applied. A NameServer that fails loses its views (the
+        union is applied without them) and is asked again after a pause."""
+        while not self._stop.is_set():
+            with self._lock:
+                topics = set(self._topics)
+            if not topics:
+                self._stop.wait(0.05)
+                continue
+            timeout = self.long_poll_timeout_s
+            wait_s = (timeout if timeout is not None else 60.0) + self.namesrv.call_timeout_s
+            try:
+                changes = self.namesrv.listen_for_change(name, views.held_versions(name, topics), timeout, wait_s)
+            except Exception as e:
+                log.info("route long-poll on %s failed (%s): its views are dropped", name, type(e).__name__)
+                for topic in views.lost(name):
+                    self._apply_if_changed(topic, views.union(topic), UNION_VERSION, "push")
+                self._stop.wait(UNION_RETRY_S)
+                continue
+            for topic, change in changes.items():
+                self._apply_if_changed(topic, views.changed(name, topic, change.route, change.version),
+                                       UNION_VERSION, "push")
 
 
 _INSTANCES: dict[str, MQClientInstance] = {}

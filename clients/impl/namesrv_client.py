@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from typing import Any
 
 import ray
@@ -104,6 +105,32 @@ class NameServerClient:
     def get_topic_route(self, topic: str) -> tuple[TopicRouteData, int]:
         """The topic's route and version from the current NameServer (failing over)."""
         return self._route(topic, self.call("get_routeinfo_by_topic", topic=topic))
+
+    def get_topic_route_everywhere(self, topic: str) -> dict[str, tuple[TopicRouteData | None, int] | Exception]:
+        """Every NameServer's route and version for `topic` (None, -1: it has none), asked all at
+        once, or what it failed with (Ray's errors, NameServerNotReady, MQClientError)."""
+        refs: dict[str, Any] = {}
+        answers: dict[str, tuple[TopicRouteData | None, int] | Exception] = {}
+        for name in self.namesrv_names:
+            try:
+                refs[name] = self.handle(name).get_routeinfo_by_topic.remote(
+                    **signed({"topic": topic}, None, self.credentials))
+            except ValueError as e:  # no such actor
+                answers[name] = e
+        deadline = time.monotonic() + self.call_timeout_s
+        for name, ref in refs.items():
+            try:
+                resp: RemotingResponse = ray.get(ref, timeout=max(deadline - time.monotonic(), 0.001))
+                if resp.not_ready:
+                    raise NameServerNotReady(resp.remark or "name server not ready")
+                absent = resp.code == ResponseCode.TOPIC_NOT_EXIST
+                answers[name] = (None, int(resp.ext_fields.get("routeVersion", -1))) if absent else \
+                    self._route(topic, resp)
+            except (RayActorError, GetTimeoutError, NameServerNotReady, MQClientError) as e:
+                if isinstance(e, GetTimeoutError):
+                    ray.cancel(ref)
+                answers[name] = e
+        return answers
 
     def get_topic_route_on(self, name: str, topic: str) -> TopicRouteData | None:
         """The topic's route as one particular NameServer sees it; None when it has none."""

@@ -110,7 +110,7 @@ class Producer:
         instance = get_or_create_instance(
             client_id, NameServerClient(names, self.namespace, credentials=self.config.credentials),
             poll_name_server_interval_ms=self.config.poll_name_server_interval_ms,
-            route_push=self.config.route_push, route_source=self.route_source,
+            route_push=self.config.route_push, route_source=self.route_source, route_union=self.config.route_union,
         )
         if self.group in instance.producer_groups:
             raise MQClientError(

@@ -33,6 +33,10 @@ class ProducerConfig(BaseModel):
     it this often, also while it sends nothing."""
     route_push: bool = True
     """Beyond RocketMQ: also hold a long-poll so route changes arrive at once, not at the next poll."""
+    route_union: bool = True
+    """Beyond RocketMQ: routes are the union of every answering NameServer's (namesrv.client.route_union),
+    each pushed by a long-poll of its own, so a broker one NameServer lost while others still list it
+    keeps its share of sends; False asks one NameServer at a time, as RocketMQ's producers."""
     auto_create_topic: bool = True
     """Send a topic with no route through TBW102's route (the broker creates it)."""
     default_topic_queue_nums: int = Field(default=DEFAULT_TOPIC_QUEUE_NUMS, gt=0)

@@ -60,6 +60,10 @@ class ConsumerConfig(BaseModel):
     offset_store_dir: str | None = None
     """Broadcasting: where each member keeps its offsets file (RocketMQ's ~/.rocketmq_offsets); None
     keeps them in memory."""
+    route_union: bool = True
+    """Beyond RocketMQ: each rebalance allocates from the union of every answering NameServer's route
+    (namesrv.client.route_union), so members that prefer different NameServers share one queue list
+    while the NameServers disagree; False asks one NameServer at a time, as RocketMQ's consumers."""
     credentials: SessionCredentials | None = None
 
     @model_validator(mode="after")

@@ -9,6 +9,8 @@ One test bed and one deployment for the module. Needs root (namespaces, nftables
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import subprocess
 import sys
@@ -27,8 +29,10 @@ from clients.admin.client import AdminClient
 from clients.chaos.hosts.nemesis import Nemesis
 from clients.chaos.hosts.netns import Hosts, HostsUnavailable, missing_host_tools, netns_pids, remove_leftovers
 from clients.chaos.hosts.ray_nodes import RayOnHosts
+from clients.consumer.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
 from clients.producer.producer import Message, Producer
 from namesrv.common.waiting import wait_until
+from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.config import ALL_INTERFACES
 from tests.support.multinode import deployed
 from tests.support.ray_cluster import (
@@ -220,6 +224,86 @@ def test_partition_broker_from_one_namesrv(bed: Bed, capsys: pytest.CaptureFixtu
         print("\n[partition broker-a | NameServer-1] " + "; ".join(f"{k}: {v:.2f} s" for k, v in figures.items()))
     # not before the expiry: the last heartbeat NameServer-1 had came at most one period before the cut
     assert figures["cut to NameServer-1 expiring broker-a"] >= (EXPIRY_MS - HEARTBEAT_MS) / 1000 - 0.1
+
+
+def test_union_of_views_keeps_what_clients_reach(bed: Bed, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 36's client fix, before and after in one cut of broker-a's host from NameServer-1's.
+
+    Before (RocketMQ's clients: one NameServer at a time): a producer asking NameServer-1 stops writing
+    to broker-a, and a group whose two members ask different NameServers allocates from two queue
+    lists: queues owned by nobody or by both. After (`route_union`, clients given both NameServers):
+    the producer keeps broker-a's share, and the group owns every queue exactly once all through the
+    cut, rebalancing as usual."""
+    dep, nemesis = bed.dep, bed.nemesis
+    options: dict[str, Any] = {"namespace": dep.spec.namespace, "poll_name_server_interval_ms": 1_000}
+    group_options: dict[str, Any] = {"namespace": dep.spec.namespace, "rebalance_interval_ms": 300}
+    queues = {MessageQueue(TOPIC, b, q) for b in EVERY for q in range(4)}
+    one_view = [PushConsumer("GroupOneView", namesrv=[ns], instance_name=f"one-view-{ns}", route_union=False,
+                             **group_options) for ns in ("namesrv-0", "namesrv-1")]
+    union = [PushConsumer("GroupUnion", namesrv=["namesrv-0", "namesrv-1"], instance_name=f"union-{i}",
+                          **group_options) for i in range(2)]
+    with Producer("PartitionUnion", namesrv=["namesrv-1", "namesrv-0"], instance_name="union", **options) as both, \
+            Producer("PartitionOneView", namesrv=["namesrv-1"], instance_name="one-view", route_union=False,
+                     **options) as via1, contextlib.ExitStack() as stack:
+        for consumer in one_view + union:
+            consumer.subscribe(TOPIC, "*")
+            consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+            consumer.start()
+            stack.callback(consumer.shutdown)
+        for group in (one_view, union):
+            wait_until(lambda g=group: not _ownership_defects(g, queues), 60, "each group to own every queue once")
+        for producer in (both, via1):
+            assert producer.send(Message(TOPIC, b"before")).send_status == "SEND_OK"
+        assert _brokers_of(both) == _brokers_of(via1) == EVERY
+
+        nemesis.partition([[BROKER_A_HOST], [NS1_HOST]])
+        cut_at = time.monotonic()
+        union_defects: list[dict[MessageQueue, int]] = []
+
+        def one_view_split() -> dict[MessageQueue, int]:
+            union_defects.append(_ownership_defects(union, queues))
+            return _ownership_defects(one_view, queues)
+
+        try:
+            wait_until(lambda: "broker-a" not in names_on(dep, "namesrv-1"), EXPIRE_BOUND_S,
+                       "NameServer-1 to expire broker-a", interval_s=0.1)
+            wait_until(lambda: _brokers_of(via1) == {"broker-b"}, 30, "the one-view producer to drop broker-a",
+                       interval_s=0.05)
+            split = wait_until(one_view_split, 30, "the one-view group to allocate from two queue lists",
+                               interval_s=0.05)
+            split_at = time.monotonic()
+            rebalances = [c.core.rebalances for c in union]
+
+            def union_rebalanced_thrice() -> bool:
+                union_defects.append(_ownership_defects(union, queues))
+                return all(c.core.rebalances >= r + 3 for c, r in zip(union, rebalances, strict=True))
+
+            wait_until(union_rebalanced_thrice, 30, "three more rebalances of each union member", interval_s=0.05)
+            assert _brokers_of(both) == EVERY
+            landed = wait_until(lambda: _sent_to(both, "broker-a"), 30, "a union send that lands on broker-a",
+                                interval_s=0.01)
+            assert landed.send_status == "SEND_OK"
+        finally:
+            nemesis.heal()
+        healed_at = time.monotonic()
+        wait_until(lambda: not _ownership_defects(one_view, queues), CONVERGE_BOUND_S,
+                   "the one-view group to own every queue once again after the heal", interval_s=0.1)
+        mended_at = time.monotonic()
+    assert not any(union_defects), f"the union group's ownership broke: {[d for d in union_defects if d]}"
+    unowned = sorted(f"{mq.broker_name}:{mq.queue_id}" for mq, n in split.items() if n == 0)
+    doubled = sorted(f"{mq.broker_name}:{mq.queue_id}" for mq, n in split.items() if n > 1)
+    with capsys.disabled():
+        print(f"\n[union of views | broker-a cut from NameServer-1] one view per client: producer dropped broker-a, "
+              f"group split {split_at - cut_at:.2f} s after the cut for {mended_at - split_at:.2f} s "
+              f"(until {mended_at - healed_at:.2f} s after the heal), unowned {unowned}, owned twice {doubled}; "
+              f"union: producer kept broker-a, group owned all {len(queues)} queues once in "
+              f"{len(union_defects)} samples")
+
+
+def _ownership_defects(members: list[PushConsumer], queues: set[MessageQueue]) -> dict[MessageQueue, int]:
+    """Each queue of `queues` that is not owned by exactly one member, with its number of owners."""
+    owners = collections.Counter(mq for m in members for mq in m.assignment() if mq in queues)
+    return {mq: owners[mq] for mq in queues if owners[mq] != 1}
 
 
 def _brokers_of(producer: Producer) -> set[str]:
