@@ -34,13 +34,22 @@ load every core by design, beside the chaos runs and Spark, whose invariants and
 hold on a busy machine but not next to a benchmark (the Spark files also share one RayDP session)."""
 
 
+TEST_BED = ("tests/ray/hosts/", "tests/e2e/test_ray_up_hosts.py")
+"""Files that make the multi-host test bed (network namespaces `nsrv-h*` on one bridge, a sweep of a
+killed run's leftovers at start): one after the other on one worker, since two beds at once would
+share names, addresses and the bridge, and each would sweep the other's hosts away."""
+
+
 def _file_of(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
 def unit_of_work(nodeid: str) -> str:
-    """The unit of work a test belongs to: its file, or "one at a time" for `ONE_AT_A_TIME`'s."""
+    """The unit of work a test belongs to: its file, "test bed" for `TEST_BED`'s, "one at a time" for
+    `ONE_AT_A_TIME`'s."""
     file = nodeid.split("::", 1)[0]
+    if file.startswith(TEST_BED):
+        return "test bed"
     return "one at a time" if file.startswith(ONE_AT_A_TIME) else file
 
 

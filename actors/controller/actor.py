@@ -7,7 +7,9 @@ It holds a `ControllerCore` (namesrv/controller) and gives it three things from 
   every `snapshot_every_events`; a (re)started actor rebuilds its state from there in `__init__`;
 - liveness: brokers heartbeat (BROKER_HEARTBEAT) every second; a heartbeat may carry the broker
   actor's channel (`BrokerChannel`), which the actor watches like the NameServer does, so a broker
-  actor's definite death is acted on at once; `report_actor_death` takes deaths seen elsewhere;
+  actor's definite death is acted on at once (not Ray's verdict on its node: a cut-off node's
+  actors may still run, so that is left to the heartbeat timeout, by which a master's lease has
+  fenced it: namesrv.broker.lease); `report_actor_death` takes deaths seen elsewhere;
 - a control loop: the expired-heartbeat scan and the inactive-master scan, which elects.
 
 Why the state is safe in the GCS KV (the issue's question, and design §8's answer):
@@ -118,7 +120,8 @@ class ControllerActor:
         self._channels: dict[BrokerIdentity, str] = {}
         """Each broker's newest channel token: a closed channel kills only its own incarnation."""
         self.loop = ControlLoop(name)
-        self.housekeeping = BrokerHousekeepingService(self.loop, self._on_channel_closed, self._channel_in_use)
+        self.housekeeping = BrokerHousekeepingService(self.loop, self._on_channel_closed, self._channel_in_use,
+                                                      on_node_declared_dead=self._on_node_declared_dead)
         scan_s = self.config.scan_not_active_broker_interval_ms / 1000
         self.loop.every("scan-not-active-broker", scan_s, self._scan_not_active_broker, initial_delay_s=scan_s)
         master_scan_s = self.config.scan_inactive_master_interval_ms / 1000
@@ -261,6 +264,17 @@ class ControllerActor:
                 log.warning("%s: broker %s/%d channel %s", self.name, ident.broker_name, ident.broker_id, how)
                 self._record_death(ident, f"channel {how}")
                 self.loop.spawn("actor-death", self.report_actor_death(ident.broker_name, ident.broker_id))
+
+    def _on_node_declared_dead(self, token: str, how: str) -> None:
+        """Ray declared a broker's node dead: its process may still run, cut off (ray-project/ray
+        #26405), and a master among them still takes writes until its lease runs out. Noted, not acted
+        on: its heartbeats stopped when it was cut off, so the heartbeat timeout (longer than the lease)
+        elects a new master, never while the old one may still write."""
+        for ident, current in list(self._channels.items()):
+            if current == token:
+                log.warning("%s: broker %s/%d %s: left to the heartbeat timeout", self.name, ident.broker_name,
+                            ident.broker_id, how)
+                self._record_death(ident, f"{how} (not definite: left to the heartbeat timeout)")
 
     def _record_death(self, ident: BrokerIdentity, how: str) -> None:
         self.deaths.append({"brokerName": ident.broker_name, "brokerId": ident.broker_id, "how": how,

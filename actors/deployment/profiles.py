@@ -66,6 +66,7 @@ _FAST_BROKER = BrokerConfig(
     register_broker_timeout_ms=1_000,
     allow_short_register_period=True,
     controller_heartbeat_interval_ms=500,
+    controller_master_lease_ms=2_500,
 )
 FAST = TimingProfile(
     name="fast",

@@ -7,7 +7,8 @@ incarnation, so the close of an earlier incarnation's channel never removes a fr
 the same address (RocketMQ #5374, #11043).
 
 Only a definite end removes a broker: the broker closed the channel (graceful shutdown), Ray says
-the actor is dead (`ActorDiedError`), or the actor now runs another incarnation (Ray restarted it:
+the actor is dead (`ActorDiedError`; for the controller, not when Ray says so only because it declared
+the actor's node dead: `on_node_declared_dead`), or the actor now runs another incarnation (Ray restarted it:
 `wait_closed` answers at once that the token is not its own). Any other failure of the call
 (`ActorUnavailableError` while a node's connection flaps, a timeout, an error raised inside the
 call) says nothing about the broker: the watch is re-armed after a back-off, and the expiry scan
@@ -56,11 +57,29 @@ ChannelInUse = Callable[[str], bool]
 """Whether any broker is still registered through the channel with this token."""
 
 
+NODE_DIED = "its node has died"
+"""Ray's words (ActorDiedErrorContext) when an actor is declared dead because the GCS declared its node
+dead: health checks failed, which a raylet cut off by a partition also fails while its workers run on
+(ray-project/ray #26405)."""
+
+
+def died_with_its_node(e: ActorDiedError) -> bool:
+    """Whether Ray declared the actor dead because its node was declared dead (not because the actor's
+    process ended): the actor may well still run."""
+    return NODE_DIED in str(e)
+
+
 class BrokerHousekeepingService:
     def __init__(self, loop: ControlLoop, on_channel_closed: ChannelClosed,
-                 channel_in_use: ChannelInUse = lambda token: True) -> None:
+                 channel_in_use: ChannelInUse = lambda token: True,
+                 on_node_declared_dead: ChannelClosed | None = None) -> None:
+        """`on_node_declared_dead`: where a channel goes whose actor Ray declared dead with its node,
+        when that must not count as a definite end (the controller: a broker on a cut-off node may still
+        run as master, so its set waits for the heartbeat timeout, by which its lease has fenced it).
+        None: such a channel closes like any other (the NameServers: a route, not a role)."""
         self._loop = loop
         self._on_closed = on_channel_closed
+        self._on_node_dead = on_node_declared_dead
         self._in_use = channel_in_use
         self._watched: set[str] = set()
         self.transient_errors = 0
@@ -89,6 +108,9 @@ class BrokerHousekeepingService:
                     how = "superseded by a new incarnation" if answer == SUPERSEDED else "closed"
                     break
                 except ActorDiedError as e:
+                    if self._on_node_dead is not None and died_with_its_node(e):
+                        self._on_node_dead(channel.token, "declared dead with its node by Ray")
+                        return
                     how = f"died ({type(e).__name__})"
                     break
                 except Exception as e:  # transient: says nothing about the broker; the scan decides

@@ -182,6 +182,11 @@ class BrokerConfig(BaseModel):
     controller_heartbeat_interval_ms: int = Field(default=1_000, gt=0)
     """BROKER_HEARTBEAT to the controller (RocketMQ's controllerHeartBeatTimeoutMills is the
     controller's side; brokers beat every second)."""
+    controller_master_lease_ms: int | None = Field(default=8_000, gt=0)
+    """Not in RocketMQ: a controller-mode master takes sends only within this long of sending the last
+    heartbeat the controller answered (namesrv.broker.lease); it must be shorter than the controller's
+    brokerHeartbeatTimeout (10 s; the fast profile: 2.5 s of 3 s), so a master cut off from the
+    controller has stopped taking writes before the controller may elect another. None: no lease."""
     controller_first_elect_delay_ms: int = Field(default=2_000, ge=0)
     """Not in RocketMQ: a broker deployed as a slave (brokerId > 0) asks to be the first master of a
     new set only after this long, so the broker deployed as master normally wins the first election."""

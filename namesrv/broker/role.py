@@ -15,7 +15,8 @@ object the processor calls from three places: before a send, after a send is sto
 In controller mode (actors.broker.ha.replicas_manager) the role changes at runtime through `change_role`,
 and every change is kept in `role_log` ({atMs, role, epoch}; the broker's clock, wall-clock ms):
 the chaos invariant "at most one writable master per broker set at any instant" is read from it.
-A deposed master fences at once: the next send is refused, and a send stored but not yet answered
+A master whose controller lease ran out (namesrv.broker.lease) refuses sends until a heartbeat is
+answered again. A deposed master fences at once: the next send is refused, and a send stored but not yet answered
 when the role changed is answered SERVICE_NOT_AVAILABLE, never SUCCESS (its record is cut by the
 truncation that follows). Controlled (`controlled`), the SyncStateSet shrinks only once the
 controller agreed (`remove_members`); it grows at once locally (a stricter acknowledgement), then
@@ -28,6 +29,7 @@ import asyncio
 from collections.abc import Callable
 
 from namesrv.broker.config import BrokerConfig
+from namesrv.broker.lease import LEASE_EXPIRED_REMARK, MasterLease
 from namesrv.common.clock import Clock
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import MASTER_ID
@@ -55,6 +57,8 @@ class RoleGuard:
         self.fenced_sends = 0
         self.controlled = False
         """Controller mode: `shrink` leaves the set alone (the controller must agree first)."""
+        self.lease: MasterLease | None = None
+        """Controller mode: a master takes sends only while its lease holds (namesrv.broker.lease)."""
         self.master_epoch = 0
         self._confirmed = 0
         """The confirm offset last computed in this term (it never moves back within one)."""
@@ -139,6 +143,12 @@ class RoleGuard:
         """Before anything is stored; raises MQServerError."""
         if self.role is BrokerRole.SLAVE:
             raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REFUSES_SEND)
+        lease = self.lease
+        if lease is not None and not lease.valid():
+            lease.refused += 1
+            silent = lease.silent_ms()
+            raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                LEASE_EXPIRED_REMARK.format(ms="ever" if silent is None else silent))
         if self.role is BrokerRole.SYNC_MASTER:
             self.shrink()
             if len(self.sync.members) < self.config.min_in_sync_replicas:

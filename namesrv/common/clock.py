@@ -13,6 +13,12 @@ def system_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
+def monotonic_clock() -> int:
+    """Milliseconds of a clock that never jumps: for durations within one process, never for times
+    compared across processes."""
+    return time.monotonic_ns() // 1_000_000
+
+
 class ManualClock:
     """A clock that moves only when told to; the unit tests' time machine."""
 

@@ -48,7 +48,9 @@ from actors.controller.actor import CONTROLLER_NAME
 from actors.namesrv.housekeeping import BrokerChannel
 from actors.runtime.handles import ActorHandles, is_tcp_address
 from namesrv.acl.plain_acl import signature
+from namesrv.broker.lease import MasterLease
 from namesrv.broker.metadata import BrokerMetadata, load_metadata, save_metadata
+from namesrv.common.clock import monotonic_clock
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.remoting.command import MQServerError
@@ -98,6 +100,9 @@ class ReplicasManager:
         self.diverged: str | None = None
         self._lock = asyncio.Lock()
         self._ha_task: asyncio.Task[None] | None = None
+        lease_ms = owner.config.controller_master_lease_ms
+        self.lease = MasterLease(lease_ms, monotonic_clock) if lease_ms is not None else None
+        owner.role.lease = self.lease
 
     @property
     def broker_id(self) -> int | None:
@@ -190,9 +195,12 @@ class ReplicasManager:
         my_id = self.broker_id
         if my_id is None:
             return
+        sent_ms = monotonic_clock()
         result = await self._call("heartbeat", self.cluster_name, self.broker_name, self.addr, my_id,
                                   epoch=self.epoch_cache.last_epoch(), max_offset=self.owner.store.size_bytes(),
                                   channel=self.channel)
+        if result is not None and result.ok and self.lease is not None:
+            self.lease.renewed(sent_ms)  # the controller heard from us no earlier than sent_ms
         if result is None or not self.registered:
             return
         h = result.header
@@ -402,4 +410,12 @@ class ReplicasManager:
                 "sync_state_set": sorted(self.sync_state_set), "sync_state_set_epoch": self.sync_state_set_epoch,
                 "epoch_entries": self.epoch_entries()["entries"], "truncations": list(self.truncations),
                 "controller_errors": self.controller_errors, "last_controller_error": self.last_controller_error,
-                "diverged": self.diverged}
+                "diverged": self.diverged,
+                "lease": self._lease_status()}
+
+    def _lease_status(self) -> dict[str, Any] | None:
+        lease = self.lease
+        if lease is None:
+            return None
+        return {"valid": lease.valid(), "silent_ms": lease.silent_ms(), "lease_ms": lease.lease_ms,
+                "refused": lease.refused}

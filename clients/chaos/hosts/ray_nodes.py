@@ -74,9 +74,12 @@ def _env() -> dict[str, str]:
 class RayOnHosts:
     """A Ray node per host (head in host 0) plus the driver's node; see the module's docstring."""
 
-    def __init__(self, hosts: Hosts, num_cpus: int = 1) -> None:
+    def __init__(self, hosts: Hosts, num_cpus: int = 1, ray_env: dict[str, str] | None = None) -> None:
+        """`ray_env`: more environment for every node's `ray start`, e.g. Ray's own settings
+        (`RAY_health_check_period_ms`: how soon the GCS declares a silent node dead)."""
         self.hosts = hosts
         self.num_cpus = num_cpus
+        self.ray_env = dict(ray_env or {})
         self.procs: list[subprocess.Popen[Any]] = []
         self._logs: list[Any] = []
 
@@ -118,7 +121,7 @@ class RayOnHosts:
             out = open(log_path, "ab")  # every attempt's output, for the error below
             self._logs.append(out)
             since = out.tell()
-            kwargs: dict[str, Any] = {"stdout": out, "stderr": subprocess.STDOUT, "env": _env(),
+            kwargs: dict[str, Any] = {"stdout": out, "stderr": subprocess.STDOUT, "env": _env() | self.ray_env,
                                       "start_new_session": True}
             proc = subprocess.Popen(argv, **kwargs) if host is None else self.hosts.popen(host, argv, **kwargs)
             self.procs.append(proc)
