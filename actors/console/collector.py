@@ -6,7 +6,8 @@ Runs as tasks on the console actor's event loop:
   pushed as they change, not asked for;
 - every `stats_period_s`, each broker's runtime info, role/replication status and runtime KV
   (TPS, disk, version), its subscription groups, then per group its consume stats and consumer
-  connections (on the brokers that host it), and per watched producer group its connections.
+  connections (on the brokers that host it), per watched producer group its connections, and the
+  controller's stats when one is deployed (its sets, elections, the deaths it saw).
 
 The cost is per period and per broker/group, never per page view: `calls` counts every request
 made, so a test can check that page loads add none.
@@ -35,8 +36,10 @@ from actors.console.decode import (
 )
 from actors.console.model import (
     BrokerEntry,
+    BrokerSetState,
     BrokerView,
     ConsoleState,
+    ControllerView,
     Event,
     GroupView,
     NamesrvView,
@@ -44,6 +47,7 @@ from actors.console.model import (
     QueueOffset,
     broker_diff,
 )
+from actors.controller.actor import CONTROLLER_NAME
 from actors.deployment.registry import DeploymentRecord
 from namesrv.acl.plain_acl import SessionCredentials, credentials_only, long_poll_content, signed
 from namesrv.client.rebalance.strategies import AllocateMessageQueueAveragely
@@ -79,7 +83,7 @@ class Collector:
         self.periods = periods or CollectorPeriods()
         self.state = ConsoleState(namesrvs={n: NamesrvView(n, error="not asked yet") for n in namesrv_names})
         self.credentials: SessionCredentials | None = None
-        self.calls = {"namesrv": 0, "broker": 0}
+        self.calls = {"namesrv": 0, "broker": 0, "controller": 0}
         self.calls_by_origin = {"collector": 0, "action": 0, "view": 0}
         self.max_broker_calls_per_tick = 0
         self.ticks = {"namesrv": 0, "stats": 0}
@@ -87,6 +91,7 @@ class Collector:
         self._namesrv_handles: dict[str, Any] = {}
         self._broker_handles: dict[str, Any] = {}
         """actor name -> handle."""
+        self._controller: Any = None
         self._record = DeploymentRecord(namespace)
         self._route_changes: dict[str, int] = {}
         self._versions: dict[str, dict[str, int]] = {n: {} for n in namesrv_names}
@@ -294,6 +299,7 @@ class Collector:
         self.state.brokers = {v.addr: v for v in results if v is not None}
         for view in self.state.brokers.values():
             self.state.record(self.state.tps_history, view.addr, round(view.put_tps, 2))
+        await self._refresh_controller()
         await self._refresh_groups()
         await self._refresh_producers()
         self.max_broker_calls_per_tick = max(self.max_broker_calls_per_tick, self.calls["broker"] - before)
@@ -344,7 +350,46 @@ class Collector:
             sync_state_set=sorted(int(i) for i in ha.get("sync_state_set") or []),
             role_log=[(int(e.get("atMs", 0)), str(e.get("role", "")), int(e.get("epoch", 0)))
                       for e in status.get("role_log") or []],
+            controller_id=(status.get("controller") or {}).get("controller_broker_id"),
+            lease=(status.get("controller") or {}).get("lease"),
             seen_ms=now_ms())
+
+    async def _refresh_controller(self) -> None:
+        """The controller's stats, once per tick (no controller in the namespace: nothing to show)."""
+        old = self.state.controller
+        try:
+            if self._controller is None:
+                try:
+                    self._controller = await self._lookup(CONTROLLER_NAME)
+                except ValueError:  # none deployed
+                    self.state.controller = None
+                    return
+            self._count("controller")
+            stats = await self._ask(self._controller.stats.remote())
+        except Exception as e:
+            self._controller = None
+            if old is not None and old.error is None:
+                self._event(f"controller unreachable: {type(e).__name__}")
+                old.error = type(e).__name__
+            return
+        view = ControllerView(str(stats.get("name", CONTROLLER_NAME)), elections=int(stats.get("elections", 0)),
+                              deaths=list(stats.get("deaths", [])),
+                              live_brokers=[(str(n), int(i)) for n, i in stats.get("live_brokers", [])],
+                              seen_ms=now_ms())
+        view.sets = {name: BrokerSetState(
+            name, s.get("master_broker_id"), s.get("master_address"), int(s.get("master_epoch", 0)),
+            tuple(s.get("sync_state_set", ())), int(s.get("sync_state_set_epoch", 0)),
+            tuple(sorted((int(i), str(a)) for i, a in (s.get("replicas") or {}).items())))
+            for name, s in (stats.get("sets") or {}).items()}
+        if old is not None:
+            if old.error is not None:
+                self._event("controller answers again")
+            for name, now in view.sets.items():
+                before = old.sets.get(name)
+                if before is not None and before.master_epoch != now.master_epoch:
+                    self._event(f"controller: {name} master is now {now.master_broker_id} "
+                                f"({now.master_address or 'none'}), epoch {now.master_epoch}")
+        self.state.controller = view
 
     def live_brokers(self) -> list[BrokerView]:
         return [b for b in self.state.brokers.values() if b.error is None]

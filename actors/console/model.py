@@ -3,6 +3,7 @@ aiohttp (the collector fills it, the pages read it; unit tests build it by hand)
 
 - `NamesrvView`: one NameServer's account: its brokers (with heartbeat ages), topics and routes.
 - `BrokerView`: one broker's own account: role, epoch, version, TPS, disk, queues, groups.
+- `ControllerView`: the controller's sets (master, epochs, SyncStateSet), elections and deaths.
 - `GroupView`: a consumer group: members and per-queue offsets (lag) from every broker it is on.
 - `ConsoleState`: all of it, plus short histories for the charts and the events seen.
 - `divergence(...)`: where the NameServers disagree (the view this design makes interesting).
@@ -101,6 +102,37 @@ class BrokerView:
     """A master's in-sync replicas (broker ids), as it reports them."""
     role_log: list[tuple[int, str, int]] = field(default_factory=list)
     """(at ms, role, epoch): every role this broker held."""
+    controller_id: int | None = None
+    """Controller mode: the broker id the controller gave this replica."""
+    lease: dict[str, Any] | None = None
+    """Controller mode: its master lease (valid, silent_ms, lease_ms, refused; namesrv.broker.lease)."""
+    seen_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSetState:
+    """One broker set as the controller holds it."""
+
+    name: str
+    master_broker_id: int | None
+    master_address: str | None
+    master_epoch: int
+    sync_state_set: tuple[int, ...]
+    sync_state_set_epoch: int
+    replicas: tuple[tuple[int, str], ...]
+
+
+@dataclass
+class ControllerView:
+    """The controller's account (controller mode only): its sets, elections, and the deaths it saw."""
+
+    name: str
+    error: str | None = None
+    sets: dict[str, BrokerSetState] = field(default_factory=dict)
+    elections: int = 0
+    deaths: list[dict[str, Any]] = field(default_factory=list)
+    """{"brokerName", "brokerId", "how", "atMs"}: how it learnt each broker was gone."""
+    live_brokers: list[tuple[str, int]] = field(default_factory=list)
     seen_ms: int = 0
 
 
@@ -155,6 +187,8 @@ class ConsoleState:
     brokers: dict[str, BrokerView] = field(default_factory=dict)
     groups: dict[str, GroupView] = field(default_factory=dict)
     producers: dict[str, ProducerView] = field(default_factory=dict)
+    controller: ControllerView | None = None
+    """None: no controller in the deployment (brokers keep their deployed roles)."""
     tps_history: dict[str, deque[float]] = field(default_factory=dict)
     route_change_history: dict[str, deque[int]] = field(default_factory=dict)
     """Per NameServer, the route changes pushed to the collector in each tick."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.console.model import ConsoleState, Divergence, RouteView, divergence
+from actors.console.svg import role_timeline as role_timeline_svg
 from actors.console.svg import sparkline
 
 LIST_LIMIT = 500
@@ -52,6 +53,52 @@ def role_timeline(state: ConsoleState, limit: int = 50) -> list[dict[str, Any]]:
             for b in state.brokers.values() for at, role, epoch in b.role_log]
     rows.sort(key=lambda r: (r["at_ms"], r["broker"]), reverse=True)
     return rows[:limit]
+
+
+TIMELINE_MS = 10 * 60 * 1000
+"""The HA page's timeline shows at most the last ten minutes."""
+
+
+def ha_page(state: ConsoleState) -> dict[str, Any]:
+    """Controller mode: each broker set as the controller holds it beside what each member says of
+    itself (a member that disagrees is marked: e.g. a cut-off old master still calling itself master),
+    the deaths the controller saw, and every broker's roles on a timeline."""
+    ctl = state.controller
+    brokers = sorted(state.brokers.values(), key=lambda b: (b.broker_name, b.controller_id or 0, b.addr))
+    names = sorted(set(ctl.sets if ctl is not None else ()) | {b.broker_name for b in brokers
+                                                                if b.controller_id is not None})
+    sets = []
+    for name in names:
+        held = ctl.sets.get(name) if ctl is not None else None
+        members = []
+        for b in (b for b in brokers if b.broker_name == name):
+            master = held is not None and b.controller_id is not None and b.controller_id == held.master_broker_id
+            claims = "MASTER" in b.role
+            agrees = b.error is not None or held is None or (
+                claims == master and (not master or b.epoch == held.master_epoch))
+            lease = b.lease or {}
+            members.append({"b": b, "is_master": master, "agrees": agrees,
+                            "in_sync": held is not None and b.controller_id in held.sync_state_set,
+                            "lease": ("-" if not lease else
+                                      f"{'valid' if lease.get('valid') else 'run out'}, last answered heartbeat "
+                                      f"{lease.get('silent_ms')} ms ago, {lease.get('refused', 0)} sends refused")})
+        sets.append({"name": name, "held": held, "members": members})
+    now = max([b.seen_ms for b in brokers] + [ctl.seen_ms if ctl is not None else 0] + [0])
+    start = now - TIMELINE_MS
+    rows = []
+    for b in brokers:
+        log = sorted(b.role_log)
+        if not log:
+            continue
+        end = b.seen_ms if b.error is not None else now
+        spans = [(at, log[i + 1][0] if i + 1 < len(log) else end, role, epoch)
+                 for i, (at, role, epoch) in enumerate(log)]
+        rows.append((b.actor_name or b.addr, spans))
+    first = min((s for _, spans in rows for s, *_ in spans), default=now)
+    start = max(start, first)
+    deaths = sorted(ctl.deaths, key=lambda d: int(d.get("atMs", 0)), reverse=True) if ctl is not None else []
+    return {"controller": ctl, "sets": sets, "deaths": deaths[:50],
+            "timeline": role_timeline_svg(rows, start, now) if rows else ""}
 
 
 def namesrvs_page(state: ConsoleState) -> dict[str, Any]:

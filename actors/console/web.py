@@ -35,6 +35,7 @@ PAGES: dict[str, tuple[str, Callable[..., dict[str, Any]]]] = {
     "groups": ("groups_live.j2", lambda s, q: views.groups_page(s, q.get("q", ""))),
     "group": ("group_live.j2", lambda s, q: views.group_detail(s, q.get("group", ""))),
     "producers": ("producers_live.j2", lambda s, q: views.producers_page(s)),
+    "ha": ("ha_live.j2", lambda s, q: views.ha_page(s)),
 }
 """page -> (the template of its live part, its data from (state, query))."""
 
@@ -76,6 +77,7 @@ class ConsoleApp:
         r.add_get("/groups", self.page("groups", "groups.j2"))
         r.add_get("/groups/{group}", self.page("group", "group.j2"))
         r.add_get("/producers", self.page("producers", "producers.j2"))
+        r.add_get("/ha", self.page("ha", "ha.j2"))
         r.add_get("/messages", self.messages)
         r.add_get("/events", self.events)
         r.add_get("/healthz", self.healthz)

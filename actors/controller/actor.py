@@ -417,7 +417,21 @@ class ControllerActor:
             "watched_channels": self.housekeeping.watch_count,
             "remoting_address": self.remoting_address,
             "epochs": self.core.epochs(),
+            "sets": self._sets(),
         }
+
+    def _sets(self) -> dict[str, dict[str, Any]]:
+        """Each broker set as the controller holds it: master, epochs, SyncStateSet, replicas."""
+        manager = self.core.manager
+        out: dict[str, dict[str, Any]] = {}
+        for name, sync in sorted(manager.sync_state_info.items()):
+            info = manager.replica_info.get(name)
+            out[name] = {"master_broker_id": sync.master_broker_id, "master_epoch": sync.master_epoch,
+                         "master_address": info.address_of(sync.master_broker_id) if info is not None else None,
+                         "sync_state_set": sorted(sync.sync_state_set),
+                         "sync_state_set_epoch": sync.sync_state_set_epoch,
+                         "replicas": {str(i): a for i, a in info.broker_id_table().items()} if info is not None else {}}
+        return out
 
     async def run_scan_now(self) -> None:
         """Run both scans at once (tests and admin tools)."""

@@ -38,7 +38,7 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.remoting.command import RemotingRequest
-from tests.support.ray_cluster import registered_deployment
+from tests.support.ray_cluster import FAILOVER_HA, broker_status, registered_deployment
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -144,7 +144,7 @@ def topics_on(dep: Deployment) -> dict[str, set[str]]:
 
 def test_every_page_loads_and_the_cluster_page_lists_both_brokers(browser: Any, url: str, dep: Deployment,
                                                                    shots: Path):
-    for page in ("namesrvs", "topics", "groups", "producers", "messages", "topics/TBW102", "groups/none"):
+    for page in ("namesrvs", "topics", "groups", "producers", "ha", "messages", "topics/TBW102", "groups/none"):
         browser.get(url + page)
         assert text_of(browser, "nav"), page
     browser.get(url + "cluster")
@@ -339,6 +339,41 @@ def test_with_acl_on_nothing_works_without_an_account(dep: Deployment):
         assert "Unauthorised" not in set().union(*topics_on(dep).values())
     finally:
         ray.kill(handle, no_restart=True)
+
+
+def test_the_ha_page_shows_a_failover_live(browser: Any, deployments: Any, shots: Path):
+    """Controller mode (a master and its slave): the HA page shows the controller's set beside each
+    member; a killed master's failover reaches the open page without a reload (the new master and
+    epoch, the death as the controller saw it, both roles on the timeline)."""
+    a0, a1 = "broker-a-0", "broker-a-1"
+    dep = deployments.deploy([BrokerSpec("broker-a", 0), BrokerSpec("broker-a", 1)], namesrv_count=1,
+                             controller=True, broker_overrides=FAILOVER_HA, broker_port=0)
+    wait_until(lambda: broker_status(dep, a0)["role"] == "SYNC_MASTER"
+               and len(broker_status(dep, a0)["controller"]["sync_state_set"]) == 2, LIVE_S, "a master with its slave")
+    id0 = broker_status(dep, a0)["controller"]["controller_broker_id"]
+    id1 = broker_status(dep, a1)["controller"]["controller_broker_id"]
+    console, console_url = start_console(dep.spec.namespace, dep.spec.namesrv_names,
+                                         periods=CollectorPeriods(0.3, 0.5, 2.0))
+    try:
+        browser.get(console_url + "ha")
+        wait_until(lambda: f"master {id0} " in (held := text_of(browser, ".ha-set")) and "epoch 1," in held,
+                   LIVE_S, "the controller's set on the HA page")
+        assert "★" in text_of(browser, f"tr.ha-row[data-broker='{a0}']")
+        assert "lease" in text_of(browser, "table.ha-members") and "valid" in text_of(browser, "table.ha-members")
+        browser.execute_script("window.notReloaded = true;")
+        ray.kill(dep.brokers[dep.addr_of(a0)], no_restart=True)
+        wait_until(lambda: f"master {id1} " in (held := text_of(browser, ".ha-set")) and "epoch 2," in held,
+                   LIVE_S, "the failover on the open HA page")
+        wait_until(lambda: f"broker-a/{id0}" in text_of(browser, "#ha-deaths"), LIVE_S, "the death the controller saw")
+        assert "channel" in text_of(browser, "#ha-deaths")
+        assert "★" in text_of(browser, f"tr.ha-row[data-broker='{a1}']")
+        assert browser.execute_script("return window.notReloaded === true;")
+        timeline = browser.find_element("css selector", "#ha-timeline svg").get_attribute("outerHTML")
+        assert a0 in timeline and a1 in timeline and "e2" in timeline
+        shoot(browser, shots, "ha")
+        assert console_errors(browser) == []
+    finally:
+        ray.kill(console, no_restart=True)
 
 
 def test_a_killed_broker_leaves_the_cluster_and_namesrv_pages_live(browser: Any, url: str, dep: Deployment):

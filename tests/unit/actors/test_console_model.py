@@ -10,8 +10,10 @@ from pathlib import Path
 from actors.console import views
 from actors.console.model import (
     BrokerEntry,
+    BrokerSetState,
     BrokerView,
     ConsoleState,
+    ControllerView,
     GroupView,
     NamesrvView,
     QueueOffset,
@@ -143,7 +145,7 @@ def test_calls_are_counted_under_the_origin_of_the_context_that_makes_them():
         ORIGIN.set("action")
         c._count("namesrv")
     asyncio.run(action())
-    assert c.calls == {"namesrv": 1, "broker": 3}
+    assert c.calls == {"namesrv": 1, "broker": 3, "controller": 0}
     assert c.calls_by_origin == {"collector": 2, "action": 1, "view": 1}
 
 
@@ -156,3 +158,30 @@ def test_role_timeline_lists_every_brokers_roles_newest_first():
         ("broker-a-1", "SLAVE", 2), ("broker-a-0", "SYNC_MASTER", 2), ("broker-a-1", "SYNC_MASTER", 1),
         ("broker-a-0", "SLAVE", 0)]
     assert len(views.role_timeline(s, limit=1)) == 1
+
+
+def test_ha_page_sets_the_controllers_view_beside_each_members_own():
+    """A cut-off old master still calling itself master (epoch 1) beside the one the controller
+    elected (epoch 2) is marked; the timeline has a row per broker; deaths newest first."""
+    s = state()
+    assert views.ha_page(s)["controller"] is None and views.ha_page(s)["sets"] == []
+    old = s.brokers["127.0.0.1:10911"]
+    old.role, old.epoch, old.controller_id, old.seen_ms = "ASYNC_MASTER", 1, 1, 9_000
+    old.role_log = [(1_000, "ASYNC_MASTER", 1)]
+    old.lease = {"valid": False, "silent_ms": 4_000, "lease_ms": 2_500, "refused": 7}
+    s.brokers["127.0.0.1:10921"] = BrokerView(
+        "127.0.0.1:10921", "broker-a-1", "C", "broker-a", 0, role="ASYNC_MASTER", epoch=2, controller_id=2,
+        role_log=[(1_000, "SLAVE", 1), (6_000, "ASYNC_MASTER", 2)], seen_ms=9_000)
+    s.controller = ControllerView("controller", sets={"broker-a": BrokerSetState(
+        "broker-a", 2, "127.0.0.1:10921", 2, (2,), 3, ((1, "127.0.0.1:10911"), (2, "127.0.0.1:10921")))},
+        elections=2, deaths=[{"brokerName": "broker-a", "brokerId": 1, "how": "heartbeat expired", "atMs": 5_900},
+                             {"brokerName": "broker-b", "brokerId": 1, "how": "channel closed", "atMs": 100}],
+        seen_ms=9_000)
+    page = views.ha_page(s)
+    [a] = page["sets"]
+    rows = {m["b"].actor_name: m for m in a["members"]}
+    assert not rows["broker-a-0"]["agrees"] and not rows["broker-a-0"]["is_master"]
+    assert "run out" in rows["broker-a-0"]["lease"] and "7 sends refused" in rows["broker-a-0"]["lease"]
+    assert rows["broker-a-1"]["agrees"] and rows["broker-a-1"]["is_master"] and rows["broker-a-1"]["in_sync"]
+    assert [d["atMs"] for d in page["deaths"]] == [5_900, 100]
+    assert page["timeline"].count("<rect") == 3 and "broker-a-1" in page["timeline"] and "e2" in page["timeline"]
