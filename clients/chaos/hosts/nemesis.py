@@ -24,6 +24,7 @@ from clients.chaos.hosts.rules import (
     host_script,
     hosts_touched,
     isolate_cuts,
+    loss_cuts,
     one_way_cuts,
     partition_cuts,
 )
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class NemesisWindow:
-    """One nemesis in the fault timeline: `kind` (partition, isolate, one_way, bridge), the hosts
+    """One nemesis in the fault timeline: `kind` (partition, isolate, one_way, bridge, loss), the hosts
     it names, its cuts, and when it started and ended (ms since the epoch; end None while open)."""
 
     kind: str
@@ -45,7 +46,8 @@ class NemesisWindow:
 
     def as_record(self) -> dict[str, object]:
         return {"kind": self.kind, "hosts": list(self.hosts), "start_ms": self.start_ms, "end_ms": self.end_ms,
-                "detail": self.detail, "cuts": [[c.src, c.dst] for c in sorted(self.cuts)]}
+                "detail": self.detail,
+                "cuts": [[c.src, c.dst] if c.percent >= 100 else [c.src, c.dst, c.percent] for c in sorted(self.cuts)]}
 
 
 @dataclass
@@ -113,6 +115,14 @@ class Nemesis:
 
     def one_way(self, src: int, dst: int) -> NemesisWindow:
         return self._add("one_way", [src, dst], one_way_cuts(src, dst, self.hosts.count), f"{src} -> {dst}")
+
+    def lossy(self, src: Iterable[int], dst: Iterable[int], percent: int, both_ways: bool = True) -> NemesisWindow:
+        """Packets between the two groups (from `src` to `dst` only unless `both_ways`) are dropped
+        with probability `percent` %, each drawn by the kernel."""
+        src_, dst_ = list(src), list(dst)
+        cuts = loss_cuts(src_, dst_, percent, self.hosts.count, both_ways)
+        arrow = "<->" if both_ways else "->"
+        return self._add("loss", [*src_, *dst_], cuts, f"{src_} {arrow} {dst_} {percent}%")
 
     def bridge(self, left: Iterable[int], right: Iterable[int], via: int) -> NemesisWindow:
         """`left` and `right` cannot talk; `via` (on neither side) sees both."""

@@ -1,5 +1,6 @@
 """Partitions as the kernel makes them (pure): a partition spec becomes a set of directed cuts
-(`Cut(src, dst)`: every packet from host src to host dst is dropped), and the cuts become, per
+(`Cut(src, dst)`: every packet from host src to host dst is dropped, or with `percent` a random
+share of them: a lossy link), and the cuts become, per
 host, one nftables script for the harness's own table (`TABLE`, family inet) that drops by peer
 address on input and output. A drop, not a reject: to both ends a cut looks like a real partition,
 a silent TCP time-out.
@@ -20,10 +21,14 @@ PRIORITY = -10
 
 @dataclass(frozen=True, order=True)
 class Cut:
-    """Packets from host `src` to host `dst` are dropped (both where they leave and where they arrive)."""
+    """Packets from host `src` to host `dst` are dropped (both where they leave and where they arrive),
+    or, with `percent` below 100, that share of them at random (where they arrive only: the loss is
+    what was asked, not compounded, and the sender sees nothing, as on a lossy network; a drop on
+    the way out would fail the sender's send call): a lossy link, which TCP rides out by retransmitting."""
 
     src: int
     dst: int
+    percent: int = 100
 
 
 def _hosts(group: Iterable[int], count: int) -> list[int]:
@@ -76,6 +81,19 @@ def one_way_cuts(src: int, dst: int, count: int) -> frozenset[Cut]:
     return frozenset({Cut(s, d)})
 
 
+def loss_cuts(src: Iterable[int], dst: Iterable[int], percent: int, count: int,
+              both_ways: bool = True) -> frozenset[Cut]:
+    """Each packet from a host of `src` to a host of `dst` (and back, `both_ways`) is dropped with
+    probability `percent` %, drawn by the kernel for each packet (nftables' numgen random)."""
+    if isinstance(percent, bool) or not isinstance(percent, int) or not 1 <= percent <= 99:
+        raise ValueError(f"a loss is 1..99 percent (100 is a cut), got {percent!r}")
+    a, b = _hosts(src, count), _hosts(dst, count)
+    if not a or not b or set(a) & set(b):
+        raise ValueError(f"a loss needs two disjoint, non-empty groups of hosts, got {a} and {b}")
+    pairs = {(x, y) for x in a for y in b} | ({(y, x) for x in a for y in b} if both_ways else set())
+    return frozenset(Cut(x, y, percent) for x, y in pairs)
+
+
 def bridge_cuts(left: Iterable[int], right: Iterable[int], via: int, count: int) -> frozenset[Cut]:
     """Two sides that cannot talk to each other, and one host (`via`) that sees both."""
     left_, right_ = _hosts(left, count), _hosts(right, count)
@@ -89,10 +107,12 @@ def host_script(host: int, cuts: Iterable[Cut], addresses: Sequence[str]) -> str
     """The nftables script that makes host `host` drop its part of `cuts` (given every host's
     address, by index): input from the sources that may not reach it, output to the destinations
     it may not reach. No cut touching the host: a script that leaves no table."""
-    drop_from = sorted({c.src for c in cuts if c.dst == host})
-    drop_to = sorted({c.dst for c in cuts if c.src == host})
+    cuts = list(cuts)
+    drop_from = sorted({c.src for c in cuts if c.dst == host and c.percent >= 100})
+    drop_to = sorted({c.dst for c in cuts if c.src == host and c.percent >= 100})
+    lossy_from = sorted({(c.src, c.percent) for c in cuts if c.dst == host and c.percent < 100})
     lines = [f"add table inet {TABLE}", f"delete table inet {TABLE}"]
-    if not drop_from and not drop_to:
+    if not drop_from and not drop_to and not lossy_from:
         return "\n".join(lines) + "\n"
     lines.append(f"table inet {TABLE} {{")
     for chain, hook, field, peers in (("input", "input", "saddr", drop_from), ("output", "output", "daddr", drop_to)):
@@ -100,6 +120,8 @@ def host_script(host: int, cuts: Iterable[Cut], addresses: Sequence[str]) -> str
         lines.append(f"    type filter hook {hook} priority {PRIORITY}; policy accept;")
         if peers:
             lines.append(f"    ip {field} {{ {', '.join(addresses[p] for p in peers)} }} drop")
+        if chain == "input":
+            lines.extend(f"    ip saddr {addresses[h]} numgen random mod 100 < {p} drop" for h, p in lossy_from)
         lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"

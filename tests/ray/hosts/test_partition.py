@@ -350,6 +350,70 @@ def test_every_nemesis_kind_cuts_what_it_says(bed: Bed) -> None:
     assert kinds == ["isolate", "bridge", "one_way"] and all(w.end_ms for w in nemesis.timeline.windows)
 
 
+RECEIVE = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+s.bind((sys.argv[1], int(sys.argv[2])))
+print("ready", flush=True)
+s.settimeout(30)
+n = 0
+while True:
+    try:
+        data, _ = s.recvfrom(64)
+    except socket.timeout:
+        break
+    if data == b"end":
+        break
+    n += 1
+    s.settimeout(5)
+print(n, flush=True)
+"""
+SEND = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+to = (sys.argv[1], int(sys.argv[2]))
+for i in range(int(sys.argv[3])):
+    s.sendto(b"%d" % i, to)
+    if i % 100 == 99:
+        time.sleep(0.005)
+for _ in range(200):  # the end marker crosses the lossy link too
+    s.sendto(b"end", to)
+"""
+DATAGRAMS = 2_000
+
+
+def datagrams_through(hosts: Hosts, src: int, dst: int, port: int) -> int:
+    """How many of DATAGRAMS UDP datagrams sent from host `src` arrive at host `dst`."""
+    receiver = hosts.popen(dst, [sys.executable, "-c", RECEIVE, hosts.address(dst), str(port)],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert receiver.stdout is not None and receiver.stdout.readline().strip() == "ready"
+        hosts.run(src, [sys.executable, "-c", SEND, hosts.address(dst), str(port), str(DATAGRAMS)], timeout=60)
+        out, _ = receiver.communicate(timeout=60)
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+    return int(out.strip())
+
+
+def test_a_lossy_link_drops_its_share_one_way(bed: Bed) -> None:
+    """nftables' random drop as a nemesis: 40 % of the packets from host 0 to host 1 are lost (of
+    2,000 datagrams, 60 % ± 10 points arrive: ±9 standard deviations), the way back loses none,
+    and the heal restores the link."""
+    nemesis, hosts = bed.nemesis, bed.hosts
+    window = nemesis.lossy([0], [1], 40, both_ways=False)
+    try:
+        through = datagrams_through(hosts, 0, 1, 47_001)
+        back = datagrams_through(hosts, 1, 0, 47_002)
+    finally:
+        nemesis.heal()
+    assert 0.5 * DATAGRAMS <= through <= 0.7 * DATAGRAMS, f"{through} of {DATAGRAMS} arrived through a 40 % loss"
+    assert back >= 0.98 * DATAGRAMS, f"only {back} of {DATAGRAMS} came back over the unaffected direction"
+    assert window.kind == "loss" and window.end_ms is not None and window.as_record()["cuts"] == [[0, 1, 40]]
+    assert datagrams_through(hosts, 0, 1, 47_003) >= 0.98 * DATAGRAMS
+
+
 def _sent_to(producer: Producer, broker: str) -> Any:
     result = producer.send(Message(TOPIC, b"during"))
     return result if result.message_queue.broker_name == broker else None

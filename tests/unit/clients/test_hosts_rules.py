@@ -16,6 +16,7 @@ from clients.chaos.hosts.rules import (
     host_script,
     hosts_touched,
     isolate_cuts,
+    loss_cuts,
     one_way_cuts,
     partition_cuts,
 )
@@ -65,6 +66,12 @@ def test_isolate_one_way_and_bridge() -> None:
     (lambda: one_way_cuts(1, 1, 3), "two different hosts"),
     (lambda: isolate_cuts(0, 1), "cuts nothing"),
     (lambda: bridge_cuts([0], [2], via=0, count=3), "on neither side"),
+    (lambda: loss_cuts([0], [1], 100, 3), r"1\.\.99 percent"),
+    (lambda: loss_cuts([0], [1], 0, 3), r"1\.\.99 percent"),
+    (lambda: loss_cuts([0], [1], True, 3), r"1\.\.99 percent"),
+    (lambda: loss_cuts([0, 1], [1], 30, 3), "disjoint"),
+    (lambda: loss_cuts([], [1], 30, 3), "non-empty"),
+    (lambda: loss_cuts([0], [7], 30, 3), "no host 7"),
 ])
 def test_bad_specs_are_refused(make: object, error: str) -> None:
     with pytest.raises(ValueError, match=error):
@@ -97,3 +104,18 @@ def test_timeline_records_windows_and_heal_closes_them() -> None:
     assert tl.open == [] and tl.cuts() == frozenset()
     assert a.as_record() == {"kind": "partition", "hosts": [2, 1], "start_ms": 1_000, "end_ms": 4_000,
                              "detail": "[2] | [1]", "cuts": [[1, 2], [2, 1]]}
+
+
+def test_a_loss_drops_a_share_where_packets_arrive_only() -> None:
+    """A lossy link's rule is on the receiver's input alone (on both ends the loss would compound, and
+    on the way out the sender's call would fail); a full cut beside it still drops on both ends."""
+    cuts = loss_cuts([0], [1, 2], 30, 4) | one_way_cuts(3, 0, 4)
+    assert Cut(0, 1, 30) in cuts and Cut(2, 0, 30) in cuts and len(cuts) == 5
+    host0 = host_script(0, cuts, ADDRS)
+    assert "ip saddr 10.77.0.3 numgen random mod 100 < 30 drop" in host0
+    assert "ip saddr 10.77.0.4 numgen random mod 100 < 30 drop" in host0
+    assert "ip saddr { 10.77.0.5 } drop" in host0 and "daddr" not in host0
+    host1 = host_script(1, cuts, ADDRS)
+    assert host1.count("numgen") == 1 and "ip saddr 10.77.0.2 numgen random mod 100 < 30 drop" in host1
+    assert "daddr" not in host1
+    assert loss_cuts([0], [1], 10, 2, both_ways=False) == frozenset({Cut(0, 1, 10)})
