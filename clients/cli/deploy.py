@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 from typing import Any
 
@@ -32,6 +33,8 @@ from clients.cli.support import (
 )
 
 DEFAULT_NAMESPACE = "namesrv"
+LAUNCHER_CONFIG = "~/ray_bootstrap_config.yaml"
+"""The cluster config `ray up` leaves on the head for its autoscaler (`--wait-nodes launcher`)."""
 RAY_STOP_CAVEAT = "`ray stop` stops EVERY Ray on this machine, not only the one `namesrv up` started"
 
 
@@ -50,6 +53,28 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+def wait_nodes_arg(value: str) -> int | str:
+    """argparse type of --wait-nodes: a count, or `launcher` (see launcher_node_count)."""
+    return value if value == "launcher" else int_in(1)(value)
+
+
+def launcher_node_count(path: str = LAUNCHER_CONFIG) -> int:
+    """How many nodes `ray up` brings up on its own: the head plus the min_workers of every node type
+    in the config it left on the head (with the local provider: every one of `worker_ips`)."""
+    import yaml
+
+    try:
+        with open(os.path.expanduser(path)) as f:
+            config = yaml.safe_load(f)
+        types = config["available_node_types"].values()
+        return 1 + sum(int(t.get("min_workers", 0)) for t in types)
+    except OSError as e:
+        raise CLIError(f"--wait-nodes launcher: no cluster config of `ray up` here ({e.strerror}: {path}); "
+                       "run it on the head `ray up` started, or give a count") from None
+    except (yaml.YAMLError, TypeError, KeyError, AttributeError, ValueError) as e:
+        raise CLIError(f"--wait-nodes launcher: {path} is not a cluster config of `ray up` ({e!r})") from None
+
+
 def _start_local_ray() -> None:
     """`ray start --head` (unless a Ray runs on this machine already), so detached actors outlive
     this command."""
@@ -66,6 +91,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from actors.deployment.profiles import replication_overrides
     from actors.deployment.spec import BrokerSpec, ClusterSpec
 
+    wait_nodes = launcher_node_count() if args.wait_nodes == "launcher" else args.wait_nodes
     if args.address is None:
         _start_local_ray()
         args.address = "auto"
@@ -92,7 +118,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         spec.proxy_overrides.update(broker_acl)  # the proxies check clients, sign their own reads with it
     if args.pin_brokers or args.spread_namesrvs:
         try:
-            nodes = wait_for_nodes(args.wait_nodes, args.wait_timeout)
+            nodes = wait_for_nodes(wait_nodes, args.wait_timeout)
         except TimeoutError as e:
             raise CLIError(str(e)) from None
         spread_over_nodes(spec, nodes, brokers=args.pin_brokers, namesrvs=args.spread_namesrvs)
@@ -315,8 +341,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "restart finds its store on the same disk")
     p.add_argument("--spread-namesrvs", action="store_true",
                    help="place NameServers round-robin over alive nodes (soft: one whose node dies restarts elsewhere)")
-    p.add_argument("--wait-nodes", type=int_in(1), default=1,
-                   help="with --pin-brokers/--spread-namesrvs: wait until this many Ray nodes are alive (default 1)")
+    p.add_argument("--wait-nodes", type=wait_nodes_arg, default=1,
+                   help="with --pin-brokers/--spread-namesrvs: wait until this many Ray nodes are alive (default 1); "
+                        "`launcher` on a head `ray up` started: the head and every worker its config starts "
+                        "(with the local provider, each of worker_ips)")
     p.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to wait for --wait-nodes (default 600)")
     p.set_defaults(func=cmd_up)
 

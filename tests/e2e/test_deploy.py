@@ -25,7 +25,9 @@ from ray.autoscaler._private import commands
 from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.scripts.scripts import start as ray_start_command
 
+from clients.cli.deploy import launcher_node_count
 from clients.cli.main import build_parser
+from clients.cli.support import CLIError
 from tests.support.ssh import remove_ssh_control_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,8 +76,7 @@ def test_the_aws_variant_in_the_docs_validates_and_matches_cluster_yaml() -> Non
     assert prepared["available_node_types"]["worker"]["min_workers"] == 2
     # Same project, same install, same deployment; only the machines differ.
     assert aws["file_mounts"] == local["file_mounts"] and aws["setup_commands"] == local["setup_commands"]
-    assert aws["head_start_ray_commands"][-1] == local["head_start_ray_commands"][-1].replace(
-        "--wait-nodes 1", "--wait-nodes 3")
+    assert aws["head_start_ray_commands"][-1] == local["head_start_ray_commands"][-1]
 
 
 def test_worker_ips_become_the_worker_count() -> None:
@@ -85,6 +86,23 @@ def test_worker_ips_become_the_worker_count() -> None:
     node_type = validate_as_ray_up(raw)["available_node_types"]["local.cluster.node"]
 
     assert (node_type["min_workers"], node_type["max_workers"]) == (2, 2)
+
+
+def test_wait_nodes_launcher_counts_the_head_and_every_worker_ray_up_starts(tmp_path: Path) -> None:
+    bootstrap = tmp_path / "ray_bootstrap_config.yaml"  # `ray up` writes the prepared config as JSON
+    raw = load_cluster_yaml()
+    raw["provider"]["worker_ips"] = ["10.0.0.12", "10.0.0.13"]
+    bootstrap.write_text(json.dumps(validate_as_ray_up(raw)))
+    assert launcher_node_count(str(bootstrap)) == 3
+
+    bootstrap.write_text(json.dumps(validate_as_ray_up(load_cluster_yaml())))  # no workers: the head alone
+    assert launcher_node_count(str(bootstrap)) == 1
+
+    with pytest.raises(CLIError, match="no cluster config of `ray up` here"):
+        launcher_node_count(str(tmp_path / "absent.yaml"))
+    bootstrap.write_text("provider: {type: local}\n")
+    with pytest.raises(CLIError, match="is not a cluster config"):
+        launcher_node_count(str(bootstrap))
 
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -167,7 +185,7 @@ def test_every_namesrv_command_in_the_yaml_parses_with_our_cli() -> None:
     args = build_parser().parse_args(namesrv[0][1:])
 
     assert args.command == "up" and args.address == "auto" and args.namespace == "namesrv"
-    assert args.pin_brokers and args.spread_namesrvs and args.wait_nodes == 1
+    assert args.pin_brokers and args.spread_namesrvs and args.wait_nodes == "launcher"
     assert args.namesrvs == 2 and args.brokers == ["broker-a", "broker-b"]
     assert args.listen_host == "0.0.0.0", "clients on other hosts must reach the NameServers"
     # The setup command runs a run.sh job that exists and installs the venv first.
