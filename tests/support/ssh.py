@@ -1,4 +1,4 @@
-"""What the deployment tests share: the ssh control directory `ray up` leaves behind."""
+"""What the deployment tests share: the ssh control directory `ray up` uses (and leaves behind)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ from getpass import getuser
 from pathlib import Path
 
 
+def ssh_control_root() -> Path:
+    """Ray's ssh runner keeps its ControlPath sockets in /tmp/ray_ssh_<user hash>/<cluster hash>."""
+    return Path("/tmp") / f"ray_ssh_{hashlib.sha256(getuser().encode()).hexdigest()[:10]}"
+
+
 def remove_ssh_control_dir(cluster_name: str) -> None:
-    """Ray's ssh runner makes /tmp/ray_ssh_<user hash>/<cluster hash> (for ControlPath): remove it
-    when empty, and its parent when that is empty too."""
-    control = Path("/tmp") / f"ray_ssh_{hashlib.sha256(getuser().encode()).hexdigest()[:10]}"
+    """Remove a cluster's ssh control directory when empty, and its parent when that is empty too."""
+    control = ssh_control_root()
     for d in (control / hashlib.sha256(cluster_name.encode()).hexdigest()[:10], control):
         with contextlib.suppress(OSError):
             d.rmdir()
