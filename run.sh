@@ -45,17 +45,19 @@ ensure_netns_tools() {
 }
 
 # pip_install VENV ARGS...: `pip install ARGS` into VENV, done by uv (pinned in requirements.lock:
-# it installs the test set in ~30 s where pip takes ~105 s) from the package indexes, find-links and
-# constraints pip is configured with here; by pip itself when uv cannot be had or fails.
+# it installs the test set in ~30 s where pip takes ~105 s) from the package indexes, find-links,
+# constraints and proxy pip is configured with here; by pip itself when uv cannot be had or fails.
 pip_install() {
-  local venv="$1" uv="$VENV/bin/uv" args=()
+  local venv="$1" uv="$VENV/bin/uv" args=() proxy proxy_env=()
   shift
   if [ ! -x "$uv" ] && [ -x "$VENV/bin/pip" ]; then
     "$VENV/bin/pip" install -q --disable-pip-version-check -c requirements.lock uv >/dev/null 2>&1 || true
   fi
   if [ -x "$uv" ]; then
     mapfile -t args < <(uv_args_from_pip_config)
-    if SSL_CERT_FILE="${SSL_CERT_FILE:-$(pip_config_value cert)}" UV_LINK_MODE=copy \
+    proxy="$(pip_config_value proxy)"  # uv reads no pip.conf: its proxy comes from the environment
+    [ -z "$proxy" ] || proxy_env=("HTTPS_PROXY=${HTTPS_PROXY:-$proxy}" "HTTP_PROXY=${HTTP_PROXY:-$proxy}")
+    if env "${proxy_env[@]}" SSL_CERT_FILE="${SSL_CERT_FILE:-$(pip_config_value cert)}" UV_LINK_MODE=copy \
          "$uv" pip install -q --python "$venv/bin/python" --index-strategy unsafe-best-match "${args[@]}" "$@"; then
       return 0
     fi
