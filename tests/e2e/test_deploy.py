@@ -159,8 +159,15 @@ def _commands_of(config: dict[str, Any], program: str) -> list[list[str]]:
     keys = ("setup_commands", "head_start_ray_commands", "worker_start_ray_commands")
     return [
         argv for key in keys for cmd in config[key]
-        if (argv := shlex.split(cmd.split(";")[-1]))[:1] == [program]
+        if (argv := _without_env_assignments(shlex.split(cmd.split(";")[-1])))[:1] == [program]
     ]
+
+
+def _without_env_assignments(argv: list[str]) -> list[str]:
+    """A shell command's words after its leading `NAME=value` assignments."""
+    while argv and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[0]):
+        argv = argv[1:]
+    return argv
 
 
 def test_every_ray_start_in_the_yaml_parses_with_rays_cli() -> None:
@@ -291,7 +298,8 @@ def test_dry_run_syncs_then_sets_up_then_starts_ray_then_deploys(
     assert setup == sorted(setup) and start == sorted(start)
     assert max(setup) < min(start)
     assert start[-1] == len(events) - 1
-    assert [r for r in runs if r.startswith("ray ")] == ["ray stop", config["head_start_ray_commands"][1]]
+    assert [r for r in runs if _without_env_assignments(r.split())[:1] == ["ray"]] == \
+        ["ray stop", config["head_start_ray_commands"][1]]
     assert events[start[-1]][1].startswith("namesrv up --address auto")
     for cmd in runner.calls:
         if cmd[0] == "rsync":

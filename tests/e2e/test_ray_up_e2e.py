@@ -132,7 +132,7 @@ def loopback_config(loop: LoopbackNode) -> dict[str, object]:
     ports = {flag: f"{flag.split('=')[0]}={free_port('0.0.0.0')}" for flag in PORT_FLAGS}
     head = config["head_start_ray_commands"]
     for i, cmd in enumerate(head):
-        if cmd.startswith("ray start --head"):
+        if "ray start --head" in cmd:
             for flag, mine in ports.items():
                 assert cmd.count(flag) == 1, f"{flag} not in cluster.yaml's head start command: {cmd}"
                 cmd = cmd.replace(flag, mine)
