@@ -4,6 +4,11 @@ the root namespace at 10.77.0.1 on the bridge, where the test driver reaches the
 of it on exit. A leftover of a killed run (processes in those namespaces, the namespaces, the
 bridge) is removed first. `hosts.run(i, argv)` / `hosts.popen(i, argv)` run a command inside host i.
 
+Each host's default route is via 10.77.0.1, as a machine's is via its gateway: a Ray node started
+without `--node-ip-address` (`ray up`'s head) takes its address from the route towards 8.8.8.8, and
+without a route takes 127.0.0.1. The root namespace sets up no forwarding or NAT for the bed: the
+hosts reach each other and 10.77.0.1, nothing beyond.
+
 Needs root and iproute2 (`ip`); the nemeses need nftables (`nft`): `require_host_tools` names what
 is missing (run.sh's ensure_netns_tools installs both from Debian).
 """
@@ -164,6 +169,7 @@ class Hosts:
                 _ip("-n", ns, "link", "set", "lo", "up")
                 _ip("-n", ns, "addr", "add", f"{lay.address(i)}/{lay.prefix_len}", "dev", "eth0")
                 _ip("-n", ns, "link", "set", "eth0", "up")
+                _ip("-n", ns, "route", "add", "default", "via", lay.driver_address)
         except BaseException:
             self.destroy()
             raise
