@@ -249,6 +249,16 @@ def stop_ssh_node(node: SshNode) -> list[str]:
     return leftovers
 
 
+def ssh_run(address: str, key: Path, command: str, port: int = 22, timeout: float = 120) -> str:
+    """`command` on root@address over ssh with `key`; its output, or AssertionError when it fails."""
+    done = subprocess.run(
+        ["ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{address}", command],
+        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"ssh {address} {command!r} failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
 # ============================================================================ the cluster launcher
 def cluster_config(prefix: str, key: Path) -> dict[str, Any]:
     """The repository's cluster.yaml with a unique cluster_name and this run's key."""
