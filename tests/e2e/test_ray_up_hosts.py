@@ -69,7 +69,7 @@ from tests.support.ray_up import (
     tail,
     wait_registered_and_ready,
 )
-from tests.support.registry_proxy import REGISTRY_HOSTS, RegistryProxy
+from tests.support.registry_proxy import REGISTRY_HOSTS, RegistryProxy, registry_hosts
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -106,7 +106,7 @@ def bed() -> Iterator[Bed]:
     leftovers: list[str] = []
     try:
         key = make_key(root / "id_ed25519")
-        with Hosts(HOSTS) as hosts, RegistryProxy(hosts.driver_address) as proxy:
+        with Hosts(HOSTS) as hosts, RegistryProxy(hosts.driver_address, registry_hosts()) as proxy:
             pip_conf = {".config/pip/pip.conf": f"[global]\nproxy = {proxy.url}\n"}
             bed = Bed(hosts, [], key, root, proxy)
             try:

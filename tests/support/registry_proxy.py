@@ -1,8 +1,9 @@
 """An HTTPS proxy that reaches the package registries and nothing else, for hosts of the multi-host
 test bed (they have no route out): `pip install` inside a host, configured with `proxy = <url>`,
-tunnels through it to PyPI. Only CONNECT to an allowed host on port 443 is served; any other
-request is answered 403 and recorded in `refused`. The tunnels are opaque TLS (the client checks
-the registry's certificate itself).
+tunnels through it to PyPI (and any https index pip is configured with here: `registry_hosts`).
+Only CONNECT to an allowed host on port 443 is served; any other request is answered 403 and
+recorded in `refused`. The tunnels are opaque TLS (the client checks the registry's certificate
+itself).
 
     with RegistryProxy("10.77.0.1") as proxy:
         ...  # pip.conf in a host: [global] proxy = {proxy.url}
@@ -15,11 +16,31 @@ import contextlib
 import selectors
 import socket
 import socketserver
+import subprocess
+import sys
 import threading
+import urllib.parse
 from typing import Any
 
 REGISTRY_HOSTS = ("pypi.org", "files.pythonhosted.org")
 """pip's and uv's default index and the host of its files."""
+
+
+def registry_hosts() -> tuple[str, ...]:
+    """REGISTRY_HOSTS and the host of every https index pip is configured with on this machine
+    (`pip config list`): what pip and uv on a host of the bed may ask for."""
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                            check=False).stdout
+    hosts = list(REGISTRY_HOSTS)
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        if key.rsplit(".", 1)[-1] not in ("index-url", "extra-index-url"):
+            continue
+        for url in value.strip("'\"").split():
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme == "https" and parts.hostname and parts.hostname not in hosts:
+                hosts.append(parts.hostname)
+    return tuple(hosts)
 CONNECT_TIMEOUT_S = 30.0
 HEAD_LIMIT = 16384
 
