@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 ROUTE_LOG_KEPT = 10_000
 """Route changes remembered per client instance (oldest dropped first)."""
+SHUTDOWN_JOIN_S = 5.0
+"""How long `shutdown` waits for each route thread (a poll in flight answers within a call timeout)."""
 UNION_RETRY_S = 0.5
 """With `route_union`, how long a NameServer whose long-poll failed rests before it is asked again."""
 
@@ -213,9 +215,13 @@ class MQClientInstance:
             self._threads.append(t)
 
     def shutdown(self) -> None:
+        """Stop the route threads and wait for them: a push thread cancels its long-poll within
+        STOP_CHECK_S, so none is left inside a Ray call when the process ends."""
         self._stop.set()
         for t in self._threads:
-            t.join(timeout=0.1)  # push thread may sit in a long-poll; it is a daemon and exits with us
+            t.join(timeout=SHUTDOWN_JOIN_S)
+            if t.is_alive():
+                log.warning("%s did not stop within %.1f s", t.name, SHUTDOWN_JOIN_S)
         self._threads.clear()
 
     # ------------------------------------------------------------------ routes
@@ -316,7 +322,7 @@ class MQClientInstance:
             # answers within its long-poll timeout (at most 60 s by default) when healthy.
             wait_s = (timeout if timeout is not None else 60.0) + self.namesrv.call_timeout_s
             try:
-                changes = self.namesrv.listen_for_change(name, versions, timeout, wait_s)
+                changes = self.namesrv.listen_for_change(name, versions, timeout, wait_s, self._stop)
             except Exception as e:
                 log.info("route long-poll on %s failed (%s): next name server", name, type(e).__name__)
                 self.namesrv.move_off(name)
@@ -340,7 +346,8 @@ class MQClientInstance:
             timeout = self.long_poll_timeout_s
             wait_s = (timeout if timeout is not None else 60.0) + self.namesrv.call_timeout_s
             try:
-                changes = self.namesrv.listen_for_change(name, views.held_versions(name, topics), timeout, wait_s)
+                changes = self.namesrv.listen_for_change(name, views.held_versions(name, topics), timeout, wait_s,
+                                                         self._stop)
             except Exception as e:
                 log.info("route long-poll on %s failed (%s): its views are dropped", name, type(e).__name__)
                 for topic in views.lost(name):

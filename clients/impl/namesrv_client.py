@@ -26,6 +26,9 @@ from namesrv.protocol.models import ClusterInfo, TopicRouteData
 from namesrv.remoting.command import RemotingResponse
 from namesrv.routeinfo.long_poll import RouteChange
 
+STOP_CHECK_S = 0.1
+"""How often a held route long-poll looks whether its client is shutting down."""
+
 
 def discover_namesrvs(namespace: str) -> list[str]:
     """NameServer actor names in a Ray namespace (namesrv-0, namesrv-1, ...)."""
@@ -147,11 +150,23 @@ class NameServerClient:
         return info
 
     def listen_for_change(self, name: str, versions: dict[str, int], timeout_s: float | None,
-                          wait_s: float) -> dict[str, RouteChange]:
-        """Hold a long-poll on NameServer `name`; raises what Ray raises when it cannot answer, and
-        MQServerError (code and remark: NO_PERMISSION from the ACL) when it refuses."""
+                          wait_s: float, stop: threading.Event | None = None) -> dict[str, RouteChange]:
+        """Hold a long-poll on NameServer `name` for at most `wait_s`; raises what Ray raises when it
+        cannot answer (GetTimeoutError past `wait_s`), and MQServerError (code and remark:
+        NO_PERMISSION from the ACL) when it refuses. Once `stop` is set the poll is cancelled and
+        answers no change within STOP_CHECK_S: a client's shutdown never leaves a thread inside a Ray
+        call that the end of its process would then break."""
         auth = signed(long_poll_content(versions), None, self.credentials)
-        changes: dict[str, RouteChange] = ray.get(
-            self.handle(name).listen_for_change.remote(versions, timeout_s, auth), timeout=wait_s
-        )
-        return changes
+        ref = self.handle(name).listen_for_change.remote(versions, timeout_s, auth)
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = deadline - time.monotonic()
+            ready, _ = ray.wait([ref], timeout=max(min(STOP_CHECK_S, left), 0))
+            if ready:
+                changes: dict[str, RouteChange] = ray.get(ref)
+                return changes
+            if (stop is not None and stop.is_set()) or left <= 0:
+                ray.cancel(ref)
+                if left <= 0:
+                    raise GetTimeoutError(f"{name} held the route long-poll past {wait_s:.1f} s")
+                return {}

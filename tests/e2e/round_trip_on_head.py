@@ -3,10 +3,9 @@ N messages sent with the project's Producer (routes from the NameServer actors i
 `namesrv`, each send over TCP to the broker it picked), then read back by a LitePullConsumer from
 the first offset. Prints one JSON line: each send's status and broker, and the bodies read back.
 
-The producer polls its routes (`route_push=False`, RocketMQ's own way): with route push its thread
-stays in a Ray long-poll on a NameServer after `shutdown` (joined for 0.1 s only), and when this
-short script's interpreter then exits, Ray ends the process with an error ("The core worker has
-already been shutdown"), after the work is done."""
+The producer polls its routes (`route_push=False`, RocketMQ's own way): a script this short needs
+no pushed route change. (A pushing producer's shutdown now cancels its held long-polls and waits for
+its threads: test_producer_ray's test_shutdown_stops_the_route_threads_while_their_polls_are_held.)"""
 
 from __future__ import annotations
 

@@ -427,3 +427,29 @@ def _only(dep: Deployment, namesrv: str) -> Deployment:
     view.namesrvs = {namesrv: dep.namesrvs[namesrv]}
     view.brokers = dep.brokers
     return view
+
+
+
+def test_shutdown_stops_the_route_threads_while_their_polls_are_held(deployments: DeploymentFactory) -> None:
+    """A producer holds a route long-poll on every NameServer; shutdown cancels them and returns only
+    once its route threads have ended, so a process that ends right after never has a thread inside
+    a Ray call (which ended such a script with an error)."""
+    dep = deployments.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=2)
+    wait_registered_everywhere(dep)
+    topic = unique("Shutdown")
+    create_topic_everywhere(dep, topic)
+    p = Producer(unique("pg"), namesrv=list(dep.namesrvs), namespace=dep.spec.namespace, instance_name=unique("i"))
+    p.start()
+    try:
+        assert p.send(Message(topic, b"x")).send_status == "SEND_OK"
+        assert p.instance is not None
+        threads = list(p.instance._threads)
+        assert len([t for t in threads if "route-push" in t.name]) == 2  # one per NameServer (route_union)
+        wait_until(lambda: all(ray.get(ns.get_status.remote(), timeout=30)["long_poll_waiters"] >= 1
+                               for ns in dep.namesrvs.values()), 30, "a long-poll held on every NameServer")
+    finally:
+        started = time.monotonic()
+        p.shutdown()
+        took = time.monotonic() - started
+    assert not [t.name for t in threads if t.is_alive()], "a route thread outlived shutdown"
+    assert took < 2.0, f"shutdown took {took:.2f} s"
