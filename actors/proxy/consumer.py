@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
-
-from google.protobuf import json_format
 
 from actors.proxy.brokers import BrokerLinks
 from actors.proxy.calls import client_id_of
@@ -23,13 +21,13 @@ from namesrv.protocol.types import InvalidInput
 from namesrv.proxy import consume as cm
 from namesrv.proxy import route as routing
 from namesrv.proxy import status as st
+from namesrv.proxy.answers import Answers
 from namesrv.proxy.descriptors import Protocol
 from namesrv.proxy.send import check_topic
 from namesrv.proxy.settings import ProxyConfig
 from namesrv.proxy.status import ProxyError
 
 log = logging.getLogger(__name__)
-StatusOf = Callable[[str, str], Any]
 
 
 def _ms(duration: Any) -> int:
@@ -38,14 +36,15 @@ def _ms(duration: Any) -> int:
 
 class ConsumerRpcs:
     def __init__(self, proto: Protocol, config: ProxyConfig, routes: RouteCache, brokers: BrokerLinks,
-                 groups: GroupPolicies, status: StatusOf) -> None:
+                 groups: GroupPolicies, answers: Answers) -> None:
         self.p = proto
         self.config = config
         self.routes = routes
         self.brokers = brokers
         self.groups = groups
         self.renewals = Renewals(config, brokers, self._master_of)
-        self._status = status
+        self.answers = answers
+        self._status = answers.status
         self._counter = itertools.count()
         self.received = 0
         self.acked = 0
@@ -61,7 +60,7 @@ class ConsumerRpcs:
     async def receive_message(self, request: Any, context: Any) -> AsyncIterator[Any]:
         resp = self.p.cls("ReceiveMessageResponse")
         try:
-            answer, invisible_ms, resource, fifo = await self._pop(request, context)
+            answer, invisible_ms, fifo = await self._pop(request, context)
         except ProxyError as e:
             yield resp(status=self._status(e.code, e.message))
             return
@@ -80,13 +79,8 @@ class ConsumerRpcs:
                 ext = {k: str(v) for k, v in (answer.ext_fields or {}).items()}
                 for m, earlier in zip(found, cm.order_attempts(ext, found), strict=True):
                     m.reconsume_times = earlier
-            converted = []
-            for m in found:
-                msg = self.p.new("Message")
-                json_format.ParseDict(cm.v2_message(m, resource, invisible_ms), msg)
-                msg.body = m.body
-                converted.append(msg)
-        except (InvalidInput, ProxyError, json_format.ParseError) as e:
+            converted = [self.answers.received(m, request.message_queue.topic, invisible_ms) for m in found]
+        except (InvalidInput, ProxyError) as e:
             log.warning("pop answer not converted: %s", e)
             yield resp(status=self._status("INTERNAL_SERVER_ERROR", f"pop answer not readable: {e}"))
             return
@@ -95,17 +89,17 @@ class ConsumerRpcs:
             return
         if request.auto_renew:  # held invisible while the client holds them (actors.proxy.renewals)
             client_id, topic = client_id_of(context), str(request.message_queue.topic.name)
-            for msg in converted:
-                self.renewals.add(client_id, str(request.group.name), topic, msg.system_properties.receipt_handle)
-        yield resp(status=self._status("OK", "OK"))
-        for msg in converted:
+            for r in converted:
+                self.renewals.add(client_id, str(request.group.name), topic, r.message.system_properties.receipt_handle)
+        yield resp(status=self.answers.ok)
+        for r in converted:
             self.received += 1
-            yield resp(message=msg)
+            yield r
         done = resp()
         done.delivery_timestamp.FromMilliseconds(system_clock())
         yield done
 
-    async def _pop(self, request: Any, context: Any) -> tuple[Any, int, dict[str, str], bool]:
+    async def _pop(self, request: Any, context: Any) -> tuple[Any, int, bool]:
         topic = check_topic(str(request.message_queue.topic.name))
         group = cm.check_group(str(request.group.name))
         c = self.config
@@ -128,10 +122,7 @@ class ConsumerRpcs:
             raise ProxyError("FORBIDDEN", "no readable queue")
         _, addr = routing.select_reader(readers, str(request.message_queue.broker.name), next(self._counter))
         answer = await self.brokers.invoke(addr, BrokerRequestCode.POP_MESSAGE, header, extra_s=poll / 1000)
-        resource = {"name": topic}
-        if request.message_queue.topic.resource_namespace:
-            resource["resource_namespace"] = str(request.message_queue.topic.resource_namespace)
-        return answer, invisible, resource, fifo
+        return answer, invisible, fifo
 
     # ------------------------------------------------------------------ ack & co
     async def _call(self, topic: str, handle: cm.ReceiptHandle, code: int, header: dict[str, str]) -> Any:
@@ -158,14 +149,10 @@ class ConsumerRpcs:
                 status = st.Status("OK", "OK")
             except ProxyError as err:
                 status = st.Status(err.code, err.message)
-            entries.append({"message_id": str(e.message_id), "receipt_handle": str(e.receipt_handle),
-                            "status": status.to_dict()})
+            entries.append(self.answers.ack_entry(status, str(e.message_id), str(e.receipt_handle)))
             codes.append(status.code)
-        resp = self.p.new("AckMessageResponse")
-        json_format.ParseDict({"entries": entries}, resp)
         total = st.overall(codes) if codes else st.Status("INTERNAL_SERVER_ERROR", "ack message result is empty")
-        resp.status.CopyFrom(self._status(total.code, total.message))
-        return resp
+        return self.p.cls("AckMessageResponse")(status=self.answers.of(total), entries=entries)
 
     async def change_invisible_duration(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
@@ -175,9 +162,7 @@ class ConsumerRpcs:
         answer = await self._call(topic, handle, BrokerRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
                                   cm.change_header(group, topic, handle, invisible))
         new = cm.changed_handle(handle, {k: str(v) for k, v in (answer.ext_fields or {}).items()})
-        resp = self.p.new("ChangeInvisibleDurationResponse", receipt_handle=new.encode())
-        resp.status.CopyFrom(self._status("OK", "OK"))
-        return resp
+        return self.p.cls("ChangeInvisibleDurationResponse")(status=self.answers.ok, receipt_handle=new.encode())
 
     async def forward_message_to_dead_letter_queue(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
@@ -192,6 +177,4 @@ class ConsumerRpcs:
             except ProxyError as e:
                 log.info("ack after the DLQ forward of %s: %s", request.message_id, e.message)
         s = st.from_remoting(answer.code, answer.remark)
-        resp = self.p.new("ForwardMessageToDeadLetterQueueResponse")
-        resp.status.CopyFrom(self._status(s.code, s.message))
-        return resp
+        return self.p.cls("ForwardMessageToDeadLetterQueueResponse")(status=self.answers.of(s))

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
-from google.protobuf import json_format
 
 from actors.proxy.acl import ACTING_AS, ProxyAcl
 from actors.proxy.brokers import BrokerLinks
@@ -32,6 +31,7 @@ from namesrv.protocol.models import TopicRouteData
 from namesrv.proxy import route as routing
 from namesrv.proxy import status as st
 from namesrv.proxy import transaction as txn
+from namesrv.proxy.answers import Answers
 from namesrv.proxy.consume import check_group
 from namesrv.proxy.descriptors import SERVICE, Protocol
 from namesrv.proxy.send import check_topic, plan_send
@@ -51,7 +51,7 @@ class MessagingService:
         self.p = proto
         self.config = config
         self.routes = routes
-        self.endpoints = routing.endpoints(host, port)
+        self.answers = Answers(proto, host, port)
         self.acl = ProxyAcl(config.acl_file or "", config.credentials) if config.acl_enable else None
         """None without ACL: every call is served and nothing is signed."""
         self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s,
@@ -59,7 +59,7 @@ class MessagingService:
         self.groups = GroupPolicies(routes, self.brokers, config.route_cache_ttl_s)
         self.telemetry = TelemetryStreams(proto, config, routes, self.brokers, self.groups, self.acl, self._status,
                                           lambda client_id: self.consumer.renewals.drop_client(client_id))
-        self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self.groups, self._status)
+        self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self.groups, self.answers)
         self._counter = itertools.count()
         self.calls: dict[str, int] = {}
         self.sent = 0
@@ -79,7 +79,7 @@ class MessagingService:
         return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
     def _status(self, code: str, message: str) -> Any:
-        return self.p.new("Status", code=self.p.enum("Code", code), message=message)
+        return self.answers.status(code, message)
 
     def _behaviour(self, name: str, resp_cls: Any) -> Callable[..., Any]:
         if name == "Telemetry":
@@ -145,18 +145,8 @@ class MessagingService:
             await asyncio.sleep(HEARTBEAT_S)
             await self.brokers.heartbeat_all()
 
-    @staticmethod
-    def _topic(resource: Any) -> dict[str, str]:
-        out = {"name": str(resource.name)}
-        if resource.resource_namespace:
-            out["resource_namespace"] = str(resource.resource_namespace)
-        return out
-
     def _ok(self, resp: str, **fields: Any) -> Any:
-        msg = self.p.new(resp)
-        json_format.ParseDict(fields, msg)
-        msg.status.CopyFrom(self._status("OK", "OK"))
-        return msg
+        return self.p.cls(resp)(status=self.answers.ok, **fields)
 
     @staticmethod
     def _master(route: TopicRouteData, broker_name: str) -> str:
@@ -169,18 +159,18 @@ class MessagingService:
     async def query_route(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
         route = await self.routes.get(topic)
-        queues = routing.message_queues(self._topic(request.topic), route, self.endpoints)
-        return self._ok("QueryRouteResponse", message_queues=queues)
+        return self._ok("QueryRouteResponse",
+                        message_queues=self.answers.message_queues(request.topic, routing.message_queues(route)))
 
     async def query_assignment(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
         group = check_group(str(request.group.name))
         fifo = (await self.groups.get(group, topic)).fifo
         route = await self.routes.get(topic)
-        entries = routing.assignments(self._topic(request.topic), route, self.endpoints, fifo=fifo)
-        if not entries:
+        queues = routing.assignments(route, fifo=fifo)
+        if not queues:
             raise ProxyError("FORBIDDEN", "no readable queue")
-        return self._ok("QueryAssignmentResponse", assignments=entries)
+        return self._ok("QueryAssignmentResponse", assignments=self.answers.assignments(request.topic, queues))
 
     async def heartbeat(self, request: Any, context: Any) -> Any:
         return self._ok("HeartbeatResponse")
@@ -204,24 +194,21 @@ class MessagingService:
             answer = await self.brokers.invoke(queue.broker_addr, BrokerRequestCode.SEND_MESSAGE_V2,
                                                msg.header(queue.queue_id), msg.body)
             status = st.from_send_answer(answer.code, answer.remark)
-            entry: dict[str, Any] = {"status": {"code": status.code, "message": status.message}}
             if answer.code == ResponseCode.SUCCESS:
                 self.sent += 1
                 f = answer.ext_fields or {}
-                entry.update(message_id=msg.message_id, offset=str(int(f.get("queueOffset", "0"))))
-                if f.get("recallHandle"):  # a timed message: what RecallMessage takes to cancel it
-                    entry["recall_handle"] = str(f["recallHandle"])
+                offset = int(f.get("queueOffset", "0"))
+                transaction_id = ""
                 if msg.transactional:
                     _, clo = decode_offset_msg_id(str(f.get("msgId", "")).split(",")[0])
-                    entry["transaction_id"] = txn.HalfLocation(queue.broker_name, clo,
-                                                               int(f.get("queueOffset", "0"))).encode()
-            entries.append(entry)
+                    transaction_id = txn.HalfLocation(queue.broker_name, clo, offset).encode()
+                # a timed message's recallHandle: what RecallMessage takes to cancel it
+                entries.append(self.answers.send_entry(status, msg.message_id, offset, str(f.get("recallHandle") or ""),
+                                                       transaction_id))
+            else:
+                entries.append(self.answers.send_entry(status))
             codes.append(status.code)
-        resp = self.p.new("SendMessageResponse")
-        json_format.ParseDict({"entries": entries}, resp)
-        total = st.overall(codes)
-        resp.status.CopyFrom(self._status(total.code, total.message))
-        return resp
+        return self.p.cls("SendMessageResponse")(status=self.answers.of(st.overall(codes)), entries=entries)
 
     async def recall_message(self, request: Any, context: Any) -> Any:
         """RECALL_MESSAGE to the master of the broker the handle names (ProducerProcessor.recallMessage):

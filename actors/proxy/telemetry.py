@@ -18,7 +18,6 @@ from google.protobuf import json_format
 from actors.proxy.acl import ACTING_AS, ProxyAcl
 from actors.proxy.brokers import BrokerLinks
 from actors.proxy.calls import Undecodable, client_id_of
-from actors.proxy.consumer import StatusOf
 from actors.proxy.groups import GroupPolicies
 from actors.proxy.routes import RouteCache
 from namesrv.protocol.message.decoder import decode_messages
@@ -32,6 +31,8 @@ from namesrv.proxy.send import check_topic
 from namesrv.proxy.settings import ProxyConfig, server_settings
 from namesrv.proxy.status import ProxyError
 from namesrv.remoting.wire_command import RemotingCommand
+
+StatusOf = Callable[[str, str], Any]
 
 log = logging.getLogger(__name__)
 

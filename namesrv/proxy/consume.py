@@ -17,9 +17,7 @@ invisible time has passed (ConsumerProcessor's "receipt handle is expired").
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from namesrv.broker.pop.extra_info import (
@@ -210,59 +208,29 @@ def send_back_header(group: str, topic: str, handle: ReceiptHandle, message_id: 
             "maxReconsumeTimes": "0"}
 
 
-def _timestamp(ms: int) -> str:
-    ms = max(ms, 0)
-    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
-
-
-def _message_type(props: dict[str, str]) -> str:
+def message_type(props: dict[str, str]) -> str:
+    """The v2 MessageType name of a stored message, by its properties."""
     if props.get("TRAN_MSG") == "true":
         return "TRANSACTION"
-    if any(k in props for k in ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC")):
+    if "DELAY" in props or "TIMER_DELIVER_MS" in props or "TIMER_DELAY_SEC" in props:
         return "DELAY"
     if "__SHARDINGKEY" in props:
         return "FIFO"
     return "NORMAL"
 
 
-def v2_message(m: MessageExt, resource: dict[str, str], invisible_ms: int) -> dict[str, Any]:
-    """A popped message as a v2 Message (GrpcConverter.buildMessage), for json_format.ParseDict;
-    ProxyError when the broker gave it no handle."""
-    props = m.properties
-    ck = props.get(POP_CK)
+def popped_handle(m: MessageExt) -> ReceiptHandle:
+    """A popped message's receipt handle (its POP_CK and commit-log offset); ProxyError when the
+    broker gave it none."""
+    ck = m.properties.get(POP_CK)
     if not ck:
         raise ProxyError("INTERNAL_SERVER_ERROR", f"popped message {m.msg_id} carries no POP_CK")
     try:
-        handle = ReceiptHandle(decode_extra_info(ck), m.commit_log_offset)
+        return ReceiptHandle(decode_extra_info(ck), m.commit_log_offset)
     except InvalidInput as e:
         raise ProxyError("INTERNAL_SERVER_ERROR", f"popped message {m.msg_id}: {e}") from None
-    system: dict[str, Any] = {
-        "message_id": m.unique_key or m.msg_id,
-        "body_digest": {"type": "MD5", "checksum": hashlib.md5(m.body).hexdigest().upper()},
-        "body_encoding": "IDENTITY",  # the decoder has inflated a compressed body already
-        "message_type": _message_type(props),
-        "born_timestamp": _timestamp(m.born_timestamp),
-        "born_host": props.get("__BORNHOST") or m.born_host,
-        "store_timestamp": _timestamp(m.store_timestamp),
-        "store_host": m.store_host,
-        "receipt_handle": handle.encode(),
-        "queue_id": m.queue_id,
-        "queue_offset": str(m.queue_offset),
-        "invisible_duration": f"{invisible_ms // 1000}.{invisible_ms % 1000:03d}s",
-        "delivery_attempt": m.reconsume_times + 1,
-    }
-    if m.tags:
-        system["tag"] = m.tags
-    if m.keys:
-        system["keys"] = m.keys
-    if "TIMER_DELIVER_MS" in props and props["TIMER_DELIVER_MS"].isdigit():
-        system["delivery_timestamp"] = _timestamp(int(props["TIMER_DELIVER_MS"]))
-    if "__SHARDINGKEY" in props:
-        system["message_group"] = props["__SHARDINGKEY"]
-    if "TRACE_CONTEXT" in props:
-        system["trace_context"] = props["TRACE_CONTEXT"]
-    if "DLQ_ORIGIN_TOPIC" in props and "DLQ_ORIGIN_MESSAGE_ID" in props:
-        system["dead_letter_queue"] = {"topic": props["DLQ_ORIGIN_TOPIC"],
-                                       "message_id": props["DLQ_ORIGIN_MESSAGE_ID"]}
-    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}
-    return {"topic": resource, "user_properties": user, "system_properties": system}
+
+
+def user_properties(props: dict[str, str]) -> dict[str, str]:
+    """What a v2 Message shows as user properties: every property no system one."""
+    return {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_KEYS}

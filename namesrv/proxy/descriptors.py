@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,9 +40,14 @@ class Protocol:
     service's methods (name -> (request class, response class, client streams, server streams))."""
 
     pool: descriptor_pool.DescriptorPool
+    _classes: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def cls(self, name: str) -> Any:
-        return message_factory.GetMessageClass(self.pool.FindMessageTypeByName(f"{PACKAGE}.{name}"))
+        c = self._classes.get(name)
+        if c is None:
+            c = self._classes[name] = message_factory.GetMessageClass(
+                self.pool.FindMessageTypeByName(f"{PACKAGE}.{name}"))
+        return c
 
     def new(self, name: str, **fields: Any) -> Any:
         return self.cls(name)(**fields)
@@ -51,6 +56,10 @@ class Protocol:
         """A value of a v2 enum by name (`enum("Code", "OK")` -> 20000)."""
         value: int = self.pool.FindEnumTypeByName(f"{PACKAGE}.{enum_name}").values_by_name[value_name].number
         return value
+
+    def enum_numbers(self, enum_name: str) -> dict[str, int]:
+        """A v2 enum's values by name."""
+        return {v.name: v.number for v in self.pool.FindEnumTypeByName(f"{PACKAGE}.{enum_name}").values}
 
     def enum_name(self, enum_name: str, number: int) -> str:
         values = self.pool.FindEnumTypeByName(f"{PACKAGE}.{enum_name}").values_by_number

@@ -1,13 +1,12 @@
 """A topic's route as RocketMQ's gRPC proxy answers it in cluster mode (RouteActivity): every queue
 of every broker group, each broker at the proxy's own endpoint, and the queues a producer writes to.
 
-Values are dicts in protobuf's JSON form (proto field names) for `ParseDict`.
+Plain values: namesrv.proxy.answers spells them as v2 messages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from namesrv.protocol.models import TopicRouteData
 
@@ -18,9 +17,20 @@ ALL_MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
 RocketMQ 5 calls MIXED (a topic created with `message.type=NORMAL` would accept only NORMAL)."""
 
 
-def endpoints(host: str, port: int) -> dict[str, Any]:
-    scheme = "IPv4" if host.replace(".", "").isdigit() else "DOMAIN_NAME"
-    return {"scheme": scheme, "addresses": [{"host": host, "port": port}]}
+@dataclass(frozen=True, slots=True)
+class RouteQueue:
+    """A queue as QueryRoute and QueryAssignment name it (its broker's endpoint is the proxy's)."""
+
+    broker_name: str
+    broker_id: int
+    queue_id: int
+    permission: str
+    """A v2 Permission name."""
+
+
+def address_scheme(host: str) -> str:
+    """The v2 AddressScheme of the proxy's own endpoint."""
+    return "IPv4" if host.replace(".", "").isdigit() else "DOMAIN_NAME"
 
 
 def permission(perm: int) -> str:
@@ -30,12 +40,12 @@ def permission(perm: int) -> str:
     return "READ" if readable else "WRITE" if writable else "NONE"
 
 
-def message_queues(topic: dict[str, str], route: TopicRouteData, proxy: dict[str, Any]) -> list[dict[str, Any]]:
+def message_queues(route: TopicRouteData) -> list[RouteQueue]:
     """QueryRoute's queues (genMessageQueueFromQueueData): per group and broker, its read-only, then
-    write-only, then read-write queues (a group with no access: at least one NONE queue), each
-    broker's endpoints the proxy's."""
+    write-only, then read-write queues (a group with no access: at least one NONE queue); every
+    queue accepts every message type (ALL_MESSAGE_TYPES)."""
     brokers = {b.broker_name: b for b in route.broker_datas}
-    out: list[dict[str, Any]] = []
+    out: list[RouteQueue] = []
     for qd in route.queue_datas:
         group = brokers.get(qd.broker_name)
         if group is None:
@@ -51,28 +61,23 @@ def message_queues(topic: dict[str, str], route: TopicRouteData, proxy: dict[str
             r = qd.read_queue_nums
         else:
             n = max(1, qd.write_queue_nums, qd.read_queue_nums)
+        perms = ["READ"] * r + ["WRITE"] * w + ["READ_WRITE"] * rw + ["NONE"] * n
         for broker_id in sorted(group.broker_addrs):
-            broker = {"name": qd.broker_name, "id": broker_id, "endpoints": proxy}
-            perms = ["READ"] * r + ["WRITE"] * w + ["READ_WRITE"] * rw + ["NONE"] * n
-            out.extend({"topic": dict(topic), "id": i, "permission": p, "broker": broker,
-                        "accept_message_types": list(ALL_MESSAGE_TYPES)} for i, p in enumerate(perms))
+            out.extend(RouteQueue(qd.broker_name, broker_id, i, p) for i, p in enumerate(perms))
     return out
 
 
-def assignments(topic: dict[str, str], route: TopicRouteData, proxy: dict[str, Any],
-                fifo: bool) -> list[dict[str, Any]]:
-    """QueryAssignment's entries: per readable group with a master, one queue -1 (or, for a FIFO
+def assignments(route: TopicRouteData, fifo: bool) -> list[RouteQueue]:
+    """QueryAssignment's queues: per readable group with a master, one queue -1 (or, for a FIFO
     group, each read queue). Empty means FORBIDDEN "no readable queue"."""
     brokers = {b.broker_name: b for b in route.broker_datas}
-    out: list[dict[str, Any]] = []
+    out: list[RouteQueue] = []
     for qd in route.queue_datas:
         group = brokers.get(qd.broker_name)
         if not qd.perm & PERM_READ or qd.read_queue_nums <= 0 or group is None or MASTER_ID not in group.broker_addrs:
             continue
-        broker = {"name": qd.broker_name, "id": MASTER_ID, "endpoints": proxy}
         ids = range(qd.read_queue_nums) if fifo else [-1]
-        out.extend({"message_queue": {"topic": dict(topic), "id": i, "permission": permission(qd.perm),
-                                      "broker": broker}} for i in ids)
+        out.extend(RouteQueue(qd.broker_name, MASTER_ID, i, permission(qd.perm)) for i in ids)
     return out
 
 

@@ -24,9 +24,6 @@ class Status:
     code: str
     message: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
-
 
 _REMOTING_TO_V2: dict[int, str] = {
     ResponseCode.SUCCESS: "OK",

@@ -1,9 +1,7 @@
 """The consumption RPCs' pure mapping (namesrv.proxy.consume): the v2 receipt handle round trip
-and its refusals, the pop header, the polling and invisible-time rules and the message conversion."""
+and its refusals, the pop header, the polling and invisible-time rules and what a popped message shows."""
 
 from __future__ import annotations
-
-import hashlib
 
 import pytest
 from hypothesis import given
@@ -106,22 +104,17 @@ def test_pop_header_polling_and_invisible_rules() -> None:
     assert e.value.code == "ILLEGAL_CONSUMER_GROUP"
 
 
-def test_a_popped_message_becomes_a_v2_message() -> None:
-    props = {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ID1", "color": "red", "__SHARDINGKEY": "g7",
-             "POP_CK": "5 1000 2000 0 1 broker-a 3 7"}
-    m = MessageExt("T", 3, 7, 4242, 1_700_000_000_123, 1_700_000_000_000, "10.0.0.1:1", "10.0.0.2:10911", b"body",
-                   props, reconsume_times=2)
-    v2 = cm.v2_message(m, {"name": "T"}, 30_000)
-    sp = v2["system_properties"]
-    assert sp["receipt_handle"] == "5 1000 2000 0 1 broker-a 3 7 4242"
-    assert (sp["delivery_attempt"], sp["tag"], sp["keys"], sp["message_id"], sp["message_group"],
-            sp["message_type"]) == (3, "TagA", ["k1", "k2"], "ID1", "g7", "FIFO")
-    assert sp["body_digest"] == {"type": "MD5", "checksum": hashlib.md5(b"body").hexdigest().upper()}
-    assert sp["store_timestamp"] == "2023-11-14T22:13:20.123Z" and sp["invisible_duration"] == "30.000s"
-    assert v2["user_properties"] == {"color": "red"}
-    del props["POP_CK"]
-    with pytest.raises(ProxyError):
-        cm.v2_message(m, {"name": "T"}, 30_000)
+def test_a_popped_messages_type_handle_and_user_properties() -> None:
+    props = {"TAGS": "TagA", "UNIQ_KEY": "ID1", "color": "red", "POP_CK": "5 1000 2000 0 1 broker-a 3 7"}
+    m = MessageExt("T", 3, 7, 4242, 0, 0, "", "", b"body", props)
+    assert cm.popped_handle(m).encode() == "5 1000 2000 0 1 broker-a 3 7 4242"
+    assert cm.user_properties(props) == {"color": "red"}
+    assert [cm.message_type(p) for p in ({}, {"__SHARDINGKEY": "g"}, {"TIMER_DELIVER_MS": "1"}, {"DELAY": "2"},
+                                          {"TRAN_MSG": "true", "__SHARDINGKEY": "g"})] == \
+        ["NORMAL", "FIFO", "DELAY", "DELAY", "TRANSACTION"]
+    for ck in (None, "5 1000"):
+        with pytest.raises(ProxyError):
+            cm.popped_handle(MessageExt("T", 3, 7, 4242, 0, 0, "", "", b"", {} if ck is None else {"POP_CK": ck}))
 
 
 def test_a_groups_policy_is_read_from_its_config_and_bad_configs_are_refused() -> None:

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-from google.protobuf import json_format
 from hypothesis import given
 from hypothesis import strategies as st
 
 from namesrv.protocol.models import BrokerData, QueueData, TopicRouteData
-from namesrv.proxy.descriptors import load
 from namesrv.proxy.route import (
+    address_scheme,
     assignments,
     consistent_hash,
-    endpoints,
     java_string_hash,
     message_queues,
     select_queue,
     write_queues,
 )
-
-P = load()
-PROXY = endpoints("127.0.0.1", 8081)
-TOPIC = {"name": "T"}
 
 
 def route(*groups: tuple[str, int, int, int], slaves: bool = False) -> TopicRouteData:
@@ -29,29 +23,23 @@ def route(*groups: tuple[str, int, int, int], slaves: bool = False) -> TopicRout
     return TopicRouteData([QueueData(name, r, w, perm) for name, r, w, perm in groups], brokers)
 
 
-def test_queues_by_permission_with_the_proxy_as_every_broker() -> None:
-    queues = message_queues(TOPIC, route(("a", 4, 2, 6), ("b", 2, 2, 4)), PROXY)
-    assert [(q["broker"]["name"], q["id"], q["permission"]) for q in queues] == [
+def test_queues_by_permission() -> None:
+    queues = message_queues(route(("a", 4, 2, 6), ("b", 2, 2, 4)))
+    assert [(q.broker_name, q.queue_id, q.permission) for q in queues] == [
         ("a", 0, "READ"), ("a", 1, "READ"), ("a", 2, "READ_WRITE"), ("a", 3, "READ_WRITE"),
         ("b", 0, "READ"), ("b", 1, "READ")]
-    assert all(q["broker"]["endpoints"] == PROXY for q in queues)
-    assert set(queues[0]["accept_message_types"]) == {"NORMAL", "FIFO", "DELAY", "TRANSACTION"}
-    parsed = P.new("QueryRouteResponse")
-    json_format.ParseDict({"message_queues": queues}, parsed)  # the dicts are the message's JSON form
-    assert parsed.message_queues[0].broker.endpoints.addresses[0].port == 8081
-    no_access = message_queues(TOPIC, route(("a", 0, 0, 0)), PROXY)
-    assert [q["permission"] for q in no_access] == ["NONE"]
-    with_slave = message_queues(TOPIC, route(("a", 1, 1, 6), slaves=True), PROXY)
-    assert [q["broker"]["id"] for q in with_slave] == [0, 1]
+    no_access = message_queues(route(("a", 0, 0, 0)))
+    assert [q.permission for q in no_access] == ["NONE"]
+    with_slave = message_queues(route(("a", 1, 1, 6), slaves=True))
+    assert [q.broker_id for q in with_slave] == [0, 1]
+    assert (address_scheme("127.0.0.1"), address_scheme("proxy.local")) == ("IPv4", "DOMAIN_NAME")
 
 
 def test_assignments_one_per_readable_master_or_each_queue_when_fifo() -> None:
     r = route(("a", 4, 4, 6), ("b", 2, 2, 2), ("c", 3, 3, 4))
-    assert [(a["message_queue"]["broker"]["name"], a["message_queue"]["id"]) for a in assignments(TOPIC, r, PROXY,
-                                                                                                   False)] == \
-        [("a", -1), ("c", -1)]
-    assert len(assignments(TOPIC, r, PROXY, True)) == 7
-    assert assignments(TOPIC, route(("a", 4, 4, 2)), PROXY, False) == []
+    assert [(q.broker_name, q.broker_id, q.queue_id) for q in assignments(r, False)] == [("a", 0, -1), ("c", 0, -1)]
+    assert len(assignments(r, True)) == 7
+    assert assignments(route(("a", 4, 4, 2)), False) == []
 
 
 def test_write_queues_and_selection() -> None:
