@@ -326,7 +326,9 @@ class BrokerController:
 
     # ------------------------------------------------------------------ steps
     async def _flush(self) -> None:
+        """ASYNC_FLUSH's flush: the commit log, and the pop journal's acks written since the last."""
         await asyncio.to_thread(self.store.flush)
+        await self.processor.pop_state.flush()
 
     async def _clean(self) -> None:
         """Retention (namesrv.store.retention), in a worker thread: the loop never waits for it."""

@@ -1,6 +1,7 @@
 """The invisibility index on disk: a broker restart loses no message in flight (at-least-once).
 
-One JSON object per line, appended and fsynced before the request that made it is answered:
+One JSON object per line, appended before the request that made it is answered, and fsynced then
+or later as the broker's flush mode says (namesrv.broker.pop.state):
 
     {"op": "pop", "e": [[group, topic, queueId, offset, originTopic, ckOffset, popTime, invisibleTime, order], ...],
      "next": [group, topic, queueId, nextOffset]}
@@ -120,14 +121,26 @@ class PopJournal:
 
     def append(self, *records: dict[str, Any]) -> None:
         """Append records and fsync (blocking). A no-op without a path."""
+        self.append_batch(list(records), True)
+
+    def append_batch(self, records: list[dict[str, Any]], fsync: bool) -> None:
+        """Append records, written to the OS, and fsynced when `fsync` (blocking). A no-op without a
+        path."""
         if self._file is None or not records:
             return
         data = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
         with self._lock:
             self._file.write(data)
             self._file.flush()
-            os.fsync(self._file.fileno())
+            if fsync:
+                os.fsync(self._file.fileno())
             self.records += len(records)
+
+    def sync(self) -> None:
+        """Fsync what was appended (blocking)."""
+        with self._lock:
+            if self._file is not None:
+                os.fsync(self._file.fileno())
 
     def should_compact(self, live: int) -> bool:
         return self._file is not None and self.records >= max(COMPACT_MIN_RECORDS, 4 * live)
@@ -148,6 +161,8 @@ class PopJournal:
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
+                self._file.flush()
+                os.fsync(self._file.fileno())
                 self._file.close()
                 self._file = None
 

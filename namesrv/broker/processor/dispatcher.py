@@ -77,6 +77,7 @@ from namesrv.protocol.message.types import MessageInner
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext, refusal_of
 from namesrv.store.message_store import MessageStore
+from namesrv.store.types import FlushDiskType
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class BrokerProcessor:
         self.admin = AdminRuntimeProcessor(self.context)
         self.transactions = EndTransactionProcessor(self.context)
         self.recaller = RecallMessageProcessor(self.context, self.sender)
-        self.pop_state = PopState(clock, pop_journal)
+        self.pop_state = PopState(clock, pop_journal, sync_acks=config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
         self.pop_state.open(offsets)
         self.context.metadata.follow_pop_state(self.pop_state)  # in flight on the replicas too
         self.popper = PopMessageProcessor(self.context, self.pop_state)

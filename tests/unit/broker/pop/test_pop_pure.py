@@ -186,6 +186,35 @@ def test_state_group_commits_and_compacts(tmp_path: Path, monkeypatch: pytest.Mo
     again.close()
 
 
+@pytest.mark.parametrize("sync_acks", [True, False])
+def test_acks_are_fsynced_before_their_answer_only_under_sync_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    sync_acks: bool) -> None:
+    """A pop's record is always fsynced before it is answered; an ack's too under SYNC_FLUSH, under
+    ASYNC_FLUSH it is written (the file holds it) and fsynced by `flush`."""
+    path = tmp_path / "pop.journal"
+    state = PopState(ManualClock(0), path, sync_acks=sync_acks)
+    state.open(ConsumerOffsetManager(None))
+    synced: list[int] = []
+    monkeypatch.setattr(journal_mod.os, "fsync", lambda fd: synced.append(fd))
+
+    async def work() -> tuple[int, int, int]:
+        e = entry(0, 0)
+        state.index.add(e)
+        await state.record(pop_record([e], ("G", "T", 0, 1)))
+        after_pop = len(synced)
+        state.index.ack(e.key, 0)
+        await state.record(ack_record(e))
+        after_ack = len(synced)
+        assert b'"op":"ack"' in path.read_bytes(), "written before it is answered"
+        await state.flush()
+        return after_pop, after_ack, len(synced)
+
+    after_pop, after_ack, after_flush = asyncio.run(work())
+    assert after_pop == 1
+    assert (after_ack, after_flush) == ((2, 2) if sync_acks else (1, 2))
+    state.close()
+
+
 def test_the_acl_asks_sub_on_the_topic_and_the_group_of_every_pop_code() -> None:
     from namesrv.acl.broker_resources import wire_resources
     from namesrv.acl.plain_acl import SUB
