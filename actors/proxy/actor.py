@@ -15,7 +15,7 @@ import grpc
 
 from actors.proxy.routes import RouteCache
 from actors.proxy.service import MessagingService
-from namesrv.proxy.descriptors import load
+from namesrv.proxy.descriptors import SERVICE, load
 from namesrv.proxy.settings import ProxyConfig
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class ProxyActor:
                     raise OSError(f"proxy {self.name} cannot listen on {self.host}:{self.port}")
                 client_id = f"{socket.gethostname()}@{os.getpid()}@{self.name}"
                 service = MessagingService(proto, self.config, routes, client_id, self.host, bound)
-                server.add_generic_rpc_handlers((service.handler(),))
+                server.add_registered_method_handlers(SERVICE, service.method_handlers())
                 await server.start()
                 routes.start()
                 self.port, self._server, self._routes = bound, server, routes

@@ -33,7 +33,7 @@ from namesrv.proxy import status as st
 from namesrv.proxy import transaction as txn
 from namesrv.proxy.answers import Answers
 from namesrv.proxy.consume import check_group
-from namesrv.proxy.descriptors import SERVICE, Protocol
+from namesrv.proxy.descriptors import Protocol
 from namesrv.proxy.send import check_topic, plan_send
 from namesrv.proxy.settings import ProxyConfig
 from namesrv.proxy.status import ProxyError
@@ -61,12 +61,16 @@ class MessagingService:
                                           lambda client_id: self.consumer.renewals.drop_client(client_id))
         self.consumer = ConsumerRpcs(proto, config, routes, self.brokers, self.groups, self.answers)
         self._counter = itertools.count()
+        self._writable: dict[str, tuple[TopicRouteData, list[routing.WriteQueue]]] = {}
+        """A topic's write queues, by the route they were read from (made again when it changes)."""
         self.calls: dict[str, int] = {}
         self.sent = 0
 
     # ------------------------------------------------------------------ plumbing
-    def handler(self) -> grpc.GenericRpcHandler:
-        handlers = {}
+    def method_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        """The service's methods by name, for `add_registered_method_handlers`: registered with the
+        gRPC core, a call finds its handler there rather than through a generic handler's lookup."""
+        handlers: dict[str, grpc.RpcMethodHandler] = {}
         for name, (req_cls, resp_cls, client_stream, server_stream) in self.p.methods().items():
             behaviour = self._behaviour(name, resp_cls)
             kwargs = {"request_deserializer": decoder(req_cls), "response_serializer": resp_cls.SerializeToString}
@@ -76,7 +80,7 @@ class MessagingService:
                 handlers[name] = grpc.unary_stream_rpc_method_handler(behaviour, **kwargs)
             else:
                 handlers[name] = grpc.unary_unary_rpc_method_handler(behaviour, **kwargs)
-        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+        return handlers
 
     def _status(self, code: str, message: str) -> Any:
         return self.answers.status(code, message)
@@ -180,10 +184,15 @@ class MessagingService:
         return self._ok("NotifyClientTerminationResponse")
 
     # ------------------------------------------------------------------ sending
+    def _write_queues(self, topic: str, route: TopicRouteData) -> list[routing.WriteQueue]:
+        cached = self._writable.get(topic)
+        if cached is None or cached[0] is not route:
+            cached = self._writable[topic] = (route, routing.write_queues(route))
+        return cached[1]
+
     async def send_message(self, request: Any, context: Any) -> Any:
         plan = plan_send(list(request.messages), self.config, int(time.time() * 1000))
-        route = await self.routes.get(plan.topic)
-        queues = routing.write_queues(route)
+        queues = self._write_queues(plan.topic, await self.routes.get(plan.topic))
         if not queues:
             raise ProxyError("FORBIDDEN", f"no writable queue for topic {plan.topic}")
         queue = routing.select_queue(queues, plan.sharding_key, next(self._counter))
