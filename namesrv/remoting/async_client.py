@@ -90,15 +90,21 @@ class AsyncRemotingClient:
                      timeout_s: float = 3.0) -> RemotingCommand:
         """Send one request and await its answer (RemotingTimeoutError, RemotingConnectError)."""
         cmd = self._command(code, ext, body, 0)
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
+        # one timer, not asyncio.wait_for (a waiter future and callbacks more per request)
+        timer = loop.call_later(timeout_s, self._expire, fut, timeout_s)
         try:
             self._write(cmd)
-            return await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            raise RemotingTimeoutError(f"{self.address} did not answer in {timeout_s} s") from None
+            return await fut
         finally:
+            timer.cancel()
             self._pending.pop(cmd.opaque, None)
+
+    def _expire(self, fut: asyncio.Future[RemotingCommand], timeout_s: float) -> None:
+        if not fut.done():
+            fut.set_exception(RemotingTimeoutError(f"{self.address} did not answer in {timeout_s} s"))
 
     def invoke_oneway(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None) -> None:
         self._write(self._command(code, ext, body, 2))
