@@ -17,7 +17,6 @@ from actors.proxy.routes import RouteCache
 from namesrv.common.clock import system_clock
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.decoder import decode_messages
-from namesrv.protocol.types import InvalidInput
 from namesrv.proxy import consume as cm
 from namesrv.proxy import route as routing
 from namesrv.proxy import status as st
@@ -80,7 +79,7 @@ class ConsumerRpcs:
                 for m, earlier in zip(found, cm.order_attempts(ext, found), strict=True):
                     m.reconsume_times = earlier
             converted = [self.answers.received(m, request.message_queue.topic, invisible_ms) for m in found]
-        except (InvalidInput, ProxyError) as e:
+        except (ValueError, ProxyError) as e:  # InvalidInput (a ValueError), or a value protobuf refuses
             log.warning("pop answer not converted: %s", e)
             yield resp(status=self._status("INTERNAL_SERVER_ERROR", f"pop answer not readable: {e}"))
             return
