@@ -19,34 +19,24 @@ Needs root (namespaces, nftables)."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import ray
 
-from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec, ClusterSpec
-from clients.chaos.hosts.nemesis import Nemesis
-from clients.chaos.hosts.netns import Hosts, HostsUnavailable, missing_host_tools
 from clients.chaos.hosts.ray_nodes import RayOnHosts
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.config import ALL_INTERFACES
-from tests.support.multinode import deployed
 from tests.support.raw_remoting import RawClient
-from tests.support.ray_cluster import FAILOVER_HA, broker_status, release_shared_ray, unique_namespace
+from tests.support.ray_cluster import FAILOVER_HA, broker_status
+from tests.support.test_bed import Bed, deployed_bed, require_test_bed
 
-if os.geteuid() != 0:
-    pytest.skip("the multi-host test bed needs root (network namespaces, veth pairs, nftables)",
-                allow_module_level=True)
-if missing_host_tools():
-    raise HostsUnavailable(f"the multi-host test bed needs {', '.join(missing_host_tools())}: "
-                           "bash run.sh test installs them (ensure_netns_tools)")
+require_test_bed()
 
 HOSTS = 3
 CONTROL_HOST, SLAVE_HOST, MASTER_HOST = 0, 1, 2
@@ -57,24 +47,12 @@ RAY_HEALTH = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_per
 BOUND_S = 60.0
 
 
-@dataclass
-class Bed:
-    hosts: Hosts
-    cluster: RayOnHosts
-    dep: Deployment
-    nemesis: Nemesis
-
-
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
-    release_shared_ray()
-    if ray.is_initialized():
-        ray.shutdown()
     data = tmp_path_factory.mktemp("cutoff") / "data"
-    with Hosts(HOSTS) as hosts, RayOnHosts(hosts, ray_env=RAY_HEALTH) as cluster:
-        namespace = unique_namespace("cutoff")
-        cluster.connect(namespace)
-        spec = ClusterSpec(
+
+    def spec(cluster: RayOnHosts, namespace: str) -> ClusterSpec:
+        made = ClusterSpec(
             namesrv_count=1,
             brokers=[BrokerSpec("broker-a", 0, node_id=cluster.node_id(MASTER_HOST)),
                      BrokerSpec("broker-a", 1, node_id=cluster.node_id(SLAVE_HOST))],
@@ -82,9 +60,11 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
             broker_overrides=FAILOVER_HA | {"broker_role": "ASYNC_MASTER"},
             namesrv_port=0, broker_port=0, listen_host=ALL_INTERFACES,
         )
-        spec.namesrv_node_ids = [cluster.node_id(CONTROL_HOST)]
-        with deployed(spec) as dep:
-            yield Bed(hosts, cluster, dep, Nemesis(hosts))
+        made.namesrv_node_ids = [cluster.node_id(CONTROL_HOST)]
+        return made
+
+    with deployed_bed(HOSTS, spec, "cutoff", ray_env=RAY_HEALTH) as bed:
+        yield bed
 
 
 def send_straight(client: RawClient, i: int) -> tuple[int, str]:

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -26,30 +24,22 @@ from actors.deployment.launcher import Deployment
 from actors.deployment.profiles import get_profile
 from actors.deployment.spec import BrokerSpec, ClusterSpec
 from clients.admin.client import AdminClient
-from clients.chaos.hosts.nemesis import Nemesis
-from clients.chaos.hosts.netns import Hosts, HostsUnavailable, missing_host_tools, netns_pids, remove_leftovers
+from clients.chaos.hosts.netns import Hosts, netns_pids, remove_leftovers
 from clients.chaos.hosts.ray_nodes import RayOnHosts
 from clients.consumer.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
 from clients.producer.producer import Message, Producer
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.config import ALL_INTERFACES
-from tests.support.multinode import deployed
 from tests.support.ray_cluster import (
     broker_names,
-    release_shared_ray,
     route_of,
-    unique_namespace,
     wait_for_route_everywhere,
     wait_registered_everywhere,
 )
+from tests.support.test_bed import Bed, deployed_bed, require_test_bed
 
-if os.geteuid() != 0:
-    pytest.skip("the multi-host test bed needs root (network namespaces, veth pairs, nftables)",
-                allow_module_level=True)
-if missing_host_tools():
-    raise HostsUnavailable(f"the multi-host test bed needs {', '.join(missing_host_tools())}: "
-                           "bash run.sh test installs them (ensure_netns_tools)")
+require_test_bed()
 
 HOSTS = 3
 NS0_HOST, NS1_HOST, BROKER_A_HOST = 0, 1, 2
@@ -67,24 +57,12 @@ CONVERGE_BOUND_S = 60.0
 stalled TCP connection's retransmission back-off (it doubles while the cut lasts)."""
 
 
-@dataclass
-class Bed:
-    hosts: Hosts
-    cluster: RayOnHosts
-    dep: Deployment
-    nemesis: Nemesis
-
-
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
-    release_shared_ray()
-    if ray.is_initialized():
-        ray.shutdown()
     data = tmp_path_factory.mktemp("hosts") / "data"
-    with Hosts(HOSTS) as hosts, RayOnHosts(hosts) as cluster:
-        namespace = unique_namespace("hosts")
-        cluster.connect(namespace)
-        spec = ClusterSpec(
+
+    def spec(cluster: RayOnHosts, namespace: str) -> ClusterSpec:
+        made = ClusterSpec(
             namesrv_count=2,
             brokers=[BrokerSpec("broker-a", node_id=cluster.node_id(BROKER_A_HOST)),
                      BrokerSpec("broker-b", node_id=cluster.node_id(NS0_HOST))],
@@ -92,12 +70,15 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
             namesrv_overrides={"broker_channel_expired_time_ms": EXPIRY_MS},
             namesrv_port=0, broker_port=0, listen_host=ALL_INTERFACES,
         )
-        spec.namesrv_node_ids = [cluster.node_id(NS0_HOST), cluster.node_id(NS1_HOST)]
-        with deployed(spec) as dep:
-            AdminClient(dep).create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
-            wait_registered_everywhere(dep, timeout=60)
-            wait_for_route_everywhere(dep, TOPIC, lambda r: broker_names(r) == EVERY, timeout=60, what="with both")
-            yield Bed(hosts, cluster, dep, Nemesis(hosts))
+        made.namesrv_node_ids = [cluster.node_id(NS0_HOST), cluster.node_id(NS1_HOST)]
+        return made
+
+    with deployed_bed(HOSTS, spec, "hosts") as bed:
+        dep = bed.dep
+        AdminClient(dep).create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
+        wait_registered_everywhere(dep, timeout=60)
+        wait_for_route_everywhere(dep, TOPIC, lambda r: broker_names(r) == EVERY, timeout=60, what="with both")
+        yield bed
 
 
 def names_on(dep: Deployment, namesrv: str) -> set[str]:
