@@ -28,7 +28,7 @@ from actors.broker.ha.service import HAClient
 from actors.broker.registration import NamesrvRegistrar
 from actors.broker.to_client import Broker2Client
 from actors.namesrv.housekeeping import BrokerChannel, BrokerHousekeepingService
-from actors.runtime.metrics import FLUSH_INTERVAL_S, NO_METRICS, Metrics
+from actors.runtime.metrics import BROKER_UNTAGGED, FLUSH_INTERVAL_S, NO_METRICS, Metrics
 from namesrv.acl.plain_acl import SUB, AclManager
 from namesrv.acl.rpc_hook import AclHook, check_broker
 from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
@@ -355,7 +355,7 @@ class BrokerController:
         for (kind, result), total in stats.items():
             delta = total - self._flushed_stats[(kind, result)]
             if delta:
-                if kind == "pulled_messages":
+                if kind in BROKER_UNTAGGED:
                     self.metrics.inc(kind, delta)
                 else:
                     self.metrics.inc(kind, delta, result=result)

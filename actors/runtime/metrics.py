@@ -204,10 +204,17 @@ def broker_metrics(owner: str) -> Metrics:
     m.counter("sends", "Messages offered to the broker, by answer code", ("result",))
     m.counter("pulls", "PULL_MESSAGE answers, by answer code", ("result",))
     m.counter("pulled_messages", "Messages handed out by pulls")
+    m.counter("pops", "POP_MESSAGE answers, by whether they found messages", ("result",))
+    m.counter("pop_acks", "Popped messages acknowledged (ACK_MESSAGE and BATCH_ACK entries)")
+    m.counter("pop_changes", "CHANGE_MESSAGE_INVISIBLETIME requests applied")
     m.gauge("store_size_bytes", "Commit log bytes kept (max offset minus min: what retention deleted left out)")
     m.gauge("messages", "Messages in the store")
     m.counter("acl_rejections", "Requests refused by the ACL, by reason", ("reason",))
     return m
+
+
+BROKER_UNTAGGED = frozenset({"pulled_messages", "pop_acks", "pop_changes"})
+"""The broker's counters that carry no result tag (the processor counts them under result "")."""
 
 
 def producer_metrics(owner: str) -> Metrics:

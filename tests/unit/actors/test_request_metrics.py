@@ -65,3 +65,21 @@ def test_a_made_up_code_is_counted_without_keeping_a_tally() -> None:
     m.flush()
     assert sum(v[0] for v in counts.values.values()) == 1
     assert not hook._tallies
+
+
+def test_every_count_the_broker_processors_keep_is_a_declared_broker_counter() -> None:
+    """The processors count into `ctx.stats[(kind, result)]` and the broker's flush hands each kind to
+    the counter of that name: a kind with no declared counter failed every flush (KeyError 'pops').
+    Every kind the broker's code counts must be declared, with a result tag unless it is untagged."""
+    import re
+    from pathlib import Path
+
+    from actors.runtime.metrics import BROKER_UNTAGGED, broker_metrics
+
+    root = Path(__file__).resolve().parents[3] / "namesrv" / "broker"
+    counted = {m.group(1) for f in root.rglob("*.py")
+               for m in re.finditer(r'stats\[\("(\w+)",', f.read_text())}
+    assert {"sends", "pulls", "pops", "pop_acks"} <= counted
+    declared = broker_metrics("t")
+    assert counted <= set(declared._counters), f"counted but not declared: {counted - set(declared._counters)}"
+    assert BROKER_UNTAGGED <= counted
