@@ -22,7 +22,9 @@ Why it is safe:
   that stops answering (a client cut off from a NameServer does not keep what it said before).
 - Split brain after a failover (one NameServer still naming the old master of a set, another the new
   one): the first view wins, as the one NameServer a RocketMQ client asks would; what decides a
-  write is the broker, which refuses sends once it is no longer master (actors.broker.ha).
+  write is the broker, which refuses sends once it is no longer master (actors.broker.ha) and, cut
+  off from the controller, once its lease ran out, before another master can be elected
+  (namesrv.broker.lease).
 """
 
 from __future__ import annotations
