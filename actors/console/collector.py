@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +50,7 @@ from actors.controller.actor import CONTROLLER_NAME
 from actors.deployment.registry import DeploymentRecord
 from namesrv.acl.plain_acl import SessionCredentials, credentials_only, long_poll_content, signed
 from namesrv.client.rebalance.strategies import AllocateMessageQueueAveragely
+from namesrv.common.clock import system_clock
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
@@ -70,10 +70,6 @@ class CollectorPeriods:
     namesrv_period_s: float = 1.0
     stats_period_s: float = 5.0
     long_poll_s: float = 5.0
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Collector:
@@ -231,7 +227,7 @@ class Collector:
             view.topics = topics
             for gone in set(view.routes) - topics:
                 del view.routes[gone]
-        view.seen_ms = now_ms()
+        view.seen_ms = system_clock()
 
     async def _route_loop(self, name: str) -> None:
         """Hold a long-poll on every topic this NameServer lists; apply what it pushes."""
@@ -352,7 +348,7 @@ class Collector:
                       for e in status.get("role_log") or []],
             controller_id=(status.get("controller") or {}).get("controller_broker_id"),
             lease=(status.get("controller") or {}).get("lease"),
-            seen_ms=now_ms())
+            seen_ms=system_clock())
 
     async def _refresh_controller(self) -> None:
         """The controller's stats, once per tick (no controller in the namespace: nothing to show)."""
@@ -375,7 +371,7 @@ class Collector:
         view = ControllerView(str(stats.get("name", CONTROLLER_NAME)), elections=int(stats.get("elections", 0)),
                               deaths=list(stats.get("deaths", [])),
                               live_brokers=[(str(n), int(i)) for n, i in stats.get("live_brokers", [])],
-                              seen_ms=now_ms())
+                              seen_ms=system_clock())
         view.sets = {name: BrokerSetState(
             name, s.get("master_broker_id"), s.get("master_address"), int(s.get("master_epoch", 0)),
             tuple(s.get("sync_state_set", ())), int(s.get("sync_state_set_epoch", 0)),
@@ -466,7 +462,7 @@ class Collector:
         return view
 
     def _event(self, what: str) -> None:
-        self.state.events.appendleft(Event(now_ms(), what))
+        self.state.events.appendleft(Event(system_clock(), what))
 
 
 def _first_float(text: str | None) -> float:

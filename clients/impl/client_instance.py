@@ -307,6 +307,13 @@ class MQClientInstance:
                 except Exception as e:
                     log.warning("route poll for %s failed: %s", topic, e)
 
+    def _long_poll_wait_s(self) -> float:
+        """How long a push thread waits for its long-poll's answer. Bounded: a hung (not dead)
+        NameServer must not hold the thread forever; it answers within its long-poll timeout (at
+        most 60 s by default) when healthy."""
+        timeout = self.long_poll_timeout_s
+        return (timeout if timeout is not None else 60.0) + self.namesrv.call_timeout_s
+
     def _push_loop(self) -> None:
         """Hold a long-poll on the current NameServer with the route versions we have."""
         held_on: str | None = None
@@ -317,12 +324,9 @@ class MQClientInstance:
             if not versions:
                 self._stop.wait(0.05)
                 continue
-            timeout = self.long_poll_timeout_s
-            # Bounded: a hung (not dead) NameServer must not hold the push thread forever; it
-            # answers within its long-poll timeout (at most 60 s by default) when healthy.
-            wait_s = (timeout if timeout is not None else 60.0) + self.namesrv.call_timeout_s
             try:
-                changes = self.namesrv.listen_for_change(name, versions, timeout, wait_s, self._stop)
+                changes = self.namesrv.listen_for_change(name, versions, self.long_poll_timeout_s,
+                                                         self._long_poll_wait_s(), self._stop)
             except Exception as e:
                 log.info("route long-poll on %s failed (%s): next name server", name, type(e).__name__)
                 self.namesrv.move_off(name)
@@ -343,11 +347,9 @@ class MQClientInstance:
             if not topics:
                 self._stop.wait(0.05)
                 continue
-            timeout = self.long_poll_timeout_s
-            wait_s = (timeout if timeout is not None else 60.0) + self.namesrv.call_timeout_s
             try:
-                changes = self.namesrv.listen_for_change(name, views.held_versions(name, topics), timeout, wait_s,
-                                                         self._stop)
+                changes = self.namesrv.listen_for_change(name, views.held_versions(name, topics),
+                                                         self.long_poll_timeout_s, self._long_poll_wait_s(), self._stop)
             except Exception as e:
                 log.info("route long-poll on %s failed (%s): its views are dropped", name, type(e).__name__)
                 for topic in views.lost(name):

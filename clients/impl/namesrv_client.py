@@ -68,15 +68,25 @@ class NameServerClient:
             if self.current == name:
                 self._index = (self._index + 1) % len(self.namesrv_names)
 
-    def call_on(self, name: str, method: str, **kwargs: Any) -> RemotingResponse:
-        """One request to one NameServer; raises RayActorError / GetTimeoutError / ValueError (no
-        such actor) when it cannot answer, NameServerNotReady when it is still in its window."""
+    def _submit(self, name: str, method: str, **kwargs: Any) -> Any:
+        """One signed request to NameServer `name`, submitted (ValueError: no such actor)."""
         body = kwargs.get("body")
-        resp: RemotingResponse = ray.get(getattr(self.handle(name), method).remote(
-            **signed(kwargs, body if isinstance(body, bytes) else None, self.credentials)), timeout=self.call_timeout_s)
+        return getattr(self.handle(name), method).remote(
+            **signed(kwargs, body if isinstance(body, bytes) else None, self.credentials))
+
+    @staticmethod
+    def _answer(ref: Any, timeout_s: float) -> RemotingResponse:
+        """A submitted request's answer; raises RayActorError / GetTimeoutError when it has none in
+        time, NameServerNotReady when its NameServer is still in its window."""
+        resp: RemotingResponse = ray.get(ref, timeout=timeout_s)
         if resp.not_ready:
             raise NameServerNotReady(resp.remark or "name server not ready")
         return resp
+
+    def call_on(self, name: str, method: str, **kwargs: Any) -> RemotingResponse:
+        """One request to one NameServer; raises RayActorError / GetTimeoutError / ValueError (no
+        such actor) when it cannot answer, NameServerNotReady when it is still in its window."""
+        return self._answer(self._submit(name, method, **kwargs), self.call_timeout_s)
 
     def call(self, method: str, **kwargs: Any) -> RemotingResponse:
         """Sticky on one NameServer while it answers; on failure move to the next, once round."""
@@ -116,16 +126,13 @@ class NameServerClient:
         answers: dict[str, tuple[TopicRouteData | None, int] | Exception] = {}
         for name in self.namesrv_names:
             try:
-                refs[name] = self.handle(name).get_routeinfo_by_topic.remote(
-                    **signed({"topic": topic}, None, self.credentials))
+                refs[name] = self._submit(name, "get_routeinfo_by_topic", topic=topic)
             except ValueError as e:  # no such actor
                 answers[name] = e
         deadline = time.monotonic() + self.call_timeout_s
         for name, ref in refs.items():
             try:
-                resp: RemotingResponse = ray.get(ref, timeout=max(deadline - time.monotonic(), 0.001))
-                if resp.not_ready:
-                    raise NameServerNotReady(resp.remark or "name server not ready")
+                resp = self._answer(ref, max(deadline - time.monotonic(), 0.001))
                 absent = resp.code == ResponseCode.TOPIC_NOT_EXIST
                 answers[name] = (None, int(resp.ext_fields.get("routeVersion", -1))) if absent else \
                     self._route(topic, resp)

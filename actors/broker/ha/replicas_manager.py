@@ -195,12 +195,13 @@ class ReplicasManager:
         my_id = self.broker_id
         if my_id is None:
             return
-        sent_ms = monotonic_clock()
+        lease = self.lease
+        sent_ms = lease.clock() if lease is not None else 0
         result = await self._call("heartbeat", self.cluster_name, self.broker_name, self.addr, my_id,
                                   epoch=self.epoch_cache.last_epoch(), max_offset=self.owner.store.size_bytes(),
                                   channel=self.channel)
-        if result is not None and result.ok and self.lease is not None:
-            self.lease.renewed(sent_ms)  # the controller heard from us no earlier than sent_ms
+        if result is not None and result.ok and lease is not None:
+            lease.renewed(sent_ms)  # the controller heard from us no earlier than sent_ms
         if result is None or not self.registered:
             return
         h = result.header
