@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clients.analysis.errors import FaultTimelineError
-from clients.chaos.schema import FAULT_TIMELINE_COLUMNS, TIMELINE_KINDS
+from clients.chaos.schema import FAULT_TIMELINE_COLUMNS, OPTIONAL_TIMELINE_COLUMNS, TIMELINE_KINDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,8 +37,18 @@ def fault_spark_schema() -> StructType:
     )
 
 
+def _with_optional(table: pa.Table) -> pa.Table:
+    """The timeline with the columns a run may leave out (OPTIONAL_TIMELINE_COLUMNS) added as nulls."""
+    schema = fault_arrow_schema()
+    for name in OPTIONAL_TIMELINE_COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, schema.field(name).type))
+    return table
+
+
 def write_faults(path: str | os.PathLike[str], table: pa.Table) -> None:
     """Write a fault timeline (used by tests and tools; the chaos suite may write its own)."""
+    table = _with_optional(table)
     pq.write_table(table.select(fault_arrow_schema().names).cast(fault_arrow_schema()), str(path))
 
 
@@ -64,6 +74,7 @@ def read_faults_arrow(path: str | os.PathLike[str]) -> pa.Table:
             table = pq.read_table(file)
         except (pa.ArrowException, OSError) as exc:
             raise FaultTimelineError(f"corrupt fault timeline file {file}: {exc}") from exc
+        table = _with_optional(table)
         missing = [n for n in expected.names if n not in table.column_names]
         if missing:
             raise FaultTimelineError(f"fault timeline {file} lacks columns {missing}")

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from clients.chaos.schema import KILL_NAMESRV, MIX_KINDS, TIMELINE_KINDS
+from clients.chaos.schema import (
+    HOST_FAULTS,
+    ISOLATE_HOST,
+    KILL_NAMESRV,
+    MIX_KINDS,
+    PARTITION_BROKER_NAMESRV,
+    TIMELINE_KINDS,
+)
 from clients.chaos.summary import revival_of
 
 if TYPE_CHECKING:
@@ -26,7 +33,7 @@ class Plot:
     """`data:image/png;base64,...`: the image itself, no file beside the report."""
 
 
-FAULT_COLOR, OUTAGE_COLOR = "crimson", "#8b008b"
+FAULT_COLOR, OUTAGE_COLOR, CUT_COLOR = "crimson", "#8b008b", "#d2691e"
 LIVENESS_COLORS = {"advertised": "#c8c8c8", "alive": "#2e8b57", "expired": "#ff8c00"}
 
 
@@ -182,7 +189,9 @@ def plot_timeline(liveness: pd.DataFrame, faults: pd.DataFrame | None, t0_ms: in
                   x_label: str = "seconds since the run began", max_lanes: int = 40) -> Figure:
     """Every NameServer's view of every broker (liveness bars), with the faults over it: a broker
     fault shades that broker's lanes from the fault to its revival, a NameServer kill shades that
-    NameServer's lanes until it answered again, and a dashed line marks each fault."""
+    NameServer's lanes until it answered again, a host fault shades the lanes of the NameServers it
+    cuts from the broker (belief against reach: an advertised bar under that shade is a stale route,
+    a gap outside it a lost one) until the heal, and a dashed line marks each fault."""
     from matplotlib.patches import Patch
 
     lanes = sorted({(r.namesrv, r.broker_addr, r.broker_name) for r in liveness.itertuples()})
@@ -208,6 +217,11 @@ def plot_timeline(liveness: pd.DataFrame, faults: pd.DataFrame | None, t0_ms: in
         if f["kind"] == KILL_NAMESRV:
             hit = [i for i, (ns, _, _) in enumerate(lanes) if ns == f["target"]]
             color, hatch = OUTAGE_COLOR, "//"
+        elif f["kind"] in HOST_FAULTS:  # only the lanes of NameServers the cut keeps from the broker
+            addr = f.get("broker_addr") or f["target"]
+            hit = [i for i, (ns, a, _) in enumerate(lanes) if a == addr and (
+                f["kind"] == ISOLATE_HOST or (f["kind"] == PARTITION_BROKER_NAMESRV and ns == f.get("peer")))]
+            color, hatch = CUT_COLOR, "xx"
         else:
             addr = f.get("broker_addr") or f["target"]
             hit = [i for i, (_, a, name) in enumerate(lanes) if a == addr or name == f["target"]]
@@ -233,7 +247,10 @@ def plot_timeline(liveness: pd.DataFrame, faults: pd.DataFrame | None, t0_ms: in
                Patch(facecolor=LIVENESS_COLORS["advertised"], label="advertised"),
                Patch(facecolor=FAULT_COLOR, alpha=0.3, label="broker faulted until revived"),
                Patch(facecolor=OUTAGE_COLOR, alpha=0.3, hatch="//", label="NameServer killed until it answered")]
-    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=5, frameon=False)
+    if any(f["kind"] in HOST_FAULTS for f in _fault_spans(faults, end_ms)):
+        handles.append(Patch(facecolor=CUT_COLOR, alpha=0.3, hatch="xx",
+                             label="NameServer cut from the broker by the kernel until healed"))
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=3, frameon=False)
     title = "Faults over each NameServer's view of broker liveness (one lane per NameServer and broker)"
     pad = 100 if faults is not None and not faults.empty else 6  # room for the rotated fault labels
     ax.set_title(title + (f" — first {max_lanes} lanes" if truncated else ""), fontsize=10, pad=pad)

@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clients.analysis import fault_jobs, jobs, per_fault, placement
+from clients.analysis import fault_jobs, jobs, partition_jobs, per_fault, placement
 from clients.analysis.display import humanize
 from clients.analysis.inputs import ChaosRun
 from clients.cli.render import clock, table
@@ -71,6 +71,7 @@ ANALYSES: dict[str, Analysis] = {
     "detection_delays": lambda spark, s, f, o, m: fault_jobs.detection_delays(spark, s, f),
     "return_delays": lambda spark, s, f, o, m: fault_jobs.return_delays(spark, s, f),
     "stale_route_exposure": lambda spark, s, f, o, m: fault_jobs.stale_route_exposure(spark, s, f),
+    "partition_views": lambda spark, s, f, o, m: partition_jobs.partition_views(spark, s, f),
     "topic_placement_skew": lambda spark, s, f, o, m: placement.topic_placement_skew(
         spark, s, include_system_topics=o.include_system_topics
     ),

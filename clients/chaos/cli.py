@@ -12,12 +12,16 @@ Exit status 0 when every invariant holds, 1 when one fails, 2 when the run could
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import time
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from clients.chaos.hosts.faults import HostBed
     from clients.chaos.plan import ChaosConfig
 
 log = logging.getLogger(__name__)
@@ -36,7 +40,8 @@ def build_config(args: argparse.Namespace, namespace: str) -> ChaosConfig:
         down_time_s=args.down_time,
         snapshot_interval_ms=round(args.snapshot_interval * 1000), namespace=namespace,
         existing=getattr(args, "namespace", None) is not None, data_dir=args.data_dir, keep_data=args.keep_data,
-        slaves=args.slaves, broker_role=args.broker_role, controller=args.controller, broker_tcp=args.tcp_brokers,
+        slaves=args.slaves, broker_role=args.broker_role, controller=args.controller,
+        broker_tcp=args.tcp_brokers or bool(args.hosts), hosts=args.hosts,
     )
 
 
@@ -74,9 +79,27 @@ def _announce(cfg: ChaosConfig, faults: str) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _test_bed(count: int, namespace: str) -> Iterator[HostBed]:
+    """`count` hosts as network namespaces with a Ray node each, this process connected as the
+    driver; all of it torn down afterwards (needs root, nftables and iproute2)."""
+    from clients.chaos.hosts.faults import HostBed
+    from clients.chaos.hosts.nemesis import Nemesis
+    from clients.chaos.hosts.netns import Hosts, HostsUnavailable
+    from clients.chaos.hosts.ray_nodes import RayOnHosts
+
+    if os.geteuid() != 0:
+        raise HostsUnavailable("--hosts makes network namespaces and nftables rules: run it as root")
+    print(f"test bed: {count} hosts as network namespaces (a Ray node in each), torn down afterwards", flush=True)
+    with Hosts(count) as hosts, RayOnHosts(hosts) as cluster:
+        cluster.connect(namespace)
+        yield HostBed(hosts, cluster, Nemesis(hosts))
+
+
 def cmd_chaos(args: argparse.Namespace) -> int:
     import ray
 
+    from clients.chaos.hosts.netns import HostsUnavailable
     from clients.chaos.report import render_report
     from clients.chaos.run import run_chaos
     from clients.chaos.target import ChaosSetupError
@@ -94,20 +117,25 @@ def cmd_chaos(args: argparse.Namespace) -> int:
               "do; it needs a node-removal hook (run_chaos(cfg, lose_node=...) from Python, as the multi-node test "
               "cluster gives), which this command has none of: choose other --faults")
         return 2
-    started = time.monotonic()
-    if args.address:
-        ray.init(address=args.address, namespace=namespace, log_to_driver=False)
-    else:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, namespace=namespace, log_to_driver=False)
-    try:
-        if not _announce(cfg, args.faults):
-            return 2
-        report = run_chaos(cfg, args.out)
-    except ChaosSetupError as e:
-        print(f"namesrv chaos: {e}")
+    if cfg.hosts and args.address:
+        print("namesrv chaos: --hosts builds a test bed with a Ray cluster of its own; leave --address out")
         return 2
-    finally:
-        ray.shutdown()
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        try:
+            bed = stack.enter_context(_test_bed(cfg.hosts, namespace)) if cfg.hosts else None
+            if bed is None and args.address:
+                ray.init(address=args.address, namespace=namespace, log_to_driver=False)
+            elif bed is None:
+                ray.init(address="local", num_cpus=2, include_dashboard=False, namespace=namespace,
+                         log_to_driver=False)
+            stack.callback(ray.shutdown)
+            if not _announce(cfg, args.faults):
+                return 2
+            report = run_chaos(cfg, args.out, bed=bed)
+        except (ChaosSetupError, HostsUnavailable) as e:
+            print(f"namesrv chaos: {e}")
+            return 2
     print(render_report(report))
     print(f"total {time.monotonic() - started:.1f} s")
     return 0 if report.ok else 1
@@ -131,8 +159,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--fault-interval", type=float, default=4.0, help="seconds between faults (default 4)")
     p.add_argument("--faults", default=DEFAULT_FAULTS,
                    help=f"fault mix, kind[:weight] comma separated (default {DEFAULT_FAULTS}; also kill_master, "
-                        "sigkill_master, pause_slave; lose_master_node needs a node-removal hook, which only "
+                        "sigkill_master, pause_slave; with --hosts partition_broker_namesrv, partition_client_broker, "
+                        "isolate_host; lose_master_node needs a node-removal hook, which only "
                         "run_chaos(lose_node=...) gives, so it is refused here)")
+    p.add_argument("--hosts", type=int, default=0,
+                   help="run on a test bed of this many hosts (network namespaces on one bridge, a Ray node in "
+                        "each; needs root): each NameServer and broker on a host of its own, TCP brokers, the "
+                        "clients in the root namespace; the kernel's faults (--faults partition_broker_namesrv, "
+                        "partition_client_broker, isolate_host) need it (default 0: a local Ray)")
     p.add_argument("--down-time", type=float, default=2.0, help="seconds a killed broker stays down (default 2)")
     p.add_argument("--brokers", type=int, default=3, help="brokers of the private deployment (default 3)")
     p.add_argument("--slaves", type=int, default=0,

@@ -17,17 +17,22 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.deployment.launcher import Deployment
 from actors.runtime.ray_info import head_node_id
+from clients.chaos.hosts.faults import HostFaults
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector
 from clients.chaos.plan import ChaosConfig, FaultRecord, PlannedFault, Timing
 from clients.chaos.roles import MASTER_ROLES, broker_status, current_role
 from clients.chaos.schema import (
     BROKER_FAULTS,
     BROKER_REVIVALS,
+    HEAL,
+    ISOLATE_HOST,
     KILL_BROKER,
     KILL_MASTER,
     KILL_NAMESRV,
     LOSE_MASTER_NODE,
     MASTER_FAULTS,
+    PARTITION_BROKER_NAMESRV,
+    PARTITION_CLIENT_BROKER,
     PAUSE_SLAVE,
     RESTART_BROKER,
     RESTART_NAMESRV,
@@ -82,13 +87,17 @@ class ChaosDriver:
     a converged cluster. Stopped processes are always continued when `run` ends, however it ends.
 
     lose_master_node calls `lose_node` (see NodeRemover) with the node of the set's master; every
-    broker on that node goes into `lost` (never revived, never asked anything again).
+    broker on that node goes into `lost` (never revived, never asked anything again). The host
+    faults (partitions, isolation) are made by `host_faults` on the test bed, each healed by its
+    planned revival and every one of them when `run` ends, however it ends.
     """
 
     def __init__(self, dep: Deployment, cfg: ChaosConfig, observer: RouteObserver | None = None,
                  removals: RemovalLog | None = None, *, timing: Timing | None = None,
-                 snapshots: SnapshotCollector | None = None, lose_node: NodeRemover | None = None) -> None:
+                 snapshots: SnapshotCollector | None = None, lose_node: NodeRemover | None = None,
+                 host_faults: HostFaults | None = None) -> None:
         self.dep = dep
+        self.host_faults = host_faults
         self.lose_node = lose_node
         self.lost: set[str] = set()
         """Addresses of the brokers that went with a lost node."""
@@ -100,6 +109,8 @@ class ChaosDriver:
         self.timeline: list[FaultRecord] = []
         self.recovery_ms: dict[int, float] = {}
         """restart_broker fault_id -> ms from the restart call until the broker answered."""
+        self.cut_ms: dict[int, float] = {}
+        """heal fault_id -> how long the cut it removed lasted, ms (what its return bound counts)."""
         self._stopped: dict[str, tuple[int, str | None]] = {}
         self._open: dict[str, int] = {}
         self._faulted_at: dict[str, float] = {}
@@ -122,13 +133,18 @@ class ChaosDriver:
                 if self._halt.wait(max(0.0, due - time.monotonic())):
                     log.warning("chaos halted before %s %s", event.kind, event.target)
                     break
-                self.execute(event.kind, event.target)
+                self.execute(event.kind, event.target, event.peer)
         finally:
             self.release_stopped()
         return self.timeline
 
     def release_stopped(self) -> None:
-        """SIGCONT every broker still stopped (idempotent)."""
+        """SIGCONT every broker still stopped and heal every host fault (idempotent)."""
+        if self.host_faults is not None and self.host_faults.open:
+            try:
+                self.host_faults.heal_all()
+            except Exception:
+                log.exception("could not heal the host faults")
         with self._lock:
             stopped, self._stopped = dict(self._stopped), {}
         for addr, (pid, node) in stopped.items():
@@ -141,15 +157,18 @@ class ChaosDriver:
                 log.exception("could not SIGCONT %s (pid %d)", addr, pid)
 
     # -- one event
-    def execute(self, kind: str, target: str) -> FaultRecord:
-        """Make one fault or revival now and record it; a failed action is recorded (ok=False), not raised."""
-        handler = {
+    def execute(self, kind: str, target: str, peer: str | None = None) -> FaultRecord:
+        """Make one fault or revival now and record it; a failed action is recorded (ok=False), not raised.
+        `peer`: the NameServer a partition_broker_namesrv cuts the broker from."""
+        handler: dict[str, Callable[[str, FaultRecord], str]] = {
             KILL_BROKER: self._kill_broker, SIGKILL_BROKER: self._sigkill_broker,
             SIGSTOP_BROKER: self._sigstop_broker, SIGCONT_BROKER: self._sigcont_broker,
             RESTART_BROKER: self._restart_broker, KILL_NAMESRV: self._kill_namesrv,
             KILL_MASTER: self._kill_broker, SIGKILL_MASTER: self._sigkill_broker, PAUSE_SLAVE: self._sigstop_broker,
-            LOSE_MASTER_NODE: self._lose_node,
-        }[kind]
+            LOSE_MASTER_NODE: self._lose_node, PARTITION_BROKER_NAMESRV: self._partition_broker_namesrv,
+            PARTITION_CLIENT_BROKER: self._partition_client_broker, ISOLATE_HOST: self._isolate_host, HEAL: self._heal,
+        }
+        make = handler[kind]
         planned, found = None, ""
         if kind in SET_FAULTS:
             planned = target
@@ -165,12 +184,13 @@ class ChaosDriver:
             self._settle(target)
         revives = self._open.pop(target, None) if kind in BROKER_REVIVALS else None
         broker_addr = None if kind == KILL_NAMESRV else target
-        rec = FaultRecord(len(self.timeline), now_ms(), kind, target, broker_addr, revives=revives, planned=planned)
+        rec = FaultRecord(len(self.timeline), now_ms(), kind, target, broker_addr, revives=revives, planned=planned,
+                          peer=peer)
         self.timeline.append(rec)
         try:
             if planned is not None and target == planned:
                 raise LookupError(found)
-            detail = handler(target, rec)
+            detail = make(target, rec)
             detail = f"{found}; {detail}" if found else detail
             rec.detail = detail if rec.revives is None else f"revives fault {rec.revives}; {detail}"
         except Exception as e:
@@ -261,6 +281,31 @@ class ChaosDriver:
         self.lose_node(node)
         self.lost.update(on_node)
         return f"node {node[:12]} removed, with {', '.join(on_node)}; no revival"
+
+    def _hosts(self, kind: str) -> HostFaults:
+        if self.host_faults is None:
+            raise RuntimeError(f"{kind} is made by the kernel on the multi-host test bed, which this run is not on")
+        return self.host_faults
+
+    def _partition_broker_namesrv(self, addr: str, rec: FaultRecord) -> str:
+        if rec.peer is None:
+            raise ValueError("partition_broker_namesrv needs the NameServer to cut the broker from (the plan's peer)")
+        rec.t_ms = now_ms()
+        return f"{addr} | {rec.peer}: " + self._hosts(rec.kind).partition_broker_namesrv(addr, rec.peer)
+
+    def _partition_client_broker(self, addr: str, rec: FaultRecord) -> str:
+        rec.t_ms = now_ms()
+        return self._hosts(rec.kind).partition_client_broker(addr)
+
+    def _isolate_host(self, addr: str, rec: FaultRecord) -> str:
+        rec.t_ms = now_ms()
+        return self._hosts(rec.kind).isolate_host(addr)
+
+    def _heal(self, addr: str, rec: FaultRecord) -> str:
+        rec.t_ms = now_ms()
+        if rec.revives is not None:
+            self.cut_ms[rec.fault_id] = rec.t_ms - self.timeline[rec.revives].t_ms
+        return self._hosts(rec.kind).heal(addr)
 
     def _kill_broker(self, addr: str, rec: FaultRecord) -> str:
         self.dep.kill_broker(addr)

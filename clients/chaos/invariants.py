@@ -5,7 +5,8 @@ and resources must come back):
 1. every acknowledged message is readable;
 2. a sync send fails only when every broker it tried was faulted;
 3. a dead broker leaves every NameServer and every producer's route cache in bound, and a revived
-   one comes back everywhere in bound; no live broker is ever removed (3d);
+   one comes back everywhere in bound; no live broker is ever removed (3d); a broker only some
+   NameServers lost (a partition between them) stays in every producer's route (3e);
 4. nothing leaked: actors, tasks, threads, temp dirs.
 """
 
@@ -20,8 +21,11 @@ from clients.chaos.plan import FaultRecord, Timing
 from clients.chaos.schema import (
     BROKER_FAULTS,
     BROKER_REVIVALS,
+    HEAL,
     KILL_NAMESRV,
     NODE_FAULTS,
+    PARTITION_BROKER_NAMESRV,
+    PARTITION_CLIENT_BROKER,
     PAUSE_SLAVE,
     RESTART_BROKER,
     RESTART_NAMESRV,
@@ -77,12 +81,24 @@ def _deadline(start_ms: int, bound_ms: int, outages: list[tuple[str, int, int]])
     return due, note
 
 
+def must_remove(fault: FaultRecord, namesrvs: Iterable[str]) -> list[str]:
+    """The NameServers a broker fault takes the broker from: every one, but only the partitioned
+    one for partition_broker_namesrv (the fault's peer) and none for partition_client_broker (the
+    NameServers still reach the broker; only the clients do not)."""
+    if fault.kind == PARTITION_CLIENT_BROKER:
+        return []
+    if fault.kind == PARTITION_BROKER_NAMESRV:
+        return [n for n in namesrvs if n == fault.peer]
+    return sorted(namesrvs)
+
+
 def measure_namesrv_detection(
     timeline: list[FaultRecord], removals: RemovalLog, namesrvs: Iterable[str], timing: Timing,
 ) -> list[Detection]:
-    """For each broker fault and NameServer: when that NameServer removed the broker (its own
-    timestamp and cause). A NameServer killed after the fault, before it removed the broker, stopped
-    advertising it by restarting empty: that counts, dated at the kill."""
+    """For each broker fault and NameServer it takes the broker from (`must_remove`): when that
+    NameServer removed the broker (its own timestamp and cause). A NameServer killed after the fault,
+    before it removed the broker, stopped advertising it by restarting empty: that counts, dated at
+    the kill."""
     kills: dict[str, list[int]] = {}
     for r in timeline:
         if r.kind == KILL_NAMESRV:
@@ -92,7 +108,7 @@ def measure_namesrv_detection(
         if f.kind not in BROKER_FAULTS or not f.ok:
             continue
         bound = timing.detect_bound_ms(f.kind)
-        for name in sorted(namesrvs):
+        for name in must_remove(f, namesrvs):
             seen = next(((t, c) for a, c, t in removals.events(name) if a == f.broker_addr and t >= f.t_ms), None)
             killed = next((t for t in kills.get(name, []) if t >= f.t_ms), None)
             if killed is not None and (seen is None or killed < seen[0]):
@@ -157,12 +173,15 @@ def measure_producer_routes(
     lives on, so a producer's route rightly keeps the set. Nor is a lost master node: its slave is
     promoted (~2-3 s, the controller's heartbeat timeout) long before Ray declares the node dead, and
     registers as brokerId 0 at a higher epoch, so the set never leaves any route; that the producers
-    follow it shows in invariant 2 and in the failover view (first acknowledged send). A restart's
-    bound counts the new actor's start as measured (`up_ms`), as `measure_namesrv_return` does."""
+    follow it shows in invariant 2 and in the failover view (first acknowledged send). Nor are the
+    partitions that leave the broker in some NameServer's route: the producers must keep it
+    (`measure_kept_routes`). A restart's bound counts the new actor's start as measured (`up_ms`),
+    as `measure_namesrv_return` does."""
     up_ms = up_ms or {}
     outages = namesrv_outages(timeline)
     revived = _revival_times(timeline)
-    paused = {f.fault_id for f in timeline if f.kind == PAUSE_SLAVE or f.kind in NODE_FAULTS}
+    paused = {f.fault_id for f in timeline if f.kind in (PAUSE_SLAVE, PARTITION_BROKER_NAMESRV,
+                                                         PARTITION_CLIENT_BROKER) or f.kind in NODE_FAULTS}
     out = []
     for f in timeline:
         if not f.ok or f.kind not in BROKER_FAULTS | BROKER_REVIVALS or f.fault_id in paused or f.revives in paused:
@@ -197,18 +216,62 @@ def spurious_removals(removals: RemovalLog, timeline: list[FaultRecord], timing:
     channel watch that took a transient error for death, heartbeats late because a NameServer's
     event loop stalled). Invariant 3d: there must be none (`check_no_live_removal`). A removal
     from a fault until its revival's return bound is the fault's own (a resumed broker may expire
-    before its first heartbeat lands); a restart's bound counts its measured actor start (`up_ms`)."""
+    before its first heartbeat lands); a restart's bound counts its measured actor start (`up_ms`).
+    A partition excuses only the NameServers it cut the broker from (`must_remove`)."""
     up_ms = up_ms or {}
     revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
-    windows: dict[str, list[tuple[int, float]]] = {}
+    namesrvs = sorted({row["namesrv"] for row in removals.rows()})
+    windows: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for f in timeline:
         if f.kind in BROKER_FAULTS:
             r = revived.get(f.fault_id)
-            windows.setdefault(f.target, []).append(
-                (f.t_ms, float("inf") if r is None else r.t_ms + timing.back_bound_ms(r.kind, up_ms.get(r.fault_id))))
+            end = float("inf") if r is None else r.t_ms + timing.back_bound_ms(r.kind, up_ms.get(r.fault_id))
+            for name in must_remove(f, namesrvs):
+                windows.setdefault((f.target, name), []).append((f.t_ms, end))
     return [row for row in removals.rows()
             if row["cause"] != "unregister"
-            and not any(a <= row["t_ms"] <= b for a, b in windows.get(row["broker_addr"], []))]
+            and not any(a <= row["t_ms"] <= b for a, b in windows.get((row["broker_addr"], row["namesrv"]), []))]
+
+
+def measure_kept_routes(timeline: list[FaultRecord], route_logs: dict[str, RouteLog], broker_names: dict[str, str],
+                        topics: list[str], timing: Timing, up_ms: dict[int, float] | None = None,
+                        ) -> list[dict[str, Any]]:
+    """For each partition between a broker and one NameServer, and each producer: the times its route
+    of a topic lacked the broker from the partition until one return bound after the heal (invariant
+    3e: none; the producer reaches the broker, and another NameServer still lists it), or until the
+    broker's next fault. The driver
+    starts a fault once the broker is back in every NameServer's routes: a producer still following
+    that return (it has the broker within a route poll and the margin) is judged from then on. A
+    partition overlapping another NameServer's restart is not judged (then no NameServer may list
+    the broker for a moment); its row says so. `up_ms`: heal fault_id -> the cut's length."""
+    up_ms = up_ms or {}
+    heals = {r.revives: r for r in timeline if r.kind == HEAL and r.revives is not None}
+    follow_ms = timing.route_poll_ms + timing.margin_ms
+    outages = namesrv_outages(timeline)
+    rows = []
+    for f in timeline:
+        if f.kind != PARTITION_BROKER_NAMESRV or not f.ok:
+            continue
+        name = broker_names[f.target]
+        heal = heals.get(f.fault_id)
+        end = f.t_ms if heal is None else heal.t_ms + timing.back_bound_ms(HEAL, up_ms.get(heal.fault_id))
+        end = min([end, *(g.t_ms for g in timeline if g.kind in BROKER_FAULTS and g.target == f.target
+                          and g.t_ms > f.t_ms)])  # the broker's next fault may take it away rightly
+        others_down = [n for n, down, up in outages if n != f.peer and down <= end and up >= f.t_ms]
+        for producer, entries in sorted(route_logs.items()):
+            lacking = []
+            for topic in topics:
+                mine = sorted((t, name in brokers) for tp, t, _, brokers in entries if tp == topic)
+                since = _first_time(mine, f.t_ms)
+                if since is None or since - f.t_ms > follow_ms:
+                    lacking.append(f.t_ms)
+                    since = f.t_ms
+                lacking += [t for t, ok in mine if since < t <= end and not ok]
+            rows.append({"fault_id": f.fault_id, "broker": name, "namesrv": f.peer, "producer": producer,
+                         "from_ms": f.t_ms, "to_ms": end, "lacking_ms": sorted(lacking),
+                         "judged": not others_down,
+                         "note": f"{', '.join(others_down)} restarted meanwhile" if others_down else ""})
+    return rows
 
 
 def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], timing: Timing,
@@ -225,12 +288,14 @@ def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], 
     the producers' following it) a send to that name fails because of the fault, revived or not. A
     fault that is never revived (a lost node) ends, instead of at `end_ms`, where its set's
     masterless window from the fault ends: once the new master took over, a failure is not the
-    fault's."""
+    fault's. A partition between the broker and a NameServer impairs nothing (the clients reach
+    the broker); the clients' cut from it and its host's isolation last until the heal, plus the
+    margin (a connection the cut stalled resumes at TCP's next retransmission)."""
     revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
     up_ms = up_ms or {}
     windows: dict[str, list[tuple[int, int]]] = {}
     for f in timeline:
-        if f.kind not in BROKER_FAULTS:
+        if f.kind not in BROKER_FAULTS or f.kind == PARTITION_BROKER_NAMESRV:
             continue
         r = revived.get(f.fault_id)
         name = broker_names[f.target]
@@ -239,6 +304,8 @@ def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], 
                       f.t_ms + timing.margin_ms)
         elif r is None:
             to = end_ms
+        elif r.kind == HEAL:  # a connection stalled by the cut resumes at TCP's next retransmission
+            to = r.t_ms + timing.margin_ms
         else:
             start = up_ms.get(r.fault_id, timing.actor_start_ms) if r.kind == RESTART_BROKER else 0
             to = r.t_ms + int(start)
@@ -338,6 +405,18 @@ def check_no_live_removal(spurious: list[dict[str, Any]]) -> Invariant:
                         for r in spurious[:3])
     return Invariant("3d no live broker is ever removed", not spurious,
                      f"{len(spurious)} removals of brokers no fault touched", example)
+
+
+def check_kept_routes(rows: list[dict[str, Any]]) -> Invariant:
+    """Invariant 3e (see `measure_kept_routes`)."""
+    judged = [r for r in rows if r["judged"]]
+    bad = [r for r in judged if r["lacking_ms"]]
+    detail = "; ".join(f"fault {r['fault_id']} {r['broker']} | {r['namesrv']}: {r['producer']} lacked it at "
+                       f"+{r['lacking_ms'][0] - r['from_ms']} ms" for r in bad[:4])
+    skipped = len(rows) - len(judged)
+    return Invariant("3e a broker one NameServer lost stays in every producer's route", not bad,
+                     f"{len(judged) - len(bad)}/{len(judged)} producers kept it"
+                     + (f" ({skipped} not judged: another NameServer restarted meanwhile)" if skipped else ""), detail)
 
 
 def check_detections(name: str, rows: list[Detection], what: str) -> Invariant:

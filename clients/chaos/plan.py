@@ -18,11 +18,14 @@ from actors.deployment.profiles import get_profile
 from clients.chaos.schema import (
     BROKER_FAULTS,
     FAULT_KINDS,
-    HANG_FAULTS,
+    HEAL,
+    HELD_FAULTS,
+    HOST_FAULTS,
     KILL_NAMESRV,
     LOSE_MASTER_NODE,
     MIX_KINDS,
     NODE_FAULTS,
+    PARTITION_BROKER_NAMESRV,
     PAUSE_SLAVE,
     RESTART_BROKER,
     RESTART_NAMESRV,
@@ -99,7 +102,7 @@ class Timing:
         node (or its heartbeats expire, whichever is first)."""
         if kind in NODE_FAULTS:
             return min(self.node_death_ms, self.expiry_ms + self.scan_ms) + self.margin_ms
-        return self.hang_bound_ms if kind in HANG_FAULTS else self.channel_bound_ms
+        return self.hang_bound_ms if kind in HELD_FAULTS else self.channel_bound_ms
 
     def producer_bound_ms(self, kind: str) -> int:
         """The producer follows a NameServer by push, or at worst by its next route poll."""
@@ -110,8 +113,13 @@ class Timing:
         (a resumed broker's in-flight calls and timers expired while it was stopped; a new one looks
         the NameServers up first), plus actor start for a restart: `up_ms`, what the new actor took to
         come up, once measured (Ray's worker start on a loaded machine is no NameServer's doing),
-        else `actor_start_ms`."""
+        else `actor_start_ms`. For a heal, `up_ms` is how long the cut lasted: a connection the cut
+        stalled or broke resumes at its next back-off attempt (TCP's retransmission, gRPC's reconnect:
+        the broker's calls to a NameServer are Ray's), which comes at most about as long after the
+        heal as the cut lasted."""
         start = (self.actor_start_ms if up_ms is None else int(up_ms)) if kind == RESTART_BROKER else 0
+        if kind == HEAL:
+            start = int(up_ms or 0)
         return self.register_timeout_ms + self.register_period_ms + self.margin_ms + start
 
     def producer_back_bound_ms(self, kind: str, up_ms: float | None = None) -> int:
@@ -183,6 +191,10 @@ class ChaosConfig(BaseModel):
     """Fault the deployment already running in `namespace` (which must be given) instead of a private one."""
     data_dir: str | None = None
     keep_data: bool = False
+    hosts: int = Field(default=0, ge=0)
+    """Run on the multi-host test bed (clients.chaos.hosts) of this many hosts, each NameServer and
+    broker on a host of its own, the clients on the test driver's node; the host faults
+    (partitions, isolation) need it. 0: wherever Ray places them."""
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -201,6 +213,20 @@ class ChaosConfig(BaseModel):
             raise ValueError("lose_master_node needs a slave to take over: --slaves 1 --controller")
         if self.existing and not self.namespace:
             raise ValueError("faulting an existing deployment needs its namespace")
+        if any(k in HOST_FAULTS for k, _ in self.faults) and not self.hosts:
+            raise ValueError(f"{', '.join(sorted(k for k, _ in self.faults if k in HOST_FAULTS))} need the "
+                             "multi-host test bed: --hosts N")
+        if self.hosts:
+            servers = self.namesrvs + self.brokers * (self.slaves + 1)
+            if self.existing:
+                raise ValueError("a run on the test bed deploys its own cluster there; --hosts and --namespace "
+                                 "exclude each other")
+            if self.hosts < servers:
+                raise ValueError(f"the test bed gives each NameServer and broker a host of its own: {self.namesrvs} "
+                                 f"NameServers and {self.brokers * (self.slaves + 1)} brokers need {servers} hosts, "
+                                 f"not {self.hosts}")
+            if not self.broker_tcp:
+                raise ValueError("brokers on the test bed's hosts serve TCP on their host's address: --tcp-brokers")
         if self.existing and self.namesrv_overrides:
             raise ValueError("an existing deployment keeps its own NameServer config; namesrv_overrides is for a "
                              "private one")
@@ -227,6 +253,11 @@ class ChaosConfig(BaseModel):
         timing = timing or self.timing()
         return self.stop_time_s if self.stop_time_s is not None else timing.hang_bound_ms / 1000 + 0.5
 
+    def held_time(self, kind: str, timing: Timing | None = None) -> float:
+        """How long a broker fault of this kind lasts before its revival: a hang or a host fault
+        until the expiry has caught it (`stop_time`), a kill `down_time_s`."""
+        return self.stop_time(timing) if kind in HELD_FAULTS else self.down_time_s
+
 
 # ---------------------------------------------------------------------------------------- plan
 @dataclass(frozen=True, slots=True)
@@ -238,6 +269,8 @@ class PlannedFault:
     after_s: float | None = None
     """A revival also waits this long after its fault really happened (a late fault never shortens
     a broker's down time: a SIGSTOP shorter than the expiry would go unnoticed)."""
+    peer: str | None = None
+    """The NameServer a partition_broker_namesrv cuts the broker from."""
 
 
 _MASTER_RULE = "master"
@@ -278,8 +311,7 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
     with_slaves = {n for n in set_names if len((sets or {})[n]) > 1}
     retired: set[str] = set()
     mix = cfg.fault_mix
-    stop_s = cfg.stop_time(timing)
-    longest = max((stop_s if k in HANG_FAULTS else cfg.down_time_s) for k in mix if k in BROKER_FAULTS) if any(
+    longest = max(cfg.held_time(k, timing) for k in mix if k in BROKER_FAULTS) if any(
         k in BROKER_FAULTS for k in mix) else 0.0
     last_at = cfg.duration_s - longest - 1.0
     back_at: dict[str, float] = {k: float("-inf") for k in (*key.values(), *set_names)}
@@ -302,9 +334,11 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
                 bag += round_
             kind = next(k for k in bag if k in feasible)
             bag.remove(kind)
+            peer = None
             if kind in BROKER_FAULTS:
                 target = rng.choice(ready_sets[_set_rule(kind)]) if kind in SET_FAULTS else rng.choice(ready)
-                down = stop_s if kind in HANG_FAULTS else cfg.down_time_s
+                peer = rng.choice(namesrvs) if kind == PARTITION_BROKER_NAMESRV else None
+                down = cfg.held_time(kind, timing)
                 back_at[key.get(target, target)] = t + down
                 if kind in NODE_FAULTS:
                     retired.add(target)
@@ -312,7 +346,7 @@ def plan_faults(cfg: ChaosConfig, brokers: list[str], namesrvs: list[str],
                     events.append((t + down, 0, PlannedFault(round(t + down, 3), REVIVAL_OF[kind], target, down)))
             else:
                 target = rng.choice(namesrvs)
-            events.append((t, 1, PlannedFault(round(t, 3), kind, target)))
+            events.append((t, 1, PlannedFault(round(t, 3), kind, target, peer=peer)))
         t += cfg.fault_interval_s
     return [e for _, _, e in sorted(events, key=lambda e: (e[0], e[1]))]
 
@@ -334,13 +368,15 @@ class FaultRecord:
     planned: str | None = None
     """The plan's target when it named a broker set (set faults and their revivals); `target` is
     then the broker the driver found in the role (not part of the Parquet contract)."""
+    peer: str | None = None
+    """The NameServer a partition_broker_namesrv cut the broker from."""
 
 
-def plan_signature(plan: Iterable[PlannedFault]) -> list[tuple[str, str]]:
-    """(kind, target) in order: what must repeat for the same seed."""
-    return [(e.kind, e.target) for e in plan]
+def plan_signature(plan: Iterable[PlannedFault]) -> list[tuple[str, str, str | None]]:
+    """(kind, target, peer) in order: what must repeat for the same seed."""
+    return [(e.kind, e.target, e.peer) for e in plan]
 
 
-def timeline_signature(timeline: Iterable[FaultRecord]) -> list[tuple[str, str]]:
+def timeline_signature(timeline: Iterable[FaultRecord]) -> list[tuple[str, str, str | None]]:
     """The executed timeline in the plan's terms (restart_namesrv rows are observations, not planned)."""
-    return [(r.kind, r.planned or r.target) for r in timeline if r.kind != RESTART_NAMESRV]
+    return [(r.kind, r.planned or r.target, r.peer) for r in timeline if r.kind != RESTART_NAMESRV]

@@ -76,7 +76,7 @@ class ChaosReport:
 
     def timeline_table(self) -> pa.Table:
         rows = [{"fault_id": r.fault_id, "t_ms": r.t_ms, "kind": r.kind, "target": r.target,
-                 "broker_addr": r.broker_addr, "detail": r.detail} for r in self.timeline]
+                 "broker_addr": r.broker_addr, "detail": r.detail, "peer": r.peer} for r in self.timeline]
         return pa.Table.from_pylist(rows, schema=TIMELINE_SCHEMA)
 
     def fault_summary(self) -> list[dict[str, Any]]:

@@ -27,13 +27,16 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from clients.admin.client import AdminClient
 from clients.chaos.driver import ChaosDriver, NodeRemover
 from clients.chaos.history import check_history, history_of_run
+from clients.chaos.hosts.faults import HostBed, HostFaults
 from clients.chaos.invariants import (
     check_detections,
+    check_kept_routes,
     check_no_live_removal,
     check_no_loss,
     check_sends,
     explain_failure,
     impaired_windows,
+    measure_kept_routes,
     measure_namesrv_detection,
     measure_namesrv_return,
     measure_producer_routes,
@@ -89,7 +92,7 @@ def consume_everything(namespace: str, namesrvs: list[str], topics: list[str]) -
 
 
 def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *,
-              lose_node: NodeRemover | None = None) -> ChaosReport:
+              lose_node: NodeRemover | None = None, bed: HostBed | None = None) -> ChaosReport:
     """One chaos scenario on the connected Ray cluster (call ray.init first). By default it deploys
     a fresh cluster in its own namespace and tears it down afterwards; with `cfg.existing` it faults
     the deployment running in `cfg.namespace` and leaves it running. With `out_dir`, every
@@ -99,9 +102,16 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     `lose_node` (see `driver.NodeRemover`) is what lose_master_node calls; the kind is refused
     without it. With that kind, a private deployment pins each set's master and slaves to different
     nodes, its NameServers (and, as always, the controller) to the head, and the producers to this
-    driver's node, so only brokers are lost with a node."""
+    driver's node, so only brokers are lost with a node.
+
+    `bed` (needed when `cfg.hosts`): the multi-host test bed this driver is connected to
+    (clients.chaos.hosts.faults), which the caller owns; the deployment is placed on its hosts, the
+    producers on this driver's node, and the host faults are made by its nemesis."""
     if not ray.is_initialized():
         raise RuntimeError("run_chaos needs a connected Ray (ray.init)")
+    if bool(cfg.hosts) != (bed is not None) or (bed is not None and bed.hosts.count != cfg.hosts):
+        raise ChaosSetupError(f"a run with hosts={cfg.hosts} needs a test bed of as many hosts (run_chaos(bed=...)); "
+                              f"given {bed.hosts.count if bed is not None else 'none'}")
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         _check_out_dir(out)
@@ -110,7 +120,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     job_id = ray.get_runtime_context().get_job_id()
     alive_before = alive_actors()
     job_actors_before = alive_actor_ids(job_id)  # the driver's own (a Spark session's, say): not the run's
-    target = adopt_existing(cfg) if cfg.existing else private_target(cfg, namespace)
+    target = adopt_existing(cfg) if cfg.existing else private_target(cfg, namespace, bed)
     dep, timing = target.dep, target.timing
     suffix = f"-{run_id}" if cfg.existing else ""  # never mix with an earlier rehearsal's topics
     topics = [f"ChaosTopic{i}{suffix}" for i in range(cfg.topics)]
@@ -137,12 +147,14 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     roles: RoleLogCollector | None = None
     reader: LiveReader | None = None
     lane: TransactionLane | None = None
+    host_faults: HostFaults | None = None
     started_ms = now_ms()
     log.info("chaos run on %s deployment in namespace %s, data in %s, seed %d",
              target.kind, namespace, target.data_dir, cfg.seed)
     try:
         if target.kind == PRIVATE:
             dep.start()
+        host_faults = HostFaults.of(bed, dep) if bed is not None else None
         admin = AdminClient(dep, timeout_s=30)
         for topic in topics:
             admin.create_topic(topic, read_queue_nums=cfg.queues, write_queue_nums=cfg.queues)
@@ -159,7 +171,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         removals = RemovalLog(dep.namesrvs)
         actor_cls = ray.remote(ProducerActor)
         pin: dict[str, Any] = {}
-        if any(k in NODE_FAULTS for k in cfg.fault_mix):  # their records must outlive any node loss
+        if any(k in NODE_FAULTS for k in cfg.fault_mix) or bed is not None:  # their records must outlive any
+            # node loss; on the test bed the clients are on this driver's node, which no host fault touches
             pin["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), False)
         for i in range(cfg.producers):
             pname = f"chaos-producer-{i}" if not cfg.existing else f"chaos-{run_id}-producer-{i}"
@@ -169,7 +182,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
                 poll_name_server_interval_ms=timing.route_poll_ms)
         ray.get([p.summary.remote() for p in producers.values()], timeout=120)
         driver = drv = ChaosDriver(dep, cfg, observer, removals, timing=timing, snapshots=collector,
-                                   lose_node=lose_node)
+                                   lose_node=lose_node, host_faults=host_faults)
         roles = RoleLogCollector(lambda: {a: h for a, h in dep.brokers.items() if a not in drv.lost}, names,
                                  now_ms).start()
         reader = LiveReader(namespace, sorted(dep.namesrvs), topics).start()
@@ -217,6 +230,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     masterless = masterless_windows(spans, target.sets, started_ms, ended_ms, timing.route_poll_ms + timing.margin_ms)
     replicated = {n: w for n, w in masterless.items() if len(target.sets[n]) > 1}  # a set of one: its fault's window
     up_ms = driver.recovery_ms if driver is not None else {}  # revival fault_id -> its new actor's start
+    bound_ms = up_ms | (driver.cut_ms if driver is not None else {})  # ... or the cut a heal removed
     windows = impaired_windows(timeline, names, timing, ended_ms, up_ms, replicated)
     no_master = no_master_anywhere(masterless)
     for r in sends:
@@ -230,11 +244,12 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     send_inv, send_counts = check_sends(sends)
     namesrv_names = sorted(removals.namesrvs)
     ns_detect = measure_namesrv_detection(timeline, removals, namesrv_names, timing)
-    ns_back = measure_namesrv_return(timeline, history, namesrv_names, topics, timing, up_ms)
-    prod = measure_producer_routes(timeline, route_logs, names, topics, timing, up_ms)
+    ns_back = measure_namesrv_return(timeline, history, namesrv_names, topics, timing, bound_ms)
+    prod = measure_producer_routes(timeline, route_logs, names, topics, timing, bound_ms)
     detections = ns_detect + ns_back + prod
     kept_dir = target.data_dir if target.own_dir and not cfg.keep_data else None
-    spurious = spurious_removals(removals, timeline, timing, up_ms)
+    spurious = spurious_removals(removals, timeline, timing, bound_ms)
+    kept = measure_kept_routes(timeline, route_logs, names, topics, timing, bound_ms)
     invariants = [
         loss,
         send_inv,
@@ -244,6 +259,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         check_detections("3c revived broker back everywhere in bound",
                          ns_back + [d for d in prod if d.kind in BROKER_REVIVALS], "returns in bound"),
         check_no_live_removal(spurious),
+        *([check_kept_routes(kept)] if kept else []),
         check_one_master(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms),
         check_paused_slave_sends(sends, timeline, names, shrink_ms, role == "SYNC_MASTER"),
         check_leaks(namespace, job_id, alive_before, loops, kept_dir, threads_stopped,
@@ -256,6 +272,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     figures = summarize(timeline, detections, up_ms, send_counts, loss_counts, timing)
     figures["timeline_matches_plan"] = timeline_signature(timeline) == plan_signature(plan)
     figures["spurious_removals"] = spurious
+    figures["kept_routes"] = kept
+    figures["host_faults"] = host_faults.windows() if host_faults is not None else []
     figures["live_reader"] = reader.figures() if reader is not None else {}
     figures["transactions"] = lane.figures() if lane is not None else {}
     figures["replication"] = role_figures | {"slave_transports": sorted(roles.transports) if roles is not None else []}

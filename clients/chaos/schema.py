@@ -17,8 +17,12 @@ FAULT_TIMELINE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("target", "string"),
     ("broker_addr", "string"),
     ("detail", "string"),
+    ("peer", "string"),
 )
-"""`kind` is one of TIMELINE_KINDS; `target` is the broker address or the NameServer name."""
+"""`kind` is one of TIMELINE_KINDS; `target` is the broker address or the NameServer name; `peer`
+the NameServer a partition_broker_namesrv cuts the broker from (null otherwise)."""
+OPTIONAL_TIMELINE_COLUMNS: frozenset[str] = frozenset({"peer"})
+"""Columns a timeline written before they existed lacks: read as nulls."""
 
 KILL_BROKER = "kill_broker"
 SIGKILL_BROKER = "sigkill_broker"
@@ -38,27 +42,47 @@ LOSE_MASTER_NODE = "lose_master_node"
 multi-node test cluster's `remove_node`): no revival, the node and the old master never return;
 the slave on another node must take over (controller mode)."""
 
+PARTITION_BROKER_NAMESRV = "partition_broker_namesrv"
+"""The test bed's kernel cuts a broker's host from one NameServer's host, both ways (the fault's
+`peer`); the clients still reach both. That NameServer expires the broker; the others keep it, and
+so must every producer (issue 36: a client does not lose a broker it reaches itself)."""
+PARTITION_CLIENT_BROKER = "partition_client_broker"
+"""The clients' node (the test driver's, where producers and readers run) is cut from a broker's
+host: the NameServers keep the broker; sends to it fail and the producers route around it."""
+ISOLATE_HOST = "isolate_host"
+"""A broker's host is cut from every other host and from the clients: to everyone it is hung."""
+HEAL = "heal"
+"""The cuts of one host fault are removed (the others in force stay)."""
+
 FAULT_KINDS: tuple[str, ...] = (KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER, KILL_NAMESRV)
 """What a fault mix names by default; the HA kinds (SET_FAULTS) are asked for by name, and the
 other kinds are the recoveries that follow them."""
 SET_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE, LOSE_MASTER_NODE})
 """Faults planned on a broker set (its name is the plan's target) and made on the broker that holds
 the role when they happen (the timeline's target is that broker's address)."""
-MIX_KINDS: tuple[str, ...] = (*FAULT_KINDS, KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE, LOSE_MASTER_NODE)
+HOST_FAULTS: frozenset[str] = frozenset({PARTITION_BROKER_NAMESRV, PARTITION_CLIENT_BROKER, ISOLATE_HOST})
+"""Faults the kernel makes on the multi-host test bed (clients.chaos.hosts): they need a run on it
+(`ChaosConfig.hosts`); each is planned on a broker and held like a hang, then healed."""
+MIX_KINDS: tuple[str, ...] = (*FAULT_KINDS, KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE, LOSE_MASTER_NODE,
+                              *sorted(HOST_FAULTS))
 """Every kind a fault mix may name."""
-TIMELINE_KINDS: tuple[str, ...] = (*MIX_KINDS, SIGCONT_BROKER, RESTART_BROKER, RESTART_NAMESRV)
+TIMELINE_KINDS: tuple[str, ...] = (*MIX_KINDS, SIGCONT_BROKER, RESTART_BROKER, RESTART_NAMESRV, HEAL)
 MASTER_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER, LOSE_MASTER_NODE})
 NODE_FAULTS: frozenset[str] = frozenset({LOSE_MASTER_NODE})
 """Faults that take a whole node: never revived (REVIVAL_OF has no entry), detected by NameServers
 only once Ray declares the node dead (`Timing.node_death_ms`)."""
 HANG_FAULTS: frozenset[str] = frozenset({SIGSTOP_BROKER, PAUSE_SLAVE})
 """Faults only heartbeats tell (the process lives on, stopped)."""
-BROKER_FAULTS: frozenset[str] = frozenset({KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER, *SET_FAULTS})
-BROKER_REVIVALS: frozenset[str] = frozenset({RESTART_BROKER, SIGCONT_BROKER})
+HELD_FAULTS: frozenset[str] = HANG_FAULTS | HOST_FAULTS
+"""Faults held until the NameServers' expiry has caught them (the process lives on; heartbeats stop
+arriving, where the fault cuts them), then revived."""
+BROKER_FAULTS: frozenset[str] = frozenset({KILL_BROKER, SIGKILL_BROKER, SIGSTOP_BROKER, *SET_FAULTS, *HOST_FAULTS})
+BROKER_REVIVALS: frozenset[str] = frozenset({RESTART_BROKER, SIGCONT_BROKER, HEAL})
 NAMESRV_KINDS: frozenset[str] = frozenset({KILL_NAMESRV, RESTART_NAMESRV})
 REVIVAL_OF: dict[str, str] = {
     KILL_BROKER: RESTART_BROKER, SIGKILL_BROKER: RESTART_BROKER, SIGSTOP_BROKER: SIGCONT_BROKER,
     KILL_MASTER: RESTART_BROKER, SIGKILL_MASTER: RESTART_BROKER, PAUSE_SLAVE: SIGCONT_BROKER,
+    **{k: HEAL for k in HOST_FAULTS},
 }
 
 ROLE_COLUMNS: tuple[tuple[str, str], ...] = (

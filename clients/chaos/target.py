@@ -18,6 +18,7 @@ from actors.deployment.placement import assign_broker_ports, placement_nodes, sp
 from actors.deployment.profiles import get_profile, replication_overrides
 from actors.deployment.spec import BrokerSpec, ClusterSpec
 from actors.runtime.ray_info import head_node_id
+from clients.chaos.hosts.faults import HostBed
 from clients.chaos.leaks import named_actors
 from clients.chaos.plan import ChaosConfig, Timing
 from clients.chaos.report import EXISTING, PRIVATE
@@ -66,8 +67,9 @@ def broker_specs(n: int, slaves: int = 0) -> list[BrokerSpec]:
     return [BrokerSpec(name, i) for name in names for i in range(slaves + 1)]
 
 
-def private_target(cfg: ChaosConfig, namespace: str) -> Target:
-    """A fresh deployment of the config's shape and profile (not started yet)."""
+def private_target(cfg: ChaosConfig, namespace: str, bed: HostBed | None = None) -> Target:
+    """A fresh deployment of the config's shape and profile (not started yet); on the test bed
+    `bed`, each server pinned to a host of its own (`HostBed.place`)."""
     own_dir = cfg.data_dir is None
     data_dir = cfg.data_dir or tempfile.mkdtemp(prefix="namesrv-chaos-")
     overrides = replication_overrides(cfg.slaves, cfg.broker_role) | cfg.broker_overrides
@@ -80,6 +82,8 @@ def private_target(cfg: ChaosConfig, namespace: str) -> Target:
         spread_sets_over_nodes(spec, placement_nodes())
         head = head_node_id()
         spec.namesrv_node_ids = [head] if head is not None else []
+    if bed is not None:
+        bed.place(spec)
     assign_broker_ports(spec)  # TCP brokers: their host:port, the addresses the run keys them by, known now
     masters = [b.addr for b in spec.brokers if b.broker_id == 0]
     return Target(Deployment(spec), PRIVATE, cfg.timing(), masters, data_dir, own_dir,

@@ -367,6 +367,31 @@ def test_stale_route_exposure(spark: Any, frames: dict[str, Any]) -> None:
     )
 
 
+def test_partition_views_weigh_belief_against_reach(spark: Any, frames: dict[str, Any], tmp_path: Path) -> None:
+    """broker-c's silence from 42 s read as a partition from NameServer A (healed at 180 s) beside
+    the clients' cut from broker-a (190-195 s): A cannot reach broker-c and advertised it 8 s of the
+    138 s (stale), B can and advertised it 121 s (lost 17 s); after the heal A has it at once, B
+    3 s later (its next snapshot). The clients' cut leaves both NameServers reaching broker-a."""
+    from clients.analysis import partition_jobs
+
+    path = tmp_path / "partition_faults.parquet"
+    write_faults(path, pa.table({
+        "fault_id": [1, 2, 3, 4], "t_ms": [ms(42), ms(180), ms(190), ms(195)],
+        "kind": ["partition_broker_namesrv", "heal", "partition_client_broker", "heal"],
+        "target": [ADDR["broker-c"], ADDR["broker-c"], ADDR["broker-a"], ADDR["broker-a"]],
+        "broker_addr": [ADDR["broker-c"], ADDR["broker-c"], ADDR["broker-a"], ADDR["broker-a"]],
+        "detail": ["", "", "", ""], "peer": [A, None, None, None]}))
+    df = partition_jobs.partition_views(spark, frames["snapshots"], read_faults_spark(spark, path))
+    got = rows(df, "fault_id", "namesrv", "reachable", "window_ms", "believed_ms", "wrong_ms", "back_after_heal_ms")
+    assert got == [
+        (1, A, False, 138_000, 8_000, 8_000, 0),
+        (1, B, True, 138_000, 121_000, 17_000, 3_000),
+        (3, A, True, 5_000, 5_000, 0, 0),
+        (3, B, True, 5_000, 5_000, 0, 0),
+    ]
+    assert partition_jobs.partition_views(spark, frames["snapshots"], frames["faults"]).count() == 0
+
+
 def test_stale_route_exposure_without_faults(spark: Any, frames: dict[str, Any]) -> None:
     df = fault_jobs.stale_route_exposure(spark, frames["snapshots"])
     assert rows(df, "basis", "namesrv", "broker_addr") == [("heartbeat", B, ADDR["broker-c"])]

@@ -20,6 +20,7 @@ from clients.chaos.hosts.netns import Hosts
 from clients.chaos.hosts.rules import (
     Cut,
     bridge_cuts,
+    client_cuts,
     heal_script,
     host_script,
     hosts_touched,
@@ -62,13 +63,18 @@ class Timeline:
     def open(self) -> list[NemesisWindow]:
         return [w for w in self.windows if w.end_ms is None]
 
-    def cuts(self) -> frozenset[Cut]:
-        return frozenset(c for w in self.open for c in w.cuts)
+    def cuts(self, but: NemesisWindow | None = None) -> frozenset[Cut]:
+        """The cuts in force (without those only `but` holds)."""
+        return frozenset(c for w in self.open if w is not but for c in w.cuts)
 
     def begin(self, kind: str, hosts: Iterable[int], cuts: frozenset[Cut], detail: str = "") -> NemesisWindow:
         w = NemesisWindow(kind, tuple(hosts), cuts, self.clock(), detail=detail)
         self.windows.append(w)
         return w
+
+    def end(self, window: NemesisWindow) -> None:
+        if window.end_ms is None:
+            window.end_ms = self.clock()
 
     def end_all(self) -> list[NemesisWindow]:
         ended = self.open
@@ -83,7 +89,8 @@ class Nemesis:
 
     def __init__(self, hosts: Hosts, clock: Callable[[], int] = system_clock) -> None:
         self.hosts = hosts
-        self.addresses: Sequence[str] = hosts.addresses
+        self.addresses: Sequence[str] = [*hosts.addresses, hosts.driver_address]
+        """Every host's address by index, then the clients' node's (`rules.clients_index`)."""
         self.timeline = Timeline(hosts.count, clock)
 
     def _apply(self, host: int, script: str) -> None:
@@ -98,7 +105,7 @@ class Nemesis:
 
     def _add(self, kind: str, hosts: Iterable[int], cuts: frozenset[Cut], detail: str) -> NemesisWindow:
         before = self.timeline.cuts()
-        self._load(before | cuts, hosts_touched(before | cuts))
+        self._load(before | cuts, hosts_touched(before | cuts, self.hosts.count))
         w = self.timeline.begin(kind, hosts, cuts, detail)
         log.info("nemesis %s %s: %d cuts", kind, detail, len(cuts))
         return w
@@ -112,6 +119,15 @@ class Nemesis:
 
     def isolate(self, host: int) -> NemesisWindow:
         return self._add("isolate", [host], isolate_cuts(host, self.hosts.count), str(host))
+
+    def cut_clients(self, host: int) -> NemesisWindow:
+        """The test driver's node (where a chaos run's clients are) and `host` cannot talk."""
+        return self._add("clients", [host], client_cuts(host, self.hosts.count), f"clients | {host}")
+
+    def isolate_all(self, host: int) -> NemesisWindow:
+        """`host` cut from every other host and from the clients' node."""
+        cuts = isolate_cuts(host, self.hosts.count) | client_cuts(host, self.hosts.count)
+        return self._add("isolate", [host], cuts, f"{host} from every host and the clients")
 
     def one_way(self, src: int, dst: int) -> NemesisWindow:
         return self._add("one_way", [src, dst], one_way_cuts(src, dst, self.hosts.count), f"{src} -> {dst}")
@@ -129,6 +145,12 @@ class Nemesis:
         left_, right_ = list(left), list(right)
         cuts = bridge_cuts(left_, right_, via, self.hosts.count)
         return self._add("bridge", [*left_, via, *right_], cuts, f"{left_} | {via} | {right_}")
+
+    def end(self, window: NemesisWindow) -> None:
+        """Remove the cuts only `window` holds (the other open windows' stay in force) and close it."""
+        rest = self.timeline.cuts(but=window)
+        self._load(rest, hosts_touched(window.cuts, self.hosts.count))
+        self.timeline.end(window)
 
     def heal(self) -> list[NemesisWindow]:
         """Remove every cut (the harness's table in every host) and close the open windows."""

@@ -72,6 +72,20 @@ def isolate_cuts(host: int, count: int) -> frozenset[Cut]:
     return partition_cuts([[h], others], count)
 
 
+def clients_index(count: int) -> int:
+    """The index that names the test driver's node in cuts (the root namespace's end of the bridge,
+    where a chaos run's clients run): one past the hosts. Its rules are made by the hosts it is cut
+    from, on their side; the root namespace is never touched."""
+    return count
+
+
+def client_cuts(host: int, count: int) -> frozenset[Cut]:
+    """Host `host` and the clients' node cannot talk (both ways); the hosts still talk to each other."""
+    (h,) = _hosts([host], count)
+    c = clients_index(count)
+    return frozenset({Cut(h, c), Cut(c, h)})
+
+
 def one_way_cuts(src: int, dst: int, count: int) -> frozenset[Cut]:
     """Packets from src to dst are dropped; dst to src still pass (a TCP connection either way
     stalls, but datagrams and the half that arrives tell the two ends apart)."""
@@ -132,5 +146,6 @@ def heal_script() -> str:
     return f"add table inet {TABLE}\ndelete table inet {TABLE}\n"
 
 
-def hosts_touched(cuts: Iterable[Cut]) -> list[int]:
-    return sorted({h for c in cuts for h in (c.src, c.dst)})
+def hosts_touched(cuts: Iterable[Cut], count: int) -> list[int]:
+    """The hosts whose rules `cuts` change (the clients' node, index `count`, has none of its own)."""
+    return sorted({h for c in cuts for h in (c.src, c.dst) if h < count})

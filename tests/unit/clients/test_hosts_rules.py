@@ -12,6 +12,8 @@ from clients.chaos.hosts.rules import (
     TABLE,
     Cut,
     bridge_cuts,
+    client_cuts,
+    clients_index,
     heal_script,
     host_script,
     hosts_touched,
@@ -47,7 +49,7 @@ def test_leftover_names_are_only_the_beds() -> None:
 def test_partition_cuts_every_pair_across_groups_both_ways() -> None:
     cuts = partition_cuts([[0, 1], [2]], 4)
     assert cuts == {Cut(0, 2), Cut(2, 0), Cut(1, 2), Cut(2, 1)}
-    assert hosts_touched(cuts) == [0, 1, 2]  # host 3, in no group, talks to everyone
+    assert hosts_touched(cuts, 4) == [0, 1, 2]  # host 3, in no group, talks to everyone
 
 
 def test_isolate_one_way_and_bridge() -> None:
@@ -55,7 +57,7 @@ def test_isolate_one_way_and_bridge() -> None:
     assert one_way_cuts(2, 0, 3) == {Cut(2, 0)}
     bridged = bridge_cuts([0], [2, 3], via=1, count=4)
     assert bridged == {Cut(0, 2), Cut(2, 0), Cut(0, 3), Cut(3, 0)}
-    assert 1 not in hosts_touched(bridged)
+    assert 1 not in hosts_touched(bridged, 4)
 
 
 @pytest.mark.parametrize(("make", "error"), [
@@ -119,3 +121,27 @@ def test_a_loss_drops_a_share_where_packets_arrive_only() -> None:
     assert host1.count("numgen") == 1 and "ip saddr 10.77.0.2 numgen random mod 100 < 30 drop" in host1
     assert "daddr" not in host1
     assert loss_cuts([0], [1], 10, 2, both_ways=False) == frozenset({Cut(0, 1, 10)})
+
+
+def test_client_cuts_name_the_drivers_node_past_the_hosts() -> None:
+    """The clients' node (the driver's end of the bridge) is index `count`: only the host makes rules
+    (input from it, output to it); no other host is touched."""
+    cuts = client_cuts(2, 4)
+    assert cuts == {Cut(2, clients_index(4)), Cut(clients_index(4), 2)} and clients_index(4) == 4
+    assert hosts_touched(cuts, 4) == [2]
+    script = host_script(2, cuts, [*ADDRS, "10.77.0.1"])
+    assert "ip saddr { 10.77.0.1 } drop" in script and "ip daddr { 10.77.0.1 } drop" in script
+    with pytest.raises(ValueError, match="no host 4"):
+        client_cuts(4, 4)
+
+
+def test_ending_one_window_keeps_the_others_cuts() -> None:
+    now = [1_000]
+    tl = Timeline(4, clock=lambda: now[0])
+    a = tl.begin("partition", [3, 1], partition_cuts([[3], [1]], 4))
+    b = tl.begin("clients", [2], client_cuts(2, 4))
+    shared = tl.begin("partition", [3, 0], partition_cuts([[3], [0, 1]], 4))
+    assert tl.cuts(but=a) == b.cuts | shared.cuts  # a's cuts that `shared` also holds stay in force
+    now[0] = 2_000
+    tl.end(a)
+    assert tl.open == [b, shared] and a.end_ms == 2_000 and tl.cuts() == b.cuts | shared.cuts
