@@ -14,8 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from actors.console.calls import ServerCalls
 from actors.console.collector import Collector
 from actors.console.decode import reset_offsets
+from actors.console.model import ConsoleState
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.broker_headers import create_topic_ext
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
@@ -75,15 +77,25 @@ def _int(raw: str, what: str, low: int, high: int) -> int:
 class Actions:
     def __init__(self, collector: Collector) -> None:
         self.c = collector
+
+    @property
+    def servers(self) -> ServerCalls:
+        return self.c.servers
+
+    @property
+    def state(self) -> ConsoleState:
+        return self.c.state
+
     def _masters(self) -> list[str]:
-        masters = sorted(b.addr for b in self.c.live_brokers() if b.broker_id == MASTER_ID or b.role.endswith("MASTER"))
+        masters = sorted(b.addr for b in self.state.live_brokers()
+                         if b.broker_id == MASTER_ID or b.role.endswith("MASTER"))
         if not masters:
             raise ActionError("no live master broker to ask")
         return masters
 
     def _route_masters(self, topic: str) -> list[str]:
         """The master of every broker set of `topic`'s route (as some NameServer has it)."""
-        for view in self.c.state.namesrvs.values():
+        for view in self.state.namesrvs.values():
             route = view.routes.get(topic)
             if route is not None:
                 addrs = [dict(ids).get(MASTER_ID) for _name, ids in route.brokers]
@@ -101,7 +113,7 @@ class Actions:
             raise ActionError(f"invalid topic config: {describe_errors(e)}") from None
         done = []
         for addr in self._masters():
-            resp = await self.c.call_broker(addr, self.c.request(
+            resp = await self.servers.call_broker(addr, self.servers.request(
                 BrokerRequestCode.UPDATE_AND_CREATE_TOPIC,
                 create_topic_ext(topic, queues, queues, int(Perm.READ | Perm.WRITE), False), credentials=creds))
             if not resp.ok:
@@ -111,15 +123,15 @@ class Actions:
 
     async def delete_topic(self, raw_topic: str, creds: SessionCredentials | None) -> None:
         topic = _topic(raw_topic)
-        if topic not in self.c.state.all_topics():
+        if topic not in self.state.all_topics():
             raise ActionError(f"no topic {topic!r} on any NameServer")
-        for b in self.c.live_brokers():
-            resp = await self.c.call_broker(b.addr, self.c.request(
+        for b in self.state.live_brokers():
+            resp = await self.servers.call_broker(b.addr, self.servers.request(
                 BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}, credentials=creds))
             if not resp.ok:
                 raise ActionError(f"delete {topic} on {b.addr}: {_why(resp)}")
         for name in self.c.namesrv_names:
-            resp = await self.c.call_namesrv(name, self.c.request(
+            resp = await self.servers.call_namesrv(name, self.servers.request(
                 RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, credentials=creds))
             if not resp.ok:
                 raise ActionError(f"delete {topic} on {name}: {_why(resp)}")
@@ -135,7 +147,7 @@ class Actions:
         addr = self._route_masters(topic)[0]
         props = {k: v for k, v in (("KEYS", key.strip()), ("TAGS", tag.strip())) if v}
         ext = ray_send_ext(topic, 0, props, None)
-        resp = await self.c.call_broker(addr, self.c.request(BrokerRequestCode.SEND_MESSAGE, ext, data,
+        resp = await self.servers.call_broker(addr, self.servers.request(BrokerRequestCode.SEND_MESSAGE, ext, data,
                                                              credentials=creds))
         if not resp.ok:
             raise ActionError(f"send to {topic} on {addr}: {_why(resp)}")
@@ -155,7 +167,7 @@ class Actions:
         offsets: dict[str, int] = {}
         refused: list[str] = []
         for addr in self._route_masters(topic):
-            resp = await self.c.call_broker(addr, self.c.request(
+            resp = await self.servers.call_broker(addr, self.servers.request(
                 BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                 {"topic": topic, "group": group, "timestamp": str(stamp), "isForce": "true"}, credentials=creds))
             if not resp.ok:
@@ -173,9 +185,9 @@ class Actions:
             host, offset = decode_offset_msg_id(raw_id.strip())
         except InvalidInput as e:
             raise ActionError(str(e)) from None
-        if self.c.broker_handle(host) is None:
+        if self.servers.broker_handle(host) is None:
             raise ActionError(f"message id {raw_id.strip()} names broker {host}, which is not a live broker here")
-        resp = await self.c.call_broker(host, self.c.request(BrokerRequestCode.VIEW_MESSAGE_BY_ID,
+        resp = await self.servers.call_broker(host, self.servers.request(BrokerRequestCode.VIEW_MESSAGE_BY_ID,
                                                              {"offset": str(offset)}, credentials=creds))
         if not resp.ok:
             raise ActionError(f"no message {raw_id.strip()} on {host}: {_why(resp)}")
@@ -191,7 +203,7 @@ class Actions:
             raise ActionError("the key to look up is empty")
         rows: list[MessageRow] = []
         for addr in self._route_masters(topic):
-            resp = await self.c.call_broker(addr, self.c.request(BrokerRequestCode.QUERY_MESSAGE, {
+            resp = await self.servers.call_broker(addr, self.servers.request(BrokerRequestCode.QUERY_MESSAGE, {
                 "topic": topic, "key": key, "maxNum": "64", "beginTimestamp": "0",
                 "endTimestamp": str(2**63 - 1)}, credentials=creds))
             if resp.code == ResponseCode.QUERY_NOT_FOUND:

@@ -54,7 +54,7 @@ class ConsoleActor:
     async def stats(self) -> dict[str, Any]:
         """What the collector has asked so far (per kind of server), its ticks and the pages rendered."""
         c = self.collector
-        return {"calls": dict(c.calls), "by_origin": dict(c.calls_by_origin), "ticks": dict(c.ticks),
+        return {"calls": dict(c.servers.counts), "by_origin": dict(c.servers.by_origin), "ticks": dict(c.ticks),
                 "max_broker_calls_per_tick": c.max_broker_calls_per_tick, "version": c.state.version,
                 "renders": self.web.renders, "url": self.url}
 

@@ -210,6 +210,13 @@ class ConsoleState:
     def all_topics(self) -> set[str]:
         return set().union(*(v.topics for v in self.namesrvs.values())) if self.namesrvs else set()
 
+    def live_brokers(self) -> list[BrokerView]:
+        return [b for b in self.brokers.values() if b.error is None]
+
+    def note(self, what: str, at_ms: int) -> None:
+        """An event for the pages (newest first)."""
+        self.events.appendleft(Event(at_ms, what))
+
 
 @dataclass
 class Divergence:

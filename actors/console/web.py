@@ -21,7 +21,8 @@ from aiohttp import web
 
 from actors.console import views
 from actors.console.actions import ActionError, Actions
-from actors.console.collector import ORIGIN, Collector
+from actors.console.calls import ORIGIN
+from actors.console.collector import Collector
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.codes import RequestCode, ResponseCode
 
@@ -93,7 +94,7 @@ class ConsoleApp:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        # Whatever this request asks of the servers is counted under its origin (collector.ORIGIN):
+        # Whatever this request asks of the servers is counted under its origin (calls.ORIGIN):
         # a form's action, or a page view, which must ask nothing.
         ORIGIN.set("action" if request.method == "POST" or (request.path == "/messages" and request.query) else "view")
         if not self.acl or request.path in ("/login", "/healthz") or self.credentials(request) is not None:
@@ -119,7 +120,7 @@ class ConsoleApp:
             return self.render("login.j2", {"next": nxt, "error": why}, 403)
         token = secrets.token_urlsafe(24)
         self.sessions[token] = creds
-        self.collector.credentials = creds  # the collector reads with the last account that logged in
+        self.collector.servers.credentials = creds  # the collector reads with the last account that logged in
         resp = web.HTTPSeeOther(nxt)
         resp.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="Strict")
         raise resp
@@ -128,7 +129,7 @@ class ConsoleApp:
         """None when a NameServer accepts a request signed with `creds`, else why not."""
         name = self.collector.namesrv_names[0]
         try:
-            resp = await self.collector.call_namesrv(name, self.collector.request(
+            resp = await self.collector.servers.call_namesrv(name, self.collector.servers.request(
                 RequestCode.GET_BROKER_CLUSTER_INFO, credentials=creds))
         except Exception as e:
             return f"{name} could not check the account: {type(e).__name__}"
@@ -174,7 +175,7 @@ class ConsoleApp:
         raise web.HTTPSeeOther("/cluster")
 
     async def healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"version": self.collector.state.version, "calls": self.collector.calls,
+        return web.json_response({"version": self.collector.state.version, "calls": self.collector.servers.counts,
                                   "ticks": self.collector.ticks, "renders": self.renders})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
@@ -253,8 +254,7 @@ class ConsoleApp:
         if not group or any(c.isspace() for c in group) or len(group) > 255:
             return self.page_response(request, "producers", "producers.j2", 400,
                                       error=f"invalid producer group {form.get('group', '')!r}")
-        self.collector.watched_producers.add(group)
-        self.collector.state.producers[group] = await self.collector.producer_view(group)
+        await self.collector.producers.watch(group)
         self.collector.bump()
         raise web.HTTPSeeOther("/producers?notice=" + quote(f"watching producer group {group}", safe=""))
 

@@ -133,20 +133,20 @@ def test_calls_are_counted_under_the_origin_of_the_context_that_makes_them():
     import asyncio
     import contextvars
 
-    from actors.console.collector import ORIGIN, Collector
+    from actors.console.calls import ORIGIN, ServerCalls
 
-    c = Collector("ns", ["namesrv-0"])
-    c._count("broker")  # no origin set: a page view's context
+    c = ServerCalls("ns", ConsoleState())
+    c.count("broker")  # no origin set: a page view's context
     context = contextvars.copy_context()
     context.run(ORIGIN.set, "collector")
-    context.run(c._count, "broker", 2)
+    context.run(c.count, "broker", 2)
 
     async def action() -> None:
         ORIGIN.set("action")
-        c._count("namesrv")
+        c.count("namesrv")
     asyncio.run(action())
-    assert c.calls == {"namesrv": 1, "broker": 3, "controller": 0}
-    assert c.calls_by_origin == {"collector": 2, "action": 1, "view": 1}
+    assert c.counts == {"namesrv": 1, "broker": 3, "controller": 0}
+    assert c.by_origin == {"collector": 2, "action": 1, "view": 1}
 
 
 def test_role_timeline_lists_every_brokers_roles_newest_first():
