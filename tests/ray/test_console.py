@@ -17,8 +17,6 @@ Screenshots of the pages go to $CONSOLE_SCREENSHOTS (else a temporary directory)
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,10 +36,9 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.remoting.command import RemotingRequest
+from tests.support.console_browser import chromium, console_errors, screenshot_dir, shoot, text_of
 from tests.support.ray_cluster import FAILOVER_HA, broker_status, registered_deployment
 
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
 GROUP = "ConsoleGroup"
 TOPIC = "ConsoleTopic"
 LIVE_S = 20.0
@@ -69,57 +66,13 @@ def url(dep: Deployment) -> str:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip("Debian's chromium and chromium-driver are not installed (run.sh test installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1000"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the pages' screenshots go: $CONSOLE_SCREENSHOTS (CI keeps it as an artefact), else a
-    temporary directory."""
-    where = os.environ.get("CONSOLE_SCREENSHOTS")
-    path = Path(where) if where else tmp_path_factory.mktemp("console-screenshots")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def shoot(driver: Any, shots: Path, name: str) -> None:
-    assert driver.save_screenshot(str(shots / f"console-{name}.png"))
-
-
-def text_of(driver: Any, css: str) -> str:
-    """The text of the element `css` selects, "" when there is none. A live page replaces its rows
-    between finding one and reading it (a stale element): then the replacement is found and read."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    for _ in range(10):
-        try:
-            return str(driver.find_element(By.CSS_SELECTOR, css).text)
-        except NoSuchElementException:
-            return ""
-        except StaleElementReferenceException:
-            continue
-    raise AssertionError(f"{css} was replaced on every one of 10 reads")
-
-
-def console_errors(driver: Any) -> list[str]:
-    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    return screenshot_dir(tmp_path_factory)
 
 
 def stats(dep: Deployment) -> dict[str, Any]:

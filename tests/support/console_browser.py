@@ -1,0 +1,71 @@
+"""What the console's browser tests share: Debian's chromium, headless, through chromium-driver and
+selenium; where screenshots go; reading a live page's text."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless chromium (the test is skipped when Debian's chromium or its driver is missing)."""
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("Debian's chromium and chromium-driver are not installed (run.sh test installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the pages' screenshots go: $CONSOLE_SCREENSHOTS (CI keeps it as an artefact), else a
+    temporary directory."""
+    where = os.environ.get("CONSOLE_SCREENSHOTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("console-screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def shoot(driver: Any, shots: Path, name: str) -> None:
+    assert driver.save_screenshot(str(shots / f"console-{name}.png"))
+
+
+def text_of(driver: Any, css: str) -> str:
+    """The text of the element `css` selects, "" when there is none. A live page replaces its rows
+    between finding one and reading it (a stale element): then the replacement is found and read."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    for _ in range(10):
+        try:
+            return str(driver.find_element(By.CSS_SELECTOR, css).text)
+        except NoSuchElementException:
+            return ""
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"{css} was replaced on every one of 10 reads")
+
+
+def console_errors(driver: Any) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
