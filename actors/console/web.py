@@ -23,6 +23,7 @@ from actors.console import views
 from actors.console.actions import ActionError, Actions
 from actors.console.calls import ORIGIN
 from actors.console.collector import Collector
+from actors.console.dlq import DeadLetters, DlqError
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.codes import RequestCode, ResponseCode
 
@@ -61,6 +62,7 @@ class ConsoleApp:
     def __init__(self, collector: Collector, acl: bool = False) -> None:
         self.collector = collector
         self.actions = Actions(collector)
+        self.dead_letters = DeadLetters(collector)
         self.acl = acl
         self.sessions: dict[str, SessionCredentials] = {}
         self.env = templates()
@@ -87,6 +89,7 @@ class ConsoleApp:
         r.add_post("/topics/{topic}/send", self.send_message)
         r.add_post("/groups/{group}/reset", self.reset_offset)
         r.add_post("/producers", self.watch_producer)
+        r.add_post("/messages/dlq/resend", self.resend_dead_letter)
 
     # ------------------------------------------------------------------ sessions (ACL)
     def credentials(self, request: web.Request) -> SessionCredentials | None:
@@ -259,10 +262,10 @@ class ConsoleApp:
         raise web.HTTPSeeOther("/producers?notice=" + quote(f"watching producer group {group}", safe=""))
 
     async def messages(self, request: web.Request) -> web.Response:
+        """Look messages up by id or key, or list a group's dead letters (`dlq`, `begin`, `end`)."""
         q = request.query
         creds = self.credentials(request)
-        data: dict[str, Any] = {"rows": [], "msg_id": q.get("id", ""), "topic": q.get("topic", ""),
-                                "key": q.get("key", ""), "asked": False}
+        data = self._messages_data(dict(q))
         try:
             if q.get("id"):
                 data["rows"] = [await self.actions.message_by_id(q["id"], creds)]
@@ -270,6 +273,25 @@ class ConsoleApp:
             elif q.get("topic") or q.get("key"):
                 data["rows"] = await self.actions.messages_by_key(q.get("topic", ""), q.get("key", ""), creds)
                 data["asked"] = True
-        except ActionError as e:
-            return self.render("messages.j2", data | {"error": str(e), "page": "messages"}, 400)
-        return self.render("messages.j2", data | {"page": "messages"})
+            elif "dlq" in q:
+                data["dead"], data["full"] = await self.dead_letters.list(q["dlq"], q.get("begin", ""),
+                                                                          q.get("end", ""), creds)
+        except (ActionError, DlqError) as e:
+            return self.render("messages.j2", data | {"error": str(e)}, 400)
+        return self.render("messages.j2", data)
+
+    def _messages_data(self, q: dict[str, str]) -> dict[str, Any]:
+        return {"rows": [], "msg_id": q.get("id", ""), "topic": q.get("topic", ""), "key": q.get("key", ""),
+                "asked": False, "dlq_group": q.get("dlq", ""), "begin": q.get("begin", ""), "end": q.get("end", ""),
+                "dead": None, "full": False, "groups": sorted(self.collector.state.groups), "page": "messages",
+                "notice": q.get("notice")}
+
+    async def resend_dead_letter(self, request: web.Request) -> web.StreamResponse:
+        """A dead letter back to its group (dlq.DeadLetters.resend); the group's DLQ listed again."""
+        form = await self._form(request)
+        group = form.get("group", "")
+        try:
+            notice = await self.dead_letters.resend(group, form.get("msgId", ""), self.credentials(request))
+        except DlqError as e:
+            return self.render("messages.j2", self._messages_data({"dlq": group}) | {"error": str(e)}, 400)
+        raise web.HTTPSeeOther(f"/messages?dlq={quote(group.strip(), safe='')}&notice={quote(notice, safe='')}")
