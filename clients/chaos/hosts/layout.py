@@ -1,20 +1,37 @@
 """Names and addresses of the test bed's hosts (pure): namespace `nsrv-h<i>` at 10.77.0.<i + 2> on
 the bridge `nsrvbr0`, whose own address (10.77.0.1, in the root namespace) is where the test driver
 sits. Every name the harness makes starts with a prefix of its own, so a leftover of a killed run is
-recognised (and removed) by name alone."""
+recognised (and removed) by name alone. A second bed on the same machine takes another prefix
+(`NAMESRV_TEST_BED_ID`)."""
 
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass
 
-NETNS_PREFIX = "nsrv-h"
-BRIDGE = "nsrvbr0"
-VETH_PREFIX = "nsrvv"
+BED_ID_VAR = "NAMESRV_TEST_BED_ID"
+"""Another test bed beside the default one on the same machine (1..9): its own names, bridge,
+subnet 10.(77 + id).0.0/24 and temp root, so two beds (two test runs) never meet or sweep each
+other's leftovers away. Unset or 0: the default bed below."""
+
+
+def _bed_id() -> int:
+    raw = os.environ.get(BED_ID_VAR, "0") or "0"
+    if not raw.isdigit() or not 0 <= int(raw) <= 9:
+        raise ValueError(f"{BED_ID_VAR} must be 0..9, got {raw!r}")
+    return int(raw)
+
+
+BED_ID = _bed_id()
+_TAG = str(BED_ID) if BED_ID else ""
+NETNS_PREFIX = f"nsrv{_TAG}-h"
+BRIDGE = f"nsrvbr{BED_ID}"
+VETH_PREFIX = f"nsrv{_TAG}v"
 """Root-side end of host i's veth pair: `nsrvv<i>`; the end inside the namespace is `eth0`."""
-SUBNET = ipaddress.IPv4Network("10.77.0.0/24")
+SUBNET = ipaddress.IPv4Network(f"10.{77 + BED_ID}.0.0/24")
 MAX_HOSTS = 32
-TEMP_ROOT = "/tmp/nsrvh"
+TEMP_ROOT = f"/tmp/nsrvh{_TAG}"
 """Ray's temp dirs of the test bed's nodes (`<TEMP_ROOT>/h<i>`, `<TEMP_ROOT>/driver`): short, as
 Ray's Unix socket paths must stay under 108 bytes, and unique to the harness (a leftover Ray process
 is recognised by it)."""
