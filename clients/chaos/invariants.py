@@ -290,7 +290,8 @@ def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], 
     masterless window from the fault ends: once the new master took over, a failure is not the
     fault's. A partition between the broker and a NameServer impairs nothing (the clients reach
     the broker); the clients' cut from it and its host's isolation last until the heal, plus the
-    margin (a connection the cut stalled resumes at TCP's next retransmission)."""
+    margin and the cut's length (`up_ms[heal fault_id]`): a connection the cut stalled resumes at
+    TCP's next retransmission, whose back-off doubles while the cut lasts."""
     revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
     up_ms = up_ms or {}
     windows: dict[str, list[tuple[int, int]]] = {}
@@ -304,8 +305,8 @@ def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], 
                       f.t_ms + timing.margin_ms)
         elif r is None:
             to = end_ms
-        elif r.kind == HEAL:  # a connection stalled by the cut resumes at TCP's next retransmission
-            to = r.t_ms + timing.margin_ms
+        elif r.kind == HEAL:  # a connection the cut stalled resumes at TCP's next retransmission
+            to = r.t_ms + timing.margin_ms + int(up_ms.get(r.fault_id, 0))
         else:
             start = up_ms.get(r.fault_id, timing.actor_start_ms) if r.kind == RESTART_BROKER else 0
             to = r.t_ms + int(start)

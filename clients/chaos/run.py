@@ -231,7 +231,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     replicated = {n: w for n, w in masterless.items() if len(target.sets[n]) > 1}  # a set of one: its fault's window
     up_ms = driver.recovery_ms if driver is not None else {}  # revival fault_id -> its new actor's start
     bound_ms = up_ms | (driver.cut_ms if driver is not None else {})  # ... or the cut a heal removed
-    windows = impaired_windows(timeline, names, timing, ended_ms, up_ms, replicated)
+    windows = impaired_windows(timeline, names, timing, ended_ms, bound_ms, replicated)
     no_master = no_master_anywhere(masterless)
     for r in sends:
         r["explained"] = None if r["ok"] else explain_failure(r, windows, no_master)

@@ -144,6 +144,8 @@ def test_only_the_clients_cut_and_isolation_explain_failed_sends() -> None:
     assert explain_failure(failed, windows) is None, "broker-a was reachable: its partition was from a NameServer"
     assert explain_failure(failed | {"t_ms": 8_000, "brokers_tried": "broker-b"}, windows)
     assert explain_failure(failed | {"t_ms": 14_000}, windows)
+    stalled = impaired_windows(TIMELINE, NAMES, timing, 30_000, {3: 4_000})  # the clients' cut lasted 4 s
+    assert stalled["broker-b"] == [(7_000, 11_000 + margin + 4_000)], "TCP's back-off doubled while it lasted"
 
 
 def test_namesrv_chaos_refuses_host_faults_off_the_bed_before_starting_anything(
