@@ -11,8 +11,19 @@ each one. The checks, each an `Invariant` with its counterexamples:
 - H2 no message a consumer read ever changed: a (queue, offset) is given with one message only, and
   the brokers hold that message there at the end (a failover that reused the offset for another
   message breaks it; so does a reader given a message no replica held).
-- H3 a committed transaction is delivered once: its message is held at exactly one (queue, offset);
-  one whose commit went unanswered (a kill between the broker's write and its answer) at most once.
+- H3 a committed transaction is delivered once per half: each half a commit was decided for is
+  held at exactly one (queue, offset), one whose commit went unanswered (a kill between the
+  broker's write and its answer) at most once; never one half committed twice. A transaction is
+  held more than once only from distinct halves, no more halves than its half's send made
+  attempts, each in a broker set an attempt went to (a half send with no record, every attempt of
+  it failed, is held to once per half only): RocketMQ's producer sends a half as any sync
+  send, retried on another broker when an attempt failed or got no answer
+  (DefaultMQProducerImpl.sendMessageInTransaction -> send -> sendDefaultImpl), so an attempt whose
+  answer a master kill lost may have stored a half too. That half is a transaction of its own on
+  its broker, checked back with the same message (same msgId and properties) and committed as its
+  producer answers: RocketMQ delivers both copies (at least once; consumers dedupe by key), and
+  so does this broker. What the brokers promise, and H3 holds them to, is that no half is
+  committed twice (a second END_TRANSACTION, or a check-back after a torn commit or a failover).
 - H4 a rolled-back transaction is never delivered: not held, never given.
 - H5 per-queue order: of one producer's acknowledged sends to one queue, made one after the other
   (the next started after the previous was acknowledged), the later one holds the greater offset.
@@ -29,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clients.chaos.invariants import Invariant
+from namesrv.broker.transaction.service import PREPARED_OFFSET
 
 Queue = tuple[str, str, int]
 """(topic, broker name, queue id)."""
@@ -47,6 +59,8 @@ class Sent:
     queue: Queue | None = None
     offset: int | None = None
     transactional: bool = False
+    brokers_tried: tuple[str, ...] = ()
+    """Every broker name an attempt of the send went to, in order (the producer's retries)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +92,9 @@ class Stored:
     queue: Queue
     offset: int
     msg_id: str
+    prepared_offset: int | None = None
+    """A committed transactional message's half: its queue offset in the set's half topic
+    (TRAN_PREPARED_QUEUE_OFFSET; the half is in the same broker set as the message)."""
 
 
 @dataclass(slots=True)
@@ -96,8 +113,14 @@ def history_of_run(sends: list[dict[str, Any]], received: list[Received], stored
     sent = [Sent(r["producer"], r["msg_id"] or "", r["t_ms"], r["t_ms"] + round(r["latency_ms"]), bool(r["ok"]),
                  (r["topic"], r["broker_name"], r["queue_id"]) if r["ok"] else None, r["queue_offset"])
             for r in sends]
-    held = [Stored((m.topic, m.broker_name, m.queue_id), m.queue_offset, m.msg_id) for m in stored]
+    held = [Stored((m.topic, m.broker_name, m.queue_id), m.queue_offset, m.msg_id, _prepared_offset(m))
+            for m in stored]
     return History([*sent, *transactions], list(received), list(decided), held)
+
+
+def _prepared_offset(m: Any) -> int | None:
+    value = m.properties.get(PREPARED_OFFSET) if hasattr(m, "properties") else None
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def _examples(items: Iterable[object]) -> str:
@@ -140,20 +163,62 @@ def _no_change(h: History, held: dict[tuple[Queue, int], str]) -> Invariant:
 
 
 def _transactions(h: History, places: dict[str, set[tuple[Queue, int]]], given: set[str]) -> list[Invariant]:
+    copies: dict[str, dict[tuple[Queue, int], Stored]] = defaultdict(dict)
+    for s in h.stored:
+        copies[s.msg_id][(s.queue, s.offset)] = s
+    sends = {s.msg_id: s for s in h.sent if s.transactional}
     commits = [d for d in h.decided if d.commit and d.acknowledged]
-    not_once = [f"{d.msg_id} held {len(places.get(d.msg_id, ()))}x" for d in commits
-                if len(places.get(d.msg_id, ())) != 1]
-    # a commit whose answer was lost may or may not have taken effect, but never twice
-    not_once += [f"{d.msg_id} (commit unanswered) held {len(places[d.msg_id])}x" for d in h.decided
-                 if d.commit and not d.acknowledged and len(places.get(d.msg_id, ())) > 1]
+    not_once: list[str] = []
+    retried: list[str] = []
+    for d in h.decided:
+        if d.commit:
+            broken, from_retry = _commit_held(d, list(copies[d.msg_id].values()), sends.get(d.msg_id))
+            not_once += [broken] if broken else []
+            retried += [from_retry] if from_retry else []
     rollbacks = [d for d in h.decided if not d.commit]
     delivered = [d.msg_id for d in rollbacks if d.msg_id in places or d.msg_id in given]
+    again = f"; {len(retried)} held once per half of a retried half send" if retried else ""
     return [
-        Invariant("H3 a committed transaction is delivered once", not not_once,
-                  f"{len(not_once)} of {len(commits)} committed not held exactly once", _examples(not_once)),
+        Invariant("H3 a committed transaction is delivered once per half", not not_once,
+                  f"{len(not_once)} of {len(commits)} committed not held once per half{again}",
+                  _examples(not_once or retried)),
         Invariant("H4 a rolled-back transaction is never delivered", not delivered,
                   f"{len(delivered)} of {len(rollbacks)} rolled back delivered", _examples(delivered)),
     ]
+
+
+def _commit_held(d: Decided, held: list[Stored], half_send: Sent | None) -> tuple[str | None, str | None]:
+    """(what breaks H3, or what it allows: copies from the halves of a retried half send) for one
+    commit decision and the copies of its message held at the end."""
+    where = _where(held, half_send)
+    if d.acknowledged and not held:
+        return f"{d.msg_id} held 0x{where}", None
+    by_half: dict[tuple[str, int | None], int] = defaultdict(int)
+    for s in held:  # a committed message's half is in its own broker set
+        by_half[(s.queue[1], s.prepared_offset)] += 1
+    what = f"{d.msg_id}{'' if d.acknowledged else ' (commit unanswered)'} held {len(held)}x"
+    twice = [f"{b}@{'?' if off is None else off}" for (b, off), n in sorted(by_half.items(), key=str) if n > 1]
+    if twice:
+        return f"{what}, half {', '.join(twice)} committed more than once{where}", None
+    # a half send with no record failed every attempt (its producer never learned its msgId), and
+    # each attempt may have stored a half all the same: only "once per half" is known of it
+    tried = half_send.brokers_tried if half_send is not None and half_send.brokers_tried else ()
+    attempts = max(1, len(tried))
+    if half_send is not None and (len(by_half) > attempts or (tried and any(b not in tried for b, _ in by_half))):
+        return f"{what} from {len(by_half)} halves, its half sent {attempts}x{where}", None
+    if len(by_half) > 1:
+        return None, f"{what} from {len(by_half)} halves{where}"
+    return None, None
+
+
+def _where(copies: list[Stored], half: Sent | None) -> str:
+    """Where a transaction's copies are held, each with the half it was committed from, and where
+    its half was sent (every attempt's broker): what tells a half committed twice from two halves."""
+    held = ", ".join(f"{t}/{b}/{q}@{s.offset}" + (f" from half {b}@{s.prepared_offset}"
+                                                   if s.prepared_offset is not None else "")
+                     for s in sorted(copies, key=lambda s: (s.queue, s.offset)) for t, b, q in (s.queue,))
+    sent = f"; its half sent to {', '.join(half.brokers_tried)}" if half is not None and half.brokers_tried else ""
+    return f" ({held}{sent})" if held or sent else ""
 
 
 def _order(h: History) -> Invariant:

@@ -5,9 +5,11 @@ broker's check-back asks, and is answered the same decision. A failover in betwe
 lose a commit nor apply one twice (a promoted slave that had not seen its old master's decision
 would check it back again and store the message a second time), and never deliver a rollback.
 
-What it sent (`Sent`, transactional) and every decision a broker was told (`Decided`, acknowledged
-when the broker answered that it took it) go to the history checker: H3 (a committed transaction
-is delivered once) and H4 (a rolled-back one never). At the end, `finish` gives the unknown ones
+What it sent (`Sent`, transactional, with the brokers its half's send tried) and every decision a
+broker was told (`Decided`, acknowledged when the broker answered that it took it) go to the
+history checker: H3 (a committed transaction is delivered once per half: a half send retried after
+an attempt whose answer a kill lost may have stored two halves, each committed by its own broker,
+as RocketMQ does) and H4 (a rolled-back one never). At the end, `finish` gives the unknown ones
 until their check-back (the brokers' transaction timeout) to be decided before the final read.
 """
 
@@ -123,7 +125,8 @@ class TransactionLane:
                 log.info("chaos transaction %s: half not stored: %s", key, e)
                 self.failed_halves += 1
                 continue
-            self.sent.append(Sent(TX_GROUP, result.send_result.msg_id, started, now_ms(), True, transactional=True))
+            self.sent.append(Sent(TX_GROUP, result.send_result.msg_id, started, now_ms(), True, transactional=True,
+                                  brokers_tried=tuple(result.send_result.brokers_tried)))
 
     def stop_sending(self) -> bool:
         """Stop sending; True when the thread ended."""

@@ -3,12 +3,20 @@ check, and each broken one fails exactly the check it breaks, naming the counter
 
 from __future__ import annotations
 
+import asyncio
 import random
+from dataclasses import replace
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clients.chaos.history import Decided, History, Received, Sent, Stored, check_history
+from clients.chaos.history import Decided, History, Received, Sent, Stored, check_history, history_of_run
+from clients.consumer.pull_consumer import ConsumedMessage
+from namesrv.broker.transaction.service import COMMIT_TYPE
+from namesrv.protocol.codes import ResponseCode
+from tests.support.broker import Broker
+from tests.unit.broker.test_transactions import end, prepare
 
 Q0 = ("T", "broker-a", 0)
 Q1 = ("T", "broker-a", 1)
@@ -115,9 +123,6 @@ def test_sequential_sends_in_offset_order_always_pass_h5(seed: int, n: int) -> N
 def test_a_chaos_runs_records_make_a_history_whose_checks_see_a_loss() -> None:
     """history_of_run: the producers' send records (failed ones unacknowledged, placed nowhere),
     the live reader's deliveries and the final reads, as the chaos run hands them over."""
-    from clients.chaos.history import history_of_run
-    from clients.consumer.pull_consumer import ConsumedMessage
-
     def record(n: int, ok: bool = True) -> dict[str, object]:
         return {"producer": "p1", "t_ms": 10 * n, "latency_ms": 2.4, "ok": ok, "topic": "T",
                 "broker_name": "broker-a" if ok else None, "queue_id": 0 if ok else None,
@@ -130,3 +135,68 @@ def test_a_chaos_runs_records_make_a_history_whose_checks_see_a_loss() -> None:
     assert h.sent[2].acknowledged is False and h.sent[2].queue is None
     broken = failing(h)
     assert set(broken) == {"H1"} and "m3" in broken["H1"]
+
+
+def test_a_half_committed_twice_breaks_h3_even_when_its_send_was_retried() -> None:
+    """Copies of a transaction from distinct halves are RocketMQ's retried half send (see
+    test_a_half_send_retried_after_a_lost_answer_is_committed_once_per_half); two copies of ONE
+    half are a duplicate commit, however often its send was tried."""
+    h = clean()
+    h.sent = [s for s in h.sent if s.msg_id != "tx-c"]
+    h.sent.append(Sent("p2", "tx-c", 100, 105, True, transactional=True, brokers_tried=("broker-a", "broker-b")))
+    h.stored = [s for s in h.stored if s.msg_id != "tx-c"]
+    h.stored += [Stored(Q1, 3, "tx-c", prepared_offset=7), Stored(("T", "broker-b", 0), 0, "tx-c", prepared_offset=2)]
+    assert "H3" not in failing(h), "one copy per half, one half per attempt"
+    h.stored.append(Stored(Q0, 9, "tx-c", prepared_offset=7))
+    assert "half broker-a@7 committed more than once" in failing(h)["H3"]
+
+
+def test_copies_from_more_halves_than_its_send_made_attempts_break_h3() -> None:
+    h = clean()
+    h.stored.append(Stored(("T", "broker-b", 0), 0, "tx-c", prepared_offset=2))  # its half was sent once
+    assert "tx-c held 2x from 2 halves, its half sent 1x" in failing(h)["H3"]
+    h.sent = [s for s in h.sent if s.msg_id != "tx-c"]
+    h.sent.append(Sent("p2", "tx-c", 100, 105, True, transactional=True, brokers_tried=("broker-a", "broker-c")))
+    assert "from 2 halves" in failing(h)["H3"], "a copy in a broker set no attempt went to"
+
+
+def test_a_half_send_retried_after_a_lost_answer_is_committed_once_per_half(tmp_path: Path) -> None:
+    """The chaos run's flaky H3 ("a committed transaction held twice", master kills, two broker
+    sets). A producer sends a half as any sync send: an attempt on broker-a stores it, a master
+    kill loses the answer, and the retry stores it again on broker-b (same msgId), which the
+    producer commits. broker-a's check-back then asks about its own half, the producer answers
+    COMMIT by the message's key, and broker-a commits it: two copies, one per half, each half
+    committed once (RocketMQ's producer and broker do the same). Real brokers, a manual clock."""
+    a, b = Broker(tmp_path / "a", transaction_timeout_ms=2_000), Broker(tmp_path / "b", transaction_timeout_ms=2_000)
+    lost_answer = prepare(a, b"tx-7")  # stored on broker-a; the producer never heard so
+    acked = prepare(b, b"tx-7")  # the retry on broker-b
+    assert end(b, acked, COMMIT_TYPE).code == ResponseCode.SUCCESS  # the local transaction committed
+    assert asyncio.run(a.processor.context.transactions.scan_for_check()) == ([], []), "not due yet"
+    a.clock.advance(2_000)
+    [due], _ = asyncio.run(a.processor.context.transactions.scan_for_check())
+    assert (due.queue_offset, due.properties["UNIQ_KEY"]) == (lost_answer[0], "U-tx-7")
+    assert end(a, lost_answer, COMMIT_TYPE).code == ResponseCode.SUCCESS  # the check-back's answer
+    assert end(a, lost_answer, COMMIT_TYPE).remark == "transaction already ended", "once per half"
+    stored = [ConsumedMessage("T", name, q, m.queue_offset, m.properties["UNIQ_KEY"], m.body, m.properties)
+              for name, broker in (("broker-a", a), ("broker-b", b)) for q in (0, 1)
+              for m in broker.store.get_message("T", q, 0, 10)]
+    assert len(stored) == 2 and {m.msg_id for m in stored} == {"U-tx-7"}
+    half_send = Sent("tx", "U-tx-7", 0, 5, True, transactional=True, brokers_tried=("broker-a", "broker-b"))
+    h = history_of_run([], [], stored, [half_send], [Decided("U-tx-7", True, True)])
+    [h3] = [i for i in check_history(h) if i.name.startswith("H3")]
+    assert h3.ok and "1 held once per half of a retried half send" in h3.value, h3
+    assert {s.prepared_offset for s in h.stored} == {lost_answer[0], acked[0]}
+    once = history_of_run([], [], stored, [replace(half_send, brokers_tried=("broker-b",))],
+                          [Decided("U-tx-7", True, True)])
+    assert "U-tx-7 held 2x from 2 halves, its half sent 1x" in failing(once)["H3"]
+
+
+def test_a_commit_of_a_half_send_that_failed_every_attempt_is_held_once_per_half() -> None:
+    """A half send whose every attempt failed is not in the history (its producer never learned
+    the msgId), yet each attempt may have stored a half, which its check-back commits."""
+    h = clean()
+    h.decided.append(Decided("tx-f", True, True))
+    h.stored += [Stored(Q0, 5, "tx-f", prepared_offset=3), Stored(("T", "broker-b", 0), 0, "tx-f", prepared_offset=1)]
+    assert "H3" not in failing(h)
+    h.stored.append(Stored(Q1, 5, "tx-f", prepared_offset=3))
+    assert "half broker-a@3 committed more than once" in failing(h)["H3"]
