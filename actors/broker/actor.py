@@ -363,13 +363,18 @@ class BrokerActor:
         """The half messages of `producer_group` due for a check-back, each counted as one check: a
         Ray-native producer asks for them (over TCP the broker sends CHECK_TRANSACTION_STATE). With
         ACL on, `auth` over {"producerGroup": group} must authenticate: a refusal raises
-        MQServerError (NO_PERMISSION and why)."""
+        MQServerError (NO_PERMISSION and why). A slave answers none (RocketMQ runs its check service
+        on the master alone): its halves are offsets of its own log, which a restarted old master
+        holds a diverged tail of until it truncates, and a producer's answer goes to the master,
+        where those offsets may name another half."""
         c = self.controller
         if c.acl is not None:
             ext = {"producerGroup": str(producer_group)} | credentials_only(auth)
             refused = c.acl.before(RemotingRequest(BrokerRequestCode.END_TRANSACTION, ext), RequestContext())
             if refused is not None:
                 raise MQServerError.of(refused)
+        if not c.role.writable:  # a master's service, as over TCP: a slave's halves are its master's to check
+            return []
         txn = c.processor.context.transactions
         to_check, _ = await txn.scan_for_check()
         due = [h for h in to_check if h.properties.get(PGROUP) == producer_group]

@@ -224,3 +224,22 @@ def test_a_slave_signs_its_transfers_as_a_broker_when_the_master_checks_acl(depl
     meta = ray.get(master.ha_metadata.remote(7, auth=signature(peer_call_ext("ha_metadata", 7), None, creds)),
                    timeout=30)
     assert "topicConfigTable" in meta
+
+
+@pytest.mark.timeout(180)
+def test_only_the_master_hands_out_halves_to_check_back(deployments: DeploymentFactory) -> None:
+    """The check-back is a master's service (RocketMQ's TransactionalMessageCheckService runs on the
+    master alone; over TCP this broker sends CHECK_TRANSACTION_STATE only while writable): a slave
+    holding the same unresolved half answers a Ray-native producer's check_transactions with none,
+    since its offsets are of its own log (a restarted old master's may have diverged) and the
+    producer's answer goes to the master."""
+    dep = deploy_pair(deployments, transaction_timeout_ms=500)
+    half = ray.get(actor(dep, MASTER).send_message.remote(TOPIC, 0, b"undecided", {"TRAN_MSG": "true",
+                                                                                  "PGROUP": "PG_repl_tx"}),
+                   timeout=30)
+    assert half.ok, half
+    wait_until(lambda: caught_up(dep), 30, "the slave to hold the half")
+    due = wait_until(lambda: ray.get(actor(dep, MASTER).check_transactions.remote("PG_repl_tx"), timeout=30), 30,
+                     "the half due for its check-back on the master")
+    assert [h["body"] for h in due] == [b"undecided"]
+    assert ray.get(actor(dep, SLAVE).check_transactions.remote("PG_repl_tx"), timeout=30) == []
