@@ -73,7 +73,7 @@ class HostFaults:
 
     def _open(self, addr: str, window: NemesisWindow) -> str:
         self.open[addr] = window
-        return f"{window.kind} {window.detail}: {len(window.cuts)} cuts"
+        return f"{window.detail} ({window.kind}, {len(window.cuts)} cuts)"
 
     def _check(self, addr: str) -> int:
         if addr in self.open:
@@ -95,7 +95,7 @@ class HostFaults:
     def heal(self, addr: str) -> str:
         window = self.open.pop(addr)
         self.bed.nemesis.end(window)
-        return f"{window.kind} {window.detail} healed after {(window.end_ms or 0) - window.start_ms} ms"
+        return f"{window.detail} ({window.kind}) healed after {(window.end_ms or 0) - window.start_ms} ms"
 
     def heal_all(self) -> None:
         """Remove every cut (however the run ends)."""
