@@ -41,7 +41,7 @@ def build_config(args: argparse.Namespace, namespace: str) -> ChaosConfig:
         snapshot_interval_ms=round(args.snapshot_interval * 1000), namespace=namespace,
         existing=getattr(args, "namespace", None) is not None, data_dir=args.data_dir, keep_data=args.keep_data,
         slaves=args.slaves, broker_role=args.broker_role, controller=args.controller,
-        broker_tcp=args.tcp_brokers or bool(args.hosts), hosts=args.hosts,
+        broker_tcp=args.tcp_brokers or bool(args.hosts), hosts=args.hosts, group_members=args.group,
     )
 
 
@@ -183,6 +183,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="the masters' role with --slaves (default SYNC_MASTER)")
     p.add_argument("--namesrvs", type=int, default=2, help="NameServers of the private deployment (default 2)")
     p.add_argument("--producers", type=int, default=2)
+    p.add_argument("--group", type=int, default=0,
+                   help="push consumers of one consumer group reading the topics (rebalancing every second); "
+                        "invariant 7 holds each queue the group can reach to one owner (default 0: none)")
     p.add_argument("--rate", type=float, default=50.0, help="messages per second per producer (default 50)")
     p.add_argument("--transactions", type=float, default=0.0,
                    help="transactions per second from a transactional producer, each committed, rolled back or "

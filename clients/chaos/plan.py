@@ -191,6 +191,12 @@ class ChaosConfig(BaseModel):
     """Fault the deployment already running in `namespace` (which must be given) instead of a private one."""
     data_dir: str | None = None
     keep_data: bool = False
+    group_members: int = Field(default=0, ge=0, le=8)
+    """Push consumers of one consumer group reading the run's topics, their queue ownership sampled
+    and judged (invariant 7: each queue the group can reach owned once, but for a rebalance
+    interval and the margin); 0: no group."""
+    group_rebalance_ms: int = Field(default=1_000, gt=0)
+    """The group members' rebalance interval (RocketMQ: 20 s)."""
     hosts: int = Field(default=0, ge=0)
     """Run on the multi-host test bed (clients.chaos.hosts) of this many hosts, each NameServer and
     broker on a host of its own, the clients on the test driver's node; the host faults

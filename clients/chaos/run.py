@@ -26,6 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from clients.admin.client import AdminClient
 from clients.chaos.driver import ChaosDriver, NodeRemover
+from clients.chaos.group import GroupLane
 from clients.chaos.history import check_history, history_of_run
 from clients.chaos.hosts.faults import HostBed, HostFaults
 from clients.chaos.invariants import (
@@ -45,6 +46,7 @@ from clients.chaos.invariants import (
 from clients.chaos.leaks import alive_actor_ids, alive_actors, check_leaks, wait_actors_gone
 from clients.chaos.nodes import await_lost_removals, node_fault_refusal
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
+from clients.chaos.ownership import check_ownership, excused_windows, ownership_defects
 from clients.chaos.plan import ChaosConfig, plan_faults, plan_signature, timeline_signature
 from clients.chaos.reader import LiveReader
 from clients.chaos.report import EXISTING, PRIVATE, ChaosReport, summarize
@@ -148,6 +150,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     reader: LiveReader | None = None
     lane: TransactionLane | None = None
     host_faults: HostFaults | None = None
+    group: GroupLane | None = None
     started_ms = now_ms()
     log.info("chaos run on %s deployment in namespace %s, data in %s, seed %d",
              target.kind, namespace, target.data_dir, cfg.seed)
@@ -186,6 +189,12 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         roles = RoleLogCollector(lambda: {a: h for a, h in dep.brokers.items() if a not in drv.lost}, names,
                                  now_ms).start()
         reader = LiveReader(namespace, sorted(dep.namesrvs), topics).start()
+        if cfg.group_members:
+            queues = {(t, n, q) for t in topics for n in set(names.values()) for q in range(cfg.queues)}
+            group = GroupLane(namespace, sorted(dep.namesrvs), topics, queues, members=cfg.group_members,
+                              rebalance_interval_ms=cfg.group_rebalance_ms, route_poll_ms=timing.route_poll_ms).start()
+            if not group.wait_settled(BROKERS_SHOW_UP_S):
+                log.warning("the consumer group did not own every queue once within %.0f s", BROKERS_SHOW_UP_S)
         if cfg.transactions:
             lane = TransactionLane(namespace, sorted(dep.namesrvs), topics, cfg.transactions, cfg.seed,
                                    timing.route_poll_ms).start()
@@ -206,6 +215,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         await_lost_removals(removals, driver.lost, timeline, timing)
         removals.snapshot()
         reader.stop()
+        if group is not None:
+            group.stop_sampling()
         sends, route_logs = collect_producer_results(producers)
         consumed = consume_everything(namespace, sorted(dep.namesrvs), topics)
         history = observer.snapshot_history()
@@ -222,6 +233,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         threads_stopped = (collector.stop() if collector is not None else True) and threads_stopped
         threads_stopped = (roles.stop() if roles is not None else True) and threads_stopped
         threads_stopped = (reader.stop() if reader is not None else True) and threads_stopped
+        threads_stopped = (group.stop() if group is not None else True) and threads_stopped
         threads_stopped = (lane.finish(0) if lane is not None else True) and threads_stopped
         _clean_up(target, cfg, topics, job_id, job_actors_before, driver.lost if driver is not None else set())
     ended_ms = now_ms()
@@ -249,6 +261,10 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     detections = ns_detect + ns_back + prod
     kept_dir = target.data_dir if target.own_dir and not cfg.keep_data else None
     spurious = spurious_removals(removals, timeline, timing, bound_ms)
+    ownership = [] if group is None else [check_ownership(
+        ownership_defects(group.samples), excused_windows(timeline, names, timing, cfg.group_rebalance_ms, ended_ms,
+                                                          bound_ms),
+        cfg.group_rebalance_ms + timing.margin_ms, len(group.samples))]
     kept = measure_kept_routes(timeline, route_logs, names, topics, timing, bound_ms)
     invariants = [
         loss,
@@ -259,6 +275,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         check_detections("3c revived broker back everywhere in bound",
                          ns_back + [d for d in prod if d.kind in BROKER_REVIVALS], "returns in bound"),
         check_no_live_removal(spurious),
+        *ownership,
         *([check_kept_routes(kept)] if kept else []),
         check_one_master(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms),
         check_paused_slave_sends(sends, timeline, names, shrink_ms, role == "SYNC_MASTER"),
@@ -275,6 +292,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     figures["kept_routes"] = kept
     figures["host_faults"] = host_faults.windows() if host_faults is not None else []
     figures["live_reader"] = reader.figures() if reader is not None else {}
+    figures["group"] = group.figures() if group is not None else {}
     figures["transactions"] = lane.figures() if lane is not None else {}
     figures["replication"] = role_figures | {"slave_transports": sorted(roles.transports) if roles is not None else []}
     report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),

@@ -30,7 +30,7 @@ from actors.broker.actor import broker_actor_name
 from clients.producer.producer import Producer
 from namesrv.acl.plain_acl import signature
 from namesrv.broker.transaction.service import COMMIT_TYPE, NOT_TYPE, PGROUP, ROLLBACK_TYPE, TRAN_MSG
-from namesrv.client.errors import MQClientError
+from namesrv.client.errors import MQClientError, brief
 from namesrv.client.message import Message
 from namesrv.client.send_result import SendResult
 from namesrv.protocol.broker_headers import end_transaction_ext
@@ -134,7 +134,7 @@ class TransactionMQProducer(Producer):
                       decode_offset_msg_id(result.offset_msg_id)[1], state, from_check=False)
         except Exception as e:  # as RocketMQ: the half is stored, so the check-back decides it
             log.warning("local transaction of %s ended %s, but telling the broker failed: %s", result.msg_id,
-                        state.name, e)
+                        state.name, brief(e))
         return TransactionSendResult(result, state)
 
     def _end(self, broker_name: str, msg_id: str, tran_state_table_offset: int, commit_log_offset: int,
@@ -172,7 +172,7 @@ class TransactionMQProducer(Producer):
                 halves = ray.get(self._broker(broker_name).check_transactions.remote(self.group, auth),
                                  timeout=CHECK_CALL_TIMEOUT_S)
             except Exception as e:
-                log.warning("transaction check-back at %s failed: %s (asked again next round)", broker_name, e)
+                log.warning("transaction check-back at %s failed: %s (asked again next round)", broker_name, brief(e))
                 continue
             for half in halves:
                 checked = CheckedMessage(half["topic"], half["body"], half["properties"], half["msgId"],
@@ -187,7 +187,7 @@ class TransactionMQProducer(Producer):
                               state, from_check=True)
                 except Exception as e:
                     log.warning("the checked end of %s at %s failed: %s (asked again later)", checked.msg_id,
-                                broker_name, e)
+                                broker_name, brief(e))
                     continue
                 answered += state is not LocalTransactionState.UNKNOW
         return answered

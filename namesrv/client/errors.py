@@ -71,3 +71,11 @@ def classify_failure(e: BaseException) -> tuple[str, str]:
     if isinstance(e, RemotingError):
         return "no_answer", str(e)
     return "unexpected", f"{type(e).__name__}: {e}"
+
+
+def brief(e: BaseException, limit: int = 160) -> str:
+    """An error in one short line for a log: its type and the first line of its message (Ray's
+    errors run to a dozen lines of advice)."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    first = first if len(first) <= limit else first[: limit - 1] + "…"
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__

@@ -1,14 +1,16 @@
 """A seeded chaos run on the multi-host test bed (issue 36, item 6): four hosts as network namespaces,
 NameServer-0 (with Ray's head) and NameServer-1 on hosts 0 and 1, broker-a and broker-b on hosts 2
-and 3 serving TCP on their hosts' addresses, the producers, the live reader and the transactional
-producer on the test driver's node. The plan mixes the kernel's faults (a broker's host cut from
-one NameServer's, the clients cut from a broker, a broker's host isolated from everyone) with
-kills, SIGSTOPs and a NameServer kill, each healed or revived on schedule.
+and 3 serving TCP on their hosts' addresses; the producers, the live reader, the transactional
+producer and a consumer group of two push consumers on the test driver's node. The plan mixes the
+kernel's faults (a broker's host cut from one NameServer's, the clients cut from a broker, a
+broker's host isolated from everyone) with kills, SIGSTOPs and NameServer kills, each healed or
+revived on schedule.
 
 What must hold, from the run's own records: nothing acknowledged lost, no committed transaction
-lost or held twice, the partitioned NameServer alone drops the broker (no other removes it), every
-producer keeps a broker one NameServer lost (3e: the union of the NameServers' views), routes
-converge after each heal within the return bound, the timeline is the seed's plan.
+lost or held twice per half, the partitioned NameServer alone drops the broker (no other removes
+it), every producer keeps a broker one NameServer lost (3e: the union of the NameServers' views),
+the group owns each queue it can reach once but for a rebalance interval (7), routes converge after
+each heal within the return bound, the timeline is the seed's plan.
 
 Needs root (namespaces, nftables)."""
 
@@ -54,7 +56,7 @@ def test_seeded_chaos_across_hosts_keeps_every_invariant(bed: HostBed, tmp_path:
     from clients.chaos.plan import parse_fault_mix
 
     cfg = ChaosConfig(duration_s=40, fault_interval_s=3, seed=16, rate=30, transactions=4, brokers=2, namesrvs=2,
-                      faults=tuple(parse_fault_mix(MIX).items()), broker_tcp=True, hosts=HOSTS,
+                      faults=tuple(parse_fault_mix(MIX).items()), broker_tcp=True, hosts=HOSTS, group_members=2,
                       namespace=unique_namespace("chaoshosts"))
     plan = plan_faults(cfg, ["a", "b"], ["namesrv-0", "namesrv-1"], cfg.timing())
     assert {e.kind for e in plan} >= HOST_FAULTS, "the seed's plan makes every host fault"
@@ -72,6 +74,9 @@ def test_seeded_chaos_across_hosts_keeps_every_invariant(bed: HostBed, tmp_path:
     assert all((p.target, p.peer) in removed_by for p in partitions), "the partitioned NameServer expired it"
     kept = report.figures["kept_routes"]
     assert kept and sum(r["judged"] for r in kept) >= 2, kept
+    group = report.figures["group"]
+    assert group["consumed"] > 0 and group["samples"] > 100, group
+    assert any(i.name.startswith("7 ") for i in report.invariants), "the group's ownership was judged"
     windows = report.figures["host_faults"]
     assert len(windows) == len(host_faults) and all(w["end_ms"] is not None for w in windows)
     for h in range(HOSTS):  # every cut is gone when the run ends

@@ -110,3 +110,13 @@ def test_async_send_takes_a_brokers_error_answer_as_final(transport: FakeTranspo
     with pytest.raises(SendFailedError) as err:
         engine.send(msg(), publish_info(), times_total=3, retry_broker_errors=False)
     assert err.value.brokers_tried == ["broker-a"] == transport.brokers_called
+
+
+def test_brief_keeps_one_short_line_of_an_error() -> None:
+    from namesrv.client.errors import brief
+
+    ray_like = RuntimeError("Failed to look up actor with name 'broker-b-0'.\nThis could because 1. ...\n2. ...")
+    assert brief(ray_like) == "RuntimeError: Failed to look up actor with name 'broker-b-0'."
+    assert brief(TimeoutError()) == "TimeoutError"
+    long = brief(ValueError("x" * 500), limit=20)
+    assert long == "ValueError: " + "x" * 19 + "…"

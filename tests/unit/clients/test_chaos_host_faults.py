@@ -2,7 +2,8 @@
 draws each partition's NameServer from the seed and heals every host fault; the config refuses host
 faults off the test bed and a bed too small; a partition excuses only the NameServer it cuts (3a,
 3d); a producer that drops a broker one NameServer lost breaks 3e, unless another NameServer
-restarted meanwhile; sends to a partitioned-from-a-NameServer broker are never explained by it."""
+restarted meanwhile; sends to a partitioned-from-a-NameServer broker are never explained by it; a
+consumer group's ownership gaps are judged wherever the group reaches the queue (invariant 7)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from clients.chaos.invariants import (
     spurious_removals,
 )
 from clients.chaos.observe import RemovalLog
+from clients.chaos.ownership import Defect, OwnershipSample, check_ownership, excused_windows, ownership_defects
 from clients.chaos.plan import ChaosConfig, FaultRecord, parse_fault_mix, plan_faults, plan_signature
 from clients.chaos.schema import (
     HEAL,
@@ -163,3 +165,30 @@ def test_namesrv_chaos_refuses_host_faults_off_the_bed_before_starting_anything(
     assert main(["chaos", "--hosts", "4", "--brokers", "2", "--address", "auto"]) == 2
     assert "leave --address out" in capsys.readouterr().out
     assert started == []
+
+
+def sample(t: int, **owners: int) -> OwnershipSample:
+    return OwnershipSample(t, {("T", q.split("_")[0], int(q.split("_")[1])): n for q, n in owners.items()})
+
+
+def test_ownership_defects_are_runs_of_none_or_several_owners() -> None:
+    samples = [sample(0, a_0=1, b_0=1), sample(100, a_0=0, b_0=1), sample(200, a_0=2, b_0=1),
+               sample(300, a_0=1, b_0=0), sample(400, a_0=1, b_0=0)]
+    assert ownership_defects(samples) == [Defect(("T", "a", 0), 2, 100, 300), Defect(("T", "b", 0), 0, 300, 400)]
+
+
+def test_a_group_is_judged_where_it_reaches_the_queue() -> None:
+    """A defect on a broker the clients were cut from (until its return and a rebalance) is excused;
+    one during a partition from a NameServer is not (the group reaches that broker)."""
+    timing = bed_cfg().timing()
+    excused = excused_windows(TIMELINE, NAMES, timing, 1_000, 30_000)
+    assert excused["broker-b"] == [(7_000, 11_000 + timing.producer_back_bound_ms(HEAL) + 1_000)]
+    assert [a for a, _ in excused["broker-a"]] == [13_000], "the partition from a NameServer excuses nothing"
+    during_cut = Defect(("T", "broker-b", 1), 0, 8_000, 12_000)
+    during_partition = Defect(("T", "broker-a", 1), 0, 2_000, 4_500)
+    short = Defect(("T", "broker-a", 2), 2, 2_000, 2_800)
+    verdict = check_ownership([during_cut, during_partition, short], excused, 2_000, 300)
+    assert not verdict.ok and "T/broker-a:1 unowned for 2500 ms" in verdict.detail
+    assert "1 of 2 judged" in verdict.value and "1 excused" in verdict.value
+    assert check_ownership([during_cut, short], excused, 2_000, 300).ok
+    assert not check_ownership([], excused, 2_000, 0).ok, "no sample is no evidence"
