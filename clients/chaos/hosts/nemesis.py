@@ -1,12 +1,15 @@
 """Nemeses made by the kernel: partitions as nftables rules inside the hosts' namespaces (the rules
-from `rules`), each recorded in a timeline of windows (kind, hosts, start, end) that the analysis can
-lay beside what the system believed.
+from `rules`), and latency from a delaying relay in front of a host's ports (`delays`), each
+recorded in a timeline of windows (kind, hosts, start, end) that the analysis can lay beside what
+the system believed.
 
     nemesis = Nemesis(hosts)
-    w = nemesis.partition([[0, 1], [2]])     # the window, open until heal()
-    nemesis.heal()                            # every cut gone; every open window closed
+    w = nemesis.partition([[0, 1], [2]])     # the window, open until heal() or end(w)
+    d = nemesis.delay(2, [10911], 50)         # connections to host 2's port 10911: 50 ms each way
+    nemesis.heal()                            # every cut and delay gone; every open window closed
 
-Nemeses add up: a one-way cut on top of a partition drops both. `heal()` removes every cut at once.
+Nemeses add up: a one-way cut on top of a partition drops both, a delayed port behind a cut is cut.
+`heal()` removes every cut and delay at once.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from clients.chaos.hosts.delay_rules import delay_spec
+from clients.chaos.hosts.delays import Delays, RunningRelay
 from clients.chaos.hosts.netns import Hosts
 from clients.chaos.hosts.rules import (
     Cut,
@@ -35,8 +40,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class NemesisWindow:
-    """One nemesis in the fault timeline: `kind` (partition, isolate, one_way, bridge, loss), the hosts
-    it names, its cuts, and when it started and ended (ms since the epoch; end None while open)."""
+    """One nemesis in the fault timeline: `kind` (partition, isolate, clients, one_way, bridge, loss,
+    delay), the hosts it names, its cuts (none for a delay, which its detail describes), and when it
+    started and ended (ms since the epoch; end None while open)."""
 
     kind: str
     hosts: tuple[int, ...]
@@ -85,13 +91,16 @@ class Timeline:
 
 
 class Nemesis:
-    """Cuts between the hosts of a `Hosts` test bed, loaded with `nft -f -` inside each host."""
+    """Cuts between the hosts of a `Hosts` test bed, loaded with `nft -f -` inside each host, and
+    delays in front of their ports (`delays.Delays`)."""
 
     def __init__(self, hosts: Hosts, clock: Callable[[], int] = system_clock) -> None:
         self.hosts = hosts
         self.addresses: Sequence[str] = [*hosts.addresses, hosts.driver_address]
         """Every host's address by index, then the clients' node's (`rules.clients_index`)."""
         self.timeline = Timeline(hosts.count, clock)
+        self.delays = Delays(hosts, self._apply)
+        self._relays: list[tuple[NemesisWindow, RunningRelay]] = []
 
     def _apply(self, host: int, script: str) -> None:
         try:
@@ -146,14 +155,38 @@ class Nemesis:
         cuts = bridge_cuts(left_, right_, via, self.hosts.count)
         return self._add("bridge", [*left_, via, *right_], cuts, f"{left_} | {via} | {right_}")
 
+    def delay(self, host: int, ports: int | Iterable[int], delay_ms: float, jitter_ms: float = 0, *,
+              reply_delay_ms: float | None = None, seed: int = 0) -> NemesisWindow:
+        """Connections made from outside `host` to its `ports` from now on go through a relay that
+        holds each chunk `delay_ms` towards the host and `reply_delay_ms` (default: the same) back,
+        ± `jitter_ms` drawn from `seed`: a round trip takes at least both. Ending it (or `heal()`)
+        closes the connections made through the relay; new ones go straight to the port."""
+        spec = delay_spec(host, ports, delay_ms, self.hosts.count, jitter_ms=jitter_ms,
+                          reply_delay_ms=reply_delay_ms, seed=seed)
+        relay = self.delays.start(spec)
+        w = self.timeline.begin("delay", [host], frozenset(), spec.describe())
+        self._relays.append((w, relay))
+        log.info("nemesis delay %s", w.detail)
+        return w
+
     def end(self, window: NemesisWindow) -> None:
-        """Remove the cuts only `window` holds (the other open windows' stay in force) and close it."""
+        """Remove the cuts only `window` holds (the other open windows' stay in force), or its delay,
+        and close it."""
+        relays = [r for w, r in self._relays if w is window]
+        if relays:
+            self._relays = [(w, r) for w, r in self._relays if w is not window]
+            self.delays.stop(relays[0])
+            self.timeline.end(window)
+            return
         rest = self.timeline.cuts(but=window)
         self._load(rest, hosts_touched(window.cuts, self.hosts.count))
         self.timeline.end(window)
 
     def heal(self) -> list[NemesisWindow]:
-        """Remove every cut (the harness's table in every host) and close the open windows."""
+        """Remove every cut (the harness's table in every host) and every delay, and close the open
+        windows."""
         for h in range(self.hosts.count):
             self._apply(h, heal_script())
+        self.delays.stop_all()
+        self._relays = []
         return self.timeline.end_all()
