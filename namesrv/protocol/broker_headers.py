@@ -125,6 +125,20 @@ class GetConsumerRunningInfoRequestHeader(Header):
     jstack_enable: bool = False
 
 
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY (309): which client of which group runs its listener on the message
+    with this offset message id. The broker adds its `brokerName` (and the topic's and group's sys
+    flags) before handing it on; `topic`, optional, is the one the caller names (for the ACL)."""
+
+    consumer_group: GroupName
+    client_id: str | None = Field(default=None, max_length=255)
+    msg_id: str | None = Field(default=None, max_length=64)
+    broker_name: str | None = Field(default=None, max_length=255)
+    topic: TopicName | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+
+
 class TopicHeader(Header):
     """GET_TOPIC_STATS_INFO, QUERY_TOPIC_CONSUME_BY_WHO."""
 

@@ -93,6 +93,9 @@ class BrokerRequestCode(IntEnum):
     """mqadmin / dashboard: the consumer groups of a topic (a GroupList)."""
     GET_CONSUMER_RUNNING_INFO = 307
     """mqadmin consumerStatus: the broker asks the client over its own connection (ConsumerRunningInfo)."""
+    CONSUME_MESSAGE_DIRECTLY = 309
+    """mqadmin queryMsgById -g -d / the dashboard: the broker hands a stored message to one client of a
+    group, which runs its listener on it once and answers a ConsumeMessageDirectlyResult."""
     SEND_MESSAGE_V2 = 310
     CLONE_GROUP_OFFSET = 314
     """mqadmin cloneGroupOffset: copy one group's committed offsets to another."""
