@@ -33,15 +33,18 @@ from namesrv.client.consume_from import compute_pull_from_where
 from namesrv.client.consumer.config import ConsumerConfig, MessageModel
 from namesrv.client.consumer.process_queue import ProcessQueue
 from namesrv.client.consumer.subscription import MessageSelector, Subscription
-from namesrv.client.errors import MQClientError, NoNameServerAvailable
+from namesrv.client.errors import MQClientError, NoNameServerAvailable, RemotingError
 from namesrv.client.message import check_group
 from namesrv.client.offsets import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore, offset_table_of
 from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
+from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
+from namesrv.protocol.message.decoder import MessageExt, decode_messages
 from namesrv.protocol.models import MessageQueue
 from namesrv.protocol.running_info import ConsumerRunningInfo
+from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -103,6 +106,9 @@ class ConsumerCore:
         self.owner: QueueOwner | None = None
         self.running_info: Callable[[], ConsumerRunningInfo] | None = None
         """GET_CONSUMER_RUNNING_INFO's answer (the consumer sets it)."""
+        self.consume_directly: Callable[[MessageExt, str], ConsumeMessageDirectlyResult] | None = None
+        """CONSUME_MESSAGE_DIRECTLY's answer: the listener run once on (message, broker name) (a push
+        consumer sets it once started; None answers as RocketMQ answers for a consumer that has none)."""
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pq_lock = threading.RLock()
         self._persist_lock = threading.Lock()
@@ -226,9 +232,32 @@ class ConsumerCore:
         elif request.code == BrokerRequestCode.GET_CONSUMER_RUNNING_INFO and self.running_info is not None:
             body = fastjson.dumps(self.running_info().to_wire())
             conn.answer(request, ResponseCode.SUCCESS, None, body)
+        elif request.code == BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY:
+            threading.Thread(target=self._consume_directly, args=(conn, request), name=f"{self.group}-direct",
+                             daemon=True).start()
         elif not request.is_oneway:
             conn.answer(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                         f"request code {request.code} not supported by this consumer")
+
+    def _consume_directly(self, conn: BrokerConnection, request: RemotingCommand) -> None:
+        """CONSUME_MESSAGE_DIRECTLY (ClientRemotingProcessor.consumeMessageDirectly): the listener once
+        on the message of the body; a consumer with no listener for the group says the group is not here."""
+        ext = request.ext_fields or {}
+        group = str(ext.get("consumerGroup") or "")
+        try:
+            if group != self.group or self.consume_directly is None:
+                conn.answer(request, ResponseCode.SYSTEM_ERROR,
+                            f"The Consumer Group <{group}> not exist in this consumer")
+                return
+            try:
+                [msg] = decode_messages(request.body or b"")
+            except (InvalidInput, ValueError) as e:
+                conn.answer(request, ResponseCode.SYSTEM_ERROR, f"the body is not one message: {e}")
+                return
+            result = self.consume_directly(msg, str(ext.get("brokerName") or ""))
+            conn.answer(request, ResponseCode.SUCCESS, None, result.encode())
+        except RemotingError as e:
+            log.info("%s: answering CONSUME_MESSAGE_DIRECTLY on %s failed: %s", self.client_id, conn.address, e)
 
     def reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: drop the queues of `topic` this member holds, set the

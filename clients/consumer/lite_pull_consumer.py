@@ -7,7 +7,9 @@ queue) into a cache that `poll(timeout_s)` takes from. Offsets: `auto_commit` (d
 group's offset as poll returns messages and commits it every `persist_consumer_offset_interval_ms`
 (RocketMQ's autoCommitIntervalMillis, 5 s); without it `commit_sync()` commits what poll has returned.
 `seek(queue, offset)` moves a held queue. It shares ConsumerCore and PullMessageService with the push
-consumer (composed, not inherited).
+consumer (composed, not inherited). It has no listener to hand a message to: CONSUME_MESSAGE_DIRECTLY
+(309) is answered SYSTEM_ERROR "The Consumer Group <group> not exist in this consumer", as RocketMQ's
+MQClientInstance answers for any consumer that is not a push consumer.
 
     consumer = LitePullConsumer("my_group", namespace="namesrv")
     consumer.subscribe("TopicTest", "*")

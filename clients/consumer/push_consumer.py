@@ -13,7 +13,8 @@ consumer pulls, rebalances with its group and commits offsets on its own.
 Routes come from the NameServer actors of `namespace` (or the `namesrv` actor names given); every
 broker call goes over this consumer's own remoting connection to the broker, so the broker knows it
 as a member of the group, can tell it to rebalance (NOTIFY_CONSUMER_IDS_CHANGED) or to jump to new
-offsets (RESET_CONSUMER_CLIENT_OFFSET), and a group may mix it with RocketMQ's own clients.
+offsets (RESET_CONSUMER_CLIENT_OFFSET) or hand it one message to run its listener on once
+(CONSUME_MESSAGE_DIRECTLY, `consume_directly`), and a group may mix it with RocketMQ's own clients.
 The parts: `core` (subscriptions, heartbeats, rebalance, offsets), `pull_service` (long-polling
 pulls with flow control), `consume_service` (the listener on a thread pool, retries).
 """
@@ -26,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from clients.consumer.consume_directly import consume_directly
 from clients.consumer.consume_service import ConcurrentConsumeService, ConsumeService, OrderlyConsumeService
 from clients.consumer.core import ConsumerCore
 from clients.consumer.pull_service import PullMessageService, PullRequest
@@ -103,6 +105,8 @@ class PushConsumer:
             raise MQClientError("messageListener is null: register a listener before start()")
         self._service = (OrderlyConsumeService if self.core.orderly else ConcurrentConsumeService)(
             self.core, self._listener)
+        listener, orderly = self._listener, self.core.orderly
+        self.core.consume_directly = lambda msg, broker_name: consume_directly(listener, orderly, msg, broker_name)
         self._pulls = PullMessageService(self.core, self._service.submit)
         self._pulls.start()
         try:
