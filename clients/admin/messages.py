@@ -8,6 +8,10 @@ queryMessageByUniqKey), a mixin of `clients.admin.client.DefaultMQAdminExt`:
   that cannot be asked fails the query (RocketMQ's MQAdminImpl logs it and goes on: a partial answer
   here would look like a missing message). Each message is checked against the key as RocketMQ's
   client does; the index's last update is the newest of the brokers'.
+- `consume_message_directly(group, client_id, msg_id, topic)`: CONSUME_MESSAGE_DIRECTLY to the
+  broker that stores the message (its offset message id's host; with `topic`, a client message id is
+  looked up first, as DefaultMQAdminExt.consumeMessageDirectly sends the offset id): the broker hands
+  it to that client, whose listener runs once on it; the client's ConsumeMessageDirectlyResult.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from typing import Any
 from clients.admin.transport import AdminTransport, ServerUnreachable, describe
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import MASTER_ID
-from namesrv.protocol.message.codec import decode_offset_msg_id
+from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
+from namesrv.protocol.message.codec import decode_offset_msg_id, offset_msg_id
 from namesrv.protocol.message.decoder import MessageExt
 from namesrv.protocol.models import TopicRouteData
 from namesrv.protocol.types import InvalidInput
@@ -102,3 +107,27 @@ class MessageQueries:
                 if m.topic == topic and (m.unique_key == key if unique_key else key in m.keys):
                     result.message_list.append(m)
         return result
+
+    def consume_message_directly(self, group: str, client_id: str, msg_id: str,
+                                 topic: str | None = None) -> ConsumeMessageDirectlyResult:
+        """Have one client of `group` run its listener once on a stored message (mqadmin queryMsgById
+        -g -d): an offset message id, or with `topic` a client message id (its oldest match)."""
+        msg_id = msg_id.strip()
+        try:
+            broker_addr, _ = decode_offset_msg_id(msg_id)
+        except InvalidInput as e:
+            if topic is None:
+                raise self.error(f"{e}; give the topic to look {msg_id!r} up as a client message id") from None
+            found = sorted(self.query_message(topic, msg_id, 32, 0, FOREVER, unique_key=True).message_list,
+                           key=lambda m: m.store_timestamp)
+            if not found:
+                raise self.error(f"no message of topic {topic!r} has the message id {msg_id!r}") from None
+            broker_addr, msg_id = found[0].store_host, offset_msg_id(found[0].store_host, found[0].commit_log_offset)
+        ext = {"consumerGroup": group, "clientId": client_id, "msgId": msg_id} | ({"topic": topic} if topic else {})
+        resp = self._ask(broker_addr, BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY, ext)
+        if not resp.ok:
+            raise self.error(f"broker {broker_addr}: consume {msg_id} directly on {client_id} of {group} failed: "
+                             f"{describe(resp)}")
+        if not isinstance(resp.payload, ConsumeMessageDirectlyResult):
+            raise self.error(f"broker {broker_addr}: the answer for {msg_id} is not a ConsumeMessageDirectlyResult")
+        return resp.payload

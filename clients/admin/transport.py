@@ -29,6 +29,7 @@ from namesrv.protocol.admin_bodies import (
 )
 from namesrv.protocol.bodies import format_properties, parse_properties
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
+from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
 from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.message.decoder import decode_messages
 from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicList, TopicRouteData
@@ -79,6 +80,7 @@ BODY_MODELS: dict[int, Callable[[bytes], Any]] = {
     BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET: lambda b: ResetOffsetBody.from_wire(loads_keyed(b)),
     BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: lambda b: GroupList.from_wire(loads_keyed(b)),
     BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: lambda b: ConsumerRunningInfo.from_wire(loads_keyed(b)),
+    BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResult.decode,
     BrokerRequestCode.GET_BROKER_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
     BrokerRequestCode.VIEW_BROKER_STATS_DATA: fastjson.loads,
     BrokerRequestCode.QUERY_MESSAGE: decode_messages,
