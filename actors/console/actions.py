@@ -1,5 +1,7 @@
 """What the console's forms do: create and delete a topic, send a test message, reset a group's
-offset by time, look a message up by id or by key. Each checks its input first (a bad one raises
+offset by time, look a message up by id or by key, have a live client of a group consume a message
+directly (CONSUME_MESSAGE_DIRECTLY: its listener runs once on it; no client named, the first live
+member, as rocketmq-dashboard picks one). Each checks its input first (a bad one raises
 `ActionError` with one line and changes nothing), then sends the same requests mqadmin would, over
 the servers' `process` (ACL, processors, as a TCP frame), signed with the session's account.
 
@@ -22,10 +24,11 @@ from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.broker_headers import create_topic_ext
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.constants import MASTER_ID, Perm
+from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
 from namesrv.protocol.message.codec import decode_offset_msg_id, ray_send_ext
 from namesrv.protocol.message.decoder import MessageExt, decode_messages
 from namesrv.protocol.models import TopicConfig
-from namesrv.protocol.types import InvalidInput, check_topic, describe_errors
+from namesrv.protocol.types import GroupName, InvalidInput, check, check_topic, describe_errors
 from namesrv.remoting.command import RemotingResponse
 
 MAX_TEST_BODY = 64 * 1024
@@ -213,6 +216,33 @@ class Actions:
             rows.extend(_row(m) for m in decode_messages(resp.body or b"")
                         if m.topic == topic and key in m.properties.get("KEYS", "").split())
         return rows
+
+
+    async def consume_directly(self, raw_group: str, raw_client: str, raw_id: str,
+                               creds: SessionCredentials | None) -> tuple[str, ConsumeMessageDirectlyResult]:
+        """CONSUME_MESSAGE_DIRECTLY on the broker that stores the message: (the client asked, its result)."""
+        try:
+            group: str = check(GroupName, raw_group.strip(), "consumer group")
+            host, _ = decode_offset_msg_id(raw_id.strip())
+        except InvalidInput as e:
+            raise ActionError(str(e)) from None
+        view = self.state.groups.get(group)
+        if view is None or not view.members:
+            raise ActionError(f"consumer group {group!r} has no live member to hand the message to")
+        client = raw_client.strip() or view.members[0]
+        if client not in view.members:
+            raise ActionError(f"{client!r} is not a live member of {group} (members: {', '.join(view.members)})")
+        if self.servers.broker_handle(host) is None:
+            raise ActionError(f"message id {raw_id.strip()} names broker {host}, which is not a live broker here")
+        resp = await self.servers.call_broker(host, self.servers.request(
+            BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY, {"consumerGroup": group, "clientId": client,
+                                                         "msgId": raw_id.strip()}, credentials=creds))
+        if not resp.ok:
+            raise ActionError(f"consume {raw_id.strip()} directly on {client} of {group}: {_why(resp)}")
+        try:
+            return client, ConsumeMessageDirectlyResult.decode(resp.body)
+        except InvalidInput as e:
+            raise ActionError(f"{client} answered no ConsumeMessageDirectlyResult: {e}") from None
 
 
 def _row(m: MessageExt, msg_id: str = "") -> MessageRow:

@@ -16,7 +16,7 @@ client message id and user properties, RETRY_TOPIC naming the original topic (th
 hand it to the listener as that topic) and its reconsume times back at 0 (the group's full retry
 budget again; failing that, back to the DLQ). Delivery properties of the dead letter's past (a delay
 level, a timer, a transaction's half mark) are dropped so the copy is deliverable at once. The
-dashboard's consume-directly (309) is not offered: no broker or client here implements it yet.
+dashboard's consume-directly (309) is the messages page's own action (actions.Actions.consume_directly).
 """
 
 from __future__ import annotations

@@ -90,6 +90,7 @@ class ConsoleApp:
         r.add_post("/groups/{group}/reset", self.reset_offset)
         r.add_post("/producers", self.watch_producer)
         r.add_post("/messages/dlq/resend", self.resend_dead_letter)
+        r.add_post("/messages/consume-directly", self.consume_directly)
 
     # ------------------------------------------------------------------ sessions (ACL)
     def credentials(self, request: web.Request) -> SessionCredentials | None:
@@ -284,7 +285,8 @@ class ConsoleApp:
         return {"rows": [], "msg_id": q.get("id", ""), "topic": q.get("topic", ""), "key": q.get("key", ""),
                 "asked": False, "dlq_group": q.get("dlq", ""), "begin": q.get("begin", ""), "end": q.get("end", ""),
                 "dead": None, "full": False, "groups": sorted(self.collector.state.groups), "page": "messages",
-                "notice": q.get("notice")}
+                "notice": q.get("notice"), "live_groups": {g: v.members for g, v in
+                                                           sorted(self.collector.state.groups.items()) if v.members}}
 
     async def resend_dead_letter(self, request: web.Request) -> web.StreamResponse:
         """A dead letter back to its group (dlq.DeadLetters.resend); the group's DLQ listed again."""
@@ -295,3 +297,18 @@ class ConsoleApp:
         except DlqError as e:
             return self.render("messages.j2", self._messages_data({"dlq": group}) | {"error": str(e)}, 400)
         raise web.HTTPSeeOther(f"/messages?dlq={quote(group.strip(), safe='')}&notice={quote(notice, safe='')}")
+
+    async def consume_directly(self, request: web.Request) -> web.StreamResponse:
+        """A live client of a group runs its listener once on a message (Actions.consume_directly);
+        the message shown again with the result as the notice."""
+        form = await self._form(request)
+        msg_id = form.get("msgId", "").strip()
+        try:
+            client, result = await self.actions.consume_directly(form.get("group", ""), form.get("clientId", ""),
+                                                                 msg_id, self.credentials(request))
+        except ActionError as e:
+            return self.render("messages.j2", self._messages_data({"id": msg_id}) | {"error": str(e)}, 400)
+        outcome = result.consume_result.value if result.consume_result is not None else "no result"
+        notice = (f"{client} of {form.get('group', '').strip()} consumed {msg_id} directly: {outcome} in "
+                  f"{result.spent_time_mills} ms" + (f" ({result.remark})" if result.remark else ""))
+        raise web.HTTPSeeOther(f"/messages?id={quote(msg_id, safe='')}&notice={quote(notice, safe='')}")
