@@ -32,9 +32,10 @@ def partition_views(spark: SparkSession, snapshots: DataFrame, faults: DataFrame
       fault_id long, kind string, broker_addr string, peer string, namesrv string
       fault_ms long, heal_ms long     the window (heal_ms: the heal, else the NameServer's last snapshot)
       reachable boolean               could this NameServer reach the broker during the window
-      window_ms long, believed_ms long     how long the window lasted / it advertised the broker in it
-      wrong_ms long                   how long its belief contradicted reachability
-      back_after_heal_ms long         from the heal until it advertised the broker (0: it still did;
+      window_duration_ms long, believed_duration_ms long   how long the window lasted / it advertised
+                                      the broker in it
+      wrong_duration_ms long          how long its belief contradicted reachability
+      back_after_heal_delay_ms long   from the heal until it advertised the broker (0: it still did;
                                       null: never, or no heal)
     """
     check_snapshots(snapshots)
@@ -72,13 +73,14 @@ def partition_views(spark: SparkSession, snapshots: DataFrame, faults: DataFrame
     key = ["fault_id", "kind", "broker_addr", "peer", "namesrv", "fault_ms", "heal_ms", "reachable"]
     return (
         joined.groupBy(*key)
-        .agg(F.sum(F.coalesce(overlap, F.lit(0))).cast("long").alias("believed_ms"),
-             F.min(after_heal).cast("long").alias("back_after_heal_ms"))
-        .withColumn("window_ms", F.col("heal_ms") - F.col("fault_ms"))
+        .agg(F.sum(F.coalesce(overlap, F.lit(0))).cast("long").alias("believed_duration_ms"),
+             F.min(after_heal).cast("long").alias("back_after_heal_delay_ms"))
+        .withColumn("window_duration_ms", F.col("heal_ms") - F.col("fault_ms"))
         .withColumn(
-            "wrong_ms",
-            F.when(F.col("reachable"), F.col("window_ms") - F.col("believed_ms")).otherwise(F.col("believed_ms")),
+            "wrong_duration_ms",
+            F.when(F.col("reachable"), F.col("window_duration_ms") - F.col("believed_duration_ms"))
+            .otherwise(F.col("believed_duration_ms")),
         )
-        .select(*key[:6], "heal_ms", "reachable", "window_ms", "believed_ms", "wrong_ms", "back_after_heal_ms")
+        .select(*key, "window_duration_ms", "believed_duration_ms", "wrong_duration_ms", "back_after_heal_delay_ms")
         .orderBy("fault_id", "broker_addr", "namesrv")
     )

@@ -42,6 +42,7 @@ def build_config(args: argparse.Namespace, namespace: str) -> ChaosConfig:
         existing=getattr(args, "namespace", None) is not None, data_dir=args.data_dir, keep_data=args.keep_data,
         slaves=args.slaves, broker_role=args.broker_role, controller=args.controller,
         broker_tcp=args.tcp_brokers or bool(args.hosts), hosts=args.hosts, group_members=args.group,
+        route_union=not args.one_view,
     )
 
 
@@ -183,6 +184,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="the masters' role with --slaves (default SYNC_MASTER)")
     p.add_argument("--namesrvs", type=int, default=2, help="NameServers of the private deployment (default 2)")
     p.add_argument("--producers", type=int, default=2)
+    p.add_argument("--one-view", action="store_true",
+                   help="each of the run's producers and group members is given one NameServer (client i "
+                        "NameServer i; a RocketMQ client sticks to the one it picked) instead of taking the union "
+                        "of every NameServer's view: to see what divergence does without it (invariants 3e, 7)")
     p.add_argument("--group", type=int, default=0,
                    help="push consumers of one consumer group reading the topics (rebalancing every second); "
                         "invariant 7 holds each queue the group can reach to one owner (default 0: none)")

@@ -25,16 +25,21 @@ SAMPLE_S = 0.1
 class GroupLane:
     def __init__(self, namespace: str, namesrvs: list[str], topics: list[str], queues: set[Queue], *,
                  members: int = 2, rebalance_interval_ms: int = 1_000, group: str = GROUP,
-                 route_poll_ms: int = 30_000) -> None:
-        """`queues`: every queue of the run's topics (what the group should own)."""
+                 route_union: bool = True) -> None:
+        """`queues`: every queue of the run's topics (what the group should own). The members read
+        routes at every rebalance and heartbeat the brokers as often (a restarted broker knows a
+        group's members only from their heartbeats; RocketMQ's 30 s would leave it wrong that long).
+        Without `route_union`, member i is given NameServer i alone (a RocketMQ client sticks to the
+        one NameServer it picked)."""
         self.queues = set(queues)
         self.rebalance_interval_ms = rebalance_interval_ms
         self.samples: list[OwnershipSample] = []
         self.consumed = 0
         self._lock = threading.Lock()
-        self.members = [PushConsumer(group, namesrv=namesrvs, namespace=namespace, instance_name=f"chaos-member-{i}",
-                                     rebalance_interval_ms=rebalance_interval_ms,
-                                     poll_name_server_interval_ms=route_poll_ms) for i in range(members)]
+        self.members = [PushConsumer(group, namesrv=namesrvs if route_union else [namesrvs[i % len(namesrvs)]],
+                                     namespace=namespace, instance_name=f"chaos-member-{i}",
+                                     rebalance_interval_ms=rebalance_interval_ms, route_union=route_union,
+                                     heartbeat_broker_interval_ms=rebalance_interval_ms) for i in range(members)]
         for m in self.members:
             for topic in topics:
                 m.subscribe(topic, "*")

@@ -7,7 +7,8 @@ the samples into runs of time a queue had no owner or more than one, and `check_
 each run not excused by a fault: a broker the clients cannot reach (killed, stopped, isolated, cut
 from the clients) and its return (back in the routes, then a rebalance) excuse its own queues; a
 partition between it and one NameServer excuses nothing (the group reaches it, and with the union
-of the NameServers' views its members agree on its queues).
+of the NameServers' views its members agree on its queues) unless every other NameServer was
+restarted meanwhile.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clients.chaos.invariants import Invariant
+from clients.chaos.invariants import Invariant, namesrv_outages
 from clients.chaos.plan import FaultRecord, Timing
-from clients.chaos.schema import BROKER_FAULTS, BROKER_REVIVALS, PARTITION_BROKER_NAMESRV
+from clients.chaos.schema import BROKER_FAULTS, BROKER_REVIVALS, PARTITION_BROKER_NAMESRV, RESTART_BROKER
 
 Queue = tuple[str, str, int]
 """(topic, broker name, queue id)."""
@@ -62,20 +63,32 @@ def ownership_defects(samples: Iterable[OwnershipSample]) -> list[Defect]:
     return sorted(out, key=lambda d: (d.start_ms, d.queue))
 
 
-def excused_windows(timeline: list[FaultRecord], broker_names: dict[str, str], timing: Timing,
-                    rebalance_ms: int, end_ms: int, up_ms: dict[int, float] | None = None,
+def excused_windows(timeline: list[FaultRecord], broker_names: dict[str, str], namesrvs: Iterable[str],
+                    timing: Timing, rebalance_ms: int, end_ms: int, up_ms: dict[int, float] | None = None,
                     ) -> dict[str, list[tuple[int, int]]]:
     """Broker name -> [(from, to)] ms in which its queues' ownership is not judged: from a fault that
     keeps the clients from it until its revival, the producers' return bound (back in the routes
-    the members read) and one rebalance later; a fault never revived runs to `end_ms`."""
+    the members read) and one rebalance later; a fault never revived runs to `end_ms`. A partition
+    from one NameServer counts only while every other NameServer was down or restarting at some
+    point of it (then none may list the broker: there is no view left to take it from), until the
+    last of them is back, the return bound and a rebalance."""
     up_ms = up_ms or {}
     revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}
+    outages = namesrv_outages(timeline)
     out: dict[str, list[tuple[int, int]]] = {}
     for f in timeline:
-        if f.kind not in BROKER_FAULTS or f.kind == PARTITION_BROKER_NAMESRV or f.target not in broker_names:
+        if f.kind not in BROKER_FAULTS or f.target not in broker_names:
             continue
         r = revived.get(f.fault_id)
         back = None if r is None else r.t_ms + timing.producer_back_bound_ms(r.kind, up_ms.get(r.fault_id))
+        if f.kind == PARTITION_BROKER_NAMESRV:
+            until = r.t_ms if r is not None else end_ms
+            others = [n for n in namesrvs if n != f.peer]
+            ups = [max((u for n2, d, u in outages if n2 == n and d <= until and u >= f.t_ms), default=None)
+                   for n in others]
+            if not others or any(u is None for u in ups):
+                continue  # some other NameServer listed the broker all along
+            back = max([*(u for u in ups if u is not None), until]) + timing.producer_back_bound_ms(RESTART_BROKER, 0)
         to = end_ms if back is None else back + rebalance_ms
         out.setdefault(broker_names[f.target], []).append((f.t_ms, to))
     return out

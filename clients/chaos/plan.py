@@ -195,6 +195,10 @@ class ChaosConfig(BaseModel):
     """Push consumers of one consumer group reading the run's topics, their queue ownership sampled
     and judged (invariant 7: each queue the group can reach owned once, but for a rebalance
     interval and the margin); 0: no group."""
+    route_union: bool = True
+    """The run's producers and group members take the union of every NameServer's view (the project's
+    default); False: client i is given NameServer i alone (a RocketMQ client sticks to the one it
+    picked), to see what divergence does without the union."""
     group_rebalance_ms: int = Field(default=1_000, gt=0)
     """The group members' rebalance interval (RocketMQ: 20 s)."""
     hosts: int = Field(default=0, ge=0)

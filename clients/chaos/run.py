@@ -181,8 +181,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
             pname = f"chaos-producer-{i}" if not cfg.existing else f"chaos-{run_id}-producer-{i}"
             producers[pname] = actor_cls.options(num_cpus=0, max_concurrency=4, name=pname, namespace=namespace,
                                                  **pin).remote(
-                f"chaos_producer_{i}", namespace, sorted(dep.namesrvs),
-                poll_name_server_interval_ms=timing.route_poll_ms)
+                f"chaos_producer_{i}", namespace, client_namesrvs(sorted(dep.namesrvs), i, cfg.route_union),
+                poll_name_server_interval_ms=timing.route_poll_ms, route_union=cfg.route_union)
         ray.get([p.summary.remote() for p in producers.values()], timeout=120)
         driver = drv = ChaosDriver(dep, cfg, observer, removals, timing=timing, snapshots=collector,
                                    lose_node=lose_node, host_faults=host_faults)
@@ -192,7 +192,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         if cfg.group_members:
             queues = {(t, n, q) for t in topics for n in set(names.values()) for q in range(cfg.queues)}
             group = GroupLane(namespace, sorted(dep.namesrvs), topics, queues, members=cfg.group_members,
-                              rebalance_interval_ms=cfg.group_rebalance_ms, route_poll_ms=timing.route_poll_ms).start()
+                              rebalance_interval_ms=cfg.group_rebalance_ms, route_union=cfg.route_union).start()
             if not group.wait_settled(BROKERS_SHOW_UP_S):
                 log.warning("the consumer group did not own every queue once within %.0f s", BROKERS_SHOW_UP_S)
         if cfg.transactions:
@@ -262,8 +262,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     kept_dir = target.data_dir if target.own_dir and not cfg.keep_data else None
     spurious = spurious_removals(removals, timeline, timing, bound_ms)
     ownership = [] if group is None else [check_ownership(
-        ownership_defects(group.samples), excused_windows(timeline, names, timing, cfg.group_rebalance_ms, ended_ms,
-                                                          bound_ms),
+        ownership_defects(group.samples),
+        excused_windows(timeline, names, namesrv_names, timing, cfg.group_rebalance_ms, ended_ms, bound_ms),
         cfg.group_rebalance_ms + timing.margin_ms, len(group.samples))]
     kept = measure_kept_routes(timeline, route_logs, names, topics, timing, bound_ms)
     invariants = [
@@ -275,8 +275,8 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
         check_detections("3c revived broker back everywhere in bound",
                          ns_back + [d for d in prod if d.kind in BROKER_REVIVALS], "returns in bound"),
         check_no_live_removal(spurious),
-        *ownership,
         *([check_kept_routes(kept)] if kept else []),
+        *ownership,
         check_one_master(roles.incarnations() if roles is not None else [], timeline, ended_ms, started_ms),
         check_paused_slave_sends(sends, timeline, names, shrink_ms, role == "SYNC_MASTER"),
         check_leaks(namespace, job_id, alive_before, loops, kept_dir, threads_stopped,
@@ -302,6 +302,12 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     if out is not None:
         report.write_parquet(out)
     return report
+
+
+def client_namesrvs(names: list[str], i: int, union: bool) -> list[str]:
+    """What client i of the run is given: every NameServer (it takes the union of their views), or,
+    without the union, NameServer i alone (as a RocketMQ client sticks to the one it picked)."""
+    return list(names) if union or not names else [names[i % len(names)]]
 
 
 def _clean_up(target: Target, cfg: ChaosConfig, topics: list[str], job_id: str, job_actors_before: set[str],

@@ -5,7 +5,8 @@ that decides which queues this member holds.
 
 Rebalance runs on a timer (`rebalance_interval_ms`, 20 s) and at once when a broker sends
 NOTIFY_CONSUMER_IDS_CHANGED down this client's connection (a member joined or left): per topic, the
-members from GET_CONSUMER_LIST_BY_GROUP on one of its brokers, sorted, the readable queues sorted,
+members from GET_CONSUMER_LIST_BY_GROUP (clients.consumer.members: one broker, or with `route_union`
+the union of every broker's), sorted, the readable queues sorted,
 then the strategy. A queue that leaves this member has its offset committed and is dropped (orderly:
 after its listener returns, then unlocked on the broker); a queue that comes is started from the
 group's offset on the broker (or the consume-from-where rule). The owner (`QueueOwner`) is told of
@@ -15,15 +16,15 @@ both. Offsets are committed every `persist_consumer_offset_interval_ms` and on s
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from clients.consumer.broker_api import ConsumerBrokerApi
+from clients.consumer.broker_api import CALL_TIMEOUT_S, ConsumerBrokerApi
 from clients.consumer.locks import QueueLocks
+from clients.consumer.members import GroupMembers
 from clients.consumer.routes import ConsumerRoutes
 from clients.impl.broker_connection import BrokerConnection
 from clients.impl.client_instance import build_client_id
@@ -120,6 +121,7 @@ class ConsumerCore:
         self.rebalances = 0
         self.api: ConsumerBrokerApi | None = None
         self.routes: ConsumerRoutes | None = None
+        self.members: GroupMembers | None = None
         self.offset_store: OffsetStore = LocalFileOffsetStore()
         self.queue_offsets: _Offsets | None = None
         self.locks: QueueLocks
@@ -153,6 +155,9 @@ class ConsumerCore:
         self.owner = owner
         self.routes = self.make_routes()
         self.api = ConsumerBrokerApi(self.client_id, self._on_request, self.config.credentials)
+        api = self.api
+        self.members = GroupMembers(lambda addr: api.consumer_id_list(addr, self.group), self.config.route_union,
+                                    CALL_TIMEOUT_S)
         self.locks = QueueLocks(self.group, self.api, self.routes)
         self.queue_offsets = _Offsets(self.api, self.routes)
         if self.clustering:
@@ -192,6 +197,8 @@ class ConsumerCore:
                 self.api.unregister(addr, self.group)
             except Exception as e:
                 log.info("unregistering %s from %s failed: %s", self.client_id, addr, e)
+        if self.members is not None:
+            self.members.close()
         self.api.close()
 
     @property
@@ -313,15 +320,8 @@ class ConsumerCore:
                     log.exception("%s timer of %s failed", what, self.group)
 
     def consumer_ids(self, topic: str) -> list[str]:
-        assert self.api is not None and self.routes is not None
-        addrs = sorted(self.routes.broker_addrs({topic}))
-        random.shuffle(addrs)
-        for addr in addrs:
-            try:
-                return self.api.consumer_id_list(addr, self.group)
-            except Exception as e:
-                log.info("members of %s from %s: %s", self.group, addr, e)
-        return []
+        assert self.members is not None and self.routes is not None
+        return self.members.of(self.routes.broker_addrs({topic}))
 
     def rebalance(self) -> None:
         """One pass over every subscribed topic (RebalanceImpl.doRebalance)."""

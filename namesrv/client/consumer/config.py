@@ -63,7 +63,9 @@ class ConsumerConfig(BaseModel):
     route_union: bool = True
     """Beyond RocketMQ: each rebalance allocates from the union of every answering NameServer's route
     (namesrv.client.route_union), so members that prefer different NameServers share one queue list
-    while the NameServers disagree; False asks one NameServer at a time, as RocketMQ's consumers."""
+    while the NameServers disagree, and from the union of the members every broker of the topic
+    knows (clients.consumer.members), so one broker that forgot members does not split the group;
+    False asks one NameServer at a time and one broker, as RocketMQ's consumers."""
     credentials: SessionCredentials | None = None
 
     @model_validator(mode="after")

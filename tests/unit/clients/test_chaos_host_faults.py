@@ -30,6 +30,7 @@ from clients.chaos.schema import (
     KILL_NAMESRV,
     PARTITION_BROKER_NAMESRV,
     PARTITION_CLIENT_BROKER,
+    RESTART_BROKER,
     RESTART_NAMESRV,
 )
 
@@ -181,7 +182,7 @@ def test_a_group_is_judged_where_it_reaches_the_queue() -> None:
     """A defect on a broker the clients were cut from (until its return and a rebalance) is excused;
     one during a partition from a NameServer is not (the group reaches that broker)."""
     timing = bed_cfg().timing()
-    excused = excused_windows(TIMELINE, NAMES, timing, 1_000, 30_000)
+    excused = excused_windows(TIMELINE, NAMES, NAMESRVS, timing, 1_000, 30_000)
     assert excused["broker-b"] == [(7_000, 11_000 + timing.producer_back_bound_ms(HEAL) + 1_000)]
     assert [a for a, _ in excused["broker-a"]] == [13_000], "the partition from a NameServer excuses nothing"
     during_cut = Defect(("T", "broker-b", 1), 0, 8_000, 12_000)
@@ -192,3 +193,17 @@ def test_a_group_is_judged_where_it_reaches_the_queue() -> None:
     assert "1 of 2 judged" in verdict.value and "1 excused" in verdict.value
     assert check_ownership([during_cut, short], excused, 2_000, 300).ok
     assert not check_ownership([], excused, 2_000, 0).ok, "no sample is no evidence"
+    restarted = [*TIMELINE, rec(6, 2_000, KILL_NAMESRV, "namesrv-0"), rec(7, 4_000, RESTART_NAMESRV, "namesrv-0",
+                                                                            revives=6)]
+    both_gone = excused_windows(restarted, NAMES, NAMESRVS, timing, 1_000, 30_000)["broker-a"]
+    assert both_gone[0] == (1_000, 5_000 + timing.producer_back_bound_ms(RESTART_BROKER, 0) + 1_000), \
+        "partitioned from namesrv-1 while namesrv-0 restarted: no NameServer could list broker-a"
+
+
+def test_without_the_union_client_i_is_given_namesrv_i_alone() -> None:
+    from clients.chaos.run import client_namesrvs
+
+    assert client_namesrvs(NAMESRVS, 3, union=True) == NAMESRVS
+    assert [client_namesrvs(NAMESRVS, i, union=False) for i in range(3)] == [["namesrv-0"], ["namesrv-1"],
+                                                                               ["namesrv-0"]]
+    assert not bed_cfg(route_union=False).route_union
