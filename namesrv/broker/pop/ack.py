@@ -18,7 +18,9 @@ itself or its pop retry topic, and its pop time which delivery it is. Answers:
                        (RocketMQ answers such an ack SUCCESS and does nothing; here it is said)
 
 A refused request changes nothing. A batch ack acks each message of its entries that is in flight
-under its handle and answers SUCCESS (as RocketMQ), with the count it could not ack in the remark.
+under its handle and answers SUCCESS (as RocketMQ), with the count it could not ack in the remark
+and, when there are any, which ones in the body (BatchAckAnswerBody: the BatchAck's index, the
+offset, and the remark ACK_MESSAGE would have answered), so the gRPC proxy answers each entry.
 An orderly pop's offset moves once its queue's messages are acked (to the lowest still in flight).
 """
 
@@ -30,7 +32,9 @@ from namesrv.broker.context import BrokerContext, json_body
 from namesrv.broker.pop.extra_info import ExtraInfo, decode_extra_info, real_topic
 from namesrv.broker.pop.headers import (
     AckMessageRequestHeader,
+    BatchAckAnswerBody,
     ChangeInvisibleTimeRequestHeader,
+    NotInFlight,
     batch_ack_body,
 )
 from namesrv.broker.pop.inflight import InFlight, Key
@@ -100,21 +104,32 @@ class AckMessageProcessor:
     def _batch_ack(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
         self._writable()
         body = batch_ack_body(json_body(cmd.body, "batch ack"))
-        wanted: list[tuple[Key, int]] = []
-        for a in body.acks:  # every entry checked before anything changes
+        wanted: list[tuple[int, Key, int]] = []
+        for i, a in enumerate(body.acks):  # every entry checked before anything changes
             topic = real_topic(a.topic, a.consumer_group, a.retry)
             for bit in a.bit_set:
                 self._check_queue(topic, a.queue_id, a.start_offset + bit)
-                wanted.append(((a.consumer_group, topic, a.queue_id, a.start_offset + bit), a.pop_time))
-        acked = [e for key, pop_time in wanted if (e := self.state.index.ack(key, pop_time)) is not None]
-        missed = len(wanted) - len(acked)
-        return self._acked(cmd, acked, f"{missed} of {len(wanted)} not in flight under their handles" if missed else "")
+                wanted.append((i, (a.consumer_group, topic, a.queue_id, a.start_offset + bit), a.pop_time))
+        acked: list[InFlight] = []
+        missed: list[NotInFlight] = []
+        for i, key, pop_time in wanted:
+            entry = self.state.index.ack(key, pop_time)
+            if entry is not None:
+                acked.append(entry)
+            else:
+                remark = NOT_IN_FLIGHT.format(key=key, pop_time=pop_time)
+                missed.append(NotInFlight(ack=i, offset=key[3], remark=remark))
+        if not missed:
+            return self._acked(cmd, acked, "")
+        return self._acked(cmd, acked, f"{len(missed)} of {len(wanted)} not in flight under their handles",
+                           BatchAckAnswerBody(not_in_flight=missed).encode())
 
-    async def _acked(self, cmd: RemotingRequest, entries: list[InFlight], remark: str) -> RemotingResponse:
+    async def _acked(self, cmd: RemotingRequest, entries: list[InFlight], remark: str,
+                     body: bytes | None = None) -> RemotingResponse:
         records = [ack_record(e) for e in entries] + self._order_offsets(entries)
         await self.state.record(*records)
         self.ctx.stats[("pop_acks", "")] += len(entries)
-        return cmd.response(ResponseCode.SUCCESS, remark or None)
+        return cmd.response(ResponseCode.SUCCESS, remark or None, body=body)
 
     def _order_offsets(self, entries: list[InFlight]) -> list[dict[str, object]]:
         """An orderly pop's queue moves on as its messages are acked: to its lowest offset still in

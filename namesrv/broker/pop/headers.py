@@ -1,6 +1,8 @@
 """The pop codes' request headers and bodies (RocketMQ's PopMessageRequestHeader,
 AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, BatchAckMessageRequestBody), under
-RocketMQ's wire names (camelCase)."""
+RocketMQ's wire names (camelCase), and the body a BATCH_ACK_MESSAGE answer carries when some of its
+messages were not in flight (this project's addition: RocketMQ answers SUCCESS with no body, and its
+clients read no body there)."""
 
 from __future__ import annotations
 
@@ -91,6 +93,29 @@ class BatchAckMessageRequestBody(BaseModel):
 
     broker_name: str | None = Field(default=None, alias="brokerName")
     acks: list[BatchAck] = Field(min_length=1, max_length=1024)
+
+
+class NotInFlight(BaseModel):
+    """A message of a batch ack that was not in flight under its handle: the index of its BatchAck
+    in the request's `acks`, its queue offset, and what ACK_MESSAGE would have answered (remark)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+    ack: int = Field(ge=0)
+    offset: int = Field(ge=0)
+    remark: str = ""
+
+
+class BatchAckAnswerBody(BaseModel):
+    """A BATCH_ACK_MESSAGE answer's body (sent only when something was not in flight), so a caller
+    acking many clients' entries at once can tell each entry's fate."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+    not_in_flight: list[NotInFlight] = Field(default_factory=list, alias="notInFlight")
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(by_alias=True).encode()
 
 
 def batch_ack_body(data: object) -> BatchAckMessageRequestBody:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from namesrv.broker.config import BrokerConfig, BrokerRole
 from namesrv.broker.pop.extra_info import decode_extra_info, parse_offset_info
-from namesrv.broker.pop.headers import encode_bit_set
+from namesrv.broker.pop.headers import BatchAckAnswerBody, encode_bit_set
 from namesrv.broker.processor.dispatcher import BrokerProcessor
 from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.subscription.config import SubscriptionGroupConfig
@@ -207,7 +207,7 @@ def test_batch_ack_acks_what_is_in_flight(broker: PopBroker) -> None:
     entry = {"c": "CG", "t": "T", "r": "0", "so": 0, "q": 0, "rq": 0, "pt": pop_time, "it": INVISIBLE,
              "b": encode_bit_set([0, 2])}
     answer = broker.call(Code.BATCH_ACK_MESSAGE, None, json.dumps({"brokerName": "broker-a", "acks": [entry]}).encode())
-    assert answer.code == ResponseCode.SUCCESS and answer.remark is None
+    assert answer.code == ResponseCode.SUCCESS and answer.remark is None and not answer.body
     assert [k[3] for k in broker.processor.pop_state.index.entries] == [1]
     bad = broker.call(Code.BATCH_ACK_MESSAGE, None, json.dumps({"acks": [entry | {"b": "%%%"}]}).encode())
     assert bad.code == ResponseCode.SYSTEM_ERROR and [k[3] for k in broker.processor.pop_state.index.entries] == [1]
@@ -215,6 +215,10 @@ def test_batch_ack_acks_what_is_in_flight(broker: PopBroker) -> None:
                          json.dumps({"acks": [entry | {"b": encode_bit_set([0, 1])}]}).encode())
     assert partly.code == ResponseCode.SUCCESS and partly.remark == "1 of 2 not in flight under their handles"
     assert len(broker.processor.pop_state.index) == 0
+    # which one, and what ACK_MESSAGE would have said of it: the body names the BatchAck and offset
+    [missed] = BatchAckAnswerBody.model_validate_json(partly.body or b"").not_in_flight
+    assert (missed.ack, missed.offset) == (0, 0)
+    assert missed.remark == broker.ack(msgs[0]).remark and "no message in flight" in missed.remark
 
 
 def test_a_restart_loses_nothing_in_flight_and_delivers_nothing_acked_again(broker: PopBroker) -> None:
