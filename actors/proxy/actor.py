@@ -85,7 +85,8 @@ class ProxyActor:
     async def get_status(self) -> dict[str, Any]:
         service = await self._ensure_started()
         return {"name": self.name, "endpoint": f"{self.host}:{self.port}", "calls": dict(service.calls),
-                "sent": service.sent, "telemetry_sessions": len(service.telemetry.sessions),
+                "sent": service.sent, "broker_requests": service.brokers.requests_by_name(),
+                "telemetry_sessions": len(service.telemetry.sessions),
                 "check_backs": service.telemetry.check_backs, "received": service.consumer.received,
                 "acked": service.consumer.acked, "renewed": service.consumer.renewals.renewed,
                 "held_for_renewal": len(service.consumer.renewals.held),

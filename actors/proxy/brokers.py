@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,8 @@ class BrokerLinks:
         self._conns: dict[str, AsyncRemotingClient] = {}
         self._opening: dict[str, asyncio.Lock] = {}
         self.producer_groups: set[str] = set()
+        self.requests: Counter[int] = Counter()
+        """Requests sent (heartbeats aside), by request code."""
 
     def _on_request(self, conn: AsyncRemotingClient, cmd: RemotingCommand) -> None:
         if cmd.code == BrokerRequestCode.CHECK_TRANSACTION_STATE:
@@ -68,12 +71,18 @@ class BrokerLinks:
                      extra_s: float = 0.0) -> RemotingCommand:
         """One request to `addr`, awaited for the call timeout plus `extra_s` (a pop's long polling)."""
         c = await self.conn(addr)
+        self.requests[code] += 1
         try:
             return await c.invoke(code, signed(ext, body, ACTING_AS.get() or self.own), body, self.timeout_s + extra_s)
         except RemotingTimeoutError as e:
             raise ProxyError("PROXY_TIMEOUT", str(e)) from None
         except RemotingConnectError as e:
             raise ProxyError("INTERNAL_SERVER_ERROR", str(e)) from None
+
+    def requests_by_name(self) -> dict[str, int]:
+        """`requests` under the codes' names (a code this project does not name: its number)."""
+        names = {c.value: c.name for c in BrokerRequestCode}
+        return {names.get(code, str(code)): n for code, n in sorted(self.requests.items())}
 
     def _heartbeat_body(self) -> bytes:
         return json.dumps({"clientID": self.client_id, "consumerDataSet": [],

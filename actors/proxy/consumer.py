@@ -4,6 +4,7 @@ namesrv.proxy.consume. Stateless: a receipt handle names its broker, so any prox
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections.abc import AsyncIterator
@@ -17,6 +18,8 @@ from actors.proxy.routes import RouteCache
 from namesrv.common.clock import system_clock
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.decoder import decode_messages
+from namesrv.protocol.types import InvalidInput
+from namesrv.proxy import batch_ack as ba
 from namesrv.proxy import consume as cm
 from namesrv.proxy import route as routing
 from namesrv.proxy import status as st
@@ -137,21 +140,63 @@ class ConsumerRpcs:
         return answer
 
     async def ack_message(self, request: Any, context: Any) -> Any:
+        """Each entry acked on the broker its handle names: with `batch_ack`, one BATCH_ACK_MESSAGE
+        per broker (namesrv.proxy.batch_ack), brokers at once; each entry answered as ACK_MESSAGE
+        would answer it."""
         topic = check_topic(str(request.topic.name))
         group = cm.check_group(str(request.group.name))
-        entries, codes = [], []
-        for e in request.entries:
+        results: dict[int, st.Status] = {}
+        pending: list[ba.Pending] = []
+        for i, e in enumerate(request.entries):
             try:
-                handle = cm.live_handle(await self.renewals.take(str(e.receipt_handle)), system_clock())
-                await self._call(topic, handle, BrokerRequestCode.ACK_MESSAGE, cm.ack_header(group, topic, handle))
-                self.acked += 1
-                status = st.Status("OK", "OK")
+                pending.append(ba.Pending(i, cm.live_handle(await self.renewals.take(str(e.receipt_handle)),
+                                                             system_clock())))
             except ProxyError as err:
-                status = st.Status(err.code, err.message)
+                results[i] = st.Status(err.code, err.message)
+        handles = {p.index: p.handle for p in pending}
+        plans = ba.plan_acks(pending, self.config.batch_ack)
+        for done in await asyncio.gather(*(self._ack_on(group, topic, plan, handles) for plan in plans)):
+            results.update(done)
+        entries, codes = [], []
+        for i, e in enumerate(request.entries):
+            status = results[i]
+            self.acked += status.code == "OK"
             entries.append(self.answers.ack_entry(status, str(e.message_id), str(e.receipt_handle)))
             codes.append(status.code)
         total = st.overall(codes) if codes else st.Status("INTERNAL_SERVER_ERROR", "ack message result is empty")
         return self.p.cls("AckMessageResponse")(status=self.answers.of(total), entries=entries)
+
+    async def _ack_on(self, group: str, topic: str, plan: ba.BrokerAcks,
+                      handles: dict[int, cm.ReceiptHandle]) -> dict[int, st.Status]:
+        """One broker's share: its batch, then what goes alone (and the batch's entries, one by one,
+        when the broker refuses the batch: a refusal changed nothing)."""
+        out: dict[int, st.Status] = {}
+        alone = list(plan.alone)
+        if plan.groups:
+            try:
+                addr = await self._master_of(topic, plan.broker_name)
+                answer = await self.brokers.invoke(addr, BrokerRequestCode.BATCH_ACK_MESSAGE, {},
+                                                   ba.batch_ack_request(group, topic, plan))
+            except ProxyError as e:  # no broker, or no answer: whether it acked is not known
+                out = {i: st.Status(e.code, e.message) for i in plan.batched}
+            else:
+                if answer.code == ResponseCode.SUCCESS:
+                    try:
+                        out = ba.batch_results(plan, answer.body)
+                    except InvalidInput as e:
+                        out = {i: st.Status("INTERNAL_SERVER_ERROR", str(e)) for i in plan.batched}
+                else:
+                    log.info("batch ack refused by %s (%s): acking its %d entries one by one", plan.broker_name,
+                             answer.remark, len(plan.batched))
+                    alone = sorted(alone + plan.batched)
+        for i in alone:
+            try:
+                await self._call(topic, handles[i], BrokerRequestCode.ACK_MESSAGE,
+                                 cm.ack_header(group, topic, handles[i]))
+                out[i] = st.Status("OK", "OK")
+            except ProxyError as err:
+                out[i] = st.Status(err.code, err.message)
+        return out
 
     async def change_invisible_duration(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))

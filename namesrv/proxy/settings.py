@@ -45,6 +45,9 @@ class ProxyConfig(BaseModel):
     """...and no longer once held this long (it comes back: a listener that never returns)."""
     max_invisible_time_ms: int = Field(default=12 * 3600 * 1000, gt=0)
     consumer_retry_max_times: int = Field(default=16, ge=0)
+    batch_ack: bool = True
+    """AckMessage's entries go to each broker as one BATCH_ACK_MESSAGE (RocketMQ's enableBatchAck);
+    off: an ACK_MESSAGE per entry, one after the other."""
     route_cache_ttl_s: float = Field(default=30.0, gt=0)
     """A topic's route is read again from a NameServer after this long, whatever the push said."""
     broker_call_timeout_s: float = Field(default=3.0, gt=0)
