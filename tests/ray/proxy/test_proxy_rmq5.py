@@ -8,7 +8,8 @@ did not ack; bad receipt handles are refused; a delayed message recalled by its 
 arrives; a FIFO group (its subscription group config) receives a message group in order, its queue
 held while a batch is in flight; a PushConsumer whose listener fails a message sees it retried with
 the group's back-off, then in the group's DLQ, and one whose listener outlasts the invisible time
-keeps its message (renewed by the proxy); a broker killed while the client sends loses nothing
+keeps its message (renewed by the proxy); one AckMessage of a received batch (with bad and
+repeated handles among them) acks it in one BATCH_ACK per broker; a broker killed while the client sends loses nothing
 the client saw acknowledged; any bytes sent to any RPC get a status, never a hung or dead proxy
 (hypothesis). One deployment (two TCP brokers, one proxy)."""
 
@@ -330,6 +331,60 @@ def test_receive_refusals_and_dead_letter_forwarding(dep: Deployment) -> None:
     wait_until(lambda: b"doomed" in dlq_bodies(dep, dlq), 30, "the message in the group's DLQ")
     again = ack_one(dep, group, topic, msg)
     assert code_name(again.status) == "INVALID_RECEIPT_HANDLE", "forwarded, then acked by the proxy"
+
+
+def broker_requests(dep: Deployment) -> dict[str, int]:
+    return dict(ray.get(next(iter(dep.proxies.values())).get_status.remote())["broker_requests"])
+
+
+def test_one_ack_of_a_received_batch_acks_it_in_one_request_per_broker(dep: Deployment) -> None:
+    topic = topic_of(dep, "Rmq5Batch")
+    group = f"GBatch{uuid.uuid4().hex[:6]}"
+    receive = stub(dep, "ReceiveMessage", "unary_stream")
+
+    def rcv() -> list[Any]:
+        req = P.new("ReceiveMessageRequest")
+        json_format.ParseDict({"group": {"name": group}, "message_queue": {"topic": {"name": topic}},
+                               "batch_size": 32, "invisible_duration": "8s", "long_polling_timeout": "1s"}, req)
+        return [r.message for r in receive(req, timeout=15) if r.HasField("message")]
+
+    for i in range(17):
+        assert code_name(_send(dep, topic, f"b{i}".encode(), tag="T").status) == "OK"
+    got: dict[bytes, Any] = {}
+
+    def all_received() -> bool:
+        got.update((m.body, m) for m in rcv())  # the latest delivery's handle (a slow machine may see one again)
+        return len(got) == 17
+
+    wait_until(all_received, 60, "all 17 received")
+    msgs = [got[f"b{i}".encode()] for i in range(17)]
+    assert code_name(ack_one(dep, group, topic, msgs[16]).status) == "OK"
+    expired = msgs[1].system_properties.receipt_handle.split(" ")
+    expired[1] = "1000"  # popped in 1970: its invisible time long past
+    entries = [{"message_id": m.system_properties.message_id, "receipt_handle": m.system_properties.receipt_handle}
+               for m in [*msgs[:16], msgs[0], msgs[16]]]
+    entries += [{"message_id": "junk", "receipt_handle": "not a handle"},
+                {"message_id": "old", "receipt_handle": " ".join(expired)}]
+    before = broker_requests(dep)
+    answer = stub(dep, "AckMessage")(P.new("AckMessageRequest", group={"name": group}, topic={"name": topic},
+                                           entries=entries), timeout=10)
+    after = broker_requests(dep)
+    assert [code_name(e.status) for e in answer.entries] == ["OK"] * 16 + ["INVALID_RECEIPT_HANDLE"] * 4
+    assert [e.status.message for e in answer.entries[18:]] == [
+        "receipt handle is invalid: 3 fields, expected 9", "receipt handle is expired"]
+    assert answer.entries[16].status.message.startswith("no message in flight"), "the same message twice"
+    assert answer.entries[17].status.message.startswith("no message in flight"), "acked before"
+    assert code_name(answer.status) == "MULTIPLE_RESULTS"
+    sent = {code: after.get(code, 0) - before.get(code, 0) for code in ("BATCH_ACK_MESSAGE", "ACK_MESSAGE")}
+    brokers = {m.system_properties.receipt_handle.split(" ")[5] for m in msgs}
+    # a BATCH_ACK per broker, the repeat of msgs[0] alone (and a broker's one message would go alone)
+    assert 1 <= sent["BATCH_ACK_MESSAGE"] <= len(brokers) and sum(sent.values()) <= len(brokers) + 2, sent
+    assert sum(sent.values()) < len(entries) / 4
+    # acked: none comes back once their 8 s are over (received until well past them)
+    due = max(int(m.system_properties.receipt_handle.split(" ")[1]) for m in msgs) / 1000 + 8 + 2
+    again: list[Any] = []
+    wait_until(lambda: bool(again.extend(rcv())) or time.time() > due, 60, "the invisible time over")
+    assert again == [], [m.body for m in again]
 
 
 def ack_one(dep: Deployment, group: str, topic: str, msg: Any) -> Any:
