@@ -15,6 +15,11 @@ same brokers in the same run (a local Ray: 1 NameServer, 2 brokers on TCP, 1 pro
    messages/s from the first delivery to the last (for the SimpleConsumer, to the last ack
    answered), start-up left out.
 
+3. One AckMessage of a received batch of 32 (raw gRPC: the official client acks one message per
+   call) through the deployment's proxy, which sends each broker one BATCH_ACK, and through a
+   second proxy with `batch_ack` off (an ACK_MESSAGE per entry, one after the other), alternately,
+   each on a topic of its own: the call's time and the broker requests it took (benchmarks/_batch_ack.py).
+
 Issue 35 asks for >= 0.7x on both; the figures say whether it holds on this machine.
 """
 
@@ -29,6 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _batch_ack import BATCH, bench_batch_ack
 from _common import latency_ms, local_ray_run, ratio_table
 from _real_client import bench_real_consume, bench_real_sends, median_index, send_figures
 
@@ -85,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=20, help="sends per client left out of the figures")
     ap.add_argument("--body-size", type=int, default=128)
     ap.add_argument("--rounds", type=int, help="rounds of both clients' sends (default 3, --quick 1)")
+    ap.add_argument("--ack-rounds", type=int, help="AckMessages of 32 timed per path (default 20, --quick 3)")
     args = ap.parse_args(argv)
     count = args.count or (100 if args.quick else 2000)
     rounds_n = args.rounds or (1 if args.quick else 3)
+    ack_rounds = args.ack_rounds or (3 if args.quick else 20)
     if importlib.util.find_spec("rocketmq") is None:
         raise SystemExit("the 4.x client is missing: pip install rocketmq==0.4.4 (or pip install -e '.[dev]')")
     rmq5_python()
@@ -135,6 +143,22 @@ def main(argv: list[str] | None = None) -> int:
             ("send p99 ms", real["p99_ms"], rmq5["p99_ms"]),
             ("consume msgs/s", real_c["per_s"], rmq5_c["per_s"]),
         ], BASE, MEASURED, digits=3))
+
+        one_by_one, batched = "ACK_MESSAGE each", "BATCH_ACK per broker"
+        off = dep.start_proxy(1, {"batch_ack": False})
+        paths = {}
+        for label, (endpoint_, proxy) in {one_by_one: (off, dep.proxies["proxy-1"]),
+                                          batched: (endpoint, dep.proxies["proxy-0"])}.items():
+            paths[label] = (endpoint_, proxy, f"BenchAck_{uuid.uuid4().hex[:6]}")
+            AdminClient(dep).create_topic(paths[label][2], read_queue_nums=4, write_queue_nums=4)
+        print(f"\n== one AckMessage of {BATCH} received messages, {ack_rounds} per path, alternately: proxy {off} "
+              f"with batch_ack off ({one_by_one}), proxy {endpoint} with it on ({batched})", flush=True)
+        acks = bench_batch_ack(paths, ack_rounds)
+        print(ratio_table([
+            (f"AckMessage of {BATCH}, p50 ms", acks[one_by_one]["p50_ms"], acks[batched]["p50_ms"]),
+            (f"AckMessage of {BATCH}, p90 ms", acks[one_by_one]["p90_ms"], acks[batched]["p90_ms"]),
+            ("broker requests per AckMessage", acks[one_by_one]["requests"], acks[batched]["requests"]),
+        ], one_by_one, batched, digits=3))
     return 0
 
 

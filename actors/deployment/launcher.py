@@ -171,15 +171,16 @@ class Deployment:
                  len(self.proxies))
         return self
 
-    def start_proxy(self, index: int) -> str:
-        """Start RocketMQ 5 gRPC proxy `index` (actors.proxy) and return its endpoint once it serves."""
+    def start_proxy(self, index: int, overrides: dict[str, Any] | None = None) -> str:
+        """Start RocketMQ 5 gRPC proxy `index` (actors.proxy) and return its endpoint once it serves;
+        `overrides` change its config from the spec's `proxy_overrides` (a benchmark's second proxy)."""
         name = proxy_actor_name(index)
         options: dict[str, Any] = {"name": name, "namespace": self.spec.namespace, "num_cpus": 0,
                                    "max_restarts": self.spec.namesrv_max_restarts, "lifetime": self._lifetime(),
                                    "get_if_exists": True}
         handle: Any = ray.remote(ProxyActor).options(**options).remote(
             name, self.spec.namespace, self.spec.namesrv_names, self.spec.listen_host,
-            self.spec.proxy_listen_port(index), dict(self.spec.proxy_overrides))
+            self.spec.proxy_listen_port(index), dict(self.spec.proxy_overrides) | (overrides or {}))
         self.proxies[name] = handle
         self.proxy_endpoints[name] = str(ray.get(handle.endpoint.remote(), timeout=30))
         return self.proxy_endpoints[name]
