@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clients.chaos.invariants import Invariant
+from clients.chaos.checks import Invariant
 from namesrv.broker.transaction.service import PREPARED_OFFSET
 
 Queue = tuple[str, str, int]

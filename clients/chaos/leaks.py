@@ -12,7 +12,7 @@ from typing import Any
 
 import ray
 
-from clients.chaos.invariants import Invariant
+from clients.chaos.checks import Invariant
 from namesrv.common.waiting import WaitTimeout, wait_until
 
 

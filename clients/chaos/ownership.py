@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clients.chaos.invariants import Invariant, namesrv_outages
+from clients.chaos.checks import Invariant
+from clients.chaos.invariants import namesrv_outages
 from clients.chaos.plan import FaultRecord, Timing
 from clients.chaos.schema import BROKER_FAULTS, BROKER_REVIVALS, PARTITION_BROKER_NAMESRV, RESTART_BROKER
 

@@ -17,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clients.chaos.invariants import Detection, Invariant
+from clients.chaos.checks import Invariant
+from clients.chaos.invariants import Detection
 from clients.chaos.observe import RouteLog, RouteObservation
 from clients.chaos.plan import ChaosConfig, FaultRecord, PlannedFault, Timing
 from clients.chaos.schema import (

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from clients.chaos.invariants import Invariant
+from clients.chaos.checks import Invariant
 from clients.chaos.plan import FaultRecord
 from clients.chaos.schema import (
     HANG_FAULTS,

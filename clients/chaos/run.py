@@ -3,9 +3,10 @@ send, break things on the seeded plan while observing routes and collecting rout
 recover, check the invariants, clean up, report.
 
 The pieces it wires together each have their module: `target` (the deployment it faults),
-`plan` (config, timing, the seeded plan), `driver` (making faults), `observe` (routes, removals,
-snapshots, producers' records), `reader` and `transactions` (a consumer and a transactional
-producer while faults happen), `invariants` and `history` (measurements and checks), `report` (the
+`plan` (config, timing, the seeded plan), `driver` (making faults; `hosts` the kernel's, on the
+test bed), `observe` (routes, removals, snapshots, producers' records), `reader`, `transactions` and
+`group` (a consumer, a transactional producer and a consumer group while faults happen),
+`invariants` (measurements), `checks`, `history`, `roles` and `ownership` (verdicts), `report` (the
 report, its Parquet and text).
 """
 
@@ -25,16 +26,12 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from clients.admin.client import AdminClient
+from clients.chaos.checks import check_detections, check_kept_routes, check_no_live_removal, check_no_loss, check_sends
 from clients.chaos.driver import ChaosDriver, NodeRemover
 from clients.chaos.group import GroupLane
 from clients.chaos.history import check_history, history_of_run
 from clients.chaos.hosts.faults import HostBed, HostFaults
 from clients.chaos.invariants import (
-    check_detections,
-    check_kept_routes,
-    check_no_live_removal,
-    check_no_loss,
-    check_sends,
     explain_failure,
     impaired_windows,
     measure_kept_routes,

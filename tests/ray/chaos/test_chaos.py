@@ -23,12 +23,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec, ClusterSpec
 from clients.admin.client import AdminClient
+from clients.chaos.checks import check_no_live_removal, check_no_loss, check_sends
 from clients.chaos.cli import build_config
 from clients.chaos.driver import ChaosDriver
 from clients.chaos.invariants import (
-    check_no_live_removal,
-    check_no_loss,
-    check_sends,
     explain_failure,
     impaired_windows,
     measure_namesrv_detection,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from clients.chaos.checks import check_kept_routes
 from clients.chaos.invariants import (
-    check_kept_routes,
     explain_failure,
     impaired_windows,
     measure_kept_routes,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clients.chaos.invariants import Invariant
+from clients.chaos.checks import Invariant
 from clients.chaos.plan import ChaosConfig, FaultRecord, plan_faults, plan_signature
 from clients.chaos.roles import (
     Incarnation,
