@@ -24,6 +24,7 @@ from clients.chaos.roles import MASTER_ROLES, broker_status, current_role
 from clients.chaos.schema import (
     BROKER_FAULTS,
     BROKER_REVIVALS,
+    DELAY_BROKER,
     HEAL,
     ISOLATE_HOST,
     KILL_BROKER,
@@ -167,6 +168,7 @@ class ChaosDriver:
             KILL_MASTER: self._kill_broker, SIGKILL_MASTER: self._sigkill_broker, PAUSE_SLAVE: self._sigstop_broker,
             LOSE_MASTER_NODE: self._lose_node, PARTITION_BROKER_NAMESRV: self._partition_broker_namesrv,
             PARTITION_CLIENT_BROKER: self._partition_client_broker, ISOLATE_HOST: self._isolate_host, HEAL: self._heal,
+            DELAY_BROKER: self._delay_broker,
         }
         make = handler[kind]
         planned, found = None, ""
@@ -300,6 +302,13 @@ class ChaosDriver:
     def _isolate_host(self, addr: str, rec: FaultRecord) -> str:
         rec.t_ms = now_ms()
         return self._hosts(rec.kind).isolate_host(addr)
+
+    def _delay_broker(self, addr: str, rec: FaultRecord) -> str:
+        port = self.dep.broker_specs[addr].port
+        if port is None:
+            raise RuntimeError(f"{addr} serves no TCP port to put a delay in front of")
+        rec.t_ms = now_ms()
+        return self._hosts(rec.kind).delay_broker(addr, port, self.cfg.delay_ms)
 
     def _heal(self, addr: str, rec: FaultRecord) -> str:
         rec.t_ms = now_ms()

@@ -15,6 +15,7 @@ from clients.chaos.plan import FaultRecord, Timing
 from clients.chaos.schema import (
     BROKER_FAULTS,
     BROKER_REVIVALS,
+    DELAY_BROKER,
     HEAL,
     KILL_NAMESRV,
     NODE_FAULTS,
@@ -69,9 +70,9 @@ def _deadline(start_ms: int, bound_ms: int, outages: list[tuple[str, int, int]])
 
 def must_remove(fault: FaultRecord, namesrvs: Iterable[str]) -> list[str]:
     """The NameServers a broker fault takes the broker from: every one, but only the partitioned
-    one for partition_broker_namesrv (the fault's peer) and none for partition_client_broker (the
-    NameServers still reach the broker; only the clients do not)."""
-    if fault.kind == PARTITION_CLIENT_BROKER:
+    one for partition_broker_namesrv (the fault's peer) and none for partition_client_broker and
+    delay_broker (the NameServers still reach the broker; only the clients do not, or slowly)."""
+    if fault.kind in (PARTITION_CLIENT_BROKER, DELAY_BROKER):
         return []
     if fault.kind == PARTITION_BROKER_NAMESRV:
         return [n for n in namesrvs if n == fault.peer]
@@ -166,8 +167,8 @@ def measure_producer_routes(
     up_ms = up_ms or {}
     outages = namesrv_outages(timeline)
     revived = _revival_times(timeline)
-    paused = {f.fault_id for f in timeline if f.kind in (PAUSE_SLAVE, PARTITION_BROKER_NAMESRV,
-                                                         PARTITION_CLIENT_BROKER) or f.kind in NODE_FAULTS}
+    kept = {PAUSE_SLAVE, PARTITION_BROKER_NAMESRV, PARTITION_CLIENT_BROKER, DELAY_BROKER, *NODE_FAULTS}
+    paused = {f.fault_id for f in timeline if f.kind in kept}
     out = []
     for f in timeline:
         if not f.ok or f.kind not in BROKER_FAULTS | BROKER_REVIVALS or f.fault_id in paused or f.revives in paused:
@@ -275,7 +276,8 @@ def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], 
     fault that is never revived (a lost node) ends, instead of at `end_ms`, where its set's
     masterless window from the fault ends: once the new master took over, a failure is not the
     fault's. A partition between the broker and a NameServer impairs nothing (the clients reach
-    the broker); the clients' cut from it and its host's isolation last until the heal, plus the
+    the broker); the clients' cut from it, its host's isolation and a delay in front of it (which
+    resets the open connections when it starts and its relay's when it ends) last until the heal, plus the
     margin and the cut's length (`up_ms[heal fault_id]`): a connection the cut stalled resumes at
     TCP's next retransmission, whose back-off doubles while the cut lasts."""
     revived = {r.revives: r for r in timeline if r.revives is not None and r.kind in BROKER_REVIVALS}

@@ -95,17 +95,21 @@ def excused_windows(timeline: list[FaultRecord], broker_names: dict[str, str], n
     return out
 
 
+def judged(defects: list[Defect], excused: dict[str, list[tuple[int, int]]]) -> list[Defect]:
+    """The defects overlapping none of their broker's excused windows."""
+    return [d for d in defects if not any(a <= d.end_ms and d.start_ms <= b for a, b in excused.get(d.queue[1], []))]
+
+
 def check_ownership(defects: list[Defect], excused: dict[str, list[tuple[int, int]]], bound_ms: int,
                     samples: int) -> Invariant:
-    """Invariant 7: no defect not excused (overlapping none of its broker's excused windows) lasts
-    longer than `bound_ms` (a rebalance interval and the margin)."""
-    judged = [d for d in defects
-              if not any(a <= d.end_ms and d.start_ms <= b for a, b in excused.get(d.queue[1], []))]
-    bad = [d for d in judged if d.lasted_ms > bound_ms]
-    worst = max((d.lasted_ms for d in judged), default=0)
+    """Invariant 7: no judged defect (`judged`) lasts longer than `bound_ms` (a rebalance interval
+    and the margin)."""
+    judged_ = judged(defects, excused)
+    bad = [d for d in judged_ if d.lasted_ms > bound_ms]
+    worst = max((d.lasted_ms for d in judged_), default=0)
     detail = "; ".join(f"{d.queue[0]}/{d.queue[1]}:{d.queue[2]} {'unowned' if d.owners == 0 else f'{d.owners} owners'} "
                        f"for {d.lasted_ms} ms from {d.start_ms}" for d in bad[:4])
     return Invariant("7 a consumer group owns each reachable queue once", not bad and samples > 0,
-                     f"{len(bad)} of {len(judged)} judged ownership gaps or overlaps over {bound_ms} ms, longest "
-                     f"{worst} ms; {len(defects) - len(judged)} excused by a fault on the queue's broker; "
+                     f"{len(bad)} of {len(judged_)} judged ownership gaps or overlaps over {bound_ms} ms, longest "
+                     f"{worst} ms; {len(defects) - len(judged_)} excused by a fault on the queue's broker; "
                      f"{samples} samples", detail)

@@ -201,6 +201,8 @@ class ChaosConfig(BaseModel):
     picked), to see what divergence does without the union."""
     group_rebalance_ms: int = Field(default=1_000, gt=0)
     """The group members' rebalance interval (RocketMQ: 20 s)."""
+    delay_ms: int = Field(default=100, gt=0, le=10_000)
+    """delay_broker's hold on each chunk, each way (a round trip takes at least twice this)."""
     hosts: int = Field(default=0, ge=0)
     """Run on the multi-host test bed (clients.chaos.hosts) of this many hosts, each NameServer and
     broker on a host of its own, the clients on the test driver's node; the host faults

@@ -26,7 +26,14 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from clients.admin.client import AdminClient
-from clients.chaos.checks import check_detections, check_kept_routes, check_no_live_removal, check_no_loss, check_sends
+from clients.chaos.checks import (
+    Invariant,
+    check_detections,
+    check_kept_routes,
+    check_no_live_removal,
+    check_no_loss,
+    check_sends,
+)
 from clients.chaos.driver import ChaosDriver, NodeRemover
 from clients.chaos.group import GroupLane
 from clients.chaos.history import check_history, history_of_run
@@ -43,7 +50,7 @@ from clients.chaos.invariants import (
 from clients.chaos.leaks import alive_actor_ids, alive_actors, check_leaks, wait_actors_gone
 from clients.chaos.nodes import await_lost_removals, node_fault_refusal
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
-from clients.chaos.ownership import check_ownership, excused_windows, ownership_defects
+from clients.chaos.ownership import check_ownership, excused_windows, judged, ownership_defects
 from clients.chaos.plan import ChaosConfig, plan_faults, plan_signature, timeline_signature
 from clients.chaos.reader import LiveReader
 from clients.chaos.report import EXISTING, PRIVATE, ChaosReport, summarize
@@ -258,10 +265,14 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     detections = ns_detect + ns_back + prod
     kept_dir = target.data_dir if target.own_dir and not cfg.keep_data else None
     spurious = spurious_removals(removals, timeline, timing, bound_ms)
-    ownership = [] if group is None else [check_ownership(
-        ownership_defects(group.samples),
-        excused_windows(timeline, names, namesrv_names, timing, cfg.group_rebalance_ms, ended_ms, bound_ms),
-        cfg.group_rebalance_ms + timing.margin_ms, len(group.samples))]
+    ownership: list[Invariant] = []
+    group_defects: list[dict[str, Any]] = []
+    if group is not None:
+        defects = ownership_defects(group.samples)
+        excused = excused_windows(timeline, names, namesrv_names, timing, cfg.group_rebalance_ms, ended_ms, bound_ms)
+        ownership.append(check_ownership(defects, excused, cfg.group_rebalance_ms + timing.margin_ms,
+                                         len(group.samples)))
+        group_defects = [asdict(d) | {"lasted_ms": d.lasted_ms} for d in judged(defects, excused)]
     kept = measure_kept_routes(timeline, route_logs, names, topics, timing, bound_ms)
     invariants = [
         loss,
@@ -289,7 +300,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     figures["kept_routes"] = kept
     figures["host_faults"] = host_faults.windows() if host_faults is not None else []
     figures["live_reader"] = reader.figures() if reader is not None else {}
-    figures["group"] = group.figures() if group is not None else {}
+    figures["group"] = (group.figures() | {"judged_defects": group_defects}) if group is not None else {}
     figures["transactions"] = lane.figures() if lane is not None else {}
     figures["replication"] = role_figures | {"slave_transports": sorted(roles.transports) if roles is not None else []}
     report = ChaosReport(cfg, namespace, target.data_dir, plan, timeline, sends, detections, removals.rows(),

@@ -51,6 +51,11 @@ PARTITION_CLIENT_BROKER = "partition_client_broker"
 host: the NameServers keep the broker; sends to it fail and the producers route around it."""
 ISOLATE_HOST = "isolate_host"
 """A broker's host is cut from every other host and from the clients: to everyone it is hung."""
+DELAY_BROKER = "delay_broker"
+"""The clients' connections to a broker's TCP port go through a relay on its host that holds each
+chunk `ChaosConfig.delay_ms` each way (clients.chaos.hosts.relay); the connections open at the
+start are reset, so the clients' next ones are delayed. The NameServers are not (brokers register
+over Ray)."""
 HEAL = "heal"
 """The cuts of one host fault are removed (the others in force stay)."""
 
@@ -60,7 +65,7 @@ other kinds are the recoveries that follow them."""
 SET_FAULTS: frozenset[str] = frozenset({KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE, LOSE_MASTER_NODE})
 """Faults planned on a broker set (its name is the plan's target) and made on the broker that holds
 the role when they happen (the timeline's target is that broker's address)."""
-HOST_FAULTS: frozenset[str] = frozenset({PARTITION_BROKER_NAMESRV, PARTITION_CLIENT_BROKER, ISOLATE_HOST})
+HOST_FAULTS: frozenset[str] = frozenset({PARTITION_BROKER_NAMESRV, PARTITION_CLIENT_BROKER, ISOLATE_HOST, DELAY_BROKER})
 """Faults the kernel makes on the multi-host test bed (clients.chaos.hosts): they need a run on it
 (`ChaosConfig.hosts`); each is planned on a broker and held like a hang, then healed."""
 MIX_KINDS: tuple[str, ...] = (*FAULT_KINDS, KILL_MASTER, SIGKILL_MASTER, PAUSE_SLAVE, LOSE_MASTER_NODE,

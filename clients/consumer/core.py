@@ -323,10 +323,18 @@ class ConsumerCore:
         assert self.members is not None and self.routes is not None
         return self.members.of(self.routes.broker_addrs({topic}))
 
+    def members_of_pass(self) -> list[str]:
+        """With the union of views: the members every broker of any subscribed topic knows, asked
+        once per rebalance pass (a broker's list is the group's, not a topic's; RocketMQ asks per
+        topic, so a hung broker would hold each topic's allocation in turn)."""
+        assert self.members is not None and self.routes is not None
+        return self.members.of(self.routes.broker_addrs(set(self.subscriptions)))
+
     def rebalance(self) -> None:
         """One pass over every subscribed topic (RebalanceImpl.doRebalance)."""
         assert self.routes is not None
         self.rebalances += 1
+        pass_members: list[str] | None = None
         for topic in list(self.subscriptions):
             self.routes.refresh(topic)
             mq_all = self.routes.queues(topic)
@@ -339,7 +347,12 @@ class ConsumerCore:
             if not self.clustering:
                 self._update_process_queues(topic, set(mq_all))
                 continue
-            cids = sorted(self.consumer_ids(topic))
+            if self.config.route_union:  # the group's members are the group's, whatever the topic: asked once
+                if pass_members is None:
+                    pass_members = self.members_of_pass()
+                cids = pass_members
+            else:
+                cids = sorted(self.consumer_ids(topic))
             if not cids:
                 log.info("%s: no member list for %s yet", self.group, topic)
                 continue

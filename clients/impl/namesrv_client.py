@@ -20,7 +20,13 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from actors.deployment.spec import NAMESRV_PREFIX
 from actors.runtime.handles import ActorHandles
 from namesrv.acl.plain_acl import SessionCredentials, long_poll_content, signed
-from namesrv.client.errors import MQClientError, NameServerNotReady, NoNameServerAvailable, TopicNotFound
+from namesrv.client.errors import (
+    MQClientError,
+    NameServerLate,
+    NameServerNotReady,
+    NoNameServerAvailable,
+    TopicNotFound,
+)
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.models import ClusterInfo, TopicRouteData
 from namesrv.remoting.command import RemotingResponse
@@ -119,9 +125,13 @@ class NameServerClient:
         """The topic's route and version from the current NameServer (failing over)."""
         return self._route(topic, self.call("get_routeinfo_by_topic", topic=topic))
 
-    def get_topic_route_everywhere(self, topic: str) -> dict[str, tuple[TopicRouteData | None, int] | Exception]:
+    def get_topic_route_everywhere(self, topic: str, grace_s: float | None = None,
+                                   ) -> dict[str, tuple[TopicRouteData | None, int] | Exception]:
         """Every NameServer's route and version for `topic` (None, -1: it has none), asked all at
-        once, or what it failed with (Ray's errors, NameServerNotReady, MQClientError)."""
+        once, or what it failed with (Ray's errors, NameServerNotReady, MQClientError). With
+        `grace_s`, once one has answered the others have that much longer, and one that has not
+        answered by then is `NameServerLate` (a restarting or busy NameServer then does not hold
+        the caller for the whole call time-out)."""
         refs: dict[str, Any] = {}
         answers: dict[str, tuple[TopicRouteData | None, int] | Exception] = {}
         for name in self.namesrv_names:
@@ -130,6 +140,11 @@ class NameServerClient:
             except ValueError as e:  # no such actor
                 answers[name] = e
         deadline = time.monotonic() + self.call_timeout_s
+        graced = False
+        if grace_s is not None and len(refs) > 1:
+            first, _ = ray.wait(list(refs.values()), num_returns=1, timeout=self.call_timeout_s)
+            if first:
+                deadline, graced = min(deadline, time.monotonic() + grace_s), True
         for name, ref in refs.items():
             try:
                 resp = self._answer(ref, max(deadline - time.monotonic(), 0.001))
@@ -139,6 +154,8 @@ class NameServerClient:
             except (RayActorError, GetTimeoutError, NameServerNotReady, MQClientError) as e:
                 if isinstance(e, GetTimeoutError):
                     ray.cancel(ref)
+                    if graced:
+                        e = NameServerLate(f"{name} did not answer within {grace_s} s of the first answer")
                 answers[name] = e
         return answers
 

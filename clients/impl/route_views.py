@@ -3,7 +3,8 @@ with `route_union` on (namesrv.client.route_union says why and why it is safe).
 
 A view is kept only while its NameServer answers: a NameServer that fails a query or a long-poll
 loses its views until it answers again, so a client cut off from a NameServer does not go on
-believing what it said before the cut.
+believing what it said before the cut. One that is only late to a query (past `LATE_GRACE_S` after
+the first answer) keeps its views: its long-poll tells whether it is gone.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ import logging
 import threading
 
 from clients.impl.namesrv_client import NameServerClient
-from namesrv.client.errors import NoNameServerAvailable, TopicNotFound
+from namesrv.client.errors import NameServerLate, NoNameServerAvailable, TopicNotFound
 from namesrv.client.route_union import union_of_routes
 from namesrv.protocol.models import TopicRouteData
 
 log = logging.getLogger(__name__)
 
+LATE_GRACE_S = 0.3
+"""Once one NameServer answered a route query, how much longer the others have; one later than that
+keeps its last view (a NameServer restarting holds a query for seconds, and a consumer's rebalance
+asks topic after topic)."""
 UNION_VERSION = -1
 """The route version a union carries: versions are one NameServer's counter, a union has none."""
 
@@ -33,10 +38,12 @@ class RouteViews:
         """Ask every NameServer at once and answer the union of what the answering ones hold
         (`RouteSource`): TopicNotFound when none of them has a route, NoNameServerAvailable when
         none answered."""
-        answers = self.namesrv.get_topic_route_everywhere(topic)
-        failed = {n: a for n, a in answers.items() if isinstance(a, Exception)}
+        answers = self.namesrv.get_topic_route_everywhere(topic, grace_s=LATE_GRACE_S)
+        failed = {n: a for n, a in answers.items() if isinstance(a, Exception) and not isinstance(a, NameServerLate)}
         with self._lock:
             for name, answer in answers.items():
+                if isinstance(answer, NameServerLate):
+                    continue  # alive, only slow (restarting, busy): its last word stands
                 if isinstance(answer, Exception):
                     self._views[name].clear()
                 else:

@@ -28,6 +28,11 @@ class NameServerNotReady(MQClientError):
     """A NameServer is inside its 'not ready' window after a (re)start; ask another one."""
 
 
+class NameServerLate(MQClientError):
+    """A NameServer asked beside others answered later than the grace after the first answer; it
+    is neither dead nor refusing, and what it said before still stands."""
+
+
 class MQBrokerError(MQServerError):
     """The broker answered, with an error code (RocketMQ's MQBrokerException): the servers' one
     refusal type, naming the broker that answered."""

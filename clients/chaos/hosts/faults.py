@@ -92,6 +92,16 @@ class HostFaults:
     def isolate_host(self, addr: str) -> str:
         return self._open(addr, self.bed.nemesis.isolate_all(self._check(addr)))
 
+    def delay_broker(self, addr: str, port: int, delay_ms: int) -> str:
+        """A relay in front of the broker's `port` holding each chunk `delay_ms` each way. A delay
+        starts with a glitch: the connections open to the port are reset (`ss -K` inside the host),
+        so the clients' next ones go through the relay (only new connections are redirected)."""
+        host = self._check(addr)
+        detail = self._open(addr, self.bed.nemesis.delay(host, [port], delay_ms))
+        self.bed.hosts.run(host, ["ss", "-K", "state", "established", "(", "sport", "=", f":{port}", ")"],
+                           check=False)
+        return detail + "; open connections reset"
+
     def heal(self, addr: str) -> str:
         window = self.open.pop(addr)
         self.bed.nemesis.end(window)

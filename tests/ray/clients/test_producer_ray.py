@@ -453,3 +453,37 @@ def test_shutdown_stops_the_route_threads_while_their_polls_are_held(deployments
         took = time.monotonic() - started
     assert not [t.name for t in threads if t.is_alive()], "a route thread outlived shutdown"
     assert took < 2.0, f"shutdown took {took:.2f} s"
+
+
+def test_a_restarting_namesrv_is_late_not_lost(deployments: DeploymentFactory) -> None:
+    """With the union of views, a route query answers within the grace once one NameServer has
+    answered, while another restarts (Ray holds calls to a restarting actor for seconds): the late
+    one keeps its last view instead of holding the query for the call time-out or losing its view.
+    A consumer's rebalance asks topic after topic; each used to wait for the restart."""
+    from clients.impl.namesrv_client import NameServerClient
+    from clients.impl.route_views import LATE_GRACE_S, RouteViews
+    from namesrv.client.errors import NameServerLate
+
+    dep = deployments.deploy(brokers=three_brokers(), namesrv_count=2)
+    wait_registered_everywhere(dep)
+    topic = unique("LateNotLost")
+    create_topic_everywhere(dep, topic)
+    names = sorted(dep.namesrvs)
+    client = NameServerClient(names, dep.spec.namespace, call_timeout_ms=10_000)
+    views = RouteViews(client)
+    assert {b.broker_name for b in views.get_topic_route(topic)[0].broker_datas} == set(BROKERS)
+    late_seen: list[float] = []
+
+    def restarting_answers_late() -> bool:
+        started = time.monotonic()
+        answers = client.get_topic_route_everywhere(topic, grace_s=LATE_GRACE_S)
+        if isinstance(answers[names[0]], NameServerLate):
+            late_seen.append(time.monotonic() - started)
+            return True
+        return False
+
+    dep.kill_namesrv(names[0], restart=True)
+    wait_until(restarting_answers_late, 30, f"{names[0]} answering late while it restarts", interval_s=0.05)
+    assert late_seen[0] < LATE_GRACE_S + 2.0, f"the query waited {late_seen[0]:.2f} s, not the grace"
+    route, _ = views.get_topic_route(topic)  # the late NameServer's last view still stands beside the other's
+    assert {b.broker_name for b in route.broker_datas} == set(BROKERS)

@@ -3,8 +3,8 @@ NameServer-0 (with Ray's head) and NameServer-1 on hosts 0 and 1, broker-a and b
 and 3 serving TCP on their hosts' addresses; the producers, the live reader, the transactional
 producer and a consumer group of two push consumers on the test driver's node. The plan mixes the
 kernel's faults (a broker's host cut from one NameServer's, the clients cut from a broker, a
-broker's host isolated from everyone) with kills, SIGSTOPs and NameServer kills, each healed or
-revived on schedule.
+broker's host isolated from everyone, a delaying relay before a broker's port) with kills, SIGSTOPs
+and NameServer kills, each healed or revived on schedule.
 
 What must hold, from the run's own records: nothing acknowledged lost, no committed transaction
 lost or held twice per half, the partitioned NameServer alone drops the broker (no other removes
@@ -36,10 +36,12 @@ from tests.support.test_bed import require_test_bed
 require_test_bed()
 
 HOSTS = 4
-MARGIN_MS = 2_000
-"""Every bound's allowance for a loaded machine: five Ray nodes on two cores, beside the rest of the
-suite (the default 1 s was once 0.5 s short for a SIGSTOP's expiry at load 9)."""
-MIX = ("partition_broker_namesrv:2,partition_client_broker,isolate_host,kill_broker,sigstop_broker,kill_namesrv")
+MARGIN_MS = 3_000
+"""Every bound's allowance for a loaded machine: five Ray nodes on two cores beside the rest of the
+suite. Seen with the default 1 s: a SIGSTOP's expiry 0.5 s past it at load 9; with 2 s, 0.4 s past
+it while NameServer restarts took 5-8 s (the 5-minute runs on a quiet machine stay within 1 s)."""
+MIX = ("partition_broker_namesrv:2,partition_client_broker,isolate_host,delay_broker,kill_broker,sigstop_broker,"
+       "kill_namesrv")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,7 @@ def bed() -> Iterator[HostBed]:
 def test_seeded_chaos_across_hosts_keeps_every_invariant(bed: HostBed, tmp_path: Path) -> None:
     from clients.chaos.plan import parse_fault_mix
 
-    cfg = ChaosConfig(duration_s=40, fault_interval_s=3, seed=16, margin_ms=MARGIN_MS, rate=30, transactions=4,
+    cfg = ChaosConfig(duration_s=40, fault_interval_s=3, seed=7, margin_ms=MARGIN_MS, rate=30, transactions=4,
                       brokers=2, namesrvs=2, faults=tuple(parse_fault_mix(MIX).items()), broker_tcp=True, hosts=HOSTS,
                       group_members=2, namespace=unique_namespace("chaoshosts"))
     plan = plan_faults(cfg, ["a", "b"], ["namesrv-0", "namesrv-1"], cfg.timing())

@@ -37,7 +37,7 @@ from clients.chaos.schema import (
 BROKERS = ["10.77.0.4:10911", "10.77.0.5:10911"]
 NAMES = {BROKERS[0]: "broker-a", BROKERS[1]: "broker-b"}
 NAMESRVS = ["namesrv-0", "namesrv-1"]
-MIX = "partition_broker_namesrv:2,partition_client_broker,isolate_host,kill_broker"
+MIX = "partition_broker_namesrv:2,partition_client_broker,isolate_host,delay_broker,kill_broker"
 
 
 def bed_cfg(**kw: Any) -> ChaosConfig:
