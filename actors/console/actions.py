@@ -1,7 +1,8 @@
-"""What the console's forms do: create and delete a topic, send a test message, reset a group's
-offset by time, look a message up by id or by key, have a live client of a group consume a message
-directly (CONSUME_MESSAGE_DIRECTLY: its listener runs once on it; no client named, the first live
-member, as rocketmq-dashboard picks one). Each checks its input first (a bad one raises
+"""What the console's forms do: create, update (queue numbers, perm) and delete a topic, send a test
+message, reset a group's offset by time (or skip its backlog: reset to now), look a message up by id
+or by key, have a live client of a group consume a message directly (CONSUME_MESSAGE_DIRECTLY: its
+listener runs once on it; no client named, the first live member, as rocketmq-dashboard picks one).
+A group's subscription-group config has its own module (groups.py). Each checks its input first (a bad one raises
 `ActionError` with one line and changes nothing), then sends the same requests mqadmin would, over
 the servers' `process` (ACL, processors, as a TCP frame), signed with the session's account.
 
@@ -23,7 +24,7 @@ from actors.console.model import ConsoleState
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.broker_headers import create_topic_ext
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
-from namesrv.protocol.constants import MASTER_ID, Perm
+from namesrv.protocol.constants import MASTER_ID, MAX_QUEUE_NUMS, TOPIC_PERMS, Perm
 from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
 from namesrv.protocol.message.codec import decode_offset_msg_id, ray_send_ext
 from namesrv.protocol.message.decoder import MessageExt, decode_messages
@@ -52,7 +53,7 @@ class MessageRow:
     body: str
 
 
-def _why(resp: RemotingResponse) -> str:
+def why(resp: RemotingResponse) -> str:
     try:
         name = ResponseCode(resp.code).name
     except ValueError:
@@ -67,7 +68,7 @@ def _topic(raw: str) -> str:
         raise ActionError(str(e)) from None
 
 
-def _int(raw: str, what: str, low: int, high: int) -> int:
+def whole_number(raw: str, what: str, low: int, high: int) -> int:
     try:
         value = int(raw.strip())
     except (ValueError, AttributeError):
@@ -89,7 +90,7 @@ class Actions:
     def state(self) -> ConsoleState:
         return self.c.state
 
-    def _masters(self) -> list[str]:
+    def masters(self) -> list[str]:
         masters = sorted(b.addr for b in self.state.live_brokers()
                          if b.broker_id == MASTER_ID or b.role.endswith("MASTER"))
         if not masters:
@@ -109,18 +110,39 @@ class Actions:
 
     async def create_topic(self, raw_topic: str, raw_queues: str, creds: SessionCredentials | None) -> list[str]:
         topic = _topic(raw_topic)
-        queues = _int(raw_queues or "8", "queues", 1, 1024)
+        queues = whole_number(raw_queues or "8", "queues", 1, MAX_QUEUE_NUMS)
+        return await self._put_topic(self.masters(), topic, queues, queues, int(Perm.READ | Perm.WRITE), creds)
+
+    async def update_topic(self, raw_topic: str, raw_read: str, raw_write: str, raw_perm: str,
+                           creds: SessionCredentials | None) -> list[str]:
+        """An existing topic's queue numbers and perm, on the master of every broker set of its
+        route (the brokers that hold it: an update does not spread a topic to other brokers)."""
+        topic = _topic(raw_topic)
+        if topic not in self.state.all_topics():
+            raise ActionError(f"no topic {topic!r} on any NameServer")
+        read = whole_number(raw_read, "read queues", 1, MAX_QUEUE_NUMS)
+        write = whole_number(raw_write, "write queues", 1, MAX_QUEUE_NUMS)
+        perm = whole_number(raw_perm, "perm", 0, 7)
+        if perm not in TOPIC_PERMS:
+            raise ActionError(f"perm must be one of {', '.join(f'{p} ({n})' for p, n in TOPIC_PERMS.items())}, "
+                              f"got {perm}")
+        return await self._put_topic(self._route_masters(topic), topic, read, write, perm, creds)
+
+    async def _put_topic(self, masters: list[str], topic: str, read: int, write: int, perm: int,
+                         creds: SessionCredentials | None) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC on each of `masters`, the config checked first; the masters done."""
         try:
-            TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
+            TopicConfig(topic_name=topic, read_queue_nums=read, write_queue_nums=write, perm=perm)
         except ValidationError as e:
             raise ActionError(f"invalid topic config: {describe_errors(e)}") from None
-        done = []
-        for addr in self._masters():
+        done: list[str] = []
+        for addr in masters:
             resp = await self.servers.call_broker(addr, self.servers.request(
-                BrokerRequestCode.UPDATE_AND_CREATE_TOPIC,
-                create_topic_ext(topic, queues, queues, int(Perm.READ | Perm.WRITE), False), credentials=creds))
+                BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext(topic, read, write, perm, False),
+                credentials=creds))
             if not resp.ok:
-                raise ActionError(f"create {topic} on {addr}: {_why(resp)}")
+                raise ActionError(f"put {topic} on {addr}: {why(resp)}" + (f" (done on {', '.join(done)})"
+                                                                          if done else ""))
             done.append(addr)
         return done
 
@@ -132,12 +154,12 @@ class Actions:
             resp = await self.servers.call_broker(b.addr, self.servers.request(
                 BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}, credentials=creds))
             if not resp.ok:
-                raise ActionError(f"delete {topic} on {b.addr}: {_why(resp)}")
+                raise ActionError(f"delete {topic} on {b.addr}: {why(resp)}")
         for name in self.c.namesrv_names:
             resp = await self.servers.call_namesrv(name, self.servers.request(
                 RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, credentials=creds))
             if not resp.ok:
-                raise ActionError(f"delete {topic} on {name}: {_why(resp)}")
+                raise ActionError(f"delete {topic} on {name}: {why(resp)}")
 
     async def send_test_message(self, raw_topic: str, body: str, key: str, tag: str,
                                 creds: SessionCredentials | None) -> dict[str, Any]:
@@ -153,7 +175,7 @@ class Actions:
         resp = await self.servers.call_broker(addr, self.servers.request(BrokerRequestCode.SEND_MESSAGE, ext, data,
                                                              credentials=creds))
         if not resp.ok:
-            raise ActionError(f"send to {topic} on {addr}: {_why(resp)}")
+            raise ActionError(f"send to {topic} on {addr}: {why(resp)}")
         return {"broker": addr, **{k: str(v) for k, v in resp.ext_fields.items()}}
 
     async def reset_offset(self, raw_group: str, raw_topic: str, raw_time: str,
@@ -166,7 +188,7 @@ class Actions:
             raise ActionError(f"invalid consumer group {raw_group!r}")
         topic = _topic(raw_topic)
         stamp = int(time.time() * 1000) if raw_time.strip().lower() == "now" else \
-            _int(raw_time, "timestamp (ms)", 0, 2**62)
+            whole_number(raw_time, "timestamp (ms)", 0, 2**62)
         offsets: dict[str, int] = {}
         refused: list[str] = []
         for addr in self._route_masters(topic):
@@ -174,7 +196,7 @@ class Actions:
                 BrokerRequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
                 {"topic": topic, "group": group, "timestamp": str(stamp), "isForce": "true"}, credentials=creds))
             if not resp.ok:
-                refused.append(f"{addr}: {_why(resp)}")
+                refused.append(f"{addr}: {why(resp)}")
                 continue
             body = reset_offsets(resp)
             for mq, off in (body.offset_table.items() if body is not None else []):
@@ -193,7 +215,7 @@ class Actions:
         resp = await self.servers.call_broker(host, self.servers.request(BrokerRequestCode.VIEW_MESSAGE_BY_ID,
                                                              {"offset": str(offset)}, credentials=creds))
         if not resp.ok:
-            raise ActionError(f"no message {raw_id.strip()} on {host}: {_why(resp)}")
+            raise ActionError(f"no message {raw_id.strip()} on {host}: {why(resp)}")
         found = decode_messages(resp.body or b"")
         if len(found) != 1:
             raise ActionError(f"{host} answered {len(found)} messages for {raw_id.strip()}")
@@ -212,7 +234,7 @@ class Actions:
             if resp.code == ResponseCode.QUERY_NOT_FOUND:
                 continue
             if not resp.ok:
-                raise ActionError(f"query {key} on {addr}: {_why(resp)}")
+                raise ActionError(f"query {key} on {addr}: {why(resp)}")
             rows.extend(_row(m) for m in decode_messages(resp.body or b"")
                         if m.topic == topic and key in m.properties.get("KEYS", "").split())
         return rows
@@ -238,7 +260,7 @@ class Actions:
             BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY, {"consumerGroup": group, "clientId": client,
                                                          "msgId": raw_id.strip()}, credentials=creds))
         if not resp.ok:
-            raise ActionError(f"consume {raw_id.strip()} directly on {client} of {group}: {_why(resp)}")
+            raise ActionError(f"consume {raw_id.strip()} directly on {client} of {group}: {why(resp)}")
         try:
             return client, ConsumeMessageDirectlyResult.decode(resp.body)
         except InvalidInput as e:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from actors.console.model import QueueRoute, RouteView
+from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.protocol import fastjson
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, ProducerConnection, ResetOffsetBody
 from namesrv.protocol.keyed_json import loads_keyed
@@ -38,12 +41,20 @@ def runtime_kv(resp: RemotingResponse) -> dict[str, str]:
     return {str(k): str(v) for k, v in table.items()}
 
 
-def subscription_groups(resp: RemotingResponse) -> list[str]:
+def subscription_groups(resp: RemotingResponse) -> dict[str, SubscriptionGroupConfig | None]:
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG's table: group -> its config (None when it does not read
+    as one: the group is still listed)."""
     if not resp.ok:
-        return []
+        return {}
     data: Any = resp.payload if isinstance(resp.payload, dict) else (fastjson.loads(resp.body) if resp.body else {})
     table = data.get("subscriptionGroupTable") or {}
-    return sorted(str(g) for g in table)
+    configs: dict[str, SubscriptionGroupConfig | None] = {}
+    for g, wire in sorted(table.items()):
+        try:
+            configs[str(g)] = SubscriptionGroupConfig.model_validate(wire)
+        except ValidationError:
+            configs[str(g)] = None
+    return configs
 
 
 def consume_stats(resp: RemotingResponse) -> ConsumeStats | None:

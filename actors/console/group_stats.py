@@ -13,6 +13,7 @@ import logging
 from actors.console.calls import ServerCalls
 from actors.console.decode import consume_stats, consumer_connection, producer_connection, subscription_groups
 from actors.console.model import ConsoleState, GroupView, ProducerView, QueueOffset
+from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.client.rebalance.strategies import AllocateMessageQueueAveragely
 from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.protocol.constants import MASTER_ID
@@ -31,6 +32,7 @@ class ConsumerGroups:
 
     async def refresh(self) -> None:
         hosts: dict[str, set[str]] = {}
+        configs: dict[str, dict[str, SubscriptionGroupConfig]] = {}
         for b in self.state.live_brokers():
             for g in b.consumer_groups:
                 hosts.setdefault(g, set()).add(b.addr)
@@ -42,20 +44,22 @@ class ConsumerGroups:
             except Exception as e:
                 log.info("subscription groups of %s: %s", b.addr, type(e).__name__)
                 continue
-            for g in configured:
+            for g, config in configured.items():
                 hosts.setdefault(g, set()).add(b.addr)
+                if config is not None:
+                    configs.setdefault(g, {})[b.addr] = config
         limit = asyncio.Semaphore(GROUP_CONCURRENCY)
 
         async def one(group: str, addrs: set[str]) -> GroupView:
             async with limit:
-                return await self._group(group, sorted(addrs))
+                return await self._group(group, sorted(addrs), configs.get(group, {}))
         views = await asyncio.gather(*(one(g, a) for g, a in sorted(hosts.items())))
         for v in views:
             self.state.record(self.state.lag_history, v.group, v.lag)
         self.state.groups = {v.group: v for v in views}
 
-    async def _group(self, group: str, addrs: list[str]) -> GroupView:
-        view = GroupView(group)
+    async def _group(self, group: str, addrs: list[str], configs: dict[str, SubscriptionGroupConfig]) -> GroupView:
+        view = GroupView(group, configs=configs)
         members: set[str] = set()
         subs: set[str] = set()
         for addr in addrs:

@@ -4,7 +4,8 @@ aiohttp (the collector fills it, the pages read it; unit tests build it by hand)
 - `NamesrvView`: one NameServer's account: its brokers (with heartbeat ages), topics and routes.
 - `BrokerView`: one broker's own account: role, epoch, version, TPS, disk, queues, groups.
 - `ControllerView`: the controller's sets (master, epochs, SyncStateSet), elections and deaths.
-- `GroupView`: a consumer group: members and per-queue offsets (lag) from every broker it is on.
+- `GroupView`: a consumer group: members, per-queue offsets (lag) from every broker it is on, and
+  its subscription-group config on each master.
 - `ConsoleState`: all of it, plus short histories for the charts and the events seen.
 - `divergence(...)`: where the NameServers disagree (the view this design makes interesting).
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+from namesrv.broker.subscription.config import SubscriptionGroupConfig
 
 HISTORY = 120
 """Samples kept per chart series (at one per collector tick)."""
@@ -160,6 +163,8 @@ class GroupView:
     consume_type: str = ""
     offsets: list[QueueOffset] = field(default_factory=list)
     consume_tps: float = 0.0
+    configs: dict[str, SubscriptionGroupConfig] = field(default_factory=dict)
+    """Its subscription-group config on each master that holds one (by address)."""
     error: str | None = None
 
     @property

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.console.model import ConsoleState, Divergence, RouteView, divergence
+from actors.console.model import ConsoleState, Divergence, QueueRoute, RouteView, divergence
 from actors.console.svg import role_timeline as role_timeline_svg
 from actors.console.svg import sparkline
+from namesrv.broker.subscription.config import SubscriptionGroupConfig
+from namesrv.protocol.constants import TOPIC_PERMS, Perm
 
 LIST_LIMIT = 500
 """Rows a list page renders at most (the filter narrows the rest)."""
@@ -161,8 +163,12 @@ def topic_detail(state: ConsoleState, topic: str) -> dict[str, Any]:
                "text": _route_text(v.routes.get(topic)), "error": v.error}
               for n, v in sorted(state.namesrvs.items())]
     groups = sorted(g.group for g in state.groups.values() if any(q.topic == topic for q in g.offsets))
+    queues = [q for _, v in sorted(state.namesrvs.items())
+              if (route := v.routes.get(topic)) is not None for q in route.queues]
     return {"topic": topic, "routes": routes, "queues": queue_offsets(state, topic), "groups": groups,
-            "exists": any(topic in v.topics for v in state.namesrvs.values())}
+            "exists": any(topic in v.topics for v in state.namesrvs.values()),
+            "current": queues[0] if queues else QueueRoute("", 8, 8, int(Perm.READ | Perm.WRITE)),
+            "perms": TOPIC_PERMS}
 
 
 def groups_page(state: ConsoleState, needle: str = "") -> dict[str, Any]:
@@ -177,9 +183,13 @@ def groups_page(state: ConsoleState, needle: str = "") -> dict[str, Any]:
 
 def group_detail(state: ConsoleState, group: str) -> dict[str, Any]:
     g = state.groups.get(group)
+    configs = sorted(g.configs.items()) if g is not None else []
+    names = {b.addr: b.actor_name or b.broker_name or b.addr for b in state.brokers.values()}
     return {"group": group, "g": g, "lag": g.lag if g is not None else 0,
             "chart": sparkline(list(state.lag_history.get(group, [])), width=480, height=60, label="lag"),
-            "topics": sorted({q.topic for q in g.offsets}) if g is not None else []}
+            "topics": sorted({q.topic for q in g.offsets}) if g is not None else [],
+            "configs": [(names.get(addr, addr), c) for addr, c in configs],
+            "config": configs[0][1] if configs else SubscriptionGroupConfig(group_name=group or "-")}
 
 
 def producers_page(state: ConsoleState) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from actors.console.actions import ActionError, Actions
 from actors.console.calls import ORIGIN
 from actors.console.collector import Collector
 from actors.console.dlq import DeadLetters, DlqError
+from actors.console.groups import GroupConfigs
 from namesrv.acl.plain_acl import SessionCredentials
 from namesrv.protocol.codes import RequestCode, ResponseCode
 
@@ -63,6 +64,7 @@ class ConsoleApp:
         self.collector = collector
         self.actions = Actions(collector)
         self.dead_letters = DeadLetters(collector)
+        self.group_configs = GroupConfigs(self.actions)
         self.acl = acl
         self.sessions: dict[str, SessionCredentials] = {}
         self.env = templates()
@@ -87,7 +89,10 @@ class ConsoleApp:
         r.add_post("/topics", self.create_topic)
         r.add_post("/topics/{topic}/delete", self.delete_topic)
         r.add_post("/topics/{topic}/send", self.send_message)
+        r.add_post("/topics/{topic}/update", self.update_topic)
         r.add_post("/groups/{group}/reset", self.reset_offset)
+        r.add_post("/groups/{group}/skip", self.skip_backlog)
+        r.add_post("/groups/{group}/config", self.update_group_config)
         r.add_post("/producers", self.watch_producer)
         r.add_post("/messages/dlq/resend", self.resend_dead_letter)
         r.add_post("/messages/consume-directly", self.consume_directly)
@@ -241,16 +246,47 @@ class ConsoleApp:
             f"sent to {sent.get('broker')}: msgId {sent.get('msgId')}, queue {sent.get('queueId')}, "
             f"offset {sent.get('queueOffset')}"))
 
-    async def reset_offset(self, request: web.Request) -> web.StreamResponse:
+    async def update_topic(self, request: web.Request) -> web.StreamResponse:
+        topic = request.match_info["topic"]
+        form = await self._form(request)
+        try:
+            where = await self.actions.update_topic(topic, form.get("readQueueNums", ""),
+                                                    form.get("writeQueueNums", ""), form.get("perm", ""),
+                                                    self.credentials(request))
+        except ActionError as e:
+            return self.page_response(request, "topic", "topic.j2", 400, error=str(e))
+        raise web.HTTPSeeOther(f"/topics/{quote(topic, safe='')}?notice=" + quote(
+            f"updated {topic} on {', '.join(where)}: read {form['readQueueNums'].strip()}, write "
+            f"{form['writeQueueNums'].strip()}, perm {form['perm'].strip()}", safe=""))
+
+    async def reset_offset(self, request: web.Request, timestamp: str | None = None) -> web.StreamResponse:
+        """The group's offsets of a topic reset by time (`timestamp`: the form's, unless given)."""
         group = request.match_info["group"]
         form = await self._form(request)
         try:
-            offsets = await self.actions.reset_offset(group, form.get("topic", ""), form.get("timestamp", ""),
+            offsets = await self.actions.reset_offset(group, form.get("topic", ""),
+                                                      form.get("timestamp", "") if timestamp is None else timestamp,
                                                       self.credentials(request))
         except ActionError as e:
             return self.page_response(request, "group", "group.j2", 400, error=str(e))
         shown = ", ".join(f"{k}={v}" for k, v in sorted(offsets.items())) or "no queue"
-        return self.page_response(request, "group", "group.j2", notice=f"reset {group}: {shown}")
+        what = "skipped the backlog of" if timestamp == "now" else "reset"
+        return self.page_response(request, "group", "group.j2", notice=f"{what} {group}: {shown}")
+
+    async def skip_backlog(self, request: web.Request) -> web.StreamResponse:
+        """rocketmq-dashboard's skipAccumulate: the group's offsets of a topic reset to now."""
+        return await self.reset_offset(request, "now")
+
+    async def update_group_config(self, request: web.Request) -> web.StreamResponse:
+        group = request.match_info["group"]
+        form = await self._form(request)
+        try:
+            where = await self.group_configs.update(group, form, self.credentials(request))
+        except ActionError as e:
+            return self.page_response(request, "group", "group.j2", 400, error=str(e))
+        self.collector.bump()
+        raise web.HTTPSeeOther(f"/groups/{quote(group, safe='')}?notice="
+                               + quote(f"updated the config of {group} on {', '.join(where)}", safe=""))
 
     async def watch_producer(self, request: web.Request) -> web.StreamResponse:
         form = await self._form(request)

@@ -14,6 +14,9 @@ class Perm(IntFlag):
 
 
 PERM_ALL = int(Perm.READ | Perm.WRITE | Perm.INHERIT)
+TOPIC_PERMS = {int(Perm.WRITE): "write only", int(Perm.READ): "read only",
+               int(Perm.READ | Perm.WRITE): "read and write"}
+"""The perms an operator gives a topic (rocketmq-dashboard's and RocketMQ mqadmin updateTopicPerm's 2, 4, 6)."""
 
 
 def is_readable(perm: int) -> bool:
