@@ -73,7 +73,8 @@ class HostFaults:
 
     def _open(self, addr: str, window: NemesisWindow) -> str:
         self.open[addr] = window
-        return f"{window.detail} ({window.kind}, {len(window.cuts)} cuts)"
+        cuts = f", {len(window.cuts)} cuts" if window.cuts else ""
+        return f"{window.detail} ({window.kind}{cuts})"
 
     def _check(self, addr: str) -> int:
         if addr in self.open:
