@@ -42,7 +42,7 @@ def build_config(args: argparse.Namespace, namespace: str) -> ChaosConfig:
         existing=getattr(args, "namespace", None) is not None, data_dir=args.data_dir, keep_data=args.keep_data,
         slaves=args.slaves, broker_role=args.broker_role, controller=args.controller,
         broker_tcp=args.tcp_brokers or bool(args.hosts), hosts=args.hosts, group_members=args.group,
-        route_union=not args.one_view,
+        route_union=not args.one_view, delay_ms=args.delay_ms,
     )
 
 
@@ -161,8 +161,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--faults", default=DEFAULT_FAULTS,
                    help=f"fault mix, kind[:weight] comma separated (default {DEFAULT_FAULTS}; also kill_master, "
                         "sigkill_master, pause_slave; with --hosts partition_broker_namesrv, partition_client_broker, "
-                        "isolate_host; lose_master_node needs a node-removal hook, which only "
+                        "isolate_host, delay_broker; lose_master_node needs a node-removal hook, which only "
                         "run_chaos(lose_node=...) gives, so it is refused here)")
+    p.add_argument("--delay-ms", type=int, default=100,
+                   help="delay_broker's hold on each chunk, each way, ms (default 100)")
     p.add_argument("--hosts", type=int, default=0,
                    help="run on a test bed of this many hosts (network namespaces on one bridge, a Ray node in "
                         "each; needs root): each NameServer and broker on a host of its own, TCP brokers, the "
