@@ -184,6 +184,8 @@ class ChaosDriver:
             planned, target = target, self._set_faulted.pop(target)
         elif kind in BROKER_FAULTS:
             self._settle(target)
+        if kind in BROKER_FAULTS:
+            self._another_up(planned or target)
         revives = self._open.pop(target, None) if kind in BROKER_REVIVALS else None
         broker_addr = None if kind == KILL_NAMESRV else target
         rec = FaultRecord(len(self.timeline), now_ms(), kind, target, broker_addr, revives=revives, planned=planned,
@@ -227,6 +229,22 @@ class ChaosDriver:
         bound = self.timing.back_bound_ms(RESTART_BROKER) / 1000
         if not observer.wait_for(lambda: observer.advertised_everywhere(addr), bound):
             log.warning("%s not back in every route after %.1f s; faulting it anyway", addr, bound)
+
+    def _another_up(self, target: str) -> None:
+        """Wait (bounded) until a broker of another set, not faulted now, is in every route: the plan
+        faults a broker only while another is up, and a revived one may still be on its way back
+        (a heal's return waits for TCP's and gRPC's back-off), which the plan's timing cannot see."""
+        observer = self.observer
+        if observer is None:
+            return
+        name = self.dep.broker_specs[target].broker_name if target in self.dep.broker_specs else target
+        others = [a for a, spec in self.dep.broker_specs.items()
+                  if spec.broker_name != name and a not in self._open and a not in self.lost]
+        if not others:
+            return
+        bound = self.timing.back_bound_ms(RESTART_BROKER) / 1000
+        if not observer.wait_for(lambda: any(observer.advertised_everywhere(a) for a in others), bound):
+            log.warning("no broker but %s in every route after %.1f s; faulting it anyway", name, bound)
 
     def _members(self, broker_set: str) -> list[str]:
         return sorted(a for a, s in self.dep.broker_specs.items() if s.broker_name == broker_set)

@@ -12,7 +12,9 @@ from collections import Counter
 from typing import Any
 
 from clients.chaos.ownership import OwnershipSample, Queue
+from clients.consumer import members
 from clients.consumer.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
+from clients.impl import route_views
 from namesrv.common.clock import system_clock as now_ms
 from namesrv.common.waiting import WaitTimeout, wait_until
 
@@ -32,6 +34,7 @@ class GroupLane:
         Without `route_union`, member i is given NameServer i alone (a RocketMQ client sticks to the
         one NameServer it picked)."""
         self.queues = set(queues)
+        self.topics = list(topics)
         self.rebalance_interval_ms = rebalance_interval_ms
         self.samples: list[OwnershipSample] = []
         self.consumed = 0
@@ -46,6 +49,16 @@ class GroupLane:
             m.register_message_listener(self._consume)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_loop, name="chaos-group-sampler", daemon=True)
+
+    def bound_ms(self, margin_ms: int) -> int:
+        """How long a queue may go without one owner (invariant 7): the member that drops it and the
+        one that takes it rebalance on their own timers, up to one interval apart, and a pass may
+        wait its graces out (the members' query `members.GRACE_S` once, the route query
+        `route_views.LATE_GRACE_S` per topic, the retry topic too) while a broker or NameServer
+        does not answer; plus the margin."""
+        topics = len(self.topics) + 1
+        pass_ms = round((members.GRACE_S + route_views.LATE_GRACE_S * topics) * 1000)
+        return self.rebalance_interval_ms + pass_ms + margin_ms
 
     def _consume(self, msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
         with self._lock:

@@ -305,19 +305,23 @@ def impaired_windows(timeline: list[FaultRecord], broker_names: dict[str, str], 
 
 
 def explain_failure(record: dict[str, Any], windows: dict[str, list[tuple[int, int]]],
-                    no_master: list[tuple[int, int]] | None = None) -> str | None:
+                    no_master: list[tuple[int, int]] | None = None, brokers: Iterable[str] = ()) -> str | None:
     """Why a failed send failed, when every broker it tried was faulted (or its set had no writable
     master) at the time, or when it tried none while no broker set had a writable master (`no_master`,
     `roles.no_master_anywhere`: no route had a writable queue), or when it ran out of its send timeout
     on its last attempt after every earlier one was on a faulted broker (a broker on a lost node
     hangs a call until Ray declares the node dead: the budget was the fault's, as in RocketMQ's
-    client, whose timeout covers every attempt); None when it tried a healthy broker otherwise, or
-    none while some set had a master: such a failure breaks invariant 2."""
+    client, whose timeout covers every attempt), or when it tried none while every one of `brokers`
+    (names) was faulted (no route had a broker to try); None when it tried a healthy broker
+    otherwise, or none while some set had a master: such a failure breaks invariant 2."""
     tried = [b for b in (record.get("brokers_tried") or "").split(",") if b]
     start, end = record["t_ms"], record["t_ms"] + int(record["latency_ms"]) + 1
     if not tried:
         if any(a <= end and start <= b for a, b in no_master or []):
             return "no broker set had a writable master"
+        names = set(brokers)
+        if names and all(any(a <= end and start <= b for a, b in windows.get(n, [])) for n in names):
+            return "every broker was faulted: no route had a broker to try"
         return None
     def faulted(broker: str) -> bool:
         return any(a <= end and start <= b for a, b in windows.get(broker, []))

@@ -194,7 +194,7 @@ class ChaosConfig(BaseModel):
     group_members: int = Field(default=0, ge=0, le=8)
     """Push consumers of one consumer group reading the run's topics, their queue ownership sampled
     and judged (invariant 7: each queue the group can reach owned once, but for a rebalance
-    interval and the margin); 0: no group."""
+    interval, a pass's graces and the margin: `GroupLane.bound_ms`); 0: no group."""
     route_union: bool = True
     """The run's producers and group members take the union of every NameServer's view (the project's
     default); False: client i is given NameServer i alone (a RocketMQ client sticks to the one it

@@ -250,7 +250,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     windows = impaired_windows(timeline, names, timing, ended_ms, bound_ms, replicated)
     no_master = no_master_anywhere(masterless)
     for r in sends:
-        r["explained"] = None if r["ok"] else explain_failure(r, windows, no_master)
+        r["explained"] = None if r["ok"] else explain_failure(r, windows, no_master, set(names.values()))
     tx_ids = {s.msg_id for s in lane.sent} if lane is not None else set()
     loss, loss_counts = check_no_loss([r for r in sends if r["ok"]], [m for m in consumed if m.msg_id not in tx_ids])
     role = str(target.broker_config.broker_role) if target.slaves else None
@@ -270,8 +270,7 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     if group is not None:
         defects = ownership_defects(group.samples)
         excused = excused_windows(timeline, names, namesrv_names, timing, cfg.group_rebalance_ms, ended_ms, bound_ms)
-        ownership.append(check_ownership(defects, excused, cfg.group_rebalance_ms + timing.margin_ms,
-                                         len(group.samples)))
+        ownership.append(check_ownership(defects, excused, group.bound_ms(timing.margin_ms), len(group.samples)))
         group_defects = [asdict(d) | {"lasted_ms": d.lasted_ms} for d in judged(defects, excused)]
     kept = measure_kept_routes(timeline, route_logs, names, topics, timing, bound_ms)
     invariants = [

@@ -147,6 +147,9 @@ def test_only_the_clients_cut_and_isolation_explain_failed_sends() -> None:
     assert explain_failure(failed, windows) is None, "broker-a was reachable: its partition was from a NameServer"
     assert explain_failure(failed | {"t_ms": 8_000, "brokers_tried": "broker-b"}, windows)
     assert explain_failure(failed | {"t_ms": 14_000}, windows)
+    none_tried = failed | {"t_ms": 9_000, "brokers_tried": ""}
+    assert explain_failure(none_tried, windows, brokers=["broker-b"]), "its only broker was cut from the clients"
+    assert explain_failure(none_tried, windows, brokers=["broker-a", "broker-b"]) is None, "broker-a was up"
     stalled = impaired_windows(TIMELINE, NAMES, timing, 30_000, {3: 4_000})  # the clients' cut lasted 4 s
     assert stalled["broker-b"] == [(7_000, 11_000 + margin + 4_000)], "TCP's back-off doubled while it lasted"
 
