@@ -4,9 +4,12 @@ with an injected clock. No root, no namespace, no Ray."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Iterator
+
 import pytest
 
-from clients.chaos.hosts.layout import HostLayout, is_leftover_netns
+from clients.chaos.hosts import layout
 from clients.chaos.hosts.nemesis import Timeline
 from clients.chaos.hosts.rules import (
     TABLE,
@@ -26,8 +29,25 @@ from clients.chaos.hosts.rules import (
 ADDRS = ["10.77.0.2", "10.77.0.3", "10.77.0.4", "10.77.0.5"]
 
 
-def test_layout_names_and_addresses() -> None:
-    lay = HostLayout(3)
+@pytest.fixture
+def bed_id(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str | None], None]]:
+    """Re-read the layout's names for a NAMESRV_TEST_BED_ID (None: unset, the default bed); the
+    environment's own is back afterwards."""
+    def use(value: str | None) -> None:
+        if value is None:
+            monkeypatch.delenv(layout.BED_ID_VAR, raising=False)
+        else:
+            monkeypatch.setenv(layout.BED_ID_VAR, value)
+        importlib.reload(layout)
+
+    yield use
+    monkeypatch.undo()
+    importlib.reload(layout)
+
+
+def test_layout_names_and_addresses(bed_id: Callable[[str | None], None]) -> None:
+    bed_id(None)
+    lay = layout.HostLayout(3)
     assert lay.addresses == ["10.77.0.2", "10.77.0.3", "10.77.0.4"]
     assert lay.driver_address == "10.77.0.1"
     assert [lay.netns(i) for i in range(3)] == ["nsrv-h0", "nsrv-h1", "nsrv-h2"]
@@ -38,12 +58,25 @@ def test_layout_names_and_addresses() -> None:
     with pytest.raises(ValueError, match="not a host of this test bed"):
         lay.host_of("10.77.0.1")
     with pytest.raises(ValueError, match=r"1\.\.32 hosts"):
-        HostLayout(0)
+        layout.HostLayout(0)
 
 
-def test_leftover_names_are_only_the_beds() -> None:
-    assert is_leftover_netns("nsrv-h0") and is_leftover_netns("nsrv-h12")
-    assert not is_leftover_netns("nsrv-hx") and not is_leftover_netns("other") and not is_leftover_netns("nsrv-h")
+def test_leftover_names_are_only_the_beds(bed_id: Callable[[str | None], None]) -> None:
+    bed_id(None)
+    assert layout.is_leftover_netns("nsrv-h0") and layout.is_leftover_netns("nsrv-h12")
+    assert not layout.is_leftover_netns("nsrv-hx") and not layout.is_leftover_netns("other")
+    assert not layout.is_leftover_netns("nsrv-h") and not layout.is_leftover_netns("nsrv1-h0")
+
+
+def test_a_second_bed_has_names_of_its_own(bed_id: Callable[[str | None], None]) -> None:
+    bed_id("1")
+    lay = layout.HostLayout(2)
+    assert (lay.netns(1), lay.address(1), lay.veth(1), layout.BRIDGE, lay.temp_dir(0)) == (
+        "nsrv1-h1", "10.78.0.3", "nsrv1v1", "nsrvbr1", "/tmp/nsrvh1/h0")
+    assert layout.is_leftover_netns("nsrv1-h0") and not layout.is_leftover_netns("nsrv-h0")
+    with pytest.raises(ValueError, match=r"must be 0\.\.9"):
+        bed_id("x")
+
 
 
 def test_partition_cuts_every_pair_across_groups_both_ways() -> None:
