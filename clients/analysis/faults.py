@@ -100,5 +100,5 @@ def read_faults_spark(spark: SparkSession, path: str | os.PathLike[str]) -> Data
 
 def faults_to_spark(spark: SparkSession, table: pa.Table) -> DataFrame:
     """Through pandas + Arrow (no Python worker on the executors); the columns have no null ints."""
-    pdf = table.select(fault_arrow_schema().names).cast(fault_arrow_schema()).to_pandas()
+    pdf = _with_optional(table).select(fault_arrow_schema().names).cast(fault_arrow_schema()).to_pandas()
     return spark.createDataFrame(pdf, schema=fault_spark_schema())
