@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 from clients.chaos.ownership import OwnershipSample, Queue
+from clients.chaos.plan import client_namesrvs
 from clients.consumer import members
 from clients.consumer.push_consumer import ConsumeConcurrentlyStatus, PushConsumer
 from clients.impl import route_views
@@ -39,7 +40,7 @@ class GroupLane:
         self.samples: list[OwnershipSample] = []
         self.consumed = 0
         self._lock = threading.Lock()
-        self.members = [PushConsumer(group, namesrv=namesrvs if route_union else [namesrvs[i % len(namesrvs)]],
+        self.members = [PushConsumer(group, namesrv=client_namesrvs(namesrvs, i, route_union),
                                      namespace=namespace, instance_name=f"chaos-member-{i}",
                                      rebalance_interval_ms=rebalance_interval_ms, route_union=route_union,
                                      heartbeat_broker_interval_ms=rebalance_interval_ms) for i in range(members)]

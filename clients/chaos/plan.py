@@ -271,6 +271,12 @@ class ChaosConfig(BaseModel):
         return self.stop_time(timing) if kind in HELD_FAULTS else self.down_time_s
 
 
+def client_namesrvs(names: list[str], i: int, union: bool) -> list[str]:
+    """What client i of the run is given: every NameServer (it takes the union of their views), or,
+    without the union, NameServer i alone (as a RocketMQ client sticks to the one it picked)."""
+    return list(names) if union or not names else [names[i % len(names)]]
+
+
 # ---------------------------------------------------------------------------------------- plan
 @dataclass(frozen=True, slots=True)
 class PlannedFault:

@@ -51,7 +51,7 @@ from clients.chaos.leaks import alive_actor_ids, alive_actors, check_leaks, wait
 from clients.chaos.nodes import await_lost_removals, node_fault_refusal
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
 from clients.chaos.ownership import check_ownership, excused_windows, judged, ownership_defects
-from clients.chaos.plan import ChaosConfig, plan_faults, plan_signature, timeline_signature
+from clients.chaos.plan import ChaosConfig, client_namesrvs, plan_faults, plan_signature, timeline_signature
 from clients.chaos.reader import LiveReader
 from clients.chaos.report import EXISTING, PRIVATE, ChaosReport, summarize
 from clients.chaos.roles import (
@@ -309,12 +309,6 @@ def run_chaos(cfg: ChaosConfig, out_dir: str | os.PathLike[str] | None = None, *
     if out is not None:
         report.write_parquet(out)
     return report
-
-
-def client_namesrvs(names: list[str], i: int, union: bool) -> list[str]:
-    """What client i of the run is given: every NameServer (it takes the union of their views), or,
-    without the union, NameServer i alone (as a RocketMQ client sticks to the one it picked)."""
-    return list(names) if union or not names else [names[i % len(names)]]
 
 
 def _clean_up(target: Target, cfg: ChaosConfig, topics: list[str], job_id: str, job_actors_before: set[str],

@@ -204,7 +204,7 @@ def test_a_group_is_judged_where_it_reaches_the_queue() -> None:
 
 
 def test_without_the_union_client_i_is_given_namesrv_i_alone() -> None:
-    from clients.chaos.run import client_namesrvs
+    from clients.chaos.plan import client_namesrvs
 
     assert client_namesrvs(NAMESRVS, 3, union=True) == NAMESRVS
     assert [client_namesrvs(NAMESRVS, i, union=False) for i in range(3)] == [["namesrv-0"], ["namesrv-1"],
