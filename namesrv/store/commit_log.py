@@ -33,6 +33,9 @@ from namesrv.store.mapped_file_queue import MappedFileQueue, Segment
 from namesrv.store.records import HEADER, MAGIC, MAX_RECORD, blank_record, parse_records
 from namesrv.store.types import MIN_SEGMENT_SIZE, AppendResult, FlushDiskType
 
+_I32, _I64 = -(1 << 31), -(1 << 63)
+"""The low ends of the stored layout's int fields (the high ends are one less than their negations)."""
+
 Record = tuple[list[Any], int, int]
 """A record written: its fields, commit-log offset and size (what the dispatchers are given)."""
 
@@ -95,9 +98,13 @@ class CommitLog:
             msg.born_host.encode("utf-8")
         except (AttributeError, UnicodeError):
             raise MessageIllegal("message id and born host must be UTF-8 strings") from None
-        check_message(msg.topic, msg.properties, msg.msg_id, msg.body, MAX_MESSAGE_SIZE,
-                      {"queueId": (msg.queue_id, False), "flag": (msg.flag, False), "sysFlag": (msg.sys_flag, False),
-                       "bornTimestamp": (msg.born_timestamp, True), "reconsumeTimes": (msg.reconsume_times, False)})
+        q, f, sf, rt, bt = msg.queue_id, msg.flag, msg.sys_flag, msg.reconsume_times, msg.born_timestamp
+        usual = (type(q) is int and type(f) is int and type(sf) is int and type(rt) is int and type(bt) is int
+                 and _I32 <= q < -_I32 and _I32 <= f < -_I32 and _I32 <= sf < -_I32 and _I32 <= rt < -_I32
+                 and _I64 <= bt < -_I64)
+        check_message(msg.topic, msg.properties, msg.msg_id, msg.body, MAX_MESSAGE_SIZE, {} if usual else
+                      {"queueId": (q, False), "flag": (f, False), "sysFlag": (sf, False),
+                       "bornTimestamp": (bt, True), "reconsumeTimes": (rt, False)})
 
     def _encode(self, msg: MessageInner, queue_offset: int, now: int) -> tuple[list[Any], bytes]:
         """The fields and record of one `check`ed message; MessageIllegal when it would not fit a
@@ -116,22 +123,25 @@ class CommitLog:
         return fields, HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
     def write_batch(self, batch: list[MessageInner], queue_offset: Callable[[str, int], int],
-                    now: int) -> tuple[list[AppendResult | Exception], list[Record], int]:
+                    now: int, checked: list[bool] | None = None
+                    ) -> tuple[list[AppendResult | Exception], list[Record], int]:
         """Lay a batch's records out from the log's end, each message at the next offset of its
         queue (`queue_offset(topic, queue id)`, RocketMQ's assignOffset), write them (one write per
         segment they land in) and fsync per the flush policy. Returns each message's result (a
         MessageIllegal refuses it alone; when the write or fsync fails, the OSError is every written
         one's and nothing of the batch stays on disk), the records written, to dispatch, and the
-        log's new end, not published yet. The write lock held."""
+        log's new end, not published yet. `checked[i]`: message i was `check`ed by the caller
+        (not checked again). The write lock held."""
         out: list[AppendResult | Exception] = []
         chunks: list[bytes] = []
         fields_of: list[list[Any]] = []
         start = pos = self._write_pos
         room = self.files.room_at(pos)
         planned: dict[tuple[str, int], int] = {}
-        for msg in batch:
+        for i, msg in enumerate(batch):
             try:
-                self.check(msg)
+                if checked is None or not checked[i]:
+                    self.check(msg)
                 key = (msg.topic, msg.queue_id)
                 offset = planned.get(key, queue_offset(msg.topic, msg.queue_id))
                 fields, record = self._encode(msg, offset, now)

@@ -45,11 +45,14 @@ class Dispatchers:
     def _dispatch_others(self, fields: list[Any], pos: int, size: int) -> None:
         """Every dispatcher but the consume queues'."""
         for d in self._dispatchers[1:]:
-            try:
-                d.dispatch(fields, pos, size)
-            except Exception:  # one dispatcher's fault must not stop the others nor the write
-                log.exception("commit log %s: dispatcher %r failed at offset %d", self.commit_log.store_dir,
-                              d.dispatch, pos)
+            self._dispatch_one(d, fields, pos, size)
+
+    def _dispatch_one(self, d: Dispatcher, fields: list[Any], pos: int, size: int) -> None:
+        try:
+            d.dispatch(fields, pos, size)
+        except Exception:  # one dispatcher's fault must not stop the others nor the write
+            log.exception("commit log %s: dispatcher %r failed at offset %d", self.commit_log.store_dir,
+                          d.dispatch, pos)
 
     def dispatch_all(self, records: list[Record], end: int) -> OSError | None:
         """Dispatch records just written (write lock held), then publish the log's new `end`. When
@@ -65,10 +68,18 @@ class Dispatchers:
             self.failed = failed
             log.error("commit log %s: consume queue write failed (%s); refusing writes until space is freed "
                       "(retry_dispatch) or a restart", self.commit_log.store_dir, failed)
-        for fields, pos, size in records:
-            if missing is not None and pos >= self._undispatched:
-                break  # dispatched with the rest by the retry
-            self._dispatch_others(fields, pos, size)
+        if missing is not None:  # the rest are dispatched by the retry
+            records = [r for r in records if r[1] < self._undispatched]
+        for d in self._dispatchers[1:]:
+            if d.dispatch_batch is None:
+                for fields, pos, size in records:
+                    self._dispatch_one(d, fields, pos, size)
+                continue
+            try:
+                d.dispatch_batch(records)
+            except Exception:  # one dispatcher's fault must not stop the others nor the write
+                log.exception("commit log %s: dispatcher %r failed on a batch from offset %d",
+                              self.commit_log.store_dir, d.dispatch_batch, records[0][1] if records else -1)
         self.commit_log.publish(end)  # published once durable (per the policy): a reader waits only for this
         return failed
 

@@ -55,7 +55,7 @@ from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.store.checkpoint import Checkpoint, StoreCheckpoint
 from namesrv.store.commit_log import CommitLog
 from namesrv.store.dispatch import Dispatchers
-from namesrv.store.group_commit import GroupCommitService
+from namesrv.store.group_commit import GroupCommitService, Results
 from namesrv.store.ha.transfer import Transfer
 from namesrv.store.index.index_service import IndexService
 from namesrv.store.queue.consume_queue import ConsumeQueueStore
@@ -114,7 +114,7 @@ class MessageStore:
         index = self.index
         self.dispatchers = Dispatchers(self.commit_log, self.consume_queues, [
             Dispatcher(index.dispatch, index.flush, index.truncate_to, index.delete_expired,
-                       lambda: index.recovery.resume_offset if index.recovery.deleted else None),
+                       lambda: index.recovery.resume_offset if index.recovery.deleted else None, index.dispatch_batch),
             *dispatchers])
         self.store_checkpoint = StoreCheckpoint(self.dir / "checkpoint")
         self.recovery = self.dispatchers.recover(self.store_checkpoint.current.physic_offset)
@@ -143,16 +143,16 @@ class MessageStore:
         """Raise MessageIllegal (with the reason) for a message this store must not hold (CommitLog.check)."""
         CommitLog.check(msg)
 
-    def _write_batch(self, batch: list[MessageInner]) -> list[AppendResult | Exception]:
+    def _write_batch(self, batch: list[MessageInner], checked: list[bool] | None = None) -> Results:
         """Write a batch (one write per segment it lands in), fsync per the flush policy, dispatch
-        it. Runs in a thread."""
+        it; `checked[i]`: the caller ran `check` on message i already. Runs in a thread."""
         with self.commit_log.write_lock:  # one writer at a time, across write and fsync; readers never take it
             if not self.commit_log.is_open:  # closed under a batch already queued: nothing of it is written
                 return [OSError(f"commit log {self.dir} is closed") for _ in batch]
             refusal = self.refuse_writes()
             if refusal is not None:
                 return [refusal for _ in batch]
-            out, records, end = self.commit_log.write_batch(batch, self.max_offset, self.clock())
+            out, records, end = self.commit_log.write_batch(batch, self.max_offset, self.clock(), checked)
             if not records:  # all refused, or the write failed (nothing of it is on disk)
                 return out
             failed = self.dispatchers.dispatch_all(records, end)
@@ -185,6 +185,16 @@ class MessageStore:
         """`put`, queued now: it reaches the log before anything put or submitted after this call
         (see GroupCommitService.submit)."""
         return self.writer.submit(msg)
+
+    async def put_all(self, messages: list[MessageInner], checked: bool = False) -> list[AppendResult]:
+        """Store messages together through the group-commit writer (one submission, one future);
+        returns once they are durable per the flush policy, or raises the first one's reason it
+        was not stored (the others may be). `checked`: the caller ran `check` on each of them."""
+        results = await self.writer.submit_all(messages, checked)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results  # type: ignore[return-value]  # no exception among them
 
     def flush(self) -> None:
         """fsync what was written but not yet synced (see CommitLog.flush: not under the write lock)."""

@@ -34,6 +34,8 @@ class Dispatcher:
     replay_from: Callable[[], int | None] | None = None
     """At start-up: the commit-log offset this dispatcher needs records again from when it lost
     some that the store's checkpoint covers (a torn file deleted after a machine crash), else None."""
+    dispatch_batch: Callable[[list[tuple[list[Any], int, int]]], None] | None = None
+    """`dispatch` of a written batch's records at once, in order (the writer uses it when given)."""
 
 
 class FlushDiskType(StrEnum):

@@ -90,6 +90,8 @@ class SendMessageProcessor:
 
     def _parked(self, message: MessageInner) -> MessageInner:
         """What is stored for a message with a delay level or a timer (namesrv.broker.schedule.delivery)."""
+        if message.properties.keys().isdisjoint(schedule.SCHEDULE_PROPERTIES):  # the usual message: not delayed
+            return message
         cfg = self.ctx.config
         if not cfg.timer_wheel_enable and any(p in message.properties for p in TIMER_PROPERTIES):
             raise MQServerError(ResponseCode.MESSAGE_ILLEGAL, "timer messages are not enabled on this broker "
@@ -124,12 +126,15 @@ class SendMessageProcessor:
         guard.check_send()
         if ctx.store.refuse_writes() is not None:
             raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark())
+        parked: list[MessageInner] = []
+        prepared = False
         for m in messages:  # every one, before anything changes (a topic created, a record written)
             self._check_body(m.body)
             m.properties.setdefault("CLUSTER", ctx.identity.cluster_name)
             self._check_stored(m)
-            self._parked(m)  # a timer it cannot take is refused here, before anything changes
-            if transaction.is_prepared(m) and (len(messages) > 1 or ctx.config.reject_transaction_message):
+            parked.append(self._parked(m))  # a timer it cannot take is refused here, before anything changes
+            prepared = transaction.is_prepared(m)
+            if prepared and (len(messages) > 1 or ctx.config.reject_transaction_message):
                 raise MQServerError(ResponseCode.NO_PERMISSION if len(messages) == 1 else ResponseCode.MESSAGE_ILLEGAL,
                                     "batch message does not support transaction" if len(messages) > 1 else
                                     f"the broker[{ctx.identity.broker_addr}] sending transaction message is forbidden")
@@ -139,10 +144,12 @@ class SendMessageProcessor:
             queue_id = ctx.clock() % max(1, tc.write_queue_nums)
             for m in messages:
                 m.queue_id = queue_id
-        stored = [transaction.half_of(m) if transaction.is_prepared(m) else self._parked(m) for m in messages]
+            parked = [self._parked(m) for m in messages]  # parked with the queue it now has
+        stored = [transaction.half_of(messages[0])] if prepared else parked  # a prepared send is alone
         ctx.sends_waiting += len(messages)
-        try:
-            results = list(await asyncio.gather(*(ctx.store.put(m) for m in stored)))
+        checked = all(s is m for s, m in zip(stored, messages, strict=True))  # not parked nor a half
+        try:  # the store does not check again what `_check_stored` did
+            results = await ctx.store.put_all(stored, checked=checked)
         except DiskFullError:  # marked full while the send waited for the writer: nothing of it stored
             raise MQServerError(ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark()) from None
         finally:

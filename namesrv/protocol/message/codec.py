@@ -34,6 +34,8 @@ BATCH_MAGIC_CODE = MESSAGE_MAGIC_CODE
 _FIXED = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp
 _HOST = struct.Struct(">4si")
 _BATCH_HEAD = struct.Struct(">iiii")  # totalSize, magicCode, bodyCRC, flag
+_BATCH_HEAD_BODY = struct.Struct(">iiiii")  # the same, then bodyLength
+_SHORT = struct.Struct(">h")
 
 
 def body_crc(body: bytes) -> int:
@@ -124,15 +126,14 @@ def decode_batch(data: bytes) -> list[BatchEntry]:
     while pos < len(data):
         if len(data) - pos < _BATCH_HEAD.size + 4:
             raise InvalidInput(f"batch body truncated at byte {pos}")
-        total, _magic, crc, flag = _BATCH_HEAD.unpack_from(data, pos)
+        total, _magic, crc, flag, body_len = _BATCH_HEAD_BODY.unpack_from(data, pos)
         if total < _BATCH_HEAD.size + 6 or pos + total > len(data):
             raise InvalidInput(f"batch message at byte {pos} claims {total} bytes")
-        (body_len,) = struct.unpack_from(">i", data, pos + _BATCH_HEAD.size)
-        body_start = pos + _BATCH_HEAD.size + 4
+        body_start = pos + _BATCH_HEAD_BODY.size
         if body_len < 0 or body_start + body_len + 2 > pos + total:
             raise InvalidInput(f"batch message at byte {pos} has a body length of {body_len}")
         body = data[body_start : body_start + body_len]
-        (props_len,) = struct.unpack_from(">h", data, body_start + body_len)
+        (props_len,) = _SHORT.unpack_from(data, body_start + body_len)
         props_start = body_start + body_len + 2
         if props_len < 0 or props_start + props_len != pos + total:
             raise InvalidInput(f"batch message at byte {pos} has a properties length of {props_len}")

@@ -35,10 +35,19 @@ def properties_to_string(props: Mapping[str, str]) -> str:
 
 def string_to_properties(text: str | None) -> dict[str, str]:
     """MessageDecoder.string2messageProperties: pairs without a separator are skipped."""
-    props: dict[str, str] = {}
     if not text:
+        return {}
+    items = text.split(PROPERTY_SEPARATOR)
+    if not items[-1]:
+        items.pop()
+    try:  # the usual text: every pair has its separator and a key
+        props = dict([item.split(NAME_VALUE_SEPARATOR, 1) for item in items])
+    except ValueError:
+        props = {"": ""}
+    if "" not in props:
         return props
-    for item in text.split(PROPERTY_SEPARATOR):
+    props = {}
+    for item in items:
         key, sep, value = item.partition(NAME_VALUE_SEPARATOR)
         if sep and key:
             props[key] = value
@@ -66,18 +75,36 @@ def check_message(topic: str, properties: Mapping[str, str], msg_id: str, body: 
         raise MessageIllegal(f"message topic {topic!r} is not a UTF-8 string") from None
     if not 0 < topic_bytes <= TOPIC_MAX_BYTES:
         raise MessageIllegal(f"message topic length {topic_bytes} bytes is outside 1..{TOPIC_MAX_BYTES}")
-    for key, value in properties.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise MessageIllegal(f"message property {key!r} must map a string to a string")
-        if not key or NAME_VALUE_SEPARATOR in key or PROPERTY_SEPARATOR in key or PROPERTY_SEPARATOR in value:
-            raise MessageIllegal(f"message property {key!r} is empty or holds a separator (\\x01 / \\x02)")
-    try:
-        size = len(stored_properties(properties, msg_id))
-    except UnicodeError:
-        raise MessageIllegal("message properties are not valid UTF-8 text") from None
+    size = _properties_size(properties, msg_id)
     if size > PROPERTIES_MAX_BYTES:
         raise MessageIllegal(f"the message properties length {size} bytes exceeds the limit {PROPERTIES_MAX_BYTES}")
     for name, (number, wide) in ints.items():
         low, high = _INT64 if wide else _INT32
         if not isinstance(number, int) or isinstance(number, bool) or not low <= number <= high:
             raise MessageIllegal(f"message {name} {number!r} is not a {64 if wide else 32}-bit integer")
+
+
+def _properties_size(properties: Mapping[str, str], msg_id: str) -> int:
+    """The stored properties' length in bytes (`stored_properties`), or MessageIllegal for a
+    property that is not a string pair, has an empty key or holds a separator it must not."""
+    try:  # the usual properties: strings, each pair holding exactly one of each separator (its own)
+        text = "".join([key + NAME_VALUE_SEPARATOR + value + PROPERTY_SEPARATOR for key, value in properties.items()])
+    except TypeError:
+        text = None
+    count = len(properties)
+    if (text is None or text.count(NAME_VALUE_SEPARATOR) != count or text.count(PROPERTY_SEPARATOR) != count
+            or text.startswith(NAME_VALUE_SEPARATOR) or PROPERTY_SEPARATOR + NAME_VALUE_SEPARATOR in text):
+        for key, value in properties.items():  # which pair, and why (a value may hold \x01)
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise MessageIllegal(f"message property {key!r} must map a string to a string")
+            if not key or NAME_VALUE_SEPARATOR in key or PROPERTY_SEPARATOR in key or PROPERTY_SEPARATOR in value:
+                raise MessageIllegal(f"message property {key!r} is empty or holds a separator (\\x01 / \\x02)")
+        text = properties_to_string(properties)
+    if msg_id and UNIQ_KEY not in properties:
+        text += f"{UNIQ_KEY}{NAME_VALUE_SEPARATOR}{msg_id}{PROPERTY_SEPARATOR}"
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeError:
+        raise MessageIllegal("message properties are not valid UTF-8 text") from None

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,10 +80,10 @@ def message_keys(fields: list[Any]) -> list[str]:
     uniq = fields[4] or (props.get(UNIQ_KEY) if isinstance(props, Mapping) else None)
     if isinstance(uniq, str) and uniq:
         keys.append(uniq)
-    if isinstance(props, Mapping):
-        raw = props.get(KEYS)
-        if isinstance(raw, str):
-            keys.extend(k for k in raw.split(KEY_SEPARATOR) if k)
+    raw = props.get(KEYS) if isinstance(props, Mapping) else None
+    if not isinstance(raw, str):
+        return keys  # the usual message: its unique key alone
+    keys.extend(k for k in raw.split(KEY_SEPARATOR) if k)
     return list(dict.fromkeys(keys))
 
 
@@ -168,33 +168,44 @@ class IndexService:
     def dispatch(self, fields: list[Any], physical_offset: int, size: int) -> None:
         """Index one record (fields as the commit log stores them: topic, queue id, queue offset,
         store time, msg id, properties, body, flag, sysFlag, ...); one already indexed is skipped."""
-        if physical_offset < self._end or self._closed:
+        self.dispatch_batch([(fields, physical_offset, size)])
+
+    def dispatch_batch(self, records: Sequence[tuple[list[Any], int, int]]) -> None:
+        """Index records in commit-log order (`dispatch`'s, each a (fields, offset, size)): one
+        lock and one header write per file for all of them."""
+        if self._closed or not records or records[-1][1] < self._end:
             return
-        topic, store_timestamp = fields[0], fields[3]
-        hashes = [key_hash(topic, k) for k in message_keys(fields)]
+        keyed = [(fields[3], [key_hash(fields[0], k) for k in message_keys(fields)], pos, size)
+                 for fields, pos, size in records]
         with self._lock:
-            if physical_offset < self._end:
-                return
-            if len(hashes) > self.entries:
-                log.warning("index: record at %d has %d keys, more than a file holds; the first %d filed",
-                            physical_offset, len(hashes), self.entries)
-                hashes = hashes[: self.entries]
-            try:
-                f = self._writable(len(hashes), physical_offset)
-            except OSError as e:  # no room for a new file (a full disk): this record goes unindexed
-                if not self._failing:
-                    log.error("index: cannot make a new index file at %d (%s); records go unindexed until "
-                              "one can be made", physical_offset, e)
-                self._failing = True
-                return
-            self._failing = False
-            if f is not None:
-                for h in hashes:
-                    f.put(h, physical_offset, store_timestamp)
-                f.advance(physical_offset + size)
-            self._end = physical_offset + size
-            if hashes:
-                self._last_timestamp = store_timestamp
+            advancing: IndexFile | None = None
+            for store_timestamp, hashes, physical_offset, size in keyed:
+                if physical_offset < self._end:
+                    continue
+                if len(hashes) > self.entries:
+                    log.warning("index: record at %d has %d keys, more than a file holds; the first %d filed",
+                                physical_offset, len(hashes), self.entries)
+                    hashes = hashes[: self.entries]
+                try:
+                    f = self._writable(len(hashes), physical_offset)
+                except OSError as e:  # no room for a new file (a full disk): this record goes unindexed
+                    if not self._failing:
+                        log.error("index: cannot make a new index file at %d (%s); records go unindexed until "
+                                  "one can be made", physical_offset, e)
+                    self._failing = True
+                    continue
+                self._failing = False
+                if f is not advancing and advancing is not None:
+                    advancing.advance(self._end)  # the file before a new one: everything up to here
+                advancing = f
+                if f is not None:
+                    for h in hashes:
+                        f.put(h, physical_offset, store_timestamp)
+                self._end = physical_offset + size
+                if hashes:
+                    self._last_timestamp = store_timestamp
+            if advancing is not None:
+                advancing.advance(self._end)
 
     def _writable(self, needed: int, physical_offset: int) -> IndexFile | None:
         """The file the next entries go to: the last one, or a new one when it lacks room."""

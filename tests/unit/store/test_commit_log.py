@@ -436,6 +436,37 @@ def test_concurrent_puts_share_fsyncs_and_each_is_acknowledged_after_its_own(tmp
     again.close()
 
 
+def test_a_send_s_messages_go_in_together_under_one_future(tmp_path: Path, fsyncs: FsyncCounter) -> None:
+    """put_all: a send's batch is one submission (one future, not a task per message): written in
+    order in one group commit, each message's result in order, an illegal one refused alone and
+    raised to the caller; `checked` still writes what the caller checked."""
+    log = open_log(tmp_path)
+    put(log, "T", 0, b"opens the first segment")
+    base, batches = fsyncs.calls, log.commit_log.batches
+
+    async def send() -> tuple[list[AppendResult], BaseException | None, list[AppendResult]]:
+        together = await log.put_all([MessageInner("T", 1, f"b{i}".encode(), {"KEYS": f"k{i}"})
+                                      for i in range(32)], checked=True)
+        assert log.commit_log.batches == batches + 1, "one group commit"
+        raised: BaseException | None = None
+        try:  # the second message cannot be stored: the first and third are, the caller is told
+            await log.put_all([MessageInner("T", 2, b"ok"), MessageInner("T" * 200, 2, b"bad"),
+                               MessageInner("T", 2, b"ok too")])
+        except Exception as e:
+            raised = e
+        one = await log.put_all([MessageInner("T", 3, b"alone")])
+        return together, raised, one
+
+    results, raised, [alone] = asyncio.run(send())
+    assert [(r.queue_id, r.queue_offset) for r in results] == [(1, i) for i in range(32)]
+    assert [r.commit_log_offset for r in results] == sorted(r.commit_log_offset for r in results)
+    assert [m.body for m in log.get_message("T", 1, 0, 100)] == [f"b{i}".encode() for i in range(32)]
+    assert [m.body for m in log.query_message("T", "k7", 5, 0, 2**63 - 1)] == [b"b7"]
+    assert "topic" in str(raised) and [m.body for m in log.get_message("T", 2, 0)] == [b"ok", b"ok too"]
+    assert alone.queue_offset == 0 and fsyncs.calls - base <= 3
+    log.close()
+
+
 def test_one_fsync_per_message_mode_is_the_baseline(tmp_path: Path, fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path, group_commit=False)
     put(log, "T", 0, b"opens the first segment")

@@ -6,10 +6,13 @@ index's own end offset."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from namesrv.common.clock import ManualClock
 from namesrv.protocol.message.types import MessageInner
@@ -37,6 +40,40 @@ def test_message_keys_uniq_then_keys_once_and_rollback_skipped() -> None:
     assert message_keys(rec("T", 1, "", "")) == []
     assert message_keys(rec("T", 1, "U1", "a", sys_flag=0xC)) == []  # TRANSACTION_ROLLBACK_TYPE
     assert message_keys(rec("T", 1, "U1", "a", sys_flag=0x4)) == ["U1", "a"]  # prepared: indexed
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=st.lists(st.tuples(st.sampled_from(["T", "U"]), st.sampled_from(["", "u1", "u2", "u3"]),
+                                  st.one_of(st.none(), st.sampled_from(["", "a", "a b", "b c a", "c"])),
+                                  st.sampled_from([0, 0x4, 0xC])), max_size=40),
+       cuts=st.lists(st.integers(1, 12), max_size=12))
+def test_a_batch_indexes_exactly_as_its_records_one_by_one(records: list[tuple[str, str, str | None, int]],
+                                                             cuts: list[int]) -> None:
+    """The writer's dispatch_batch (one lock and one header write per file) files every key and
+    rolls files where dispatching each record alone does, and both reopen alike."""
+    fields = [rec(topic, 100 + i, uniq, keys, flag) for i, (topic, uniq, keys, flag) in enumerate(records)]
+    with tempfile.TemporaryDirectory() as one_dir, tempfile.TemporaryDirectory() as batch_dir:
+        one, batched = IndexService(one_dir, slots=4, entries=5), IndexService(batch_dir, slots=4, entries=5)
+        feed(one, fields)
+        at = 0
+        for n in [*cuts, len(fields)]:
+            batched.dispatch_batch([(f, 100 * (at + i), 100) for i, f in enumerate(fields[at:at + n])])
+            at = min(at + n, len(fields))
+        batched.dispatch_batch([(f, 100 * i, 100) for i, f in enumerate(fields)])  # all seen already: skipped
+        for index in (one, batched):
+            index.flush()
+            index.close()
+        reopened = [IndexService(d, slots=4, entries=5) for d in (one_dir, batch_dir)]
+        assert one.max_phy_offset == batched.max_phy_offset == 100 * len(fields)
+        for a, b in ((one, batched), tuple(reopened)):
+            assert a.max_phy_offset == b.max_phy_offset
+            assert a.file_count() == b.file_count() and a.last_update() == b.last_update()
+            for topic in ("T", "U"):
+                for key in ("u1", "u2", "u3", "a", "b", "c"):
+                    assert a.query(topic, key, 100) == b.query(topic, key, 100), (topic, key)
+        assert sorted(p.name for p in Path(one_dir).iterdir()) == sorted(p.name for p in Path(batch_dir).iterdir())
+        for index in reopened:
+            index.close()
 
 
 def test_query_by_key_topic_time_range_and_limit(tmp_path: Path) -> None:

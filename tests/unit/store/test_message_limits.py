@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
-from namesrv.protocol.message.properties import PROPERTIES_MAX_BYTES, MessageIllegal, properties_to_string
+from namesrv.protocol.message.properties import (
+    PROPERTIES_MAX_BYTES,
+    MessageIllegal,
+    check_message,
+    properties_to_string,
+    stored_properties,
+    string_to_properties,
+)
 from namesrv.protocol.message.types import MessageInner
 from namesrv.remoting.command import MQServerError
 from namesrv.store.message_store import MessageStore
@@ -128,3 +135,52 @@ def test_the_store_refuses_a_message_it_could_not_read_back(tmp_path: Path) -> N
     (tmp_path / "store" / "checkpoint").unlink()  # scan the whole log again: every record it holds reads back
     reopened = MessageStore(tmp_path / "store")
     assert reopened.recovery.records == 2 and not reopened.recovery.corrupt_ranges
+
+
+def reference_refusal(props: dict[Any, Any], msg_id: str) -> str | None:
+    """The properties' rule as the store states it, pair by pair (what check_message's fast
+    path must agree with): why they are refused, or None."""
+    for key, value in props.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            return "must map a string to a string"
+        if not key or "\x01" in key or "\x02" in key or "\x02" in value:
+            return "separator"
+    try:
+        size = len(stored_properties(props, msg_id))
+    except UnicodeError:
+        return "not valid UTF-8"
+    return "exceeds the limit" if size > PROPERTIES_MAX_BYTES else None
+
+
+any_text = st.one_of(st.just("UNIQ_KEY"),
+                     st.text(alphabet=st.sampled_from(["a", "\x01", "\x02", "é", "\ud800", "€"]), max_size=6))
+
+
+@settings(max_examples=400, deadline=None)
+@given(props=st.dictionaries(st.one_of(any_text, st.integers(0, 3)),
+                             st.one_of(any_text, st.binary(max_size=2), st.integers(0, 3)), max_size=5),
+       msg_id=st.sampled_from(["", "ID1", "é"]), pad=st.sampled_from([0, PROPERTIES_MAX_BYTES - 40, 20_000]))
+def test_the_properties_check_agrees_with_the_rule_pair_by_pair(props: dict[Any, Any], msg_id: str,
+                                                                pad: int) -> None:
+    if pad:
+        props["PAD"] = "x" * pad
+    expected = reference_refusal(props, msg_id)
+    try:
+        check_message("T", props, msg_id, b"body", 100, {})
+    except MessageIllegal as e:
+        assert expected is not None and expected in str(e), (expected, str(e))
+    else:
+        assert expected is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.none(), st.text(alphabet=st.sampled_from(["a", "b", "\x01", "\x02", "é"]), max_size=14)))
+def test_properties_text_parses_as_rocketmq_reads_it_pair_by_pair(text: str | None) -> None:
+    """string2messageProperties: a pair without a separator or with an empty key is skipped, the
+    value is everything after the first separator, a later key wins (the fast path agrees)."""
+    expected: dict[str, str] = {}
+    for item in (text or "").split("\x02"):
+        key, sep, value = item.partition("\x01")
+        if sep and key:
+            expected[key] = value
+    assert string_to_properties(text) == expected
