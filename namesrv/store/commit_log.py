@@ -60,6 +60,8 @@ class CommitLog:
         """One writer at a time (a batch's write, fsync and dispatch, a flush, a clean-up step, the
         close); readers never take it."""
         self.files = MappedFileQueue(store_dir / "commitlog", segment_size)
+        self._packer = msgpack.Packer(use_bin_type=True)
+        """Encodes records (the write lock held: one writer at a time)."""
         self._closed = False
         self._write_pos = 0
         self._dirty: dict[int, Segment] = {}
@@ -112,7 +114,7 @@ class CommitLog:
         fields = [msg.topic, msg.queue_id, queue_offset, now, msg.msg_id, msg.properties, msg.body, msg.flag,
                   msg.sys_flag, msg.born_timestamp, msg.born_host, msg.reconsume_times]
         try:
-            payload: bytes = msgpack.packb(fields, use_bin_type=True)
+            payload: bytes = self._packer.pack(fields)
         except (TypeError, ValueError, OverflowError) as e:
             raise MessageIllegal(f"message cannot be stored: {e}") from None
         if len(payload) > MAX_RECORD:
@@ -143,7 +145,9 @@ class CommitLog:
                 if checked is None or not checked[i]:
                     self.check(msg)
                 key = (msg.topic, msg.queue_id)
-                offset = planned.get(key, queue_offset(msg.topic, msg.queue_id))
+                offset = planned.get(key)
+                if offset is None:
+                    offset = queue_offset(msg.topic, msg.queue_id)
                 fields, record = self._encode(msg, offset, now)
             except MessageIllegal as e:  # refused alone: the others of the batch are written
                 out.append(e)

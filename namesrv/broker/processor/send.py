@@ -185,12 +185,14 @@ class SendMessageProcessor:
         base = string_to_properties(h.properties)
         born_host = client.address_or(self.ctx.identity.broker_addr)
         if cmd.code == BrokerRequestCode.SEND_BATCH_MESSAGE:
-            entries = [(e.flag, e.body, base | e.properties) for e in decode_batch(self._check_body(cmd.body))]
+            entries = [(e.flag, e.body, base | e.properties if base else e.properties)
+                       for e in decode_batch(self._check_body(cmd.body))]
         else:
             entries = [(h.flag, self._check_body(cmd.body), base)]
-        messages = [MessageInner(h.topic, h.queue_id, body, props, props.get("UNIQ_KEY", ""), flag, h.sys_flag,
-                                 h.born_timestamp or self.ctx.clock(), born_host, h.reconsume_times)
-                    for flag, body, props in entries]
+        topic, queue_id, sys_flag, born, times = (h.topic, h.queue_id, h.sys_flag, h.born_timestamp or self.ctx.clock(),
+                                                  h.reconsume_times)
+        messages = [MessageInner(topic, queue_id, body, props, props.get("UNIQ_KEY", ""), flag, sys_flag, born,
+                                 born_host, times) for flag, body, props in entries]
         return self._send_answer(cmd, messages, h)
 
     async def _send_answer(self, cmd: RemotingRequest, messages: list[MessageInner],

@@ -122,29 +122,31 @@ def decode_batch(data: bytes) -> list[BatchEntry]:
     """SEND_BATCH_MESSAGE's body (MessageDecoder.encodeMessages): per message totalSize, magicCode,
     bodyCRC, flag, bodyLength + body, propertiesLength (short) + properties."""
     out: list[BatchEntry] = []
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < _BATCH_HEAD.size + 4:
+    pos, size = 0, len(data)
+    head, short, head_size = _BATCH_HEAD_BODY.unpack_from, _SHORT.unpack_from, _BATCH_HEAD_BODY.size
+    while pos < size:
+        if size - pos < head_size:
             raise InvalidInput(f"batch body truncated at byte {pos}")
-        total, _magic, crc, flag, body_len = _BATCH_HEAD_BODY.unpack_from(data, pos)
-        if total < _BATCH_HEAD.size + 6 or pos + total > len(data):
+        total, _magic, crc, flag, body_len = head(data, pos)
+        end = pos + total
+        if total < head_size + 2 or end > size:
             raise InvalidInput(f"batch message at byte {pos} claims {total} bytes")
-        body_start = pos + _BATCH_HEAD_BODY.size
-        if body_len < 0 or body_start + body_len + 2 > pos + total:
+        body_start = pos + head_size
+        props_at = body_start + body_len
+        if body_len < 0 or props_at + 2 > end:
             raise InvalidInput(f"batch message at byte {pos} has a body length of {body_len}")
-        body = data[body_start : body_start + body_len]
-        (props_len,) = _SHORT.unpack_from(data, body_start + body_len)
-        props_start = body_start + body_len + 2
-        if props_len < 0 or props_start + props_len != pos + total:
+        (props_len,) = short(data, props_at)
+        if props_len < 0 or props_at + 2 + props_len != end:
             raise InvalidInput(f"batch message at byte {pos} has a properties length of {props_len}")
+        body = data[body_start:props_at]
         if crc and crc != body_crc(body):
             raise InvalidInput(f"batch message at byte {pos}: body CRC does not match")
         try:
-            props = string_to_properties(data[props_start : props_start + props_len].decode("utf-8"))
+            props = string_to_properties(data[props_at + 2:end].decode("utf-8"))
         except UnicodeDecodeError:
             raise InvalidInput(f"batch message at byte {pos}: properties are not UTF-8") from None
         out.append(BatchEntry(flag, body, props))
-        pos += total
+        pos = end
     if not out:
         raise InvalidInput("batch body holds no message")
     return out
