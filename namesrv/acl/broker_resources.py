@@ -8,7 +8,9 @@ query or commit, a pop, an ack (each of a batch) or a change of invisible time S
 the group; a recall PUB on its topic; reading a group's config SUB on the group; a heartbeat SUB
 on every group and topic it subscribes to; a query by key SUB on its topic; a view by offset SUB
 on the topic it names, and the processor checks the topic of the message it finds (RocketMQ's
-PlainAccessValidator checks only the topic the request names); consuming a message directly (309)
+PlainAccessValidator checks only the topic the request names); asking a member for its running
+info (307, mqadmin consumerStatus) SUB on its group (RocketMQ 5's @RocketMQAction: GROUP, GET);
+consuming a message directly (309)
 SUB on the group and on the topic it names (RocketMQ 5's @RocketMQAction on its header), and again
 the processor checks the found message's topic. A reply is a send to its reply
 topic; an offset reset or clone needs SUB on the topic and on the groups it touches. Creating or
@@ -31,6 +33,7 @@ from namesrv.protocol.broker_headers import (
     ConsumerQueueHeader,
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
@@ -73,6 +76,7 @@ WIRE_HEADERS: dict[int, type[Header]] = {
     BrokerRequestCode.RECALL_MESSAGE: RecallMessageRequestHeader,
     BrokerRequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: GetSubscriptionGroupConfigRequestHeader,
     BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
+    BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
 }
 """The header model the broker's processor reads for each code the ACL looks into."""
 
@@ -102,6 +106,8 @@ def header_resources(code: int, header: Header | None) -> dict[str, int]:
         return {retry + header.consumer_group: SUB} | ({header.topic: SUB} if header.topic else {})
     if isinstance(header, ViewMessageRequestHeader):  # the message's own topic is checked once it is read
         return {header.topic: SUB} if header.topic else {}
+    if isinstance(header, GetConsumerRunningInfoRequestHeader):  # a member's subscriptions and queues: the group's
+        return {retry + header.consumer_group: SUB}
     if isinstance(header, (UnregisterClientRequestHeader, GetConsumerListByGroupRequestHeader)):
         return {retry + header.consumer_group: SUB} if header.consumer_group else {}
     return {}

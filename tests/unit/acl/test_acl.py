@@ -159,6 +159,10 @@ def test_broker_rules_are_rocketmqs_plain_acl(validator: PlainAccessValidator) -
     assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"} | at) is None
     assert check(pull, {"topic": "topicC", "consumerGroup": "groupA"} | at) == "no_permission", "group DENY"
     assert check(pull, {"topic": "topicC"} | at) == "invalid_request", "a header that does not parse"
+    running = BrokerRequestCode.GET_CONSUMER_RUNNING_INFO  # a member's subscriptions and queues: SUB on the group
+    assert check(running, {"consumerGroup": "groupB", "clientId": "c1"}) is None
+    assert check(running, {"consumerGroup": "groupA", "clientId": "c1"}) == "no_permission", "group DENY"
+    assert check(running, {"clientId": "c1"}) == "invalid_request", "a header that does not parse"
     hb = {"clientID": "c", "consumerDataSet": [{"groupName": "g", "subscriptionDataSet": [{"topic": "topicX"}]}]}
     assert check(BrokerRequestCode.HEART_BEAT, {}, heartbeat=hb) == "no_permission"
     assert check(send, {"topic": "anything", "producerGroup": "g", "queueId": 0}, creds=ADMIN) is None
