@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from namesrv.broker.processor.pull import PullMessageProcessor
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.message.types import MessageInner
@@ -22,24 +24,32 @@ SUSPEND_MS = 120_000
 ANSWER_BOUND_S = 30
 
 
-class AfterFirstJob(concurrent.futures.ThreadPoolExecutor):
-    """The loop's default executor (a real one), running `then` in the worker right after the first
-    job it is given: here, the pull's store read, so `then` runs between that read and the hold."""
+class AfterTheRead(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor (a real one), running `then` in the worker right after the
+    first job that is the pull's store read (other jobs, such as the group commit's write of the
+    auto-created group, run as they come), so `then` runs between that read and the hold."""
 
     def __init__(self, then: Callable[[], object]) -> None:
         super().__init__(max_workers=2)
         self.then: Callable[[], object] | None = then
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
-        then, self.then = self.then, None
-        if then is None:
+        then = self.then
+        if then is None or not _is_the_read(fn):
             return super().submit(fn, *args, **kwargs)
+        self.then = None
 
         def job() -> Any:
             result = fn(*args, **kwargs)
             then()
             return result
         return super().submit(job)
+
+
+def _is_the_read(fn: Callable[..., Any]) -> bool:
+    """asyncio.to_thread submits functools.partial(context.run, func, *args)."""
+    func = fn.args[0] if isinstance(fn, functools.partial) and fn.args else fn
+    return getattr(func, "__func__", None) is PullMessageProcessor.read
 
 
 def held_pull(broker: Broker, offset: int = 0) -> Any:
@@ -60,7 +70,7 @@ def test_a_message_stored_between_the_read_and_the_hold_is_delivered_at_once(tmp
     async def scenario() -> RemotingCommand:
         # Stored (and notified to nobody: no hold exists yet) right after the pull read the empty queue.
         asyncio.get_running_loop().set_default_executor(
-            AfterFirstJob(lambda: broker.store.append(MessageInner("T", 0, b"in the gap"))))
+            AfterTheRead(lambda: broker.store.append(MessageInner("T", 0, b"in the gap"))))
         answer: RemotingCommand = await asyncio.wait_for(held_pull(broker), ANSWER_BOUND_S)
         return answer
 

@@ -467,6 +467,69 @@ def test_a_send_s_messages_go_in_together_under_one_future(tmp_path: Path, fsync
     log.close()
 
 
+def test_a_group_commit_s_fsync_runs_off_the_loop_and_waits_for_a_busy_write_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's write and fsync run in a worker thread, never on the loop; while another thread
+    holds the write lock (a flush, a checkpoint) the batch waits for it and is acknowledged only
+    once it is written."""
+    log = open_log(tmp_path)
+    put(log, "T", 0, b"opens the first segment")
+    where: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        where.append(threading.get_ident())
+        real(fd)
+
+    monkeypatch.setattr(store_mod.os, "fsync", fsync)
+
+    async def send() -> tuple[int, list[AppendResult], AppendResult]:
+        loop_thread = threading.get_ident()
+        together = await log.put_all([MessageInner("T", 0, f"m{i}".encode()) for i in range(8)])
+        log.commit_log.write_lock.acquire()  # as a flush in another thread would hold it
+        pending = asyncio.ensure_future(log.put(MessageInner("T", 0, b"behind the lock")))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not pending.done(), "acknowledged before it could be written"
+        log.commit_log.write_lock.release()
+        return loop_thread, together, await pending
+
+    loop_thread, together, behind = asyncio.run(send())
+    assert where and loop_thread not in where
+    assert [r.queue_offset for r in together] == list(range(1, 9)) and behind.queue_offset == 9
+    assert [m.body for m in log.get_message("T", 0, 9)] == [b"behind the lock"]
+    log.close()
+
+
+def test_a_failed_group_fsync_fails_its_senders_cuts_the_batch_and_frees_the_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = open_log(tmp_path)
+    put(log, "T", 0, b"kept")
+    size = log_file(tmp_path).stat().st_size
+    real = os.fsync
+    failing = [True]
+
+    def fsync(fd: int) -> None:
+        if failing.pop() if failing else False:
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(store_mod.os, "fsync", fsync)
+
+    async def send() -> tuple[list[object], AppendResult]:
+        outcomes = list(await asyncio.gather(*(log.put(MessageInner("T", 0, b"x")) for _ in range(5)),
+                                             return_exceptions=True))
+        return outcomes, await log.put(MessageInner("T", 0, b"after"))
+
+    outcomes, after = asyncio.run(send())
+    assert all(isinstance(o, OSError) for o in outcomes), outcomes
+    assert after.queue_offset == 1 and [m.body for m in log.get_message("T", 0, 0)] == [b"kept", b"after"]
+    assert log.commit_log.write_lock.acquire(blocking=False)
+    log.commit_log.write_lock.release()
+    log.close()
+    assert log_file(tmp_path).stat().st_size > size
+
+
 def test_one_fsync_per_message_mode_is_the_baseline(tmp_path: Path, fsyncs: FsyncCounter) -> None:
     log = open_log(tmp_path, group_commit=False)
     put(log, "T", 0, b"opens the first segment")
