@@ -237,13 +237,14 @@ class AdminQueries:
 
     def view_message_by_id(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         """VIEW_MESSAGE_BY_ID: the one message at a commit-log offset (the client decoded it from
-        the offset message id), or SYSTEM_ERROR when no message starts there."""
+        the offset message id), or SYSTEM_ERROR when no message starts there or it is not readable
+        yet (past what the SyncStateSet holds, as a pull and QUERY_MESSAGE)."""
         offset = ViewMessageRequestHeader.from_ext(request.ext_fields, wire=True).offset
         return self._view_message(request, ctx, offset)
 
     async def _view_message(self, request: RemotingRequest, ctx: RequestContext, offset: int) -> RemotingResponse:
         found = await asyncio.to_thread(self.store.get_by_commit_offset, offset)
-        if found is None:
+        if found is None or found.commit_log_offset + found.store_size > self.fence.readable_end():
             return error(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         denied = self.may_read(request, ctx, found.topic)
         if denied is not None:

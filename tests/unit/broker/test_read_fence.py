@@ -145,6 +145,29 @@ def test_the_index_shows_a_message_by_key_only_once_it_is_held_by_every_member(t
     assert found.code == ResponseCode.SUCCESS and [m["body"] for m in decode_messages(found.body or b"")] == [b"keyed"]
 
 
+def test_a_message_is_viewed_by_its_id_only_once_it_is_held_by_every_member(tmp_path: Path) -> None:
+    """VIEW_MESSAGE_BY_ID (mqadmin queryMsgById, the console's message view) reads one record at
+    an offset: the same fence as a pull and the index, or a message a failover may take back
+    would be shown."""
+    broker = sync_master(tmp_path)
+    admin = Admin(broker, BrokerConfig())
+
+    async def written_not_replicated() -> int:
+        send = asyncio.ensure_future(broker.processor.send([MessageInner("T", 0, b"by id")], "TBW102", 4))
+        await written(broker, 1)
+        assert not send.done()
+        [stored] = broker.store.get_message("T", 0, 0)
+        return stored.commit_log_offset
+
+    offset = asyncio.run(written_not_replicated())
+    hidden = admin.call(Code.VIEW_MESSAGE_BY_ID, offset=str(offset))
+    assert hidden.code == ResponseCode.SYSTEM_ERROR and "can not find message" in (hidden.remark or "")
+    end = broker.store.size_bytes()
+    broker.processor.role.on_slave_request(SLAVE, end, end)
+    shown = admin.call(Code.VIEW_MESSAGE_BY_ID, offset=str(offset))
+    assert shown.code == ResponseCode.SUCCESS and [m["body"] for m in decode_messages(shown.body or b"")] == [b"by id"]
+
+
 def test_a_slave_leaving_the_set_makes_what_the_master_holds_readable(tmp_path: Path) -> None:
     """A SyncStateSet of the master alone confirms everything it holds (RocketMQ: the confirm
     offset is computed over the set, whatever its size)."""
