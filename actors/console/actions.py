@@ -22,7 +22,8 @@ from actors.console.collector import Collector
 from actors.console.decode import reset_offsets
 from actors.console.model import ConsoleState
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.protocol.broker_headers import create_topic_ext
+from namesrv.protocol import fastjson
+from namesrv.protocol.broker_headers import topic_config_ext
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.constants import MASTER_ID, MAX_QUEUE_NUMS, TOPIC_PERMS, Perm
 from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
@@ -111,12 +112,15 @@ class Actions:
     async def create_topic(self, raw_topic: str, raw_queues: str, creds: SessionCredentials | None) -> list[str]:
         topic = _topic(raw_topic)
         queues = whole_number(raw_queues or "8", "queues", 1, MAX_QUEUE_NUMS)
-        return await self._put_topic(self.masters(), topic, queues, queues, int(Perm.READ | Perm.WRITE), creds)
+        return await self._put_topic(self.masters(), topic, queues, queues, int(Perm.READ | Perm.WRITE), creds,
+                                     TopicConfig(topic_name=topic))
 
     async def update_topic(self, raw_topic: str, raw_read: str, raw_write: str, raw_perm: str,
                            creds: SessionCredentials | None) -> list[str]:
         """An existing topic's queue numbers and perm, on the master of every broker set of its
-        route (the brokers that hold it: an update does not spread a topic to other brokers)."""
+        route (the brokers that hold it: an update does not spread a topic to other brokers). The
+        rest of its config (order flag, sys flag, filter type), which UPDATE_AND_CREATE_TOPIC
+        replaces too, is kept as the first of them holds it (GET_TOPIC_CONFIG)."""
         topic = _topic(raw_topic)
         if topic not in self.state.all_topics():
             raise ActionError(f"no topic {topic!r} on any NameServer")
@@ -126,20 +130,34 @@ class Actions:
         if perm not in TOPIC_PERMS:
             raise ActionError(f"perm must be one of {', '.join(f'{p} ({n})' for p, n in TOPIC_PERMS.items())}, "
                               f"got {perm}")
-        return await self._put_topic(self._route_masters(topic), topic, read, write, perm, creds)
+        masters = self._route_masters(topic)
+        return await self._put_topic(masters, topic, read, write, perm, creds,
+                                     await self._topic_config(masters[0], topic, creds))
+
+    async def _topic_config(self, addr: str, topic: str, creds: SessionCredentials | None) -> TopicConfig:
+        resp = await self.servers.call_broker(addr, self.servers.request(
+            BrokerRequestCode.GET_TOPIC_CONFIG, {"topic": topic}, credentials=creds))
+        if not resp.ok:
+            raise ActionError(f"read the config of {topic} on {addr}: {why(resp)}")
+        try:
+            return TopicConfig.model_validate(fastjson.loads(resp.body or b""), strict=False)
+        except (ValueError, ValidationError) as e:
+            raise ActionError(f"read the config of {topic} on {addr}: not a topic config ({e})") from None
 
     async def _put_topic(self, masters: list[str], topic: str, read: int, write: int, perm: int,
-                         creds: SessionCredentials | None) -> list[str]:
-        """UPDATE_AND_CREATE_TOPIC on each of `masters`, the config checked first; the masters done."""
+                         creds: SessionCredentials | None, base: TopicConfig) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC on each of `masters` with `base`'s order flag, sys flag and
+        filter type, the config checked first; the masters done."""
         try:
-            TopicConfig(topic_name=topic, read_queue_nums=read, write_queue_nums=write, perm=perm)
+            tc = TopicConfig(topic_name=topic, read_queue_nums=read, write_queue_nums=write, perm=perm,
+                             topic_filter_type=base.topic_filter_type, topic_sys_flag=base.topic_sys_flag,
+                             order=base.order)
         except ValidationError as e:
             raise ActionError(f"invalid topic config: {describe_errors(e)}") from None
         done: list[str] = []
         for addr in masters:
             resp = await self.servers.call_broker(addr, self.servers.request(
-                BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext(topic, read, write, perm, False),
-                credentials=creds))
+                BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, topic_config_ext(tc), credentials=creds))
             if not resp.ok:
                 raise ActionError(f"put {topic} on {addr}: {why(resp)}" + (f" (done on {', '.join(done)})"
                                                                           if done else ""))

@@ -16,7 +16,7 @@ from clients.admin.transport import AdminTransport, ServerUnreachable, describe
 from namesrv.controller.codes import ControllerRequestCode
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, GroupList, TopicStatsTable
 from namesrv.protocol.codes import BrokerRequestCode
-from namesrv.protocol.models import ConfigProperties, KVTable
+from namesrv.protocol.models import ConfigProperties, KVTable, TopicConfig
 from namesrv.protocol.running_info import ConsumerRunningInfo
 from namesrv.remoting.command import RemotingResponse
 
@@ -80,6 +80,11 @@ class BrokerQueries(MessageQueries):
         return self._broker_model(broker_addr, BrokerRequestCode.GET_CONSUMER_RUNNING_INFO, {
             "consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}, "consumer running info",
             ConsumerRunningInfo)
+
+    def examine_topic_config(self, broker_addr: str, topic: str) -> TopicConfig:
+        """GET_TOPIC_CONFIG (351): the topic's config on that broker (MQAdminError when it has none)."""
+        return self._broker_model(broker_addr, BrokerRequestCode.GET_TOPIC_CONFIG, {"topic": topic}, "topic config",
+                                  TopicConfig)
 
     def query_topic_consume_by_who(self, broker_addr: str, topic: str) -> GroupList:
         return self._broker_model(broker_addr, BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic},

@@ -22,8 +22,9 @@ from clients.admin.brokers import MQAdminError, checked
 from clients.admin.groups import GroupOperations
 from clients.admin.transport import AdminTransport, RayTransport, ServerUnreachable, describe, unreachable
 from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.protocol.broker_headers import topic_config_ext
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
-from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, Perm
+from namesrv.protocol.constants import MASTER_ID, Perm
 from namesrv.protocol.models import ClusterInfo, ConfigProperties, TopicConfig, TopicList, TopicRouteData
 from namesrv.remoting.command import RemotingResponse
 
@@ -46,14 +47,6 @@ def require_all(outcomes: Outcomes, what: str) -> Outcomes:
     if bad is not None:
         raise MQAdminError(f"{what} failed on {bad}")
     return outcomes
-
-
-def topic_config_ext(tc: TopicConfig) -> dict[str, str]:
-    """UPDATE_AND_CREATE_TOPIC's header, as mqadmin updateTopic sends it."""
-    return {"topic": tc.topic_name, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC,
-            "readQueueNums": str(tc.read_queue_nums), "writeQueueNums": str(tc.write_queue_nums),
-            "perm": str(tc.perm), "topicFilterType": tc.topic_filter_type, "topicSysFlag": str(tc.topic_sys_flag),
-            "order": "true" if tc.order else "false"}
 
 
 class DefaultMQAdminExt(GroupOperations):

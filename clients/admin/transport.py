@@ -32,7 +32,7 @@ from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
 from namesrv.protocol.keyed_json import loads_keyed
 from namesrv.protocol.message.decoder import decode_messages
-from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicList, TopicRouteData
+from namesrv.protocol.models import ClusterInfo, ConfigProperties, KVTable, TopicConfig, TopicList, TopicRouteData
 from namesrv.protocol.running_info import ConsumerRunningInfo
 from namesrv.remoting.command import RemotingResponse
 from namesrv.remoting.wire_command import ext_value
@@ -82,6 +82,7 @@ BODY_MODELS: dict[int, Callable[[bytes], Any]] = {
     BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: lambda b: ConsumerRunningInfo.from_wire(loads_keyed(b)),
     BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResult.decode,
     BrokerRequestCode.GET_BROKER_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
+    BrokerRequestCode.GET_TOPIC_CONFIG: lambda b: TopicConfig.model_validate(fastjson.loads(b), strict=False),
     BrokerRequestCode.VIEW_BROKER_STATS_DATA: fastjson.loads,
     BrokerRequestCode.QUERY_MESSAGE: decode_messages,
     BrokerRequestCode.VIEW_MESSAGE_BY_ID: decode_messages,

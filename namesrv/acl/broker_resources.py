@@ -6,15 +6,15 @@ A topic maps to the permission the request needs on it; a group is its retry top
 group (a consumer re-sending to its own group), any other send PUB on its topic; a pull, an offset
 query or commit, a pop, an ack (each of a batch) or a change of invisible time SUB on the topic and
 the group; a recall PUB on its topic; reading a group's config SUB on the group; a heartbeat SUB
-on every group and topic it subscribes to; a query by key SUB on its topic; a view by offset SUB
-on the topic it names, and the processor checks the topic of the message it finds (RocketMQ's
-PlainAccessValidator checks only the topic the request names); asking a member for its running
-info (307, mqadmin consumerStatus) SUB on its group (RocketMQ 5's @RocketMQAction: GROUP, GET);
-consuming a message directly (309)
-SUB on the group and on the topic it names (RocketMQ 5's @RocketMQAction on its header), and again
-the processor checks the found message's topic. A reply is a send to its reply
-topic; an offset reset or clone needs SUB on the topic and on the groups it touches. Creating or
-deleting a subscription group is admin only (plain_acl.BROKER_ADMIN_CODES, as RocketMQ's Permission.needAdminPerm).
+on every group and topic it subscribes to; a query by key or a topic's config (351) SUB on its
+topic; a view by offset SUB on the topic it names, and the processor checks the topic of the
+message it finds (RocketMQ's PlainAccessValidator checks only the topic the request names); asking
+a member for its running info (307, mqadmin consumerStatus) SUB on its group (RocketMQ 5's
+@RocketMQAction: GROUP, GET); consuming a message directly (309) SUB on the group and on the topic
+it names (RocketMQ 5's @RocketMQAction on its header), and again the processor checks the found
+message's topic. A reply is a send to its reply topic; an offset reset or clone needs SUB on the
+topic and on the groups it touches. Creating or deleting a subscription group is admin only
+(plain_acl.BROKER_ADMIN_CODES, as RocketMQ's Permission.needAdminPerm).
 
 Only called once the request's signature is checked: parsing happens after authentication.
 """
@@ -41,6 +41,7 @@ from namesrv.protocol.broker_headers import (
     Request,
     ResetOffsetRequestHeader,
     SendMessageRequestHeader,
+    TopicHeader,
     TopicQueueHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -77,6 +78,7 @@ WIRE_HEADERS: dict[int, type[Header]] = {
     BrokerRequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: GetSubscriptionGroupConfigRequestHeader,
     BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
     BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
+    BrokerRequestCode.GET_TOPIC_CONFIG: TopicHeader,
 }
 """The header model the broker's processor reads for each code the ACL looks into."""
 
@@ -100,7 +102,7 @@ def header_resources(code: int, header: Header | None) -> dict[str, int]:
         return {header.topic: SUB, retry + header.consumer_group: SUB}
     if isinstance(header, (ConsumerSendMsgBackRequestHeader, GetSubscriptionGroupConfigRequestHeader)):
         return {retry + header.group: SUB}
-    if isinstance(header, QueryMessageRequestHeader):
+    if isinstance(header, (QueryMessageRequestHeader, TopicHeader)):  # a query by key; a topic's config (351)
         return {header.topic: SUB}
     if isinstance(header, ConsumeMessageDirectlyResultRequestHeader):  # the message's topic: once it is read
         return {retry + header.consumer_group: SUB} | ({header.topic: SUB} if header.topic else {})

@@ -19,6 +19,7 @@ from pydantic import Field
 from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from namesrv.protocol.headers import Header
+from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import GroupName, InvalidInput, TopicName
 
 V2_KEYS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
@@ -271,6 +272,15 @@ def create_topic_ext(topic: str, read_queue_nums: int, write_queue_nums: int, pe
     """UPDATE_AND_CREATE_TOPIC's header, as mqadmin updateTopic sends it."""
     return {"topic": topic, "readQueueNums": str(read_queue_nums), "writeQueueNums": str(write_queue_nums),
             "perm": str(perm), "order": "true" if order else "false"}
+
+
+def topic_config_ext(tc: TopicConfig) -> dict[str, str]:
+    """UPDATE_AND_CREATE_TOPIC's header for a whole topic config (what an update keeps: its filter
+    type, sys flag and order flag too), as mqadmin updateTopic sends it."""
+    return {"topic": tc.topic_name, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC,
+            "readQueueNums": str(tc.read_queue_nums), "writeQueueNums": str(tc.write_queue_nums),
+            "perm": str(tc.perm), "topicFilterType": tc.topic_filter_type, "topicSysFlag": str(tc.topic_sys_flag),
+            "order": "true" if tc.order else "false"}
 
 
 def send_message_ext(topic: str, queue_id: int, properties: str, default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,

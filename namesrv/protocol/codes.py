@@ -108,6 +108,8 @@ class BrokerRequestCode(IntEnum):
     """SEND_REPLY_MESSAGE with SEND_MESSAGE_V2's one-letter header."""
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     """Broker -> requester, awaiting its answer: the reply to its request (ReplyMessageRequestHeader)."""
+    GET_TOPIC_CONFIG = 351
+    """One topic's config on this broker (RocketMQ 5's TopicConfigAndQueueMapping; what an update keeps)."""
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     """One consumer group's config (created with the defaults on first use, as findSubscriptionGroupConfig)."""
     RECALL_MESSAGE = 370

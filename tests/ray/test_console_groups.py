@@ -5,7 +5,7 @@ deployment, in a real browser (Debian's chromium, headless) and over plain HTTP:
   back with the admin client), the fields the form does not edit kept;
 - skip backlog moves the group's offsets of a topic to the newest message: its lag (consume stats,
   as mqadmin consumerProgress reads them) drops to 0;
-- a topic's write queue number updated on its page is in the topic's route;
+- a topic's write queue number updated on its page is in the topic's route, its order flag kept;
 - bad input (not a number, out of range, a bad group name, a bad perm) is a clear 400 and changes
   nothing.
 """
@@ -79,7 +79,7 @@ def test_config_edit_skip_backlog_and_topic_update_from_the_pages(url: str, dep:
     from selenium.webdriver.common.by import By
 
     with AdminClient(dep) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+        admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2, order=True)
         admin.create_and_update_subscription_group_config(addr, SubscriptionGroupConfig(
             group_name=GROUP, consume_from_min_enable=False, retry_max_times=16))
     for q in (0, 1):
@@ -128,6 +128,8 @@ def test_config_edit_skip_backlog_and_topic_update_from_the_pages(url: str, dep:
         assert f"updated {TOPIC} on {addr}: read 2, write 1, perm 6" in text_of(browser, "#notice"), \
             text_of(browser, "#error")
         wait_until(lambda: write_queues(dep) == [1], LIVE_S, "write queues 1 in the route")
+        with AdminClient(dep) as admin:  # UPDATE_AND_CREATE_TOPIC replaces the whole config: the rest kept
+            assert admin.examine_topic_config(addr, TOPIC).order, "the order flag cleared by the update"
         assert console_errors(browser) == []
 
 

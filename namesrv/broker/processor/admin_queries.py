@@ -1,7 +1,7 @@
 """The read-only admin codes of a broker (RocketMQ's AdminBrokerProcessor) that mqadmin's
 topicStatus, consumerProgress, consumerConnection and getBrokerConfig and the dashboard read:
 GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_CONSUMER_CONNECTION_LIST (203),
-GET_ALL_TOPIC_CONFIG (21), QUERY_TOPIC_CONSUME_BY_WHO (300) and GET_BROKER_CONFIG (26), with
+GET_ALL_TOPIC_CONFIG (21), GET_TOPIC_CONFIG (351), QUERY_TOPIC_CONSUME_BY_WHO (300) and GET_BROKER_CONFIG (26), with
 RocketMQ's body shapes (maps keyed by MessageQueue objects written as fastjson writes them); and
 the message lookups of queryMsgByKey / queryMsgByUniqueKey / queryMsgById (RocketMQ's
 QueryMessageProcessor): QUERY_MESSAGE (12) through the store's index and VIEW_MESSAGE_BY_ID (33).
@@ -145,6 +145,7 @@ class AdminQueries:
             BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             BrokerRequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            BrokerRequestCode.GET_TOPIC_CONFIG: self.get_topic_config,
             BrokerRequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             BrokerRequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             BrokerRequestCode.QUERY_MESSAGE: self.query_message,
@@ -371,6 +372,15 @@ class AdminQueries:
         table = {name: tc.to_wire() for name, tc in self.topics.topic_config_table.items()}
         body = {"dataVersion": self.topics.data_version.to_wire(), "topicConfigTable": table}
         return RemotingResponse(ext_fields={"totalTopicNum": str(len(table))}, body=fastjson.dumps(body))
+
+    def get_topic_config(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
+        """GET_TOPIC_CONFIG (351): one topic's config as RocketMQ 5 writes it (a TopicConfigAndQueueMapping
+        with no mapping: this broker has no static topics, so `lo` asks for nothing more)."""
+        topic = TopicHeader.from_ext(request.ext_fields, wire=True).topic
+        tc = self.topics.topic_config_table.get(topic)
+        if tc is None:
+            return error(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        return RemotingResponse(body=fastjson.dumps(tc.to_wire()), payload=tc)
 
     def broker_config(self) -> dict[str, str]:
         """Every setting under RocketMQ's name (the broker's secret never among them)."""

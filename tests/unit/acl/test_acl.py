@@ -159,6 +159,9 @@ def test_broker_rules_are_rocketmqs_plain_acl(validator: PlainAccessValidator) -
     assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"} | at) is None
     assert check(pull, {"topic": "topicC", "consumerGroup": "groupA"} | at) == "no_permission", "group DENY"
     assert check(pull, {"topic": "topicC"} | at) == "invalid_request", "a header that does not parse"
+    config = BrokerRequestCode.GET_TOPIC_CONFIG  # a topic's config: SUB on it, as a query by key
+    assert check(config, {"topic": "topicC"}) is None
+    assert check(config, {"topic": "topicX"}) == "no_permission", "default DENY"
     running = BrokerRequestCode.GET_CONSUMER_RUNNING_INFO  # a member's subscriptions and queues: SUB on the group
     assert check(running, {"consumerGroup": "groupB", "clientId": "c1"}) is None
     assert check(running, {"consumerGroup": "groupA", "clientId": "c1"}) == "no_permission", "group DENY"

@@ -23,7 +23,7 @@ from namesrv.protocol.bodies import parse_properties
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.keyed_json import loads_keyed
-from namesrv.protocol.models import MessageQueue
+from namesrv.protocol.models import MessageQueue, TopicConfig
 from namesrv.remoting.pipeline import RequestContext
 from tests.support.broker import Admin, Broker, heartbeat
 
@@ -95,6 +95,23 @@ def test_producer_connections_from_heartbeats_until_the_channel_closes_or_expire
     broker.processor.scan_not_active_clients()
     gone = admin.call(Code.GET_PRODUCER_CONNECTION_LIST, producerGroup="PG")
     assert (gone.code, gone.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[PG] not exist")
+
+
+def test_one_topic_s_config_as_rocketmq_5_answers_it(setup: tuple[Broker, Admin]) -> None:
+    """GET_TOPIC_CONFIG (351): the topic's whole config (what an update must keep), RocketMQ's
+    TOPIC_NOT_EXIST for a topic this broker does not hold, a clear refusal for no topic."""
+    broker, admin = setup
+    broker.topics.update_topic_config(TopicConfig(topic_name="Ordered", read_queue_nums=3, write_queue_nums=2,
+                                                  topic_sys_flag=1, order=True))
+    answer = admin.call(Code.GET_TOPIC_CONFIG, topic="Ordered", lo="true")
+    assert answer.code == ResponseCode.SUCCESS
+    assert loads_keyed(answer.body or b"") == {"topicName": "Ordered", "readQueueNums": 3, "writeQueueNums": 2,
+                                               "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 1,
+                                               "order": True}
+    missing = admin.call(Code.GET_TOPIC_CONFIG, topic="Nope")
+    assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "No topic in this broker. topic: Nope")
+    bad = admin.call(Code.GET_TOPIC_CONFIG)
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "invalid request" in (bad.remark or "")
 
 
 def test_topic_table_and_broker_config(setup: tuple[Broker, Admin]) -> None:
