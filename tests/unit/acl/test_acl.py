@@ -159,6 +159,19 @@ def test_broker_rules_are_rocketmqs_plain_acl(validator: PlainAccessValidator) -
     assert check(pull, {"topic": "topicC", "consumerGroup": "groupB"} | at) is None
     assert check(pull, {"topic": "topicC", "consumerGroup": "groupA"} | at) == "no_permission", "group DENY"
     assert check(pull, {"topic": "topicC"} | at) == "invalid_request", "a header that does not parse"
+    def batch_ack(*acks: tuple[str, str]) -> str | None:  # each entry as its own ACK_MESSAGE: SUB on topic and group
+        entries = [{"c": group, "t": topic, "r": "0", "so": 0, "q": 0, "rq": 0, "pt": 1, "it": 1000, "b": "AQ=="}
+                   for topic, group in acks]
+        body = json.dumps({"brokerName": "broker-a", "acks": entries}).encode()
+        full = namesrv_ext(BrokerRequestCode.BATCH_ACK_MESSAGE, USER, body)
+        cmd = RemotingRequest(BrokerRequestCode.BATCH_ACK_MESSAGE, full, body, wire=True)
+        denied = validator.check_broker(BrokerRequestCode.BATCH_ACK_MESSAGE, full, body, REMOTE,
+                                        lambda: wire_resources(cmd))
+        return denied.reason if denied else None
+
+    assert batch_ack(("topicC", "groupB"), ("topicB", "groupB")) is None
+    assert batch_ack(("topicC", "groupB"), ("topicX", "groupB")) == "no_permission", "one entry's topic DENY"
+    assert batch_ack(("topicC", "groupB"), ("topicC", "groupA")) == "no_permission", "one entry's group DENY"
     config = BrokerRequestCode.GET_TOPIC_CONFIG  # a topic's config: SUB on it, as a query by key
     assert check(config, {"topic": "topicC"}) is None
     assert check(config, {"topic": "topicX"}) == "no_permission", "default DENY"
