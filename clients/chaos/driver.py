@@ -54,8 +54,9 @@ multi-node test cluster's `Cluster.remove_node(node, allow_graceful=False)`; wha
 calls. Only whoever owns the cluster can: a chaos run on a real cluster has none."""
 
 @ray.remote(num_cpus=0, max_retries=0)
-def _signal_on_node(pid: int, sig: int) -> None:
+def _signal_on_node(pid: int, sig: int) -> int:
     os.kill(pid, sig)
+    return now_ms()
 
 
 _LOCAL_NODE_IPS: dict[str, bool] = {}
@@ -69,14 +70,18 @@ def _is_local_node(node_id: str) -> bool:
     return _LOCAL_NODE_IPS[node_id]
 
 
-def send_signal(pid: int, sig: signal.Signals, node_id: str | None = None) -> None:
+def send_signal(pid: int, sig: signal.Signals, node_id: str | None = None) -> int:
     """Signal a worker process: directly when it runs on this machine, else through a task pinned
-    to its node (a driver on another host cannot reach it with os.kill)."""
+    to its node (a driver on another host cannot reach it with os.kill). Returns when (epoch ms)
+    the signal was sent, which a fault's record must carry: a task on a busy node may start
+    seconds after it was asked for (a worker process made first), and a fault timed at the asking
+    would count those seconds against its detection."""
     if node_id is None or _is_local_node(node_id):
         os.kill(pid, sig)
-        return
+        return now_ms()
     strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
-    ray.get(_signal_on_node.options(scheduling_strategy=strategy).remote(pid, int(sig)), timeout=60)
+    sent: int = ray.get(_signal_on_node.options(scheduling_strategy=strategy).remote(pid, int(sig)), timeout=60)
+    return sent
 
 
 class ChaosDriver:
@@ -340,22 +345,20 @@ class ChaosDriver:
 
     def _sigkill_broker(self, addr: str, rec: FaultRecord) -> str:
         info = self._runtime(addr)
-        rec.t_ms = now_ms()
-        send_signal(info["pid"], signal.SIGKILL, info["node_id"])
+        rec.t_ms = send_signal(info["pid"], signal.SIGKILL, info["node_id"])
         return f"SIGKILL pid {info['pid']}"
 
     def _sigstop_broker(self, addr: str, rec: FaultRecord) -> str:
         info = self._runtime(addr)
         with self._lock:
             self._stopped[addr] = (info["pid"], info["node_id"])
-        rec.t_ms = now_ms()
-        send_signal(info["pid"], signal.SIGSTOP, info["node_id"])
+        rec.t_ms = send_signal(info["pid"], signal.SIGSTOP, info["node_id"])
         return f"SIGSTOP pid {info['pid']} (alive to Ray, silent to NameServers)"
 
     def _sigcont_broker(self, addr: str, rec: FaultRecord) -> str:
         with self._lock:
             pid, node = self._stopped.pop(addr)
-        send_signal(pid, signal.SIGCONT, node)
+        rec.t_ms = send_signal(pid, signal.SIGCONT, node)
         return f"SIGCONT pid {pid}"
 
     def _restart_broker(self, addr: str, rec: FaultRecord) -> str:
