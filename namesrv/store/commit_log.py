@@ -33,9 +33,6 @@ from namesrv.store.mapped_file_queue import MappedFileQueue, Segment
 from namesrv.store.records import HEADER, MAGIC, MAX_RECORD, blank_record, parse_records
 from namesrv.store.types import MIN_SEGMENT_SIZE, AppendResult, FlushDiskType
 
-_I32, _I64 = -(1 << 31), -(1 << 63)
-"""The low ends of the stored layout's int fields (the high ends are one less than their negations)."""
-
 Record = tuple[list[Any], int, int]
 """A record written: its fields, commit-log offset and size (what the dispatchers are given)."""
 
@@ -100,13 +97,8 @@ class CommitLog:
             msg.born_host.encode("utf-8")
         except (AttributeError, UnicodeError):
             raise MessageIllegal("message id and born host must be UTF-8 strings") from None
-        q, f, sf, rt, bt = msg.queue_id, msg.flag, msg.sys_flag, msg.reconsume_times, msg.born_timestamp
-        usual = (type(q) is int and type(f) is int and type(sf) is int and type(rt) is int and type(bt) is int
-                 and _I32 <= q < -_I32 and _I32 <= f < -_I32 and _I32 <= sf < -_I32 and _I32 <= rt < -_I32
-                 and _I64 <= bt < -_I64)
-        check_message(msg.topic, msg.properties, msg.msg_id, msg.body, MAX_MESSAGE_SIZE, {} if usual else
-                      {"queueId": (q, False), "flag": (f, False), "sysFlag": (sf, False),
-                       "bornTimestamp": (bt, True), "reconsumeTimes": (rt, False)})
+        check_message(msg.topic, msg.properties, msg.msg_id, msg.body, MAX_MESSAGE_SIZE,
+                      (msg.queue_id, msg.flag, msg.sys_flag, msg.born_timestamp, msg.reconsume_times))
 
     def _encode(self, msg: MessageInner, queue_offset: int, now: int) -> tuple[list[Any], bytes]:
         """The fields and record of one `check`ed message; MessageIllegal when it would not fit a

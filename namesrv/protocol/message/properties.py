@@ -23,6 +23,9 @@ PROPERTIES_MAX_BYTES = 32767
 UNIQ_KEY = "UNIQ_KEY"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+INT_FIELDS = (("queueId", False), ("flag", False), ("sysFlag", False), ("bornTimestamp", True),
+              ("reconsumeTimes", False))
+"""The stored layout's int fields, in `check_message`'s order, and whether each is 64-bit."""
 
 
 class MessageIllegal(InvalidInput):
@@ -62,9 +65,9 @@ def stored_properties(props: Mapping[str, str], msg_id: str) -> bytes:
 
 
 def check_message(topic: str, properties: Mapping[str, str], msg_id: str, body: bytes, max_body: int,
-                  ints: Mapping[str, tuple[int, bool]]) -> None:
-    """Raise MessageIllegal (with the reason) for a message the store must not hold. `ints` maps
-    a field's name to (value, 64-bit?) for the stored layout's int fields."""
+                  ints: tuple[object, object, object, object, object]) -> None:
+    """Raise MessageIllegal (with the reason) for a message the store must not hold. `ints`: the
+    stored layout's int fields, as INT_FIELDS names them."""
     if not isinstance(body, bytes | bytearray):
         raise MessageIllegal(f"message body must be bytes, not {type(body).__name__}")
     if len(body) > max_body:
@@ -78,7 +81,13 @@ def check_message(topic: str, properties: Mapping[str, str], msg_id: str, body: 
     size = _properties_size(properties, msg_id)
     if size > PROPERTIES_MAX_BYTES:
         raise MessageIllegal(f"the message properties length {size} bytes exceeds the limit {PROPERTIES_MAX_BYTES}")
-    for name, (number, wide) in ints.items():
+    q, f, sf, bt, rt = ints
+    low, high = _INT32
+    if (type(q) is int and type(f) is int and type(sf) is int and type(bt) is int and type(rt) is int
+            and low <= q <= high and low <= f <= high and low <= sf <= high and low <= rt <= high
+            and _INT64[0] <= bt <= _INT64[1]):
+        return  # the usual message: which field, and why, only when one does not fit
+    for (name, wide), number in zip(INT_FIELDS, ints, strict=True):
         low, high = _INT64 if wide else _INT32
         if not isinstance(number, int) or isinstance(number, bool) or not low <= number <= high:
             raise MessageIllegal(f"message {name} {number!r} is not a {64 if wide else 32}-bit integer")

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.message.properties import (
+    INT_FIELDS,
     PROPERTIES_MAX_BYTES,
     MessageIllegal,
     check_message,
@@ -166,7 +167,7 @@ def test_the_properties_check_agrees_with_the_rule_pair_by_pair(props: dict[Any,
         props["PAD"] = "x" * pad
     expected = reference_refusal(props, msg_id)
     try:
-        check_message("T", props, msg_id, b"body", 100, {})
+        check_message("T", props, msg_id, b"body", 100, (0, 0, 0, 0, 0))
     except MessageIllegal as e:
         assert expected is not None and expected in str(e), (expected, str(e))
     else:
@@ -184,3 +185,23 @@ def test_properties_text_parses_as_rocketmq_reads_it_pair_by_pair(text: str | No
         if sep and key:
             expected[key] = value
     assert string_to_properties(text) == expected
+
+
+@pytest.mark.parametrize("field", range(5))
+def test_each_int_field_is_held_to_its_width_by_name(field: int) -> None:
+    """The stored layout's int fields (queueId, flag, sysFlag, reconsumeTimes: 32 bits, bornTimestamp:
+    64): both ends fit, one past either end, a bool or a float is refused naming the field."""
+    name, wide = INT_FIELDS[field]
+    bits = 64 if wide else 32
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def check(value: object) -> None:
+        ints = [0, 0, 0, 0, 0]
+        ints[field] = value  # type: ignore[call-overload]
+        check_message("T", {}, "", b"x", 10, tuple(ints))  # type: ignore[arg-type]
+
+    check(low)
+    check(high)
+    for bad in (low - 1, high + 1, True, 1.0):
+        with pytest.raises(MessageIllegal, match=f"message {name} .* is not a {bits}-bit integer"):
+            check(bad)
