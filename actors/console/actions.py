@@ -19,10 +19,9 @@ from pydantic import ValidationError
 
 from actors.console.calls import ServerCalls
 from actors.console.collector import Collector
-from actors.console.decode import reset_offsets
+from actors.console.decode import reset_offsets, topic_config
 from actors.console.model import ConsoleState
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.protocol import fastjson
 from namesrv.protocol.broker_headers import topic_config_ext
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.constants import MASTER_ID, MAX_QUEUE_NUMS, TOPIC_PERMS, Perm
@@ -137,12 +136,11 @@ class Actions:
     async def _topic_config(self, addr: str, topic: str, creds: SessionCredentials | None) -> TopicConfig:
         resp = await self.servers.call_broker(addr, self.servers.request(
             BrokerRequestCode.GET_TOPIC_CONFIG, {"topic": topic}, credentials=creds))
-        if not resp.ok:
-            raise ActionError(f"read the config of {topic} on {addr}: {why(resp)}")
-        try:
-            return TopicConfig.model_validate(fastjson.loads(resp.body or b""), strict=False)
-        except (ValueError, ValidationError) as e:
-            raise ActionError(f"read the config of {topic} on {addr}: not a topic config ({e})") from None
+        config = topic_config(resp)
+        if config is None:
+            raise ActionError(f"read the config of {topic} on {addr}: "
+                              + (why(resp) if not resp.ok else "the answer is not a topic config"))
+        return config
 
     async def _put_topic(self, masters: list[str], topic: str, read: int, write: int, perm: int,
                          creds: SessionCredentials | None, base: TopicConfig) -> list[str]:

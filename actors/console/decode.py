@@ -13,7 +13,7 @@ from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.protocol import fastjson
 from namesrv.protocol.admin_bodies import ConsumerConnection, ConsumeStats, ProducerConnection, ResetOffsetBody
 from namesrv.protocol.keyed_json import loads_keyed
-from namesrv.protocol.models import TopicList, TopicRouteData
+from namesrv.protocol.models import TopicConfig, TopicList, TopicRouteData
 from namesrv.remoting.command import RemotingResponse
 
 
@@ -25,6 +25,18 @@ def topic_list(resp: RemotingResponse) -> set[str] | None:
     if not resp.body:
         return set()
     return {str(t) for t in fastjson.loads(resp.body).get("topicList", [])}
+
+
+def topic_config(resp: RemotingResponse) -> TopicConfig | None:
+    """GET_TOPIC_CONFIG's topic config (None when the answer is not one: the caller says why)."""
+    if not resp.ok:
+        return None
+    if isinstance(resp.payload, TopicConfig):
+        return resp.payload
+    try:
+        return TopicConfig.model_validate(fastjson.loads(resp.body or b""), strict=False)
+    except (ValueError, ValidationError):
+        return None
 
 
 def route_view(version: int, route: TopicRouteData) -> RouteView:
