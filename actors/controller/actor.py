@@ -6,18 +6,20 @@ It holds a `ControllerCore` (namesrv/controller) and gives it three things from 
   `controller/<name>`) before it is applied or answered, and the log is compacted into a snapshot
   every `snapshot_every_events`; a (re)started actor rebuilds its state from there in `__init__`;
 - liveness: brokers heartbeat (BROKER_HEARTBEAT) every second; a heartbeat may carry the broker
-  actor's channel (`BrokerChannel`), which the actor watches like the NameServer does, so a broker
-  actor's definite death is acted on at once (not Ray's verdict on its node: a cut-off node's
-  actors may still run, so that is left to the heartbeat timeout, by which a master's lease has
-  fenced it: namesrv.broker.lease); `report_actor_death` takes deaths seen elsewhere;
+  actor's channel (`BrokerChannel`), which the actor watches like the NameServer does
+  (actors.controller.channels), so a broker actor's definite death is acted on at once (not Ray's
+  verdict on its node: a cut-off node's actors may still run, so that is left to the heartbeat
+  timeout, by which a master's lease has fenced it: namesrv.broker.lease); `report_actor_death`
+  takes deaths seen elsewhere;
 - a control loop: the expired-heartbeat scan and the inactive-master scan, which elects.
 
 Why the state is safe in the GCS KV (the issue's question, and design §8's answer):
 
 - One writer. The actor is named and started `lifetime="detached"`, `max_restarts=-1`: Ray runs at
   most one instance at a time and restarts it (re-running `__init__`, which reloads the log) when
-  its worker or node dies. Every request that changes state runs under one lock: check, persist,
-  apply, answer. A change whose write failed is never applied nor acknowledged.
+  its worker or node dies. Every request that changes state goes through its `EventScheduler`
+  (actors.controller.scheduler), one at a time: check, persist, apply, answer. A change whose write
+  failed is never applied nor acknowledged.
 - Fenced anyway. Should a stale instance outlive its replacement (a partitioned node), its next
   write loses: events are written put-if-absent at the next index and the snapshot index is read
   back, so a stale writer finds out before it announces anything: it refuses that change and
@@ -47,29 +49,28 @@ error dict or raises a bare ValueError or PermissionError.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import ray
 
+from actors.controller.channels import BrokerChannels
 from actors.controller.gcs_kv import KV_NAMESPACE, GcsKV
-from actors.namesrv.housekeeping import BrokerChannel, BrokerHousekeepingService
+from actors.controller.scheduler import EventScheduler
+from actors.namesrv.housekeeping import BrokerChannel
 from namesrv.common.control_loop import ControlLoop
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
 from namesrv.controller.core import ControllerCore
-from namesrv.controller.event_log import EventLog, StaleWriterError
+from namesrv.controller.event_log import EventLog
 from namesrv.controller.heartbeat import BrokerIdentity
 from namesrv.controller.replicas_info_manager import ControllerResult
 from namesrv.controller.wire import WireCall, WireRequestError, decode_request, encode_result
 from namesrv.protocol.codes import ResponseCode
-from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
+from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
-from namesrv.remoting.connection import Connection
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
 from namesrv.remoting.server import RemotingServer
 from namesrv.remoting.wire_command import RemotingCommand
@@ -78,10 +79,6 @@ from namesrv.routeinfo.wire_encoder import wants_standard_json
 log = logging.getLogger(__name__)
 
 CONTROLLER_NAME = "controller"
-FAILPOINTS = ("before-persist", "after-persist")
-CLOSED_TOKENS_KEPT = 10_000
-DEATHS_KEPT = 100
-"""Broker deaths remembered for `stats()["deaths"]` (oldest dropped first)."""
 
 
 def monotonic_ms() -> int:
@@ -108,20 +105,11 @@ class ControllerActor:
         self.restore_ms = (time.monotonic() - started) * 1000
         assert self.core.event_log is not None
         self.restored_events = self.core.event_log.last_index
-        self.stale_reloads = 0
         self.elections = 0
-        self.deaths: list[dict[str, Any]] = []
-        """How brokers were found dead: `{"brokerName", "brokerId", "how", "atMs"}`, newest last."""
-        self._lock = asyncio.Lock()
-        self._changed = asyncio.Event()
-        self._failpoints: dict[str, asyncio.Event] = {}
-        self._closed_tokens: dict[str, None] = {}
-        """Recently closed channels (oldest first, bounded): late heartbeats through them are refused."""
-        self._channels: dict[BrokerIdentity, str] = {}
-        """Each broker's newest channel token: a closed channel kills only its own incarnation."""
         self.loop = ControlLoop(name)
-        self.housekeeping = BrokerHousekeepingService(self.loop, self._on_channel_closed, self._channel_in_use,
-                                                      on_node_declared_dead=self._on_node_declared_dead)
+        self.scheduler = EventScheduler(name, self.core)
+        """Every change: checked, persisted, applied, answered, one at a time."""
+        self.channels = BrokerChannels(name, self.loop, self._on_broker_dead)
         scan_s = self.config.scan_not_active_broker_interval_ms / 1000
         self.loop.every("scan-not-active-broker", scan_s, self._scan_not_active_broker, initial_delay_s=scan_s)
         master_scan_s = self.config.scan_inactive_master_interval_ms / 1000
@@ -131,7 +119,7 @@ class ControllerActor:
         self.pipeline.register_default(self._serve)
         self.remoting = RemotingServer(
             name, lambda conn, cmd: self.pipeline.handle_command(cmd, RequestContext(conn.token, conn.peer)),
-            self._on_connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
+            self.channels.connection_closed, remoting.server_channel_max_idle_time_seconds if remoting else 0,
             lambda coro: self.loop.spawn("remoting-request", coro))
         self.remoting_address: str | None = None
         if remoting is not None:
@@ -162,7 +150,7 @@ class ControllerActor:
     async def _wire_call(self, ctx: RequestContext, call: WireCall) -> RemotingResponse:
         result: ControllerResult = await getattr(self, call.method)(**call.kwargs)
         if call.method == "heartbeat" and result.ok:  # a broker's connection is its channel (RocketMQ)
-            self._channels[BrokerIdentity(call.kwargs["broker_name"], call.kwargs["broker_id"])] = ctx.channel
+            self.channels.bind(BrokerIdentity(call.kwargs["broker_name"], call.kwargs["broker_id"]), ctx.channel)
         return RemotingResponse(int(result.code), result.remark, payload=result)
 
     @staticmethod
@@ -172,119 +160,24 @@ class ControllerActor:
             return cmd.response(answer.code, answer.remark, answer.ext_fields, answer.body)
         return cmd.response(int(response.code), response.remark, None, response.body)
 
-    def _on_connection_closed(self, conn: Connection, reason: str) -> None:
-        if self._channel_in_use(conn.token):
-            self._on_channel_closed(conn.token, f"connection closed ({reason})")
-
-    # ------------------------------------------------------------------ committing changes
-    async def _mutate(self, check: Callable[[], ControllerResult]) -> ControllerResult:
-        """Check, persist (off the event loop), apply, answer: one change at a time."""
-        async with self._lock:
-            result = check()
-            if not result.events:
-                return result
-            await self._failpoint("before-persist")
-            try:
-                await asyncio.to_thread(self.core.persist, list(result.events))
-            except StaleWriterError as e:
-                await self._reload_after_stale(e)
-                return ControllerResult(Code.CONTROLLER_NOT_LEADER, f"{e}; state reloaded, ask again")
-            except Exception as e:
-                log.exception("%s: could not persist %s", self.name, result.events)
-                return ControllerResult(Code.SYSTEM_ERROR, f"controller state not persisted: {type(e).__name__}: {e}")
-            await self._failpoint("after-persist")
-            self.core.apply(result)
-            self._changed.set()
-            self._changed = asyncio.Event()
-            await self._compact_if_due()
-            return result
-
-    async def _reload_after_stale(self, error: StaleWriterError) -> None:
-        """Another writer moved the log on: adopt its history (called under the lock)."""
-        self.stale_reloads += 1
-        log.error("%s: %s; reloading the state from the log", self.name, error)
-        try:
-            replayed = await asyncio.to_thread(self.core.restore)
-        except Exception:
-            log.exception("%s: reload failed; the next change will try again", self.name)
-            return
-        log.warning("%s: reloaded, %d events replayed", self.name, replayed)
-        self._changed.set()
-        self._changed = asyncio.Event()
-
     # ------------------------------------------------------------------ failpoints (fault-injection tests)
-    async def _failpoint(self, name: str) -> None:
-        if name in self._failpoints:
-            log.warning("%s: a change is held at failpoint %s", self.name, name)
-            self._failpoints[name].set()
-            await asyncio.Event().wait()  # held until the actor dies (what the test does next)
-
     async def set_failpoint(self, name: str) -> None:
         """Hold the next change at `name` ("before-persist" or "after-persist") for good: a test
         then kills the actor there. An unknown name raises MQServerError."""
-        if name not in FAILPOINTS:
-            raise MQServerError(Code.CONTROLLER_INVALID_REQUEST,
-                                f"unknown failpoint {name!r}; choose from {FAILPOINTS}")
-        self._failpoints[name] = asyncio.Event()
+        self.scheduler.set_failpoint(name)
 
     async def wait_failpoint(self, name: str, timeout_s: float) -> bool:
         """True once a change is held at `name`; MQServerError for a failpoint not set."""
-        held = self._failpoints.get(name)
-        if held is None:
-            raise MQServerError(Code.CONTROLLER_INVALID_REQUEST, f"failpoint {name!r} is not set")
-        try:
-            await asyncio.wait_for(held.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        return await self.scheduler.wait_failpoint(name, timeout_s)
 
-    async def _compact_if_due(self) -> None:
-        event_log = self.core.event_log
-        if event_log is None or event_log.events_since_snapshot < self.config.snapshot_every_events:
-            return
-        state = self.core.manager.snapshot()
-        try:
-            await asyncio.to_thread(event_log.compact, state)
-        except StaleWriterError as e:
-            await self._reload_after_stale(e)
-        except Exception:
-            log.exception("%s: compaction failed; the log keeps its events and is retried later", self.name)
-
-    # ------------------------------------------------------------------ liveness
-    def _channel_in_use(self, token: str) -> bool:
-        return token in self._channels.values()
-
-    def _on_channel_closed(self, token: str, how: str) -> None:
-        self._closed_tokens[token] = None
-        while len(self._closed_tokens) > CLOSED_TOKENS_KEPT:
-            del self._closed_tokens[next(iter(self._closed_tokens))]
-        for ident, current in list(self._channels.items()):
-            if current == token:
-                del self._channels[ident]
-                log.warning("%s: broker %s/%d channel %s", self.name, ident.broker_name, ident.broker_id, how)
-                self._record_death(ident, f"channel {how}")
-                self.loop.spawn("actor-death", self.report_actor_death(ident.broker_name, ident.broker_id))
-
-    def _on_node_declared_dead(self, token: str, how: str) -> None:
-        """Ray declared a broker's node dead: its process may still run, cut off (ray-project/ray
-        #26405), and a master among them still takes writes until its lease runs out. Noted, not acted
-        on: its heartbeats stopped when it was cut off, so the heartbeat timeout (longer than the lease)
-        elects a new master, never while the old one may still write."""
-        for ident, current in list(self._channels.items()):
-            if current == token:
-                log.warning("%s: broker %s/%d %s: left to the heartbeat timeout", self.name, ident.broker_name,
-                            ident.broker_id, how)
-                self._record_death(ident, f"{how} (not definite: left to the heartbeat timeout)")
-
-    def _record_death(self, ident: BrokerIdentity, how: str) -> None:
-        self.deaths.append({"brokerName": ident.broker_name, "brokerId": ident.broker_id, "how": how,
-                            "atMs": int(time.time() * 1000)})
-        del self.deaths[:-DEATHS_KEPT]
+    # ------------------------------------------------------------------ liveness and elections
+    def _on_broker_dead(self, ident: BrokerIdentity) -> None:
+        self.loop.spawn("actor-death", self.report_actor_death(ident.broker_name, ident.broker_id))
 
     async def _scan_not_active_broker(self) -> None:
         expired = self.core.scan_not_active_brokers()
         for ident in expired:
-            self._record_death(ident, "heartbeat expired")
+            self.channels.record_death(ident, "heartbeat expired")
         masters = {n: s.master_broker_id for n, s in self.core.manager.sync_state_info.items()}
         if any(masters.get(i.broker_name) == i.broker_id for i in expired):
             await self._reelect()
@@ -294,7 +187,7 @@ class ControllerActor:
             await self._elect_by_controller(broker_name)
 
     async def _elect_by_controller(self, broker_name: str) -> ControllerResult:
-        result = await self._mutate(lambda: self.core.check_elect_master(broker_name))
+        result = await self.scheduler.mutate(lambda: self.core.check_elect_master(broker_name))
         if result.ok:
             self.elections += 1
             log.warning("%s: elected broker %s of %s as master, epoch %s", self.name,
@@ -318,14 +211,13 @@ class ControllerActor:
         """BROKER_HEARTBEAT (904). `channel`: the broker actor to watch for a definite death. A
         heartbeat that arrives after its channel closed (sent just before the broker died) is refused:
         it must not make a dead broker look alive again."""
-        if channel is not None and channel.token in self._closed_tokens:
+        if channel is not None and self.channels.is_closed(channel.token):
             return ControllerResult(Code.CONTROLLER_BROKER_NOT_ALIVE, f"channel {channel.token} is closed")
         result = self.core.heartbeat(cluster_name, broker_name, broker_addr, broker_id,
                                      heartbeat_timeout_ms=heartbeat_timeout_ms, epoch=epoch, max_offset=max_offset,
                                      confirm_offset=confirm_offset, election_priority=election_priority)
         if result.ok and channel is not None:
-            self._channels[BrokerIdentity(broker_name, broker_id)] = channel.token
-            self.housekeeping.watch(channel)
+            self.channels.watch(BrokerIdentity(broker_name, broker_id), channel)
         return result
 
     async def get_next_broker_id(self, cluster_name: str, broker_name: str) -> ControllerResult:
@@ -335,32 +227,33 @@ class ControllerActor:
     async def apply_broker_id(self, cluster_name: str, broker_name: str, applied_broker_id: int,
                               register_check_code: str) -> ControllerResult:
         """CONTROLLER_APPLY_BROKER_ID (1013)."""
-        return await self._mutate(lambda: self.core.check_apply_broker_id(
+        return await self.scheduler.mutate(lambda: self.core.check_apply_broker_id(
             cluster_name, broker_name, applied_broker_id, register_check_code))
 
     async def register_broker(self, cluster_name: str, broker_name: str, broker_id: int,
                               broker_address: str) -> ControllerResult:
         """CONTROLLER_REGISTER_BROKER (1003)."""
-        return await self._mutate(lambda: self.core.check_register_broker(
+        return await self.scheduler.mutate(lambda: self.core.check_register_broker(
             cluster_name, broker_name, broker_id, broker_address))
 
     async def alter_sync_state_set(self, broker_name: str, master_broker_id: int, master_epoch: int,
                                    new_sync_state_set: list[int], sync_state_set_epoch: int) -> ControllerResult:
         """CONTROLLER_ALTER_SYNC_STATE_SET (1001)."""
-        return await self._mutate(lambda: self.core.check_alter_sync_state_set(
+        return await self.scheduler.mutate(lambda: self.core.check_alter_sync_state_set(
             broker_name, master_broker_id, master_epoch, new_sync_state_set, sync_state_set_epoch))
 
     async def elect_master(self, broker_name: str, broker_id: int | None = None,
                            designate_elect: bool = False) -> ControllerResult:
         """CONTROLLER_ELECT_MASTER (1002): a broker asking with its id, or an admin designating one."""
-        result = await self._mutate(lambda: self.core.check_elect_master(broker_name, broker_id, designate_elect))
+        result = await self.scheduler.mutate(
+            lambda: self.core.check_elect_master(broker_name, broker_id, designate_elect))
         if result.ok:
             self.elections += 1
         return result
 
     async def clean_broker_data(self, broker_name: str, broker_ids: list[int] | None = None,
                                 clean_living_broker: bool = False) -> ControllerResult:
-        return await self._mutate(lambda: self.core.check_clean_broker_data(broker_name, broker_ids,
+        return await self.scheduler.mutate(lambda: self.core.check_clean_broker_data(broker_name, broker_ids,
                                                                             clean_living_broker))
 
     async def get_replica_info(self, broker_name: str) -> ControllerResult:
@@ -392,9 +285,7 @@ class ControllerActor:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return {}
-            try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
+            if not await self.scheduler.wait_change(remaining):
                 return {}
 
     # ------------------------------------------------------------------ inspection
@@ -409,12 +300,12 @@ class ControllerActor:
             "restore_ms": self.restore_ms,
             "last_index": event_log.last_index,
             "snapshot_index": event_log.snapshot_index,
-            "stale_reloads": self.stale_reloads,
+            "stale_reloads": self.scheduler.stale_reloads,
             "elections": self.elections,
-            "deaths": list(self.deaths),
+            "deaths": list(self.channels.deaths),
             "in_grace": self.core.in_grace(),
             "live_brokers": sorted((i.broker_name, i.broker_id) for i in self.core.heartbeats.live),
-            "watched_channels": self.housekeeping.watch_count,
+            "watched_channels": self.channels.watch_count,
             "remoting_address": self.remoting_address,
             "epochs": self.core.epochs(),
             "sets": self._sets(),

@@ -3,7 +3,8 @@
 Every request is split the way RocketMQ's controller splits it: `ReplicasInfoManager` checks it and
 proposes events; `commit` persists them in the event log and only then applies them, so an answer
 that reports a change is given only for a change that is durable. The actor runs the same three
-steps but persists off its event loop (`prepare`-style methods, `persist`, `apply`).
+steps but persists off its event loop (the `check_*` methods, `persist`, `apply`:
+actors.controller.scheduler).
 
 Liveness is a broker's heartbeat within its timeout, minus the brokers the Ray layer reported dead
 (until they heartbeat again). After a (re)start, elections triggered by missing heartbeats wait a
@@ -80,9 +81,13 @@ class ControllerCore:
             return ControllerResult(Code.SYSTEM_ERROR, f"controller state not persisted: {type(e).__name__}: {e}")
         return self.apply(result)
 
+    def compaction_due(self) -> bool:
+        """Whether enough events accumulated since the last snapshot to take another."""
+        return self.event_log is not None and self.event_log.events_since_snapshot >= self.config.snapshot_every_events
+
     def maybe_compact(self) -> bool:
         """Snapshot the state once enough events accumulated (call after `apply`)."""
-        if self.event_log is None or self.event_log.events_since_snapshot < self.config.snapshot_every_events:
+        if self.event_log is None or not self.compaction_due():
             return False
         self.event_log.compact(self.manager.snapshot())
         return True

@@ -14,6 +14,7 @@ CLUSTER = "DefaultCluster"
 def addr(i: int) -> str:
     return f"127.0.0.1:{10910 + i}"
 
+
 def join(core: ControllerCore, check_code_suffix: str = "1") -> int:
     """A replica registers as RocketMQ 5.3's broker does: next id, apply it, register."""
     next_id = core.get_next_broker_id(CLUSTER, BROKER).header["nextBrokerId"]
@@ -22,10 +23,12 @@ def join(core: ControllerCore, check_code_suffix: str = "1") -> int:
     assert core.register_broker(CLUSTER, BROKER, next_id, addr(next_id)).ok
     return int(next_id)
 
+
 def beat(core: ControllerCore, broker_id: int, epoch: int = 1, max_offset: int = 0,
          priority: int | None = None) -> None:
     assert core.heartbeat(CLUSTER, BROKER, addr(broker_id), broker_id, epoch=epoch, max_offset=max_offset,
                           election_priority=priority).ok
+
 
 def three_replicas(core: ControllerCore) -> tuple[int, int, int]:
     """Broker 1 master (epoch 1) with 2 and 3 in its SyncStateSet (epoch 2)."""
