@@ -23,6 +23,9 @@ class PullHoldService:
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], asyncio.Event] = {}
         self.held = 0
+        self.rechecks = 0
+        """Checks made because a hold's wait timed out (the periodic re-check, or the last look at
+        its deadline), not because its queue was notified."""
 
     async def wait(self, topic: str, queue_id: int, timeout_s: float, arrived: Callable[[], bool],
                    check_interval_s: float = LONG_POLLING_CHECK_INTERVAL_S) -> bool:
@@ -46,7 +49,7 @@ class PullHoldService:
                 try:
                     await asyncio.wait_for(event.wait(), min(remaining, check_interval_s))
                 except TimeoutError:
-                    pass
+                    self.rechecks += 1
         finally:
             self.held -= 1
 

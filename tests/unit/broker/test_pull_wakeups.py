@@ -1,6 +1,7 @@
 """Held pulls never miss a message (issue 22, point 7): one stored between the pull's read and its
-hold is noticed at once, and one stored by a path that notifies nobody is found by the periodic
-re-check (every 5 s with long polling), not at the end of the pull's suspend timeout."""
+hold is noticed at once (by the check made when the hold is registered, before any periodic
+re-check), and one stored by a path that notifies nobody is found by the periodic re-check (every
+5 s with long polling), not at the end of the pull's suspend timeout."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ def test_a_message_stored_between_the_read_and_the_hold_is_delivered_at_once(tmp
     answer = asyncio.run(scenario())
     assert answer.code == ResponseCode.SUCCESS
     assert [m["body"] for m in decode_messages(answer.body or b"")] == [b"in the gap"]
+    assert broker.processor.hold.rechecks == 0, "found by the periodic re-check, not at once"
 
 
 def test_a_message_nobody_notified_is_found_by_the_periodic_recheck(tmp_path: Path) -> None:
@@ -93,6 +95,7 @@ def test_a_message_nobody_notified_is_found_by_the_periodic_recheck(tmp_path: Pa
     answer = asyncio.run(scenario())
     assert answer.code == ResponseCode.SUCCESS
     assert [m["body"] for m in decode_messages(answer.body or b"")] == [b"unannounced"]
+    assert broker.processor.hold.rechecks >= 1, "nothing notified the hold: only a re-check can have found it"
 
 
 def test_a_held_pull_for_a_later_offset_stays_held_until_its_message(tmp_path: Path) -> None:
