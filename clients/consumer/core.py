@@ -4,13 +4,14 @@ group's subscriptions, heartbeats to every broker of its topics, the offset stor
 that decides which queues this member holds.
 
 Rebalance runs on a timer (`rebalance_interval_ms`, 20 s) and at once when a broker sends
-NOTIFY_CONSUMER_IDS_CHANGED down this client's connection (a member joined or left): per topic, the
-members from GET_CONSUMER_LIST_BY_GROUP (clients.consumer.members: one broker, or with `route_union`
-the union of every broker's), sorted, the readable queues sorted,
-then the strategy. A queue that leaves this member has its offset committed and is dropped (orderly:
-after its listener returns, then unlocked on the broker); a queue that comes is started from the
-group's offset on the broker (or the consume-from-where rule). The owner (`QueueOwner`) is told of
-both. Offsets are committed every `persist_consumer_offset_interval_ms` and on shutdown.
+NOTIFY_CONSUMER_IDS_CHANGED down this client's connection (a member joined or left; what a broker
+asks of a member is clients.consumer.remoting_processor's): per topic, the members from
+GET_CONSUMER_LIST_BY_GROUP (clients.consumer.members: one broker, or with `route_union` the union of
+every broker's), sorted, the readable queues sorted, then the strategy. A queue that leaves this
+member has its offset committed and is dropped (orderly: after its listener returns, then unlocked
+on the broker); a queue that comes is started from the group's offset on the broker (or the
+consume-from-where rule). The owner (`QueueOwner`) is told of both. Offsets are committed every
+`persist_consumer_offset_interval_ms` and on shutdown.
 """
 
 from __future__ import annotations
@@ -18,15 +19,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from clients.consumer.broker_api import CALL_TIMEOUT_S, ConsumerBrokerApi
 from clients.consumer.locks import QueueLocks
 from clients.consumer.members import GroupMembers
+from clients.consumer.remoting_processor import ClientRemotingProcessor
 from clients.consumer.routes import ConsumerRoutes
-from clients.impl.broker_connection import BrokerConnection
 from clients.impl.client_instance import build_client_id
 from clients.impl.namesrv_client import NameServerClient, discover_namesrvs
 from clients.impl.route_views import RouteViews
@@ -34,22 +34,14 @@ from namesrv.client.consume_from import compute_pull_from_where
 from namesrv.client.consumer.config import ConsumerConfig, MessageModel
 from namesrv.client.consumer.process_queue import ProcessQueue
 from namesrv.client.consumer.subscription import MessageSelector, Subscription
-from namesrv.client.errors import MQClientError, NoNameServerAvailable, RemotingError
+from namesrv.client.errors import MQClientError, NoNameServerAvailable
 from namesrv.client.message import check_group
-from namesrv.client.offsets import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore, offset_table_of
-from namesrv.protocol import fastjson
+from namesrv.client.offsets import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from namesrv.protocol.broker_headers import DEFAULT_CONSUMER_GROUP
-from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
-from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
-from namesrv.protocol.message.decoder import MessageExt, decode_messages
 from namesrv.protocol.models import MessageQueue
-from namesrv.protocol.running_info import ConsumerRunningInfo
-from namesrv.protocol.types import InvalidInput
-from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
-
 
 
 class QueueOwner(Protocol):
@@ -105,17 +97,14 @@ class ConsumerCore:
         self.client_id = build_client_id(instance_name or f"{time.time_ns():x}")
         self.subscriptions: dict[str, Subscription] = {}
         self.owner: QueueOwner | None = None
-        self.running_info: Callable[[], ConsumerRunningInfo] | None = None
-        """GET_CONSUMER_RUNNING_INFO's answer (the consumer sets it)."""
-        self.consume_directly: Callable[[MessageExt, str], ConsumeMessageDirectlyResult] | None = None
-        """CONSUME_MESSAGE_DIRECTLY's answer: the listener run once on (message, broker name) (a push
-        consumer sets it once started; None answers as RocketMQ answers for a consumer that has none)."""
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pq_lock = threading.RLock()
         self._persist_lock = threading.Lock()
         """Held by the periodic commit and by a reset, so a commit of offsets read before a reset
         never lands on the broker after the reset's."""
         self._rebalance_now = threading.Event()
+        self.processor = ClientRemotingProcessor(group, self.client_id, self._rebalance_now.set, self.reset_offsets)
+        """What this member answers when a broker calls it."""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.rebalances = 0
@@ -154,7 +143,7 @@ class ConsumerCore:
             self.subscriptions.setdefault(retry, Subscription.of(retry, MessageSelector.by_tag("*")))
         self.owner = owner
         self.routes = self.make_routes()
-        self.api = ConsumerBrokerApi(self.client_id, self._on_request, self.config.credentials)
+        self.api = ConsumerBrokerApi(self.client_id, self.processor.process_request, self.config.credentials)
         api = self.api
         self.members = GroupMembers(lambda addr: api.consumer_id_list(addr, self.group), self.config.route_union,
                                     CALL_TIMEOUT_S)
@@ -218,53 +207,6 @@ class ConsumerCore:
                 self.api.heartbeat(addr, data)
             except Exception as e:
                 log.warning("heartbeat of %s to %s failed: %s", self.client_id, addr, e)
-
-    def _on_request(self, conn: BrokerConnection, request: RemotingCommand) -> None:
-        """A broker's own request, on the connection's reader: hand it on, never block."""
-        if request.code == BrokerRequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            log.info("%s: the broker %s says the members of %s changed", self.client_id, conn.address,
-                     (request.ext_fields or {}).get("consumerGroup"))
-            self._rebalance_now.set()
-        elif request.code == BrokerRequestCode.RESET_CONSUMER_CLIENT_OFFSET:
-            ext = request.ext_fields or {}
-            try:
-                table = offset_table_of(request.body or b"")
-            except ValueError as e:
-                log.warning("RESET_CONSUMER_CLIENT_OFFSET from %s unreadable: %s", conn.address, e)
-                return
-            topic = str(ext.get("topic") or "")
-            threading.Thread(target=self.reset_offsets, args=(topic, table), daemon=True).start()
-            if not request.is_oneway:
-                conn.answer(request, ResponseCode.SUCCESS)
-        elif request.code == BrokerRequestCode.GET_CONSUMER_RUNNING_INFO and self.running_info is not None:
-            body = fastjson.dumps(self.running_info().to_wire())
-            conn.answer(request, ResponseCode.SUCCESS, None, body)
-        elif request.code == BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY:
-            threading.Thread(target=self._consume_directly, args=(conn, request), name=f"{self.group}-direct",
-                             daemon=True).start()
-        elif not request.is_oneway:
-            conn.answer(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                        f"request code {request.code} not supported by this consumer")
-
-    def _consume_directly(self, conn: BrokerConnection, request: RemotingCommand) -> None:
-        """CONSUME_MESSAGE_DIRECTLY (ClientRemotingProcessor.consumeMessageDirectly): the listener once
-        on the message of the body; a consumer with no listener for the group says the group is not here."""
-        ext = request.ext_fields or {}
-        group = str(ext.get("consumerGroup") or "")
-        try:
-            if group != self.group or self.consume_directly is None:
-                conn.answer(request, ResponseCode.SYSTEM_ERROR,
-                            f"The Consumer Group <{group}> not exist in this consumer")
-                return
-            try:
-                [msg] = decode_messages(request.body or b"")
-            except (InvalidInput, ValueError) as e:
-                conn.answer(request, ResponseCode.SYSTEM_ERROR, f"the body is not one message: {e}")
-                return
-            result = self.consume_directly(msg, str(ext.get("brokerName") or ""))
-            conn.answer(request, ResponseCode.SUCCESS, None, result.encode())
-        except RemotingError as e:
-            log.info("%s: answering CONSUME_MESSAGE_DIRECTLY on %s failed: %s", self.client_id, conn.address, e)
 
     def reset_offsets(self, topic: str, table: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: drop the queues of `topic` this member holds, set the

@@ -55,7 +55,7 @@ class LitePullConsumer:
         self.config = consumer_config(config, (LITE_DEFAULTS if config is None else {}) | options)
         self.core = ConsumerCore(group, self.config, "CONSUME_ACTIVELY", namesrv, namespace, instance_name)
         started_ms = int(time.time() * 1000)
-        self.core.running_info = lambda: running_info(self.core, started_ms)
+        self.core.processor.running_info = lambda: running_info(self.core, started_ms)
         self.auto_commit = auto_commit
         self._ready: queue.Queue[tuple[PullRequest, list[MessageExt]]] = queue.Queue()
         self._pulls = PullMessageService(self.core, lambda req, msgs: self._ready.put((req, msgs)),

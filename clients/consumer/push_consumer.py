@@ -71,7 +71,7 @@ class PushConsumer:
         self.config = consumer_config(config, options)
         self.core = ConsumerCore(group, self.config, "CONSUME_PASSIVELY", namesrv, namespace, instance_name)
         started_ms = int(time.time() * 1000)
-        self.core.running_info = lambda: running_info(self.core, started_ms)
+        self.core.processor.running_info = lambda: running_info(self.core, started_ms)
         self._listener: Any = None
         self._service: ConsumeService | None = None
         self._pulls: PullMessageService | None = None
@@ -106,7 +106,8 @@ class PushConsumer:
         self._service = (OrderlyConsumeService if self.core.orderly else ConcurrentConsumeService)(
             self.core, self._listener)
         listener, orderly = self._listener, self.core.orderly
-        self.core.consume_directly = lambda msg, broker_name: consume_directly(listener, orderly, msg, broker_name)
+        self.core.processor.consume_directly = lambda msg, broker_name: consume_directly(listener, orderly, msg,
+                                                                                        broker_name)
         self._pulls = PullMessageService(self.core, self._service.submit)
         self._pulls.start()
         try:

@@ -467,7 +467,7 @@ def test_reset_consumer_client_offset_makes_a_member_jump_back(dep: Deployment, 
                                                          "isForce": "true"}, body=body)
         assert c.core.api is not None and c.core.routes is not None
         conn = c.core.api.connection(sorted(c.core.routes.broker_addrs({topic}))[0])
-        c.core._on_request(conn, request)
+        c.core.processor.process_request(conn, request)
         with seen.cv:
             assert seen.cv.wait_for(lambda: sum(seen.bodies().values()) == 48, 30), "every message consumed again"
         assert set(seen.bodies().values()) == {2}

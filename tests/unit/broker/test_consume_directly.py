@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from namesrv.acl.plain_acl import SUB
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.processor import admin_queries
 from namesrv.broker.processor.admin_queries import AdminQueries
-from namesrv.broker.processor.wire import BrokerWireEncoder
 from namesrv.protocol.broker_headers import ConsumeMessageDirectlyResultRequestHeader as Header
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
@@ -29,14 +27,18 @@ from namesrv.protocol.message.decoder import decode_messages
 from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import to_request
-from namesrv.remoting.connection import Connection
 from namesrv.remoting.frame_decoder import FrameDecoder
-from namesrv.remoting.pipeline import RequestContext, RequestPipeline
-from namesrv.remoting.server import RemotingServer
-from namesrv.remoting.wire_command import RESPONSE_FLAG, RemotingCommand
+from namesrv.remoting.pipeline import RequestContext
+from namesrv.remoting.wire_command import RemotingCommand
 from tests.support.broker import ADDR, Broker, heartbeat
+from tests.support.client_channel import Answerer, Client, answering, ask_through_client
 
 DONE = ConsumeMessageDirectlyResult(False, True, CMResult.CR_SUCCESS, None, 3)
+
+
+def _ask(answer: Answerer, broker: Broker, **ext: str) -> tuple[RemotingCommand, Client]:
+    """CONSUME_MESSAGE_DIRECTLY asked of the client "c1" of group CG over its own connection."""
+    return asyncio.run(ask_through_client(Code.CONSUME_MESSAGE_DIRECTLY, answer, broker, **ext))
 
 
 # ---------------------------------------------------------------------------- the body
@@ -115,59 +117,6 @@ def test_the_acl_asks_sub_on_the_group_and_the_topic_named() -> None:
 # ---------------------------------------------------------------------------- the broker hands it on
 
 
-class Client:
-    """A consumer on its own TCP connection that answers the broker's requests with `answer`."""
-
-    def __init__(self, answer: Callable[[RemotingCommand], bytes | None]) -> None:
-        self.answer = answer
-        self.asked: list[RemotingCommand] = []
-
-    async def run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder()
-        while data := await reader.read(65536):
-            for cmd in decoder.feed(data):
-                self.asked.append(cmd)
-                out = self.answer(cmd)
-                if out is not None:
-                    writer.write(out)
-
-
-def _answering(code: int, body: bytes | None, remark: str | None = None) -> Callable[[RemotingCommand], bytes]:
-    return lambda cmd: encode_command(RemotingCommand(code, cmd.opaque, RESPONSE_FLAG, remark=remark, body=body))
-
-
-async def _ask(answer: Callable[[RemotingCommand], bytes | None], broker: Broker,
-               **ext: str) -> tuple[RemotingCommand, Client]:
-    server = RemotingServer("b", lambda conn, cmd: None, lambda conn, why: None, 0, asyncio.ensure_future)
-    port = server.bind("127.0.0.1", 0)
-    await server.serve()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    client = Client(answer)
-    task = asyncio.ensure_future(client.run(reader, writer))
-    try:
-        while not server.by_token:
-            await asyncio.sleep(0)
-        conn: Connection = next(iter(server.by_token.values()))
-        assert broker.call(Code.HEART_BEAT, body=heartbeat("c1"),
-                           client=RequestContext(conn.token, conn.peer)).code == ResponseCode.SUCCESS
-        queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                               broker.processor.context.fence, broker.offsets,
-                               lambda: broker.processor.consumers, "/data", call_client=server.invoke)
-        pipeline = RequestPipeline("b", BrokerWireEncoder(ADDR).encode)
-        pipeline.register(queries.handlers)
-        [request] = FrameDecoder().feed(encode_command(RemotingCommand(Code.CONSUME_MESSAGE_DIRECTLY, 9,
-                                                                       ext_fields=ext)))
-        answer = pipeline.handle_command(request, RequestContext("tcp:admin#1", "127.0.0.1:1"))
-        if not isinstance(answer, RemotingCommand):
-            answer = await answer
-        assert answer is not None and answer.opaque == 9
-        return answer, client
-    finally:
-        writer.close()
-        task.cancel()
-        await server.stop()
-
-
 def _stored(broker: Broker) -> str:
     """Two messages stored; the offset message id of the second."""
     broker.send(b"first")
@@ -180,7 +129,7 @@ def test_the_broker_hands_the_stored_message_to_the_client_and_answers_with_its_
     broker = Broker(tmp_path)
     msg_id = _stored(broker)
     ask = {"consumerGroup": "CG", "clientId": "c1", "msgId": msg_id, "topic": "T"}
-    answer, client = asyncio.run(_ask(_answering(0, DONE.encode()), broker, **ask))
+    answer, client = _ask(answering(0, DONE.encode()), broker, **ask)
     assert (answer.code, answer.body) == (ResponseCode.SUCCESS, DONE.encode())
     [asked] = [c for c in client.asked if not c.is_response]
     assert asked.code == Code.CONSUME_MESSAGE_DIRECTLY
@@ -189,7 +138,7 @@ def test_the_broker_hands_the_stored_message_to_the_client_and_answers_with_its_
     assert (m.body, m.topic, m.queue_offset, m.tags, m.msg_id) == (b"second", "T", 1, "TagA", msg_id)
     other = Broker(tmp_path / "other")
     ask |= {"msgId": _stored(other)}
-    refused, _ = asyncio.run(_ask(_answering(ResponseCode.SYSTEM_ERROR, None, "no such group here"), other, **ask))
+    refused, _ = _ask(answering(ResponseCode.SYSTEM_ERROR, None, "no such group here"), other, **ask)
     assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR, "no such group here"), "handed on"
 
 
@@ -208,7 +157,7 @@ def test_unknown_clients_groups_and_messages_are_refused_without_asking(tmp_path
     for i, (ext, remark) in enumerate(cases):
         fresh = Broker(tmp_path / str(i))  # a broker per call: each call's client has a connection of its own
         _stored(fresh)
-        answer, client = asyncio.run(_ask(_answering(0, DONE.encode()), fresh, **ext))
+        answer, client = _ask(answering(0, DONE.encode()), fresh, **ext)
         assert answer.code == ResponseCode.SYSTEM_ERROR and (answer.remark or "").startswith(remark), ext
         assert client.asked == [], f"nobody was asked: {ext}"
 
@@ -217,14 +166,14 @@ def test_a_client_answering_garbage_or_nothing_gets_a_clear_error(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     broker = Broker(tmp_path)
     ask = {"consumerGroup": "CG", "clientId": "c1", "msgId": _stored(broker)}
-    answer, _ = asyncio.run(_ask(_answering(0, b'{"consumeResult":"CR_MAYBE"}'), broker, **ask))
+    answer, _ = _ask(answering(0, b'{"consumeResult":"CR_MAYBE"}'), broker, **ask)
     assert answer.code == ResponseCode.SYSTEM_ERROR
     assert (answer.remark or "").startswith("invoke consumer <CG> <c1> Exception: its answer is not a "
                                             "ConsumeMessageDirectlyResult: consumeResult 'CR_MAYBE'")
     monkeypatch.setattr(admin_queries, "CALL_CLIENT_TIMEOUT_S", 0.2)
     broker = Broker(tmp_path / "silent")
     ask |= {"msgId": _stored(broker)}
-    silent, _ = asyncio.run(_ask(lambda cmd: None, broker, **ask))
+    silent, _ = _ask(lambda cmd: None, broker, **ask)
     assert silent.code == ResponseCode.CONSUME_MSG_TIMEOUT
     assert broker.processor.consumers.consumer_ids("CG") == ["c1"], "the member stays"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ import pytest
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.processor import admin_queries
 from namesrv.broker.processor.admin_queries import AdminQueries
-from namesrv.broker.processor.wire import BrokerWireEncoder
 from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
@@ -24,12 +22,11 @@ from namesrv.protocol.models import MessageQueue
 from namesrv.protocol.running_info import ConsumerRunningInfo, running_info_problem
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingResponse, to_request
-from namesrv.remoting.connection import Connection
 from namesrv.remoting.frame_decoder import FrameDecoder
-from namesrv.remoting.pipeline import RequestContext, RequestPipeline
-from namesrv.remoting.server import RemotingServer
-from namesrv.remoting.wire_command import RESPONSE_FLAG, RemotingCommand
-from tests.support.broker import ADDR, Broker, heartbeat
+from namesrv.remoting.pipeline import RequestContext
+from namesrv.remoting.wire_command import RemotingCommand
+from tests.support.broker import Broker, heartbeat
+from tests.support.client_channel import Answerer, Client, answering, ask_through_client
 
 MQ = MessageQueue("T", "broker-a", 0)
 INFO = ConsumerRunningInfo(
@@ -38,6 +35,11 @@ INFO = ConsumerRunningInfo(
     {MQ: {"commitOffset": 5, "cachedMsgCount": 0, "droped": False}},
     status_table={"T": {"pullRT": 1.5, "pullTPS": 2.0, "consumeRT": 0.5, "consumeOKTPS": 2.0,
                         "consumeFailedTPS": 0.0, "consumeFailedMsgs": 0}})
+
+
+def _ask(answer: Answerer, broker: Broker, **ext: str) -> tuple[RemotingCommand, Client]:
+    """GET_CONSUMER_RUNNING_INFO asked of the client "c1" of group CG over its own connection."""
+    return asyncio.run(ask_through_client(Code.GET_CONSUMER_RUNNING_INFO, answer, broker, **ext))
 
 
 def test_the_body_is_written_as_fastjson_writes_it_and_read_back() -> None:
@@ -61,75 +63,22 @@ def test_what_is_not_a_running_info_says_why(body: bytes, problem: str) -> None:
     assert problem in (running_info_problem(body) or "")
 
 
-class Client:
-    """A consumer on its own TCP connection that answers the broker's requests with `answer`."""
-
-    def __init__(self, answer: Callable[[RemotingCommand], bytes | None]) -> None:
-        self.answer = answer
-        self.asked: list[RemotingCommand] = []
-
-    async def run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder()
-        while data := await reader.read(65536):
-            for cmd in decoder.feed(data):
-                self.asked.append(cmd)
-                out = self.answer(cmd)
-                if out is not None:
-                    writer.write(out)
-
-
-async def _ask(answer: Callable[[RemotingCommand], bytes | None], broker: Broker,
-               **ext: str) -> tuple[RemotingCommand, Client]:
-    server = RemotingServer("b", lambda conn, cmd: None, lambda conn, why: None, 0, asyncio.ensure_future)
-    port = server.bind("127.0.0.1", 0)
-    await server.serve()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    client = Client(answer)
-    task = asyncio.ensure_future(client.run(reader, writer))
-    try:
-        while not server.by_token:
-            await asyncio.sleep(0)
-        conn: Connection = next(iter(server.by_token.values()))
-        ctx = RequestContext(conn.token, conn.peer)
-        assert broker.call(Code.HEART_BEAT, body=heartbeat("c1"), client=ctx).code == ResponseCode.SUCCESS
-        queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                               broker.processor.context.fence, broker.offsets,
-                               lambda: broker.processor.consumers, "/data", call_client=server.invoke)
-        pipeline = RequestPipeline("b", BrokerWireEncoder(ADDR).encode)
-        pipeline.register(queries.handlers)
-        [request] = FrameDecoder().feed(encode_command(RemotingCommand(Code.GET_CONSUMER_RUNNING_INFO, 9,
-                                                                       ext_fields=ext)))
-        answer = pipeline.handle_command(request, RequestContext("tcp:admin#1", "127.0.0.1:1"))
-        if not isinstance(answer, RemotingCommand):
-            answer = await answer
-        assert answer is not None and answer.opaque == 9
-        return answer, client
-    finally:
-        writer.close()
-        task.cancel()
-        await server.stop()
-
-
-def _answering(code: int, body: bytes | None, remark: str | None = None) -> Callable[[RemotingCommand], bytes]:
-    return lambda cmd: encode_command(RemotingCommand(code, cmd.opaque, RESPONSE_FLAG, remark=remark, body=body))
-
-
 ASK = {"consumerGroup": "CG", "clientId": "c1", "jstackEnable": "false"}
 
 
 def test_the_broker_asks_the_client_over_its_connection_and_answers_with_its_answer(tmp_path: Path) -> None:
     body = fastjson.dumps(INFO.to_wire())
-    answer, client = asyncio.run(_ask(_answering(0, body), Broker(tmp_path), **ASK))
+    answer, client = _ask(answering(0, body), Broker(tmp_path), **ASK)
     assert (answer.code, answer.body) == (ResponseCode.SUCCESS, body)
     [asked] = [c for c in client.asked if not c.is_response]
     assert asked.code == Code.GET_CONSUMER_RUNNING_INFO and asked.ext_fields == ASK, "the same request, handed on"
-    refused, _ = asyncio.run(_ask(_answering(ResponseCode.SYSTEM_ERROR, None, "busy"), Broker(tmp_path), **ASK))
+    refused, _ = _ask(answering(ResponseCode.SYSTEM_ERROR, None, "busy"), Broker(tmp_path), **ASK)
     assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR, "busy"), "the client's refusal, handed on"
 
 
 def test_a_client_answering_garbage_gets_a_clear_error_and_changes_nothing(tmp_path: Path) -> None:
     broker = Broker(tmp_path)
-    answer, _ = asyncio.run(_ask(_answering(0, b"{not json"), broker, **ASK))
+    answer, _ = _ask(answering(0, b"{not json"), broker, **ASK)
     assert answer.code == ResponseCode.SYSTEM_ERROR
     assert (answer.remark or "").startswith("invoke consumer <CG> <c1> Exception: its answer is not a "
                                             "ConsumerRunningInfo: body is not JSON")
@@ -138,18 +87,18 @@ def test_a_client_answering_garbage_gets_a_clear_error_and_changes_nothing(tmp_p
 
 def test_a_silent_client_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(admin_queries, "CALL_CLIENT_TIMEOUT_S", 0.2)
-    answer, _ = asyncio.run(_ask(lambda cmd: None, Broker(tmp_path), **ASK))
+    answer, _ = _ask(lambda cmd: None, Broker(tmp_path), **ASK)
     assert answer.code == ResponseCode.CONSUME_MSG_TIMEOUT
     assert (answer.remark or "").startswith("consumer <CG> <c1> Timeout: wait response on the channel")
 
 
 def test_an_unknown_client_or_group_is_not_online(tmp_path: Path) -> None:
-    answer, client = asyncio.run(_ask(_answering(0, b"{}"), Broker(tmp_path), **(ASK | {"clientId": "nobody"})))
+    answer, client = _ask(answering(0, b"{}"), Broker(tmp_path), **(ASK | {"clientId": "nobody"}))
     assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "The Consumer <CG> <nobody> not online")
     assert client.asked == [], "nobody was asked"
-    answer, _ = asyncio.run(_ask(_answering(0, b"{}"), Broker(tmp_path), **(ASK | {"consumerGroup": "Nope"})))
+    answer, _ = _ask(answering(0, b"{}"), Broker(tmp_path), **(ASK | {"consumerGroup": "Nope"}))
     assert answer.remark == "The Consumer <Nope> <c1> not online"
-    missing, _ = asyncio.run(_ask(_answering(0, b"{}"), Broker(tmp_path), consumerGroup="CG"))
+    missing, _ = _ask(answering(0, b"{}"), Broker(tmp_path), consumerGroup="CG")
     assert missing.code == ResponseCode.SYSTEM_ERROR and "clientId" in (missing.remark or "")
 
 

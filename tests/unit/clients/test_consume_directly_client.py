@@ -92,7 +92,7 @@ def _ask(core: ConsumerCore, body: bytes, group: str = "CG") -> tuple[int, str |
     conn = Conn()
     request = RemotingCommand(Code.CONSUME_MESSAGE_DIRECTLY, 5, ext_fields={
         "consumerGroup": group, "clientId": core.client_id, "msgId": "X", "brokerName": "broker-a"}, body=body)
-    core._on_request(conn, request)  # type: ignore[arg-type]
+    core.processor.process_request(conn, request)  # type: ignore[arg-type]
     assert conn.done.wait(10), "answered off the reader, promptly"
     [answer] = conn.answers
     return answer
@@ -107,7 +107,7 @@ def test_the_core_answers_with_the_result_or_says_the_group_is_not_here(tmp_path
     def directly(msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
         ran.append((msg.topic, broker_name))
         return ConsumeMessageDirectlyResult(consume_result=CMResult.CR_SUCCESS, spent_time_mills=1)
-    core.consume_directly = directly
+    core.processor.consume_directly = directly
     code, remark, answered = _ask(core, body)
     assert (code, ConsumeMessageDirectlyResult.decode(answered).consume_result) == (0, CMResult.CR_SUCCESS)
     assert ran == [("T", "broker-a")]
