@@ -37,6 +37,7 @@ from namesrv.broker.config_update import CONFIG_FILE, BrokerConfigFile
 from namesrv.broker.metadata_log import message_count
 from namesrv.broker.processor.admin import AdminBrokerProcessor
 from namesrv.broker.processor.admin_queries import AdminQueries
+from namesrv.broker.processor.consumer_calls import ConsumerCalls
 from namesrv.broker.processor.dispatcher import BrokerProcessor
 from namesrv.broker.processor.offset_reset import OffsetResetProcessor
 from namesrv.broker.processor.reply import ReplyMessageProcessor
@@ -180,14 +181,18 @@ class BrokerController:
         self.processor.broker_stats.timers = self.schedule.timer_figures  # the runtime info's timer fields
         self.ha_master.delay_offsets = self.schedule.encode
         self.processor.context.metadata.follow_delay_progress(self.schedule)  # the progress follows the log too
+
+        def may_read(request: RemotingRequest, ctx: RequestContext, topic: str) -> str | None:
+            return self.processor.may_read(request, ctx, topic)  # looked up per call: the ACL's when on
+
         self.queries = AdminQueries(identity, config, self.topics, self.store, self.processor.context.fence,
-                                    self.offsets,
-                                    lambda: self.processor.consumers, str(store_dir),
-                                    lambda request, ctx, topic: self.processor.may_read(request, ctx, topic),
-                                    lambda token, request, timeout_s: self.to_clients.call_client(token, request,
-                                                                                                  timeout_s),
+                                    self.offsets, lambda: self.processor.consumers, str(store_dir), may_read,
                                     lambda: self.processor.context.producers)
         self.pipeline.register(self.queries.handlers)
+        self.pipeline.register(ConsumerCalls(
+            identity, self.topics, self.store, self.processor.context.fence, lambda: self.processor.consumers,
+            may_read, lambda token, request, timeout_s: self.to_clients.call_client(token, request, timeout_s),
+        ).handlers)
         self.pipeline.register_default(self.serve)
         self._flushed_stats: collections.Counter[tuple[str, str]] = collections.Counter()
         self.to_clients = Broker2Client(identity, self.remoting, self.processor)

@@ -18,12 +18,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
+
+CallClient = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
+"""Send a client (by its connection's token) a request and await its answer, within the timeout
+(RemotingServer.invoke; RocketMQ's Broker2Client.callClient)."""
 
 
 class ClientCallError(Exception):

@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor.admin_queries import AdminQueries
+from namesrv.broker.processor.consumer_calls import ConsumerCalls
 from namesrv.broker.processor.wire import BrokerWireEncoder
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
@@ -62,11 +61,11 @@ async def ask_through_client(code: int, answer: Answerer, broker: Broker,
         conn: Connection = next(iter(server.by_token.values()))
         assert broker.call(Code.HEART_BEAT, body=heartbeat("c1"),
                            client=RequestContext(conn.token, conn.peer)).code == ResponseCode.SUCCESS
-        queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                               broker.processor.context.fence, broker.offsets,
-                               lambda: broker.processor.consumers, "/data", call_client=server.invoke)
+        calls = ConsumerCalls(broker.processor.context.identity, broker.topics, broker.store,
+                              broker.processor.context.fence, lambda: broker.processor.consumers,
+                              call_client=server.invoke)
         pipeline = RequestPipeline("b", BrokerWireEncoder(ADDR).encode)
-        pipeline.register(queries.handlers)
+        pipeline.register(calls.handlers)
         [request] = FrameDecoder().feed(encode_command(RemotingCommand(code, 9, ext_fields=ext)))
         answer = pipeline.handle_command(request, RequestContext("tcp:admin#1", "127.0.0.1:1"))
         if not isinstance(answer, RemotingCommand):

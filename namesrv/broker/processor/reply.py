@@ -14,7 +14,6 @@ REPLY_TO_CLIENT at all). Adding a reply code means writing its handler here and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from namesrv.broker.context import BrokerContext
 from namesrv.protocol.broker_headers import SendMessageRequestHeader, request_header
@@ -22,7 +21,7 @@ from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.properties import properties_to_string, string_to_properties
 from namesrv.protocol.message.types import MessageInner
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
-from namesrv.remoting.invoke import ClientCallError
+from namesrv.remoting.invoke import CallClient, ClientCallError
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 from namesrv.remoting.wire_command import RemotingCommand, ext_value
 
@@ -32,8 +31,6 @@ REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
 PUSH_TIMEOUT_S = 3.0
 """How long the broker awaits the requester's answer to the push (RocketMQ's callClient: 3 s)."""
-
-CallClient = Callable[[str, RemotingCommand, float], Awaitable[RemotingCommand]]
 
 
 async def _no_call(token: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:

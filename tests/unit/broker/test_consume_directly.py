@@ -15,9 +15,8 @@ from pydantic import ValidationError
 
 from namesrv.acl.broker_resources import wire_resources
 from namesrv.acl.plain_acl import SUB
-from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor import admin_queries
-from namesrv.broker.processor.admin_queries import AdminQueries
+from namesrv.broker.processor import consumer_calls
+from namesrv.broker.processor.consumer_calls import ConsumerCalls
 from namesrv.protocol.broker_headers import ConsumeMessageDirectlyResultRequestHeader as Header
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
@@ -170,7 +169,7 @@ def test_a_client_answering_garbage_or_nothing_gets_a_clear_error(tmp_path: Path
     assert answer.code == ResponseCode.SYSTEM_ERROR
     assert (answer.remark or "").startswith("invoke consumer <CG> <c1> Exception: its answer is not a "
                                             "ConsumeMessageDirectlyResult: consumeResult 'CR_MAYBE'")
-    monkeypatch.setattr(admin_queries, "CALL_CLIENT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(consumer_calls, "CALL_CLIENT_TIMEOUT_S", 0.2)
     broker = Broker(tmp_path / "silent")
     ask |= {"msgId": _stored(broker)}
     silent, _ = _ask(lambda cmd: None, broker, **ask)
@@ -182,10 +181,10 @@ def test_a_ray_native_consumer_cannot_be_handed_a_message(tmp_path: Path) -> Non
     broker = Broker(tmp_path)
     msg_id = _stored(broker)
     assert broker.call(Code.HEART_BEAT, body=heartbeat("c9"), client=RequestContext("ray:c9")).code == 0
-    queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                           broker.processor.context.fence, broker.offsets, lambda: broker.processor.consumers, "/data")
+    calls = ConsumerCalls(broker.processor.context.identity, broker.topics, broker.store,
+                          broker.processor.context.fence, lambda: broker.processor.consumers)
     [cmd] = FrameDecoder().feed(encode_command(RemotingCommand(Code.CONSUME_MESSAGE_DIRECTLY, 1, ext_fields={
         "consumerGroup": "CG", "clientId": "c9", "msgId": msg_id})))
-    answer = queries.consume_message_directly(to_request(cmd), RequestContext("tcp:admin#1", "127.0.0.1:1"))
+    answer = calls.consume_message_directly(to_request(cmd), RequestContext("tcp:admin#1", "127.0.0.1:1"))
     assert not asyncio.iscoroutine(answer) and getattr(answer, "code", None) == ResponseCode.SYSTEM_ERROR
     assert "Ray-native consumer" in (getattr(answer, "remark", "") or "")

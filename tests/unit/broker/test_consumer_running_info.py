@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from namesrv.broker.config import BrokerConfig
-from namesrv.broker.processor import admin_queries
-from namesrv.broker.processor.admin_queries import AdminQueries
+from namesrv.broker.processor import consumer_calls
+from namesrv.broker.processor.consumer_calls import ConsumerCalls
 from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.codes import ResponseCode
@@ -86,7 +85,7 @@ def test_a_client_answering_garbage_gets_a_clear_error_and_changes_nothing(tmp_p
 
 
 def test_a_silent_client_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(admin_queries, "CALL_CLIENT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(consumer_calls, "CALL_CLIENT_TIMEOUT_S", 0.2)
     answer, _ = _ask(lambda cmd: None, Broker(tmp_path), **ASK)
     assert answer.code == ResponseCode.CONSUME_MSG_TIMEOUT
     assert (answer.remark or "").startswith("consumer <CG> <c1> Timeout: wait response on the channel")
@@ -107,10 +106,9 @@ def test_a_client_too_old_to_answer_is_refused_without_asking(tmp_path: Path) ->
     assert broker.call(Code.HEART_BEAT, body=heartbeat("c1"), client=RequestContext("ray:c1")).code == 0
     for channel in broker.processor.consumers.groups["CG"].channels.values():
         channel.version = 61  # V3_1_7: before callClient existed
-    queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                           broker.processor.context.fence, broker.offsets,
-                           lambda: broker.processor.consumers, "/data")
-    answer = queries.get_consumer_running_info(*_request(ASK), RequestContext("tcp:admin#1", "127.0.0.1:1"))
+    calls = ConsumerCalls(broker.processor.context.identity, broker.topics, broker.store,
+                          broker.processor.context.fence, lambda: broker.processor.consumers)
+    answer = calls.get_consumer_running_info(*_request(ASK), RequestContext("tcp:admin#1", "127.0.0.1:1"))
     assert isinstance(answer, RemotingResponse) and answer.code == ResponseCode.SYSTEM_ERROR
     assert answer.remark == "The Consumer <c1> Version <61> too low to finish, please upgrade it to V3_1_8_SNAPSHOT"
 
@@ -126,10 +124,9 @@ def test_a_ray_native_consumer_is_answered_for_from_its_latest_heartbeat(tmp_pat
     ray_client = RequestContext("ray:c9")
     text = fastjson.dumps(INFO.to_wire()).decode()
     assert broker.call(Code.HEART_BEAT, body=_ray_heartbeat("c9", text), client=ray_client).code == 0
-    queries = AdminQueries(broker.processor.context.identity, BrokerConfig(), broker.topics, broker.store,
-                           broker.processor.context.fence, broker.offsets,
-                           lambda: broker.processor.consumers, "/data")
-    answer = queries.get_consumer_running_info(
+    calls = ConsumerCalls(broker.processor.context.identity, broker.topics, broker.store,
+                          broker.processor.context.fence, lambda: broker.processor.consumers)
+    answer = calls.get_consumer_running_info(
         *_request(ASK | {"clientId": "c9"}), RequestContext("tcp:admin#1", "127.0.0.1:1"))
     assert isinstance(answer, RemotingResponse) and answer.body == text.encode()
     # A running info that is not one refuses the whole heartbeat: nothing recorded.
