@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
 from typing import Any
 
-from clients.impl.broker_connection import BrokerConnection, RequestHandler, tcp_address
+from clients.impl.broker_connection import AnswerHandler, BrokerConnection, RequestHandler, tcp_address
 from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.client.errors import MQBrokerError, MQClientError
 from namesrv.client.offsets import OffsetNotFound
@@ -32,8 +31,6 @@ FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 """PullSysFlag's bits."""
-
-PullHandler = Callable[[RemotingCommand | None, BaseException | None], None]
 
 
 class ConsumerBrokerApi:
@@ -132,7 +129,7 @@ class ConsumerBrokerApi:
                             {"topic": mq.topic, "queueId": mq.queue_id, "timestamp": timestamp_ms})
 
     # ------------------------------------------------------------------ messages
-    def pull_async(self, addr: str, header: dict[str, Any], timeout_s: float, handler: PullHandler) -> None:
+    def pull_async(self, addr: str, header: dict[str, Any], timeout_s: float, handler: AnswerHandler) -> None:
         """PULL_MESSAGE without waiting: `handler` gets the answer or the error (RemotingError when
         it could not even be written: then the handler is not called)."""
         self.connection(addr).invoke_async(BrokerRequestCode.PULL_MESSAGE, self._signed(header, None), b"",

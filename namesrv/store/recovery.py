@@ -16,19 +16,15 @@ and searches back by store time after a crash; we start at the checkpoint's exac
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 
 from namesrv.store.mapped_file_queue import MappedFileQueue
 from namesrv.store.records import BLANK, read_record, resync
-from namesrv.store.types import RecoveryReport
+from namesrv.store.types import DispatchFn, RecoveryReport
 
 log = logging.getLogger(__name__)
 
-Dispatch = Callable[[list[Any], int, int], None]
 
-
-def recover_log(files: MappedFileQueue, start: int, dispatch: Dispatch, report: RecoveryReport) -> int:
+def recover_log(files: MappedFileQueue, start: int, dispatch: DispatchFn, report: RecoveryReport) -> int:
     """Scan and dispatch from `start`; cut the torn tail; return where the log ends."""
     end = files.file_end()
     if start > end:  # the log lost what the checkpoint covers (or is not this log's)
