@@ -39,7 +39,7 @@ from namesrv.acl.plain_acl import credentials_only
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.metadata_log import message_count
 from namesrv.broker.processor.types import PullOutcome
-from namesrv.broker.transaction.service import PGROUP, REAL_TOPIC
+from namesrv.broker.transaction.service import PGROUP
 from namesrv.protocol.broker_headers import (
     DEFAULT_CONSUMER_GROUP,
     broker_permission_body,
@@ -51,6 +51,7 @@ from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, MASTER_ID, Perm
 from namesrv.protocol.message.codec import ray_send_ext
 from namesrv.protocol.message.compression import uncompressed_body
+from namesrv.protocol.message.properties import REAL_TOPIC
 from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error

@@ -28,12 +28,13 @@ from actors.console.calls import ServerCalls
 from actors.console.collector import Collector
 from actors.console.model import ConsoleState
 from namesrv.acl.plain_acl import SessionCredentials
-from namesrv.broker.schedule.delivery import DELAY, REAL_QID, REAL_TOPIC, TIMER_OUT_MS, TIMER_PROPERTIES
+from namesrv.broker.schedule.delivery import DELAY, TIMER_OUT_MS, TIMER_PROPERTIES
 from namesrv.protocol.broker_headers import pull_message_ext
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import DLQ_GROUP_TOPIC_PREFIX, MASTER_ID, RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.message.codec import decode_offset_msg_id, offset_msg_id, ray_send_ext
 from namesrv.protocol.message.decoder import MessageExt, decode_messages
+from namesrv.protocol.message.properties import REAL_QID, REAL_TOPIC, RETRY_TOPIC
 from namesrv.protocol.types import GroupName, InvalidInput, check
 
 DLQ_PAGE = 64
@@ -41,7 +42,6 @@ DLQ_PAGE = 64
 PULL_BATCH = 32
 DEFAULT_RANGE_MS = 24 * 3600 * 1000
 """With no start given, the last day."""
-RETRY_TOPIC = "RETRY_TOPIC"
 """MessageConst.PROPERTY_RETRY_TOPIC: the topic a retried (or dead) message was first sent to."""
 NOT_RESENT = frozenset({DELAY, REAL_TOPIC, REAL_QID, TIMER_OUT_MS, *TIMER_PROPERTIES, "TRAN_MSG", "PGROUP"})
 """Properties of a dead letter's past deliveries that the resent copy must not carry."""

@@ -13,7 +13,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.controller.actor import CONTROLLER_NAME, ControllerActor
 from actors.controller.gcs_kv import KV_NAMESPACE
-from actors.runtime.ray_info import head_node_id
+from actors.runtime.ray_info import SOFT_PLACEMENT_MEMORY, head_node_id
 from namesrv.controller.config import ControllerConfig
 from namesrv.remoting.config import RemotingServerConfig
 
@@ -28,7 +28,6 @@ CONTROLLER_PROFILES: dict[str, ControllerConfig] = {
 """`default` is RocketMQ's timing (heartbeat timeout 10 s, scans every 5 s); `fast` for tests and demos
 (3 s: six of the fast brokers' 500 ms heartbeats, so a loaded machine's stall does not fail a live master over)."""
 
-SOFT_PLACEMENT_MEMORY = 1024 * 1024
 
 
 def controller_config(profile: str, **overrides: Any) -> ControllerConfig:

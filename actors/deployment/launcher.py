@@ -35,6 +35,7 @@ from actors.deployment.spec import BrokerSpec as BrokerSpec
 from actors.deployment.spec import ClusterSpec as ClusterSpec
 from actors.namesrv.actor import NameServerActor
 from actors.proxy.actor import PROXY_PREFIX, ProxyActor, proxy_actor_name
+from actors.runtime.ray_info import SOFT_PLACEMENT_MEMORY
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.remoting.config import LOOPBACK, RemotingServerConfig
 
@@ -44,7 +45,6 @@ START_TIMEOUT_S = 60.0
 CONTROLLER_JOIN_S = 30.0
 """How long `Deployment.start` waits for the controller to decide the configured masters' roles
 before it starts their slaves."""
-SOFT_PLACEMENT_MEMORY = 1024 * 1024
 
 
 def ensure_ray(address: str | None = None, namespace: str = DEFAULT_NAMESPACE, **init_kwargs: Any) -> None:

@@ -52,11 +52,10 @@ class ConsumerRpcs:
         self.acked = 0
 
     async def _master_of(self, topic: str, broker_name: str) -> str:
-        route = await self.routes.get(topic)
-        for b in route.broker_datas:
-            if b.broker_name == broker_name and routing.MASTER_ID in b.broker_addrs:
-                return b.broker_addrs[routing.MASTER_ID]
-        raise ProxyError("INVALID_RECEIPT_HANDLE", f"cannot find broker {broker_name}")
+        addr = routing.master_addr(await self.routes.get(topic), broker_name)
+        if addr is None:
+            raise ProxyError("INVALID_RECEIPT_HANDLE", f"cannot find broker {broker_name}")
+        return addr
 
     # ------------------------------------------------------------------ receive
     async def receive_message(self, request: Any, context: Any) -> AsyncIterator[Any]:

@@ -154,10 +154,10 @@ class MessagingService:
 
     @staticmethod
     def _master(route: TopicRouteData, broker_name: str) -> str:
-        for b in route.broker_datas:
-            if b.broker_name == broker_name and routing.MASTER_ID in b.broker_addrs:
-                return b.broker_addrs[routing.MASTER_ID]
-        raise ProxyError("INTERNAL_SERVER_ERROR", f"broker {broker_name} has no master in the route")
+        addr = routing.master_addr(route, broker_name)
+        if addr is None:
+            raise ProxyError("INTERNAL_SERVER_ERROR", f"broker {broker_name} has no master in the route")
+        return addr
 
     # ------------------------------------------------------------------ routes
     async def query_route(self, request: Any, context: Any) -> Any:

@@ -6,6 +6,10 @@ import warnings
 
 import ray
 
+SOFT_PLACEMENT_MEMORY = 1024 * 1024
+"""What an actor placed by *soft* node affinity asks for: Ray places a request for no resources at all
+on a random node, ignoring a soft affinity (only hard affinity is special-cased), so it asks for a
+token 1 MiB of memory."""
 _RAY_OWN_ACTOR_ID_WARNING = r"(?s).*Use get_actor_id\(\) instead"
 
 

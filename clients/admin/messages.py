@@ -21,7 +21,7 @@ from typing import Any
 
 from clients.admin.transport import AdminTransport, ServerUnreachable, describe
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.constants import MASTER_ID
+from namesrv.protocol.constants import MASTER_ID, UNIQUE_MSG_QUERY_FLAG
 from namesrv.protocol.consume_directly import ConsumeMessageDirectlyResult
 from namesrv.protocol.message.codec import decode_offset_msg_id, offset_msg_id
 from namesrv.protocol.message.decoder import MessageExt
@@ -29,7 +29,6 @@ from namesrv.protocol.models import TopicRouteData
 from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.command import RemotingResponse
 
-UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 FOREVER = 2**63 - 1
 """Long.MAX_VALUE: queryMsgByKey's default end timestamp."""
 

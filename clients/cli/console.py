@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from actors.deployment.spec import DEFAULT_NAMESPACE
 from clients.cli.support import connect_deployment, int_in
-
-DEFAULT_NAMESPACE = "namesrv"
 
 
 def cmd_console(args: argparse.Namespace) -> int:

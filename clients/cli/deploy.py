@@ -17,6 +17,7 @@ import os
 import subprocess
 from typing import Any
 
+from actors.deployment.spec import DEFAULT_NAMESPACE
 from clients.cli.render import route_table, table
 from clients.cli.support import (
     CLIError,
@@ -32,7 +33,6 @@ from clients.cli.support import (
     topic_arg,
 )
 
-DEFAULT_NAMESPACE = "namesrv"
 LAUNCHER_CONFIG = "~/ray_bootstrap_config.yaml"
 """The cluster config `ray up` leaves on the head for its autoscaler (`--wait-nodes launcher`)."""
 RAY_STOP_CAVEAT = "`ray stop` stops EVERY Ray on this machine, not only the one `namesrv up` started"

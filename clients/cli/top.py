@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.deployment.spec import DEFAULT_NAMESPACE
 from clients.cli.render import clock, duration
 from clients.cli.support import int_in, positive_float
 
-DEFAULT_NAMESPACE = "namesrv"
 REMOVALS_SHOWN = 10
 NAMES_SHOWN = 8
 STALE_HEARTBEAT_MS = 60_000

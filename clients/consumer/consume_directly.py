@@ -20,11 +20,11 @@ from namesrv.client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeC
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.consume_directly import CMResult, ConsumeMessageDirectlyResult
 from namesrv.protocol.message.decoder import MessageExt
+from namesrv.protocol.message.properties import RETRY_TOPIC
 from namesrv.protocol.models import MessageQueue
 
 log = logging.getLogger(__name__)
 
-RETRY_TOPIC = "RETRY_TOPIC"
 """MessageConst.PROPERTY_RETRY_TOPIC."""
 _RESULTS: dict[Any, CMResult] = {
     ConsumeConcurrentlyStatus.CONSUME_SUCCESS: CMResult.CR_SUCCESS,

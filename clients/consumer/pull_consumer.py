@@ -24,7 +24,6 @@ from typing import Any, cast
 import ray
 
 from actors.runtime.handles import ActorHandles
-from clients.impl.broker_connection import CLIENT_VERSION
 from clients.impl.client_instance import build_client_id
 from clients.impl.namesrv_client import NameServerClient
 from namesrv.acl.plain_acl import SessionCredentials, signature
@@ -35,6 +34,7 @@ from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import is_readable
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.command import RemotingResponse
+from namesrv.remoting.wire_command import CURRENT_VERSION, CURRENT_VERSION_DESC
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class PullConsumer:
         mq_table = {mq: {"commitOffset": offset} | ({"lastPullTimestamp": self._last_pull[mq]}
                                                     if mq in self._last_pull else {})
                     for mq, offset in self.offsets.clone_offset_table().items() if mq.topic in topics}
-        return {"properties": {"PROP_CONSUME_TYPE": "CONSUME_ACTIVELY", "PROP_CLIENT_VERSION": "V5_3_3",
+        return {"properties": {"PROP_CONSUME_TYPE": "CONSUME_ACTIVELY", "PROP_CURRENT_VERSION": CURRENT_VERSION_DESC,
                                "PROP_CONSUMER_START_TIMESTAMP": str(self.start_ms),
                                "PROP_NAMESERVER_ADDR": ";".join(self.namesrv_names)},
                 "subscriptionSet": [_subscription(t) for t in sorted(topics)],
@@ -154,7 +154,7 @@ class PullConsumer:
         auth = signature({}, body, self.credentials)
         for actor in actors:
             broker = ray.get_actor(actor, namespace=self.namespace)
-            answer = cast(RemotingResponse, ray.get(broker.heart_beat.remote(self.client_id, body, CLIENT_VERSION,
+            answer = cast(RemotingResponse, ray.get(broker.heart_beat.remote(self.client_id, body, CURRENT_VERSION,
                                                                              auth), timeout=self.timeout_s))
             if answer.code != ResponseCode.SUCCESS:
                 raise PullError(answer.code, answer.remark)

@@ -29,12 +29,12 @@ from namesrv.client.offsets import ReadOffsetType
 from namesrv.protocol.codes import ResponseCode
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from namesrv.protocol.message.decoder import MessageExt, decode_messages  # bodies come inflated
+from namesrv.protocol.message.properties import RETRY_TOPIC
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
-RETRY_TOPIC = "RETRY_TOPIC"
 """The property a retried message carries its original topic in."""
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 import time
 
 from clients.consumer.core import ConsumerCore
-from clients.impl.broker_connection import CLIENT_VERSION
 from namesrv.client.offsets import ReadOffsetType
 from namesrv.protocol.running_info import ConsumerRunningInfo
+from namesrv.remoting.wire_command import CURRENT_VERSION_DESC
 
 
 def running_info(core: ConsumerCore, started_ms: int) -> ConsumerRunningInfo:
     cfg = core.config
-    props = {"PROP_CONSUME_TYPE": core.consume_type, "PROP_CLIENT_VERSION": str(CLIENT_VERSION),
+    props = {"PROP_CONSUME_TYPE": core.consume_type, "PROP_CLIENT_VERSION": CURRENT_VERSION_DESC,
              "PROP_CONSUMER_START_TIMESTAMP": str(started_ms), "PROP_CONSUMEORDERLY": str(core.orderly).lower(),
              "PROP_THREADPOOL_CORE_SIZE": str(cfg.consume_thread_min), "messageModel": cfg.message_model.value,
              "consumeFromWhere": cfg.consume_from_where.value, "pullBatchSize": str(cfg.pull_batch_size),

@@ -22,13 +22,11 @@ from namesrv.client.errors import RemotingError
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.frame_decoder import FrameDecoder
-from namesrv.remoting.wire_command import ONEWAY_FLAG, FrameError, LanguageCode, RemotingCommand
+from namesrv.remoting.wire_command import CURRENT_VERSION, ONEWAY_FLAG, FrameError, LanguageCode, RemotingCommand
 
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 3.0
-CLIENT_VERSION = 479
-"""MQVersion V5_3_3, as the NameServer answers with."""
 
 
 def tcp_address(addr: str) -> tuple[str, int] | None:
@@ -126,7 +124,7 @@ class BrokerConnection:
             _call(p.handler, None, lost)
 
     def oneway(self, code: int, ext: dict[str, str], body: bytes) -> None:
-        cmd = RemotingCommand(code, next(self._opaques), ONEWAY_FLAG, LanguageCode.PYTHON, CLIENT_VERSION, None, ext,
+        cmd = RemotingCommand(code, next(self._opaques), ONEWAY_FLAG, LanguageCode.PYTHON, CURRENT_VERSION, None, ext,
                               body)
         self._write(encode_command(cmd))
 
@@ -135,14 +133,14 @@ class BrokerConnection:
         connection is gone)."""
         if request.flag & ONEWAY_FLAG:
             return
-        self._write(encode_command(RemotingCommand(code, request.opaque, 1, LanguageCode.PYTHON, CLIENT_VERSION,
+        self._write(encode_command(RemotingCommand(code, request.opaque, 1, LanguageCode.PYTHON, CURRENT_VERSION,
                                                    remark, None, body)))
 
     def invoke(self, code: int, ext: dict[str, str], body: bytes, timeout_s: float) -> RemotingCommand:
         """Send one request and wait for its answer (RemotingError: none within `timeout_s`)."""
         deadline = time.monotonic() + timeout_s
         opaque = next(self._opaques)
-        frame = encode_command(RemotingCommand(code, opaque, 0, LanguageCode.PYTHON, CLIENT_VERSION, None, ext, body))
+        frame = encode_command(RemotingCommand(code, opaque, 0, LanguageCode.PYTHON, CURRENT_VERSION, None, ext, body))
         waiter = _Waiter()
         with self._lock:
             self._waiters[opaque] = waiter
@@ -161,7 +159,7 @@ class BrokerConnection:
         thread, started while async requests are outstanding. Raises RemotingError when the request
         could not be written (then `handler` is never called)."""
         opaque = next(self._opaques)
-        frame = encode_command(RemotingCommand(code, opaque, 0, LanguageCode.PYTHON, CLIENT_VERSION, None, ext, body))
+        frame = encode_command(RemotingCommand(code, opaque, 0, LanguageCode.PYTHON, CURRENT_VERSION, None, ext, body))
         with self._lock:
             if self.broken is not None:
                 raise RemotingError(f"connection to broker {self.address} is closed: {self.broken}")

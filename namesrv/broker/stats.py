@@ -22,15 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from namesrv.common.clock import Clock
+from namesrv.remoting.wire_command import CURRENT_VERSION, CURRENT_VERSION_DESC
 from namesrv.store.retention import used_ratio
 
 TPS_WINDOWS_S = (10, 60, 600)
 """The windows RocketMQ prints TPS over, one sample a second (StoreStatsService)."""
 SAMPLE_INTERVAL_S = 1.0
 
-BROKER_VERSION = 479
-BROKER_VERSION_DESC = "V5_3_3"
-"""MQVersion.Version.V5_3_3, the version this broker answers with (as the NameServer does)."""
 
 
 def human_readable_bytes(n: int) -> str:
@@ -138,8 +136,8 @@ class BrokerStats:
         timers = self.timers()
         disk = shutil.disk_usage(store_dir)
         return {
-            "brokerVersionDesc": BROKER_VERSION_DESC,
-            "brokerVersion": str(BROKER_VERSION),
+            "brokerVersionDesc": CURRENT_VERSION_DESC,
+            "brokerVersion": str(CURRENT_VERSION),
             "brokerActive": "true" if broker_active else "false",
             "bootTimestamp": str(self.boot_ms),
             "runtime": format_runtime(now - self.boot_ms),

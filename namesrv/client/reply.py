@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 from namesrv.client.errors import MQClientError
 from namesrv.client.message import Message
+from namesrv.protocol.message.properties import REPLY_TO_CLIENT
 
 CORRELATION_ID = "CORRELATION_ID"
-REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 TTL = "TTL"
 MSG_TYPE = "MSG_TYPE"
 CLUSTER = "CLUSTER"

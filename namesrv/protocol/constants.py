@@ -34,6 +34,9 @@ def perm_to_string(perm: int) -> str:
     )
 
 
+UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
+"""MixAll.UNIQUE_MSG_QUERY_FLAG: a QUERY_MESSAGE whose key is a unique key (the client message id)."""
+
 MASTER_ID = 0
 """brokerId 0 is the master of a broker group; any other id is a slave."""
 

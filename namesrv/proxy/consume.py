@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv.broker.pop.extra_info import (
-    KEY_SEPARATOR,
     ExtraInfo,
     decode_extra_info,
     parse_offset_info,
@@ -30,11 +29,11 @@ from namesrv.broker.pop.extra_info import (
 )
 from namesrv.protocol import fastjson
 from namesrv.protocol.message.decoder import MessageExt
+from namesrv.protocol.message.properties import KEY_SEPARATOR, POP_CK
 from namesrv.protocol.types import InvalidInput
 from namesrv.proxy.send import SYSTEM_PROPERTY_KEYS, check_topic
 from namesrv.proxy.status import ProxyError
 
-POP_CK = "POP_CK"
 MAX_BATCH = 32
 """The brokers refuse a pop of more (PopMessageProcessor); a bigger batch_size is cut to it."""
 FILTER_TYPES = {0: "TAG", 1: "TAG", 2: "SQL92"}

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from namesrv.protocol.constants import MASTER_ID
 from namesrv.protocol.models import TopicRouteData
 
 PERM_READ, PERM_WRITE = 4, 2
-MASTER_ID = 0
 ALL_MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
 """The types a queue accepts: this system's topics carry no message type, so every topic is what
 RocketMQ 5 calls MIXED (a topic created with `message.type=NORMAL` would accept only NORMAL)."""
@@ -130,6 +130,14 @@ def select_queue(queues: list[WriteQueue], sharding_key: str | None, counter: in
     if sharding_key:
         return queues[consistent_hash(java_string_hash(sharding_key), len(queues))]
     return queues[counter % len(queues)]
+
+
+def master_addr(route: TopicRouteData, broker_name: str) -> str | None:
+    """The address of `broker_name`'s master in `route`, None when the route has no master of it."""
+    for b in route.broker_datas:
+        if b.broker_name == broker_name and MASTER_ID in b.broker_addrs:
+            return b.broker_addrs[MASTER_ID]
+    return None
 
 
 def readable_masters(route: TopicRouteData) -> list[tuple[str, str]]:

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from namesrv.protocol.constants import RMQ_SYS_PREFIX, SYSTEM_TOPICS, TOPIC_MAX_LENGTH
+from namesrv.protocol.message.compression import COMPRESSED_FLAG
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.proxy.settings import ProxyConfig
 from namesrv.proxy.status import ProxyError
 
 TRANSACTION_PREPARED_TYPE = 0x1 << 2
 """MessageSysFlag.TRANSACTION_PREPARED_TYPE."""
-COMPRESSED_FLAG = 0x1
 MESSAGE_TYPE_TRANSACTION = 4
 ENCODING_GZIP = 2
 _TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")

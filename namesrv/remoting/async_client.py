@@ -15,12 +15,17 @@ from typing import Any
 from namesrv.remoting.client import RemotingConnectError, RemotingTimeoutError
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.frame_decoder import FrameDecoder
-from namesrv.remoting.wire_command import FrameError, LanguageCode, RemotingCommand, SerializeType, ext_value
+from namesrv.remoting.wire_command import (
+    CURRENT_VERSION,
+    FrameError,
+    LanguageCode,
+    RemotingCommand,
+    SerializeType,
+    ext_value,
+)
 
 log = logging.getLogger(__name__)
 
-CLIENT_VERSION = 479
-"""MQVersion V5_3_3."""
 RequestCallback = Callable[["AsyncRemotingClient", RemotingCommand], None]
 
 
@@ -78,7 +83,7 @@ class AsyncRemotingClient:
 
     def _command(self, code: int, ext: dict[str, Any] | None, body: bytes | None, flag: int) -> RemotingCommand:
         fields = {k: ext_value(v) for k, v in (ext or {}).items() if v is not None}
-        return RemotingCommand(code, next(self._opaque), flag, LanguageCode.PYTHON, CLIENT_VERSION, None,
+        return RemotingCommand(code, next(self._opaque), flag, LanguageCode.PYTHON, CURRENT_VERSION, None,
                                fields or None, body, SerializeType.JSON)
 
     def _write(self, cmd: RemotingCommand) -> None:

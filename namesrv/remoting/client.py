@@ -14,7 +14,7 @@ from typing import Any
 
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.frame_decoder import FrameDecoder
-from namesrv.remoting.wire_command import LanguageCode, RemotingCommand, SerializeType, ext_value
+from namesrv.remoting.wire_command import CURRENT_VERSION, LanguageCode, RemotingCommand, SerializeType, ext_value
 
 
 class RemotingConnectError(ConnectionError):
@@ -46,7 +46,7 @@ class RemotingClient:
 
     def __init__(self, host: str, port: int, timeout_s: float = 3.0,
                  serialize_type: SerializeType = SerializeType.JSON, language: int = LanguageCode.PYTHON,
-                 version: int = 479) -> None:
+                 version: int = CURRENT_VERSION) -> None:
         self.address = f"{host}:{port}"
         self.timeout_s = timeout_s
         self.serialize_type = serialize_type

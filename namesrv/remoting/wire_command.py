@@ -20,6 +20,12 @@ class SerializeType(IntEnum):
     ROCKETMQ = 1
 
 
+CURRENT_VERSION = 479
+CURRENT_VERSION_DESC = "V5_3_3"
+"""MQVersion.CURRENT_VERSION (V5_3_3's ordinal) and its name: the version every server and client of
+this project announces (a frame's `version`, a broker's runtime info, a consumer's running info)."""
+
+
 class LanguageCode(IntEnum):
     JAVA = 0
     CPP = 1

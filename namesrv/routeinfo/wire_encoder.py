@@ -18,11 +18,8 @@ from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.protocol.models import ConfigProperties
 from namesrv.remoting.codec import PLAIN_BODY_MAX, EncodedFrame, encode_plain_response
 from namesrv.remoting.command import RemotingResponse
-from namesrv.remoting.wire_command import RESPONSE_FLAG, LanguageCode, RemotingCommand, ext_value
+from namesrv.remoting.wire_command import CURRENT_VERSION, RESPONSE_FLAG, LanguageCode, RemotingCommand, ext_value
 from namesrv.routeinfo.route_json import RouteJson
-
-NAMESRV_VERSION = 479
-"""The version this NameServer puts in its responses: MQVersion.Version.V5_3_3.ordinal()."""
 
 STANDARD_JSON_FROM_VERSION = 401
 """MQVersion.Version.V4_9_4.ordinal(): from this client version on, routes are standard JSON."""
@@ -93,7 +90,7 @@ class WireEncoder:
             else:
                 body = self._route_body(cmd, response, standard)
             if len(body) <= PLAIN_BODY_MAX:
-                return encode_plain_response(_SUCCESS, cmd.opaque, NAMESRV_VERSION, cmd.serialize_type, body)
+                return encode_plain_response(_SUCCESS, cmd.opaque, CURRENT_VERSION, cmd.serialize_type, body)
         return self.encode(cmd, response)
 
     def encode(self, cmd: RemotingCommand, response: RemotingResponse) -> RemotingCommand:
@@ -112,7 +109,7 @@ class WireEncoder:
         fields = WIRE_RESPONSE_FIELDS.get(code)
         if fields is not None and response.code == ResponseCode.SUCCESS:
             ext = {k: ext_value(response.ext_fields[k]) for k in fields if response.ext_fields.get(k) is not None}
-        return RemotingCommand(int(response.code), cmd.opaque, RESPONSE_FLAG, LanguageCode.JAVA, NAMESRV_VERSION,
+        return RemotingCommand(int(response.code), cmd.opaque, RESPONSE_FLAG, LanguageCode.JAVA, CURRENT_VERSION,
                                response.remark, ext, body, cmd.serialize_type)
 
 

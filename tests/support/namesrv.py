@@ -13,12 +13,12 @@ from namesrv.protocol.models import DataVersion, RegisterBrokerResult, TopicConf
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import to_request
 from namesrv.remoting.frame_decoder import FrameDecoder
-from namesrv.remoting.wire_command import RemotingCommand, SerializeType
+from namesrv.remoting.wire_command import CURRENT_VERSION, RemotingCommand, SerializeType
 from namesrv.routeinfo.config import NamesrvConfig
 from namesrv.routeinfo.kvconfig import KVConfigManager
 from namesrv.routeinfo.processor import DefaultRequestProcessor
 from namesrv.routeinfo.route_info_manager import RouteInfoManager
-from namesrv.routeinfo.wire_encoder import NAMESRV_VERSION, WireEncoder
+from namesrv.routeinfo.wire_encoder import WireEncoder
 
 CLUSTER = "DefaultCluster"
 BROKER_A = "broker-a"
@@ -82,7 +82,7 @@ class Wire:
             assert frame[0] + frame[1] == encode_command(answer), "an encoded frame is the command's bytes"
         [wire_answer] = FrameDecoder().feed(encode_command(answer))
         assert wire_answer.opaque == opaque and wire_answer.is_response and wire_answer.serialize_type is kind
-        assert wire_answer.version == NAMESRV_VERSION
+        assert wire_answer.version == CURRENT_VERSION
         return wire_answer
 
 def broker_body(topics: dict[str, int], counter: int = 1) -> dict:

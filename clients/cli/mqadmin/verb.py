@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.deployment.spec import DEFAULT_NAMESPACE
 from clients.cli.mqadmin.args import namesrv_addr_arg
 from clients.cli.support import positive_float
-
-DEFAULT_NAMESPACE = "namesrv"
 
 Handler = Callable[[argparse.Namespace], int]
 

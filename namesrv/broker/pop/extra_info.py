@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass
 
 from namesrv.protocol.constants import RETRY_GROUP_TOPIC_PREFIX
+from namesrv.protocol.message.properties import KEY_SEPARATOR
 from namesrv.protocol.types import InvalidInput
 
-KEY_SEPARATOR = " "
 NORMAL_TOPIC, RETRY_TOPIC, RETRY_TOPIC_V2 = "0", "1", "2"
 POP_ORDER_REVIVE_QUEUE = 999
 """RocketMQ's KeyBuilder.POP_ORDER_REVIVE_QUEUE: the reviveQid of an orderly pop's messages."""

@@ -43,12 +43,12 @@ from namesrv.broker.pop.state import PopState
 from namesrv.protocol.broker_headers import request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import is_readable
+from namesrv.protocol.message.properties import POP_CK
 from namesrv.protocol.message.types import StoredMessage
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import Handler, RequestContext
 from namesrv.store.types import ReadResult
 
-POP_CK = "POP_CK"
 FIRST_POP_TIME = "1ST_POP_TIME"
 POP_FROM_RETRY_PROBABILITY = 20
 """BrokerConfig.popFromRetryProbability (%): how often a pop reads the retry topic first."""

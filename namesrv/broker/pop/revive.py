@@ -25,12 +25,13 @@ from namesrv.broker.context import BrokerContext
 from namesrv.broker.pop.extra_info import pop_retry_topic
 from namesrv.broker.pop.inflight import InFlight
 from namesrv.broker.pop.journal import ack_record, pop_record
-from namesrv.broker.pop.processor import FIRST_POP_TIME, POP_CK
+from namesrv.broker.pop.processor import FIRST_POP_TIME
 from namesrv.broker.pop.state import PopState
 from namesrv.broker.processor.types import SendOutcome
 from namesrv.broker.schedule.delivery import SCHEDULE_PROPERTIES
 from namesrv.broker.transaction.service import TRAN_MSG
 from namesrv.protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from namesrv.protocol.message.properties import POP_CK
 from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.remoting.command import MQServerError
 from namesrv.store.message_store import MessageStore

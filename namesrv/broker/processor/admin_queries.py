@@ -51,7 +51,7 @@ from namesrv.protocol.broker_headers import (
     ViewMessageRequestHeader,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.constants import MAX_FRAME_SIZE
+from namesrv.protocol.constants import MAX_FRAME_SIZE, UNIQUE_MSG_QUERY_FLAG
 from namesrv.protocol.message.codec import encode_message_ext
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -59,8 +59,6 @@ from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 from namesrv.remoting.wire_command import LanguageCode, ext_value
 from namesrv.store.message_store import MessageStore
 
-UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
-"""MixAll.UNIQUE_MSG_QUERY_FLAG: QUERY_MESSAGE's key is a unique key (the client message id)."""
 DEFAULT_QUERY_MAX_NUM = 32
 MAX_MSGS_NUM_BATCH = 64
 """RocketMQ's MessageStoreConfig.defaultQueryMaxNum and maxMsgsNumBatch."""

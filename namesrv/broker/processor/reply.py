@@ -18,7 +18,7 @@ import logging
 from namesrv.broker.context import BrokerContext
 from namesrv.protocol.broker_headers import SendMessageRequestHeader, request_header
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
-from namesrv.protocol.message.properties import properties_to_string, string_to_properties
+from namesrv.protocol.message.properties import REPLY_TO_CLIENT, properties_to_string, string_to_properties
 from namesrv.protocol.message.types import MessageInner
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.invoke import CallClient, ClientCallError
@@ -27,7 +27,6 @@ from namesrv.remoting.wire_command import RemotingCommand, ext_value
 
 log = logging.getLogger(__name__)
 
-REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
 PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
 PUSH_TIMEOUT_S = 3.0
 """How long the broker awaits the requester's answer to the push (RocketMQ's callClient: 3 s)."""

@@ -27,7 +27,7 @@ from namesrv.protocol.constants import (
     is_writeable,
 )
 from namesrv.protocol.message.codec import decode_batch, offset_msg_id
-from namesrv.protocol.message.properties import UNIQ_KEY, MessageIllegal, string_to_properties
+from namesrv.protocol.message.properties import REAL_TOPIC, UNIQ_KEY, MessageIllegal, string_to_properties
 from namesrv.protocol.message.recall import TIMER_DEL_UNIQKEY, RecallHandle
 from namesrv.protocol.message.types import MessageInner
 from namesrv.protocol.models import TopicConfig
@@ -172,7 +172,7 @@ class SendMessageProcessor:
         """What recalls a timed message before it is due (SendMessageProcessor.attachRecallHandle):
         its real topic, this broker, its timer slot + 1 ms (the slot is rounded down) and its id."""
         props = stored[0].properties
-        slot, real_topic = props.get(schedule.TIMER_OUT_MS), props.get(schedule.REAL_TOPIC)
+        slot, real_topic = props.get(schedule.TIMER_OUT_MS), props.get(REAL_TOPIC)
         if stored[0].topic != schedule.TIMER_TOPIC or not slot or not real_topic \
                 or real_topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or TIMER_DEL_UNIQKEY in props:
             return None

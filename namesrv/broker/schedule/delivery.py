@@ -17,14 +17,13 @@ from dataclasses import replace
 
 from namesrv.broker.transaction.service import PREPARED_TYPE, TRANSACTION_MASK
 from namesrv.protocol.constants import SCHEDULE_TOPIC
+from namesrv.protocol.message.properties import REAL_QID, REAL_TOPIC
 from namesrv.protocol.message.types import MessageInner, StoredMessage
 
 MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 """RocketMQ's messageDelayLevel."""
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 DELAY = "DELAY"
-REAL_TOPIC = "REAL_TOPIC"
-REAL_QID = "REAL_QID"
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 TIMER_DELAY_MS = "TIMER_DELAY_MS"

@@ -24,12 +24,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from namesrv.broker.schedule.delivery import REAL_TOPIC, TIMER_OUT_MS, TIMER_TOPIC, time_up
+from namesrv.broker.schedule.delivery import TIMER_OUT_MS, TIMER_TOPIC, time_up
 from namesrv.broker.stats import TimerFigures
 from namesrv.common.clock import Clock
 from namesrv.common.persist import atomic_write
 from namesrv.protocol.constants import SCHEDULE_TOPIC
-from namesrv.protocol.message.properties import UNIQ_KEY
+from namesrv.protocol.message.properties import REAL_TOPIC, UNIQ_KEY
 from namesrv.protocol.message.recall import TIMER_DEL_UNIQKEY, delete_key
 from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.store.message_store import MessageStore

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from namesrv.common.clock import Clock
 from namesrv.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from namesrv.protocol.message.properties import REAL_QID, REAL_TOPIC, UNIQ_KEY
 from namesrv.protocol.message.types import MessageInner, StoredMessage
 from namesrv.store.message_store import MessageStore
 
@@ -30,13 +31,10 @@ log = logging.getLogger(__name__)
 
 TRAN_MSG = "TRAN_MSG"
 PGROUP = "PGROUP"
-REAL_TOPIC = "REAL_TOPIC"
-REAL_QID = "REAL_QID"
 PREPARED_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 """On a committed message: its half's queue offset (RocketMQ's PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)."""
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 TRANSACTION_ID = "__transactionId__"
-UNIQ_KEY = "UNIQ_KEY"
 TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 NOT_TYPE, PREPARED_TYPE, COMMIT_TYPE, ROLLBACK_TYPE = 0, 0x1 << 2, 0x2 << 2, 0x3 << 2
 TRANSACTION_MASK = 0x3 << 2

@@ -13,11 +13,9 @@ from typing import Any
 
 from namesrv.broker.client.consumer_manager import parse_tags
 from namesrv.client.errors import MQClientError
-from namesrv.filter import FilterParseError, compile_sql92
+from namesrv.filter import SQL92, TAG, FilterParseError, compile_sql92
 from namesrv.store.queue.consume_queue import tag_hash
 
-TAG = "TAG"
-SQL92 = "SQL92"
 SUB_ALL = "*"
 
 

@@ -21,6 +21,18 @@ TOPIC_MAX_BYTES = 127
 PROPERTIES_MAX_BYTES = 32767
 """Short.MAX_VALUE: the stored layout's two-byte properties length."""
 UNIQ_KEY = "UNIQ_KEY"
+# Property keys more than one module reads (RocketMQ's MessageConst.PROPERTY_*).
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+"""Where a parked message (delayed, timed, a transaction's half) is delivered to in the end."""
+RETRY_TOPIC = "RETRY_TOPIC"
+"""The topic a message was consumed from before it went to a retry topic."""
+POP_CK = "POP_CK"
+"""A popped message's receipt (its extra info)."""
+REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+"""The requester a reply message goes back to."""
+KEY_SEPARATOR = " "
+"""MessageConst.KEY_SEPARATOR: between the keys of KEYS, and the fields of a pop's extra info."""
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 INT_FIELDS = (("queueId", False), ("flag", False), ("sysFlag", False), ("bornTimestamp", True),

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from namesrv.common.persist import atomic_write, fsync_dir
+from namesrv.protocol.message.properties import KEY_SEPARATOR, UNIQ_KEY
 from namesrv.store.index.index_file import IndexCorrupt, IndexFile, IndexState, key_hash
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,7 @@ and 96 MB of entries."""
 MIN_ENTRIES = 65_536
 """The first file's entries (1.6 MB with its slots); each new file holds twice the last one's, up
 to `entries`, so a broker with few messages reserves little disk and a busy one soon gets big files."""
-KEY_SEPARATOR = " "
 KEYS = "KEYS"
-UNIQ_KEY = "UNIQ_KEY"
 TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
 TRANSACTION_TYPE_MASK = 0x3 << 2
 CHECKPOINT = "checkpoint"
