@@ -36,8 +36,17 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.remoting.command import RemotingRequest
-from tests.support.console_browser import chromium, console_errors, screenshot_dir, shoot, text_of
-from tests.support.ray_cluster import FAILOVER_HA, broker_status, registered_deployment
+from tests.support.console_browser import (
+    LIVE_PERIODS,
+    chromium,
+    console_deployment,
+    console_errors,
+    console_url,
+    screenshot_dir,
+    shoot,
+    text_of,
+)
+from tests.support.ray_cluster import FAILOVER_HA, broker_status
 
 GROUP = "ConsoleGroup"
 TOPIC = "ConsoleTopic"
@@ -51,17 +60,14 @@ GHOST = {"clusterName": "DefaultCluster", "brokerAddr": "127.0.0.1:1", "brokerNa
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    with registered_deployment(tmp_path_factory.mktemp("console"), brokers=[BrokerSpec("broker-a"),
-                               BrokerSpec("broker-b")], broker_port=0) as d:
-        d.console, d.console_url = start_console(d.spec.namespace, d.spec.namesrv_names,
-                                                 periods=CollectorPeriods(0.3, 1.0, 2.0))
+    with console_deployment(tmp_path_factory.mktemp("console"), brokers=[BrokerSpec("broker-a"),
+                            BrokerSpec("broker-b")], broker_port=0) as d:
         yield d
 
 
 @pytest.fixture(scope="module")
 def url(dep: Deployment) -> str:
-    assert dep.console_url is not None and dep.console_url.startswith("http://127.0.0.1:")
-    return dep.console_url
+    return console_url(dep)
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +270,7 @@ def test_with_acl_on_nothing_works_without_an_account(dep: Deployment):
     from actors.console.actor import ConsoleActor
 
     handle = ray.remote(ConsoleActor).options(name="console-acl", namespace=dep.spec.namespace, num_cpus=0).remote(
-        dep.spec.namespace, dep.spec.namesrv_names, True, "127.0.0.1", 0, CollectorPeriods(0.3, 1.0, 2.0))
+        dep.spec.namespace, dep.spec.namesrv_names, True, "127.0.0.1", 0, LIVE_PERIODS)
     try:
         acl_url = ray.get(handle.start.remote(), timeout=60)
 
@@ -305,10 +311,10 @@ def test_the_ha_page_shows_a_failover_live(browser: Any, deployments: Any, shots
                and len(broker_status(dep, a0)["controller"]["sync_state_set"]) == 2, LIVE_S, "a master with its slave")
     id0 = broker_status(dep, a0)["controller"]["controller_broker_id"]
     id1 = broker_status(dep, a1)["controller"]["controller_broker_id"]
-    console, console_url = start_console(dep.spec.namespace, dep.spec.namesrv_names,
-                                         periods=CollectorPeriods(0.3, 0.5, 2.0))
+    console, ha_url = start_console(dep.spec.namespace, dep.spec.namesrv_names,
+                                    periods=CollectorPeriods(0.3, 0.5, 2.0))
     try:
-        browser.get(console_url + "ha")
+        browser.get(ha_url + "ha")
         wait_until(lambda: f"master {id0} " in (held := text_of(browser, ".ha-set")) and "epoch 1," in held,
                    LIVE_S, "the controller's set on the HA page")
         assert "★" in text_of(browser, f"tr.ha-row[data-broker='{a0}']")

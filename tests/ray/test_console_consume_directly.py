@@ -20,8 +20,6 @@ import aiohttp
 import pytest
 import ray
 
-from actors.console.actor import start_console
-from actors.console.collector import CollectorPeriods
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
@@ -29,9 +27,16 @@ from clients.consumer.push_consumer import ConsumeConcurrentlyStatus, PushConsum
 from clients.producer.producer import Message, Producer
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.message.decoder import MessageExt
-from tests.support.console_browser import chromium, console_errors, screenshot_dir, shoot, text_of
+from tests.support.console_browser import (
+    chromium,
+    console_deployment,
+    console_errors,
+    console_url,
+    screenshot_dir,
+    shoot,
+    text_of,
+)
 from tests.support.consumer import committed
-from tests.support.ray_cluster import registered_deployment
 
 GROUP = "DirectGroup"
 TOPIC = "DirectTopic"
@@ -41,17 +46,14 @@ LIVE_S = 30.0
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    with registered_deployment(tmp_path_factory.mktemp("console-direct"), brokers=[BrokerSpec("broker-a")],
-                               namesrv_count=1, broker_port=0) as d:
-        d.console, d.console_url = start_console(d.spec.namespace, d.spec.namesrv_names,
-                                                 periods=CollectorPeriods(0.3, 1.0, 2.0))
+    with console_deployment(tmp_path_factory.mktemp("console-direct"), brokers=[BrokerSpec("broker-a")],
+                            namesrv_count=1, broker_port=0) as d:
         yield d
 
 
 @pytest.fixture(scope="module")
 def url(dep: Deployment) -> str:
-    assert dep.console_url is not None
-    return dep.console_url
+    return console_url(dep)
 
 
 class Listener:

@@ -22,8 +22,6 @@ import aiohttp
 import pytest
 import ray
 
-from actors.console.actor import start_console
-from actors.console.collector import CollectorPeriods
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
@@ -32,8 +30,16 @@ from clients.producer.producer import Message, Producer
 from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.message.decoder import MessageExt
-from tests.support.console_browser import chromium, console_errors, screenshot_dir, shoot, text_of
-from tests.support.ray_cluster import pull_all, registered_deployment
+from tests.support.console_browser import (
+    chromium,
+    console_deployment,
+    console_errors,
+    console_url,
+    screenshot_dir,
+    shoot,
+    text_of,
+)
+from tests.support.ray_cluster import pull_all
 
 GROUP = "DlqGroup"
 TOPIC = "DlqTopic"
@@ -47,18 +53,15 @@ SENT: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    with registered_deployment(tmp_path_factory.mktemp("console-dlq"), brokers=[BrokerSpec("broker-a")],
-                               namesrv_count=1, broker_port=0,
-                               broker_overrides={"message_delay_level": " ".join(["1s"] * 18)}) as d:
-        d.console, d.console_url = start_console(d.spec.namespace, d.spec.namesrv_names,
-                                                 periods=CollectorPeriods(0.3, 1.0, 2.0))
+    with console_deployment(tmp_path_factory.mktemp("console-dlq"), brokers=[BrokerSpec("broker-a")],
+                            namesrv_count=1, broker_port=0,
+                            broker_overrides={"message_delay_level": " ".join(["1s"] * 18)}) as d:
         yield d
 
 
 @pytest.fixture(scope="module")
 def url(dep: Deployment) -> str:
-    assert dep.console_url is not None
-    return dep.console_url
+    return console_url(dep)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ import aiohttp
 import pytest
 import ray
 
-from actors.console.actor import start_console
 from actors.console.collector import CollectorPeriods
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
@@ -29,8 +28,15 @@ from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.remoting.command import RemotingRequest
-from tests.support.console_browser import chromium, console_errors, screenshot_dir, shoot, text_of
-from tests.support.ray_cluster import registered_deployment
+from tests.support.console_browser import (
+    chromium,
+    console_deployment,
+    console_errors,
+    console_url,
+    screenshot_dir,
+    shoot,
+    text_of,
+)
 
 GROUP = "EditedGroup"
 TOPIC = "EditedTopic"
@@ -40,17 +46,14 @@ LIVE_S = 30.0
 
 @pytest.fixture(scope="module")
 def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    with registered_deployment(tmp_path_factory.mktemp("console-groups"), brokers=[BrokerSpec("broker-a")],
-                               namesrv_count=1, broker_port=0) as d:
-        d.console, d.console_url = start_console(d.spec.namespace, d.spec.namesrv_names,
-                                                 periods=CollectorPeriods(0.3, 1.0, 1.0))
+    with console_deployment(tmp_path_factory.mktemp("console-groups"), brokers=[BrokerSpec("broker-a")],
+                            namesrv_count=1, broker_port=0, periods=CollectorPeriods(0.3, 1.0, 1.0)) as d:
         yield d
 
 
 @pytest.fixture(scope="module")
 def url(dep: Deployment) -> str:
-    assert dep.console_url is not None
-    return dep.console_url
+    return console_url(dep)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""What the console's browser tests share: Debian's chromium, headless, through chromium-driver and
-selenium; where screenshots go; reading a live page's text."""
+"""What the console's browser tests share: a deployment with a console on it; Debian's chromium,
+headless, through chromium-driver and selenium; where screenshots go; reading a live page's text."""
 
 from __future__ import annotations
 
@@ -12,8 +12,30 @@ from typing import Any
 
 import pytest
 
+from actors.console.actor import start_console
+from actors.console.collector import CollectorPeriods
+from actors.deployment.launcher import Deployment
+from tests.support.ray_cluster import registered_deployment
+
+LIVE_PERIODS = CollectorPeriods(0.3, 1.0, 2.0)
+"""The console's collector periods in these tests (NameServers every 0.3 s, stats every 1 s, long polls of 2 s)."""
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@contextmanager
+def console_deployment(data_dir: Path, periods: CollectorPeriods = LIVE_PERIODS,
+                       **deploy: Any) -> Iterator[Deployment]:
+    """A deployment whose brokers every NameServer registered (`registered_deployment`'s arguments)
+    with a console on it (`console_url`), collecting every `periods`; torn down after the block."""
+    with registered_deployment(data_dir, **deploy) as d:
+        d.console, d.console_url = start_console(d.spec.namespace, d.spec.namesrv_names, periods=periods)
+        yield d
+
+
+def console_url(dep: Deployment) -> str:
+    assert dep.console_url is not None and dep.console_url.startswith("http://127.0.0.1:")
+    return dep.console_url
 
 
 @contextmanager
