@@ -1,4 +1,5 @@
-"""What every benchmark shares: the machine it ran on, latency figures, a side-by-side ratio table.
+"""What every benchmark shares: the machine it ran on, latency figures, a side-by-side ratio table, a
+broker in this process.
 
 Percentiles come from `namesrv.common.stats` (the project's one percentile); tables are rendered with
 `clients.cli.render.table`. Benchmarks import this module as `_common` (run as scripts, their own
@@ -22,7 +23,16 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from clients.cli.render import table
+from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
+from namesrv.broker.config import BrokerConfig
+from namesrv.broker.processor.dispatcher import BrokerProcessor
+from namesrv.broker.processor.types import BrokerIdentity
+from namesrv.broker.topic_config_manager import TopicConfigManager
+from namesrv.common.clock import system_clock
 from namesrv.common.stats import percentile
+from namesrv.protocol.models import TopicConfig
+from namesrv.store.message_store import MessageStore
+from namesrv.store.types import FlushDiskType
 
 if TYPE_CHECKING:
     from actors.deployment.launcher import Deployment
@@ -154,6 +164,19 @@ def ratio_table(
         (label, baseline, measured, f"{measured} / {baseline}"),
         [(name, fmt(base, digits), fmt(value, digits), ratio(value, base)) for name, base, value in rows],
     )
+
+
+# ---------------------------------------------------------------------------- a broker in this process
+def pure_broker(root: Path, topic: str, queues: int, pop_journal: Path | None = None) -> BrokerProcessor:
+    """A broker's processor and store in this process, as a broker actor runs them but without Ray or
+    sockets: a SYNC_FLUSH store with group commit (the broker's default) under `root`, on the real
+    disk, and `topic` with `queues` queues."""
+    topics = TopicConfigManager(root / "topics.json", system_clock)
+    topics.update_topic_config(TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues))
+    store = MessageStore(root / "store", FlushDiskType.SYNC_FLUSH, system_clock, group_commit=True)
+    return BrokerProcessor(BrokerIdentity("DefaultCluster", "broker-a", 0, "127.0.0.1:10911"),
+                           BrokerConfig(flush_disk_type=FlushDiskType.SYNC_FLUSH), topics, store,
+                           ConsumerOffsetManager(root / "offsets.json"), system_clock, pop_journal=pop_journal)
 
 
 # ---------------------------------------------------------------------------- a run on a local Ray

@@ -11,6 +11,12 @@ send answer (the remoting floor: framing and header handling, nothing stored), i
 own (UNIQ_KEY, indexed by the broker), over the topic's 8 queues. Each round alternates the broker
 and the no-op server, so both see the same machine. Printed: messages acknowledged per second,
 p50/p99 per request, the broker's CPU per message, their ratios, and the machine.
+
+Then the same frames, decoded, through a broker's processor in this process (no sockets, no Ray:
+`_common.pure_broker`, SYNC_FLUSH with group commit), --connections requests awaited together:
+messages/s and this process's CPU per message (its store threads included). This is the send path's
+own cost, without the remoting it serves behind: what is left for the path when the floor's share is
+taken out.
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ import asyncio
 import itertools
 import json
 import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import _loadgen as loadgen
 import psutil
 import ray
-from _common import local_ray_run, ratio_table
+from _common import local_ray_run, pure_broker, ratio_table
 from _loadgen import MakeRequest
 
 from actors.deployment.launcher import deploy
@@ -35,6 +43,9 @@ from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.codec import BatchEntry, encode_batch
 from namesrv.protocol.message.properties import properties_to_string
 from namesrv.remoting.codec import encode_command
+from namesrv.remoting.command import to_request
+from namesrv.remoting.frame_decoder import FrameDecoder
+from namesrv.remoting.pipeline import RequestContext, resolve
 from namesrv.remoting.server import RemotingServer
 from namesrv.remoting.wire_command import RemotingCommand
 
@@ -92,6 +103,36 @@ def sends(body_size: int, batch: int) -> MakeRequest:
     return make
 
 
+def in_process(root: Path, make: MakeRequest, batch: int, together: int, seconds: float) -> dict[str, float]:
+    """The frames `make` builds, decoded beforehand, through a broker's processor in this process,
+    `together` requests awaited at a time for `seconds` of processing: messages/s and this
+    process's CPU per message (the store's writer threads included; building and decoding the
+    frames left out, as the remoting's share)."""
+    processor = pure_broker(root, TOPIC, QUEUES)
+    client = RequestContext("tcp:127.0.0.1:1#1", "127.0.0.1:1")
+    opaque = itertools.count()
+
+    async def run() -> tuple[int, float, float]:
+        decoder = FrameDecoder()
+        messages, wall, cpu = 0, 0.0, 0.0
+        while wall < seconds:
+            requests = [to_request(c) for _ in range(together) for c in decoder.feed(make(next(opaque)))]
+            t0, c0 = time.perf_counter(), time.process_time()
+            answers = await asyncio.gather(*(resolve(processor.process(r, client)) for r in requests))
+            wall += time.perf_counter() - t0
+            cpu += time.process_time() - c0
+            refused = {a.code for a in answers if a.code != ResponseCode.SUCCESS}
+            assert not refused, f"in process: answers that were not SUCCESS: {refused}"
+            messages += len(requests) * batch
+        return messages, wall, cpu
+
+    try:
+        messages, wall, cpu = asyncio.run(run())
+    finally:
+        processor.store.close()
+    return {"per_s": messages / wall, "cpu_us": cpu / messages * 1e6}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--connections", type=int, default=16)
@@ -140,6 +181,14 @@ def main() -> None:
             summary[label] = {"broker_per_s": b["qps"] * batch, "floor_per_s": n["qps"] * batch,
                               "ratio": b["qps"] / n["qps"], "broker": b, "noop": n}
         print(ratio_table(rows, "no-op server", "broker"))
+        print(f"\n== the same sends through a broker's processor in this process (no sockets, no Ray; SYNC_FLUSH, "
+              f"{args.connections} requests awaited together, {args.seconds:g} s of processing each)", flush=True)
+        for label, batch in (("singles", 1), (f"batches of {args.batch}", args.batch)):
+            with tempfile.TemporaryDirectory(dir=run.data_dir) as root:
+                alone = in_process(Path(root), sends(args.body, batch), batch, args.connections, args.seconds)
+            summary[label]["in_process"] = alone
+            print(f"  {label:<16} {alone['per_s']:10,.0f} messages/s  {alone['cpu_us']:6.1f} us of CPU a message "
+                  f"(over TCP: {summary[label]['broker']['server_cpu_us'] / batch:.1f})")
         singles, batches = summary["singles"], summary[f"batches of {args.batch}"]
         print(f"side by side: singles {singles['ratio']:.2f}x the remoting floor (aim >= {SINGLES_FLOOR_RATIO}x: "
               f"{'met' if singles['ratio'] >= SINGLES_FLOOR_RATIO else 'not met'}); batches of {args.batch} "
@@ -149,7 +198,7 @@ def main() -> None:
         status = ray.get(dep.brokers[addr].get_runtime_info.remote(), timeout=30)
         print(f"broker store: {status['store_batches']:,} group-commit batches, {status['store_fsyncs']:,} fsyncs")
         print(json.dumps({k: {"broker_per_s": v["broker_per_s"], "floor_per_s": v["floor_per_s"],
-                              "ratio": v["ratio"]} for k, v in summary.items()}))
+                              "ratio": v["ratio"], "in_process": v["in_process"]} for k, v in summary.items()}))
 
 
 if __name__ == "__main__":

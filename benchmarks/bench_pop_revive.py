@@ -23,22 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import print_machine
+from _common import print_machine, pure_broker
 
-from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.config import BrokerConfig
 from namesrv.broker.processor.dispatcher import BrokerProcessor
-from namesrv.broker.processor.types import BrokerIdentity
-from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.common.clock import system_clock
 from namesrv.common.stats import percentile
 from namesrv.protocol.codes import BrokerRequestCode as Code
 from namesrv.protocol.message.types import MessageInner
-from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
 from namesrv.remoting.pipeline import RequestContext
-from namesrv.store.message_store import MessageStore
-from namesrv.store.types import FlushDiskType
 
 TOPIC, GROUP, QUEUES = "PopBench", "PopBenchGroup", 8
 
@@ -63,12 +55,8 @@ async def _probe(turns: list[float], done: asyncio.Event) -> None:
 async def run(messages: int, invisible_ms: int, root: Path, pace: float = 0.0) -> dict[str, float]:
     """One run on a store of its own under `root`; `pace`: messages popped per second (0: as fast
     as the broker pops, so they fall due at its own pop rate)."""
-    store = MessageStore(root / "store", FlushDiskType.SYNC_FLUSH)  # the broker's default
-    topics = TopicConfigManager(root / "topics.json", system_clock)
-    topics.update_topic_config(TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES))
-    p = BrokerProcessor(BrokerIdentity("DefaultCluster", "broker-a", 0, "127.0.0.1:10911"), BrokerConfig(), topics,
-                        store, ConsumerOffsetManager(root / "offsets.json"), system_clock,
-                        pop_journal=root / "pop.journal")
+    p = pure_broker(root, TOPIC, QUEUES, pop_journal=root / "pop.journal")
+    store = p.store
     for i in range(0, messages, 64):
         await asyncio.gather(*(p.send([MessageInner(TOPIC, j % QUEUES, b"x" * 100)], TOPIC, QUEUES)
                                for j in range(i, min(i + 64, messages))))

@@ -32,30 +32,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import latency_ms, pct_ms, print_machine, ratio_table
+from _common import latency_ms, pct_ms, print_machine, pure_broker, ratio_table
 
-from namesrv.broker.client.consumer_offsets import ConsumerOffsetManager
-from namesrv.broker.config import BrokerConfig
 from namesrv.broker.processor.dispatcher import BrokerProcessor
-from namesrv.broker.processor.types import BrokerIdentity
-from namesrv.broker.topic_config_manager import TopicConfigManager
-from namesrv.common.clock import system_clock
 from namesrv.protocol.message.types import MessageInner
-from namesrv.protocol.models import TopicConfig
-from namesrv.store.message_store import MessageStore
-from namesrv.store.types import FlushDiskType
 
 TOPIC = "BenchLoop"
 QUEUES = 4
-
-
-def build(root: Path) -> BrokerProcessor:
-    topics = TopicConfigManager(root / "topics.json")
-    topics.update_topic_config(TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES))
-    store = MessageStore(root / "store", FlushDiskType.SYNC_FLUSH, system_clock, group_commit=True)
-    return BrokerProcessor(BrokerIdentity("BenchCluster", "bench-broker", 0, "127.0.0.1:10911"),
-                           BrokerConfig(flush_disk_type=FlushDiskType.SYNC_FLUSH), topics, store,
-                           ConsumerOffsetManager(root / "offsets.json"), system_clock)
 
 
 async def run(processor: BrokerProcessor, seconds: float, senders: int) -> dict[str, Any]:
@@ -121,7 +104,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-store-loop-"))
     try:
         print_machine(str(root), fsync=True)
-        processor = build(root)
+        processor = pure_broker(root, TOPIC, QUEUES)
         result, idle = asyncio.run(load_then_idle(processor, args))
         processor.store.close()
     finally:
