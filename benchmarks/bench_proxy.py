@@ -15,7 +15,11 @@ same brokers in the same run (a local Ray: 1 NameServer, 2 brokers on TCP, 1 pro
    messages/s from the first delivery to the last (for the SimpleConsumer, to the last ack
    answered), start-up left out.
 
-3. One AckMessage of a received batch of 32 (raw gRPC: the official client acks one message per
+3. Where a 5.x send's time goes: the same count of bare gRPC calls through the wheel's generated
+   stub alone (no client library), Heartbeats (the call itself) and SendMessages (the call, the
+   proxy's work and its send to a broker), beside both clients' mean send latency.
+
+4. One AckMessage of a received batch of 32 (raw gRPC: the official client acks one message per
    call) through the deployment's proxy, which sends each broker one BATCH_ACK, and through a
    second proxy with `batch_ack` off (an ACK_MESSAGE per entry, one after the other), alternately,
    each on a topic of its own: the call's time and the broker requests it took (benchmarks/_batch_ack.py).
@@ -41,6 +45,7 @@ from _real_client import bench_real_consume, bench_real_sends, median_index, sen
 from actors.deployment.launcher import deploy
 from actors.deployment.spec import BrokerSpec, ClusterSpec
 from clients.admin.client import AdminClient
+from clients.cli.render import table
 
 BASE, MEASURED = "4.x client (remoting)", "5.x client (proxy)"
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +87,16 @@ def bench_rmq5_consume(endpoint: str, topic: str, total: int) -> dict[str, Any]:
     times = [r["t"] for r in records]  # each first receipt, then the last ack's answer
     return {"per_s": (len(times) - 2) / (times[-1] - times[0]), "deliveries": done["deliveries"],
             "distinct": done["distinct"]}
+
+
+def bench_raw_calls(endpoint: str, topic: str, count: int, warmup: int, body_size: int) -> dict[str, float]:
+    """Mean latency (ms) of bare Heartbeat and SendMessage calls (the first `warmup` of each left out)."""
+    records, _ = run_rmq5("raw", endpoint, topic, str(count + warmup), str(body_size), timeout_s=600)
+    means = {}
+    for rpc in ("Heartbeat", "SendMessage"):
+        lat = [r["latency_ms"] for r in records if r["rpc"] == rpc][warmup:]
+        means[rpc] = sum(lat) / len(lat)
+    return means
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,6 +158,20 @@ def main(argv: list[str] | None = None) -> int:
             ("send p99 ms", real["p99_ms"], rmq5["p99_ms"]),
             ("consume msgs/s", real_c["per_s"], rmq5_c["per_s"]),
         ], BASE, MEASURED, digits=3))
+
+        raw = bench_raw_calls(endpoint, topic, count, args.warmup, args.body_size)
+        real_ms, rmq5_ms = (sum(x["lat"]) / len(x["lat"]) * 1000 for x in (real, rmq5))
+        parts = [("the 5.x client library's own share (send - bare SendMessage)", rmq5_ms - raw["SendMessage"]),
+                 ("the proxy's work and its send to the broker (bare SendMessage - bare Heartbeat)",
+                  raw["SendMessage"] - raw["Heartbeat"]),
+                 ("a bare gRPC call (Heartbeat)", raw["Heartbeat"])]
+        print(f"\n== where a 5.x send's time goes: mean ms over {count:,} calls each (the median round's sends; bare "
+              "gRPC calls through the generated stub, no client library)")
+        print(table(["part", "ms", "of the 5.x send"], [
+            ["4.x client send over remoting (the whole round trip)", f"{real_ms:.3f}", ""],
+            ["5.x client send through the proxy (the whole round trip)", f"{rmq5_ms:.3f}", "100%"],
+            *([f"  {name}", f"{ms:.3f}", f"{ms / rmq5_ms:.0%}"] for name, ms in parts)]))
+        print(f"0.7x the 4.x client's sends would need a 5.x send of {real_ms / 0.7:.3f} ms")
 
         one_by_one, batched = "ACK_MESSAGE each", "BATCH_ACK per broker"
         off = dep.start_proxy(1, {"batch_ack": False})
