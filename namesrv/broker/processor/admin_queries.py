@@ -53,6 +53,7 @@ from namesrv.protocol.broker_headers import (
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import MAX_FRAME_SIZE, UNIQUE_MSG_QUERY_FLAG
 from namesrv.protocol.message.codec import encode_message_ext
+from namesrv.protocol.message.types import StoredMessage
 from namesrv.protocol.models import MessageQueue
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
@@ -209,12 +210,9 @@ class AdminQueries:
         return self._view_message(request, ctx, offset)
 
     async def _view_message(self, request: RemotingRequest, ctx: RequestContext, offset: int) -> RemotingResponse:
-        found = await asyncio.to_thread(self.store.get_by_commit_offset, offset)
-        if found is None or found.commit_log_offset + found.store_size > self.fence.readable_end():
-            return error(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-        denied = self.may_read(request, ctx, found.topic)
-        if denied is not None:
-            return error(ResponseCode.NO_PERMISSION, denied)
+        found = await readable_message(self.store, self.fence, self.may_read, request, ctx, offset)
+        if isinstance(found, RemotingResponse):
+            return found
         return RemotingResponse(body=encode_message_ext(found, self.identity.broker_addr))
 
     # ------------------------------------------------------------------ clients and groups
@@ -277,6 +275,21 @@ class AdminQueries:
     def get_broker_config(self, request: RemotingRequest, ctx: RequestContext) -> Answer:
         version = json.dumps(self.topics.data_version.to_wire(), separators=(",", ":"))
         return RemotingResponse(ext_fields={"version": version}, body=format_properties(self.broker_config()))
+
+
+async def readable_message(store: MessageStore, fence: ReadFence, may_read: MayRead, request: RemotingRequest,
+                           ctx: RequestContext, offset: int) -> StoredMessage | RemotingResponse:
+    """The message at a commit-log offset as the caller may see it (VIEW_MESSAGE_BY_ID, and the one
+    CONSUME_MESSAGE_DIRECTLY hands a consumer), read off the event loop; or the refusal: SYSTEM_ERROR
+    when no message starts there or it is not readable yet (past what the SyncStateSet holds, as a
+    pull), NO_PERMISSION when the caller may not read its topic."""
+    found = await asyncio.to_thread(store.get_by_commit_offset, offset)
+    if found is None or found.commit_log_offset + found.store_size > fence.readable_end():
+        return error(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+    denied = may_read(request, ctx, found.topic)
+    if denied is not None:
+        return error(ResponseCode.NO_PERMISSION, denied)
+    return found
 
 
 def _subscription_wire(sub: SubscriptionData) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from namesrv.broker.client.consumer_manager import ClientChannel, ConsumerManager
 from namesrv.broker.context import MayRead, anyone_may_read
+from namesrv.broker.processor.admin_queries import readable_message
 from namesrv.broker.processor.types import BrokerIdentity
 from namesrv.broker.read_fence import ReadFence
 from namesrv.broker.topic_config_manager import TopicConfigManager
@@ -131,12 +132,9 @@ class ConsumerCalls:
 
     async def _consume_directly(self, call: CallClient, request: RemotingRequest, ctx: RequestContext, channel: str,
                                 offset: int, ext: dict[str, str], group: str, client_id: str) -> RemotingResponse:
-        found = await asyncio.to_thread(self.store.get_by_commit_offset, offset)
-        if found is None or found.commit_log_offset + found.store_size > self.fence.readable_end():
-            return error(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-        denied = self.may_read(request, ctx, found.topic)
-        if denied is not None:
-            return error(ResponseCode.NO_PERMISSION, denied)
+        found = await readable_message(self.store, self.fence, self.may_read, request, ctx, offset)
+        if isinstance(found, RemotingResponse):
+            return found
         forward = RemotingCommand(BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY, ext_fields=ext,
                                   body=encode_message_ext(found, self.identity.broker_addr))
         return await self._call_consumer(call, channel, forward, group, client_id, direct_result_problem,
