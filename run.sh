@@ -24,7 +24,7 @@ ensure_java() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends openjdk-17-jre-headless
 }
 
-# The console's browser tests (tests/ray/test_console.py) drive Debian's chromium, headless, through
+# The console's browser tests (tests/ray/console/test_console.py) drive Debian's chromium, headless, through
 # chromium-driver: no browser is downloaded at run time.
 ensure_chromium() {
   if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then return; fi

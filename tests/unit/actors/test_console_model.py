@@ -1,6 +1,6 @@
 """The console's Ray-free model: divergence between NameServers' views, the pages' data, the
 charts, and that these modules import neither Ray nor aiohttp; and how the collector counts the
-calls it makes by origin (what the cheapness check in tests/ray/test_console.py reads)."""
+calls it makes by origin (what the cheapness check in tests/ray/console/test_console.py reads)."""
 
 from __future__ import annotations
 

@@ -36,16 +36,7 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.remoting.command import RemotingRequest
-from tests.support.console_browser import (
-    LIVE_PERIODS,
-    chromium,
-    console_deployment,
-    console_errors,
-    console_url,
-    screenshot_dir,
-    shoot,
-    text_of,
-)
+from tests.support.console_browser import LIVE_PERIODS, console_deployment, console_errors, shoot, text_of
 from tests.support.ray_cluster import FAILOVER_HA, broker_status
 
 GROUP = "ConsoleGroup"
@@ -63,22 +54,6 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
     with console_deployment(tmp_path_factory.mktemp("console"), brokers=[BrokerSpec("broker-a"),
                             BrokerSpec("broker-b")], broker_port=0) as d:
         yield d
-
-
-@pytest.fixture(scope="module")
-def url(dep: Deployment) -> str:
-    return console_url(dep)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as driver:
-        yield driver
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return screenshot_dir(tmp_path_factory)
 
 
 def stats(dep: Deployment) -> dict[str, Any]:

@@ -30,15 +30,7 @@ from clients.producer.producer import Message, Producer
 from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.message.decoder import MessageExt
-from tests.support.console_browser import (
-    chromium,
-    console_deployment,
-    console_errors,
-    console_url,
-    screenshot_dir,
-    shoot,
-    text_of,
-)
+from tests.support.console_browser import console_deployment, console_errors, shoot, text_of
 from tests.support.ray_cluster import pull_all
 
 GROUP = "DlqGroup"
@@ -57,22 +49,6 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
                             namesrv_count=1, broker_port=0,
                             broker_overrides={"message_delay_level": " ".join(["1s"] * 18)}) as d:
         yield d
-
-
-@pytest.fixture(scope="module")
-def url(dep: Deployment) -> str:
-    return console_url(dep)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as driver:
-        yield driver
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return screenshot_dir(tmp_path_factory)
 
 
 class Listener:

@@ -27,15 +27,7 @@ from clients.consumer.push_consumer import ConsumeConcurrentlyStatus, PushConsum
 from clients.producer.producer import Message, Producer
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.message.decoder import MessageExt
-from tests.support.console_browser import (
-    chromium,
-    console_deployment,
-    console_errors,
-    console_url,
-    screenshot_dir,
-    shoot,
-    text_of,
-)
+from tests.support.console_browser import chromium, console_deployment, console_errors, screenshot_dir, shoot, text_of
 from tests.support.consumer import committed
 
 GROUP = "DirectGroup"
@@ -49,11 +41,6 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
     with console_deployment(tmp_path_factory.mktemp("console-direct"), brokers=[BrokerSpec("broker-a")],
                             namesrv_count=1, broker_port=0) as d:
         yield d
-
-
-@pytest.fixture(scope="module")
-def url(dep: Deployment) -> str:
-    return console_url(dep)
 
 
 class Listener:

@@ -28,15 +28,7 @@ from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.common.waiting import wait_until
 from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.remoting.command import RemotingRequest
-from tests.support.console_browser import (
-    chromium,
-    console_deployment,
-    console_errors,
-    console_url,
-    screenshot_dir,
-    shoot,
-    text_of,
-)
+from tests.support.console_browser import chromium, console_deployment, console_errors, screenshot_dir, shoot, text_of
 
 GROUP = "EditedGroup"
 TOPIC = "EditedTopic"
@@ -49,11 +41,6 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
     with console_deployment(tmp_path_factory.mktemp("console-groups"), brokers=[BrokerSpec("broker-a")],
                             namesrv_count=1, broker_port=0, periods=CollectorPeriods(0.3, 1.0, 1.0)) as d:
         yield d
-
-
-@pytest.fixture(scope="module")
-def url(dep: Deployment) -> str:
-    return console_url(dep)
 
 
 @pytest.fixture(scope="module")
