@@ -1,12 +1,35 @@
 """The controller's state machine driven by hand: a cluster's broker names and addresses, joins,
-heartbeats, and a three-replica set."""
+heartbeats, and a three-replica set; a core on an in-memory log, and a log store that can fail."""
 
 from __future__ import annotations
 
+from namesrv.common.clock import ManualClock
+from namesrv.controller.config import ControllerConfig
 from namesrv.controller.core import ControllerCore
+from namesrv.controller.event_log import EventLog, MemoryKV
 
 BROKER = "broker-a"
 CLUSTER = "DefaultCluster"
+PREFIX = "ns/controller"
+"""The event log's key prefix in these tests."""
+
+
+def core_on(kv: MemoryKV, clock: ManualClock | None = None, **config: object) -> ControllerCore:
+    """A controller core whose history is in `kv` (one made again on the same `kv` replays it)."""
+    return ControllerCore(ControllerConfig.model_validate(config), clock or ManualClock(), EventLog(kv, PREFIX))
+
+
+class FailingKV(MemoryKV):
+    """A log store whose writes fail (OSError) while `failing` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def put_if_absent(self, key: str, value: bytes) -> bool:
+        if self.failing:
+            raise OSError("GCS unavailable")
+        return super().put_if_absent(key, value)
 
 
 

@@ -7,8 +7,6 @@ import pytest
 
 from namesrv.common.clock import ManualClock
 from namesrv.controller.codes import ControllerResponseCode as Code
-from namesrv.controller.config import ControllerConfig
-from namesrv.controller.core import ControllerCore
 from namesrv.controller.event_log import EventLog, LogCorruptedError, MemoryKV, StaleWriterError
 from namesrv.controller.events import (
     AlterSyncStateSetEvent,
@@ -21,13 +19,7 @@ from namesrv.controller.events import (
     encode_event,
 )
 from namesrv.controller.heartbeat import BrokerIdentity
-from tests.support.controller import BROKER, CLUSTER, addr, beat, join, three_replicas
-
-PREFIX = "ns/controller"
-
-
-def core_on(kv: MemoryKV, clock: ManualClock | None = None, **config: object) -> ControllerCore:
-    return ControllerCore(ControllerConfig.model_validate(config), clock or ManualClock(), EventLog(kv, PREFIX))
+from tests.support.controller import BROKER, CLUSTER, PREFIX, FailingKV, addr, beat, core_on, join, three_replicas
 
 
 def test_every_event_type_round_trips_and_garbage_is_refused() -> None:
@@ -149,28 +141,17 @@ def test_a_retried_write_of_our_own_event_is_not_mistaken_for_another_writer() -
     assert core_on(kv).manager.replica_info[BROKER].broker_id_table() == {1: addr(1)}
 
 
-class FailingKV(MemoryKV):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fail = False
-
-    def put_if_absent(self, key: str, value: bytes) -> bool:
-        if self.fail:
-            raise OSError("GCS unavailable")
-        return super().put_if_absent(key, value)
-
-
 def test_a_failed_write_is_never_acknowledged_and_changes_nothing() -> None:
     kv = FailingKV()
     core = core_on(kv)
     join(core)
     beat(core, 1)
-    kv.fail = True
+    kv.failing = True
     before = core.manager.snapshot()
     result = core.elect_master(BROKER, 1)
     assert result.code == Code.SYSTEM_ERROR and "not persisted" in (result.remark or "")
     assert core.manager.snapshot() == before
-    kv.fail = False
+    kv.failing = False
     assert core.elect_master(BROKER, 1).header["masterEpoch"] == 1  # the retry gets the same epoch
 
 

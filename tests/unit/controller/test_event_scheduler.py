@@ -11,17 +11,10 @@ import pytest
 from actors.controller.scheduler import EventScheduler
 from namesrv.common.clock import ManualClock
 from namesrv.controller.codes import ControllerResponseCode as Code
-from namesrv.controller.config import ControllerConfig
 from namesrv.controller.core import ControllerCore
-from namesrv.controller.event_log import EventLog, MemoryKV
+from namesrv.controller.event_log import MemoryKV
 from namesrv.remoting.command import MQServerError
-from tests.support.controller import BROKER, CLUSTER, addr, beat, join
-
-PREFIX = "ns/controller"
-
-
-def core_on(kv: MemoryKV, clock: ManualClock | None = None, **config: object) -> ControllerCore:
-    return ControllerCore(ControllerConfig.model_validate(config), clock or ManualClock(), EventLog(kv, PREFIX))
+from tests.support.controller import BROKER, CLUSTER, PREFIX, FailingKV, addr, beat, core_on, join
 
 
 def two_replicas(core: ControllerCore) -> None:
@@ -29,17 +22,6 @@ def two_replicas(core: ControllerCore) -> None:
         join(core)
     for b in (1, 2):
         beat(core, b)
-
-
-class FailingKV(MemoryKV):
-    def __init__(self) -> None:
-        super().__init__()
-        self.failing = False
-
-    def put_if_absent(self, key: str, value: bytes) -> bool:
-        if self.failing:
-            raise OSError("GCS unavailable")
-        return super().put_if_absent(key, value)
 
 
 def test_a_change_is_applied_after_its_write_and_wakes_the_long_polls() -> None:
