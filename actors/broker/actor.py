@@ -39,7 +39,6 @@ from namesrv.acl.plain_acl import credentials_only
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.metadata_log import message_count
 from namesrv.broker.processor.types import PullOutcome
-from namesrv.broker.transaction.service import PGROUP
 from namesrv.protocol.broker_headers import (
     DEFAULT_CONSUMER_GROUP,
     broker_permission_body,
@@ -376,11 +375,7 @@ class BrokerActor:
                 raise MQServerError.of(refused)
         if not c.role.writable:  # a master's service, as over TCP: a slave's halves are its master's to check
             return []
-        txn = c.processor.context.transactions
-        to_check, _ = await txn.scan_for_check()
-        due = [h for h in to_check if h.properties.get(PGROUP) == producer_group]
-        for half in due:
-            txn.checked(half.queue_offset)
+        due = await c.processor.context.transactions.due_for_group(producer_group)
         return [{"tranStateTableOffset": h.queue_offset, "commitLogOffset": h.commit_log_offset,
                  "msgId": h.properties.get("UNIQ_KEY", h.msg_id), "topic": h.properties.get(REAL_TOPIC, h.topic),
                  "body": h.body, "properties": dict(h.properties)} for h in due]

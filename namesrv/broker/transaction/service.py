@@ -195,6 +195,15 @@ class TransactionService:
             offset = page[-1].queue_offset + 1
         return to_check, to_drop
 
+    async def due_for_group(self, producer_group: str) -> list[StoredMessage]:
+        """The halves of `producer_group` due for a check-back now, each counted as checked: what a
+        Ray-native producer, which has no connection to be sent CHECK_TRANSACTION_STATE down, asks for."""
+        to_check, _ = await self.scan_for_check()
+        due = [h for h in to_check if h.properties.get(PGROUP) == producer_group]
+        for half in due:
+            self.checked(half.queue_offset)
+        return due
+
     def checked(self, half_offset: int) -> None:
         """A check-back of this half went to a producer of its group."""
         self.state.checks[half_offset] = self.state.checks.get(half_offset, 0) + 1

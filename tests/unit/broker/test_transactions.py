@@ -94,6 +94,19 @@ def test_unresolved_halves_are_checked_back_then_dropped(tmp_path: Path) -> None
     assert to_check == [] and [h.queue_offset for h in to_drop] == [waiting[0]], "after transactionCheckMax"
 
 
+def test_a_ray_native_producer_is_handed_its_own_groups_due_halves_once_per_interval(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, transaction_timeout_ms=6_000, transaction_check_interval_ms=1_000)
+    txn = broker.processor.context.transactions
+    mine = prepare(broker, b"mine", group="PG_mine")
+    prepare(broker, b"theirs", group="PG_theirs")
+    assert asyncio.run(txn.due_for_group("PG_mine")) == [], "not due before the transaction timeout"
+    broker.clock.advance(6_000)
+    assert [h.queue_offset for h in asyncio.run(txn.due_for_group("PG_mine"))] == [mine[0]]
+    assert asyncio.run(txn.due_for_group("PG_mine")) == [], "counted as checked: not again within the interval"
+    assert [h.body for h in asyncio.run(txn.due_for_group("PG_theirs"))] == [b"theirs"]
+    assert txn.state.checks == {mine[0]: 1, mine[0] + 1: 1}
+
+
 def test_a_restarted_broker_knows_what_was_resolved(tmp_path: Path) -> None:
     broker = Broker(tmp_path)
     first, second = prepare(broker, b"first"), prepare(broker, b"second")
