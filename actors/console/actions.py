@@ -80,15 +80,9 @@ def whole_number(raw: str, what: str, low: int, high: int) -> int:
 
 class Actions:
     def __init__(self, collector: Collector) -> None:
-        self.c = collector
-
-    @property
-    def servers(self) -> ServerCalls:
-        return self.c.servers
-
-    @property
-    def state(self) -> ConsoleState:
-        return self.c.state
+        self.servers: ServerCalls = collector.servers
+        self.state: ConsoleState = collector.state
+        self.namesrv_names: list[str] = list(collector.namesrv_names)
 
     def masters(self) -> list[str]:
         masters = sorted(b.addr for b in self.state.live_brokers()
@@ -171,7 +165,7 @@ class Actions:
                 BrokerRequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}, credentials=creds))
             if not resp.ok:
                 raise ActionError(f"delete {topic} on {b.addr}: {why(resp)}")
-        for name in self.c.namesrv_names:
+        for name in self.namesrv_names:
             resp = await self.servers.call_namesrv(name, self.servers.request(
                 RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, credentials=creds))
             if not resp.ok:

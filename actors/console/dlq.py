@@ -104,15 +104,8 @@ def resend_copy(m: MessageExt, group: str) -> tuple[str, dict[str, str]]:
 
 class DeadLetters:
     def __init__(self, collector: Collector) -> None:
-        self.c = collector
-
-    @property
-    def servers(self) -> ServerCalls:
-        return self.c.servers
-
-    @property
-    def state(self) -> ConsoleState:
-        return self.c.state
+        self.servers: ServerCalls = collector.servers
+        self.state: ConsoleState = collector.state
 
     def _known(self, raw_group: str) -> tuple[str, str]:
         group, topic = dlq_topic(raw_group)

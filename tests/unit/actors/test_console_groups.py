@@ -83,7 +83,7 @@ def state() -> ConsoleState:
 
 
 def actions() -> Actions:
-    return Actions(SimpleNamespace(state=state(), servers=NoServer()))  # type: ignore[arg-type]
+    return Actions(SimpleNamespace(state=state(), servers=NoServer(), namesrv_names=[]))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("read", "write", "perm", "why"), [
