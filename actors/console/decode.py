@@ -34,7 +34,7 @@ def topic_config(resp: RemotingResponse) -> TopicConfig | None:
     if isinstance(resp.payload, TopicConfig):
         return resp.payload
     try:
-        return TopicConfig.model_validate(fastjson.loads(resp.body or b""), strict=False)
+        return TopicConfig.from_wire(fastjson.loads(resp.body or b""))
     except (ValueError, ValidationError):
         return None
 

@@ -82,7 +82,7 @@ BODY_MODELS: dict[int, Callable[[bytes], Any]] = {
     BrokerRequestCode.GET_CONSUMER_RUNNING_INFO: lambda b: ConsumerRunningInfo.from_wire(loads_keyed(b)),
     BrokerRequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResult.decode,
     BrokerRequestCode.GET_BROKER_CONFIG: lambda b: ConfigProperties(parse_properties(b)),
-    BrokerRequestCode.GET_TOPIC_CONFIG: lambda b: TopicConfig.model_validate(fastjson.loads(b), strict=False),
+    BrokerRequestCode.GET_TOPIC_CONFIG: lambda b: TopicConfig.from_wire(fastjson.loads(b)),
     BrokerRequestCode.VIEW_BROKER_STATS_DATA: fastjson.loads,
     BrokerRequestCode.QUERY_MESSAGE: decode_messages,
     BrokerRequestCode.VIEW_MESSAGE_BY_ID: decode_messages,

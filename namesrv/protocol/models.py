@@ -87,6 +87,12 @@ class TopicConfig(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True)
 
+    @classmethod
+    def from_wire(cls, d: object) -> TopicConfig:
+        """A TopicConfig as RocketMQ writes it (GET_TOPIC_CONFIG's body, read as JSON): laxly typed,
+        as fastjson writes numbers and flags; pydantic's ValidationError when it is not one."""
+        return cls.model_validate(d, strict=False)
+
 
 @dataclass(frozen=True, slots=True)
 class MessageQueue:
