@@ -24,6 +24,12 @@ from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 
+def padded(text: str, size: int) -> bytes:
+    """`text` padded with "x" to `size` bytes (a message body of the benchmark's size)."""
+    body = text.encode()
+    return body + b"x" * max(0, size - len(body))
+
+
 def produce(endpoint: str, topic: str, count: int, body_size: int) -> None:
     producer = Producer(ClientConfiguration(endpoint, Credentials()), (topic,))
     producer.startup()
@@ -32,8 +38,7 @@ def produce(endpoint: str, topic: str, count: int, body_size: int) -> None:
         for i in range(count):
             m = Message()
             m.topic = topic
-            body = f"rmq5-{i}".encode()
-            m.body = body + b"x" * max(0, body_size - len(body))
+            m.body = padded(f"rmq5-{i}", body_size)
             t0 = time.monotonic()
             try:
                 producer.send(m)
@@ -81,8 +86,7 @@ def raw(endpoint: str, topic: str, count: int, body_size: int) -> None:
     for i in range(count):
         m = definition_pb2.Message()
         m.topic.name = topic
-        body = f"raw-{i}".encode()
-        m.body = body + b"x" * max(0, body_size - len(body))
+        m.body = padded(f"raw-{i}", body_size)
         m.system_properties.message_id = uuid.uuid4().hex.upper()
         m.system_properties.message_type = definition_pb2.NORMAL
         m.system_properties.body_encoding = definition_pb2.IDENTITY
