@@ -25,11 +25,12 @@ def run_real(*args: str, timeout_s: float) -> tuple[list[dict[str, Any]], dict[s
 
 def send_figures(t_end: list[float], latencies_s: list[float], warmup: int) -> dict[str, Any]:
     """sends/s over the measured sends (after `warmup`): their count over the time from the end of
-    the last warm-up send to the end of the last one; their latencies."""
+    the last warm-up send to the end of the last one; their latencies; `acked`, every acknowledged
+    send counted (warm-up included: what a consumer of the topic will find)."""
     lat = latencies_s[warmup:]
     wall = t_end[-1] - t_end[warmup - 1] if warmup else t_end[-1] - t_end[0] + latencies_s[0]
     return {"per_s": len(lat) / wall, "p50_ms": pct_ms(lat, 0.5), "p99_ms": pct_ms(lat, 0.99), "lat": lat,
-            "wall_s": wall}
+            "wall_s": wall, "acked": len(latencies_s)}
 
 
 def median_index(values: list[float]) -> int:
