@@ -3,7 +3,9 @@
 Clients reach it two ways: RocketMQ's remoting protocol on its TCP port (the address it registers,
 `host:port`, which any RocketMQ client dials), and Ray calls on the actor, named
 `<brokerName>-<brokerId>` (`broker_actor_name`), which the Ray-native producer and consumer use.
-Both go through the same processor, store and rules.
+Both go through the same processor, store and rules. With `proxy` config (RocketMQ 5's local mode)
+it also serves the gRPC MessagingService on its remoting port + 2 (actors.proxy.server), whose
+requests to this broker go through the same pipeline in process.
 
 How a Ray method refuses (one convention, as RocketMQ turns every failure into a response code):
 
@@ -34,6 +36,8 @@ from actors.broker.lifecycle import BrokerController
 from actors.broker.status import broker_status, ha_info, runtime_info
 from actors.controller.actor import CONTROLLER_NAME
 from actors.namesrv.housekeeping import SUPERSEDED, BrokerChannel
+from actors.proxy.local import LocalBroker
+from actors.proxy.server import ProxyServer
 from actors.runtime.metrics import broker_metrics
 from namesrv.acl.plain_acl import credentials_only
 from namesrv.broker.config import BrokerConfig
@@ -53,6 +57,8 @@ from namesrv.protocol.message.compression import uncompressed_body
 from namesrv.protocol.message.properties import REAL_TOPIC
 from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
+from namesrv.proxy.route import local_endpoint
+from namesrv.proxy.settings import ProxyConfig
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
 from namesrv.remoting.pipeline import RequestContext, resolve
@@ -123,10 +129,13 @@ class BrokerActor:
         config: BrokerConfig | None = None,
         remoting: RemotingServerConfig | None = None,
         require_store: bool = False,
+        proxy: dict[str, Any] | None = None,
     ) -> None:
         """`remoting` None: reachable over Ray only, and its address is its actor name.
         `require_store`: refuse to start (StoreMissingError) when this node holds no commit log of
-        this broker: a restart must find its data, not start empty somewhere else."""
+        this broker: a restart must find its data, not start empty somewhere else.
+        `proxy`: ProxyConfig fields of a local-mode gRPC proxy in this broker (None: none); it needs
+        the TCP port (ValueError without)."""
         check_name(cluster_name, "clusterName")
         check_name(broker_name, "brokerName")
         self.actor_name = broker_actor_name(broker_name, broker_id)
@@ -149,6 +158,10 @@ class BrokerActor:
             controller_mode=controller_mode,
         )
         self.controller.start()
+        self.proxy: ProxyServer | None = None
+        self._proxy_up: asyncio.Task[str] | None = None
+        if proxy is not None:
+            self._start_proxy(ProxyConfig(**proxy), namespace, namesrv_names, remoting)
         rec = self.controller.store.recovery
         log.info("broker %s[%d] %s up (incarnation %s), %d messages in store, %d re-read past the checkpoint "
                  "(from offset %d) in %.1f ms%s%s%s",
@@ -163,6 +176,30 @@ class BrokerActor:
     @property
     def broker_addr(self) -> str:
         return self.controller.identity.broker_addr
+
+    def _start_proxy(self, config: ProxyConfig, namespace: str, namesrv_names: list[str],
+                     remoting: RemotingServerConfig | None) -> None:
+        if remoting is None:
+            raise ValueError(f"broker {self.actor_name}: a local-mode proxy needs the broker's TCP port")
+        host, port = local_endpoint(self.broker_addr)
+        local = LocalBroker(self.controller.identity.broker_name, self.broker_addr, self.controller.pipeline,
+                            f"{host}:{port}")
+        self.proxy = ProxyServer(f"{self.actor_name}-proxy", namespace, namesrv_names, config, local)
+        self._proxy_up = self.controller.loop.spawn(
+            "grpc-proxy", self.proxy.start(remoting.listen_host, port, f"{self.controller.token}@proxy"))
+
+    async def proxy_endpoint(self) -> str | None:
+        """The gRPC endpoint of this broker's local-mode proxy once it serves (None without one);
+        raises the OSError of a port it could not bind."""
+        if self._proxy_up is None:
+            return None
+        await asyncio.shield(self._proxy_up)
+        host, port = local_endpoint(self.broker_addr)
+        return f"{host}:{port}"
+
+    async def proxy_status(self) -> dict[str, Any] | None:
+        """The local-mode proxy's calls and broker requests (actors.proxy.server), None without one."""
+        return self.proxy.status() if self.proxy is not None else None
 
     # ------------------------------------------------------------------ registration and topics
     async def register_broker_all(self, force_full: bool = False) -> dict[str, str]:
@@ -395,7 +432,10 @@ class BrokerActor:
         return self.controller.token
 
     async def shutdown(self) -> dict[str, str]:
-        """Graceful: unregister from every NameServer (in parallel), stop serving, close the store."""
+        """Graceful: stop the local-mode proxy, unregister from every NameServer (in parallel), stop
+        serving, close the store."""
+        if self.proxy is not None:
+            await self.proxy.stop()
         outcomes = await self.controller.shutdown()
         self._closed.set()
         return outcomes

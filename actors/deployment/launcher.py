@@ -25,7 +25,12 @@ from actors.console import CONSOLE_NAME
 from actors.controller.actor import CONTROLLER_NAME, kv_prefix
 from actors.controller.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.controller.start import controller_config, start_controller
-from actors.deployment.placement import alive_node_ids, assign_broker_ports, free_port, server_runtime_env
+from actors.deployment.placement import (
+    alive_node_ids,
+    assign_broker_ports,
+    broker_port,
+    server_runtime_env,
+)
 from actors.deployment.profiles import get_profile
 from actors.deployment.registry import DeploymentRecord
 from actors.deployment.spec import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE  # the specs are the launcher's API too
@@ -108,8 +113,7 @@ class Deployment:
         refuses to start where its commit log is not (a restart)."""
         if spec.port is None and self.spec.broker_port is not None:  # started alone, not through start()
             index = next((i for i, b in enumerate(self.spec.brokers) if b.actor_name == spec.actor_name), 0)
-            port = self.spec.broker_port + 10 * index if self.spec.broker_port else free_port(LOOPBACK)
-            spec = replace(spec, port=port)
+            spec = replace(spec, port=broker_port(self.spec, index))
         config = get_profile(self.spec.profile).broker_config(**self.spec.broker_overrides)
         remoting = None
         if spec.port is not None:
@@ -130,6 +134,7 @@ class Deployment:
                 handle = ray.remote(BrokerActor).options(**options).remote(
                     spec.cluster, spec.broker_name, spec.broker_id, self.spec.data_dir,
                     self.spec.namesrv_names, self.spec.namespace, config, remoting, require_store,
+                    dict(self.spec.proxy_overrides) if self.spec.proxy_mode == "local" and remoting else None,
                 )
                 break
             except ValueError as e:
@@ -163,6 +168,8 @@ class Deployment:
             for spec in rest:
                 self.start_broker(spec)
             ray.get([self.brokers[s.addr].ping.remote() for s in rest])
+        if self.spec.proxy_mode == "local":
+            self.await_local_proxies()
         for i in range(self.spec.proxy_count):
             self.start_proxy(i)
         if self.spec.console:
@@ -170,6 +177,16 @@ class Deployment:
         log.info("deployed %d NameServers, %d brokers and %d proxies", len(self.namesrvs), len(self.brokers),
                  len(self.proxies))
         return self
+
+    def await_local_proxies(self) -> dict[str, str]:
+        """Local mode: each live broker's gRPC endpoint once its proxy serves, kept in
+        `proxy_endpoints` under the broker's actor name (a broker's bind error raises here)."""
+        names = {addr: self.broker_specs[addr].actor_name for addr in self.brokers}
+        endpoints = ray.get([h.proxy_endpoint.remote() for h in self.brokers.values()], timeout=30)
+        for addr, endpoint in zip(self.brokers, endpoints, strict=True):
+            if endpoint is not None:
+                self.proxy_endpoints[names[addr]] = str(endpoint)
+        return self.proxy_endpoints
 
     def start_proxy(self, index: int, overrides: dict[str, Any] | None = None) -> str:
         """Start RocketMQ 5 gRPC proxy `index` (actors.proxy) and return its endpoint once it serves;

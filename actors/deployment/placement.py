@@ -3,6 +3,7 @@ spread over them (pinned, so a restart finds its store), and the brokers' ports.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from dataclasses import replace
@@ -11,6 +12,7 @@ from typing import Any
 import ray
 
 from actors.deployment.spec import ClusterSpec
+from namesrv.proxy.route import GRPC_PORT_OFFSET
 from namesrv.remoting.config import ALL_INTERFACES, LOOPBACK
 
 
@@ -70,11 +72,20 @@ def shared_set_nodes(spec: ClusterSpec) -> dict[str, list[str]]:
     return out
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    """A port nobody listens on right now (bound and released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+def free_port(host: str = LOOPBACK, spare: int = 0) -> int:
+    """A port nobody listens on right now (bound and released), and the `spare` ports after it too
+    (a broker's local-mode proxy listens on its port + GRPC_PORT_OFFSET)."""
+    while True:
+        with contextlib.ExitStack() as held:
+            first = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            first.bind((host, 0))
+            port = int(first.getsockname()[1])
+            try:
+                for extra in range(1, spare + 1):
+                    held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)).bind((host, port + extra))
+            except (OSError, OverflowError):
+                continue  # one after it is taken (or past 65535): another port
+            return port
 
 
 def node_ip(node_id: str) -> str:
@@ -84,6 +95,13 @@ def node_ip(node_id: str) -> str:
     raise ValueError(f"no Ray node {node_id}")
 
 
+def broker_port(spec: ClusterSpec, index: int) -> int:
+    """Broker `index`'s port: broker_port + 10 * index, or a free one whose port + GRPC_PORT_OFFSET
+    (a local-mode proxy's) is free too."""
+    assert spec.broker_port is not None
+    return spec.broker_port + 10 * index if spec.broker_port else free_port(LOOPBACK, GRPC_PORT_OFFSET)
+
+
 def assign_broker_ports(spec: ClusterSpec) -> None:
     """Give every broker spec its port (and, listening on all interfaces, its node's IP)."""
     if spec.broker_port is None:
@@ -91,7 +109,7 @@ def assign_broker_ports(spec: ClusterSpec) -> None:
     assigned = []
     for i, b in enumerate(spec.brokers):
         if b.port is None:
-            port = spec.broker_port + 10 * i if spec.broker_port else free_port(LOOPBACK)
+            port = broker_port(spec, i)
             host = b.host
             if spec.listen_host == ALL_INTERFACES:
                 host = node_ip(b.node_id) if b.node_id else ray.util.get_node_ip_address()

@@ -17,8 +17,8 @@ from namesrv.remoting.config import DEFAULT_BROKER_PORT, DEFAULT_NAMESRV_PORT, L
 DEFAULT_NAMESPACE = "namesrv"
 REGISTRY_SETTINGS = ("profile", "data_dir", "detached", "namesrv_max_restarts", "broker_max_restarts",
                      "namesrv_overrides", "broker_overrides", "namesrv_port", "listen_host", "remoting_overrides",
-                     "broker_port", "controller", "proxy_count", "proxy_port", "proxy_overrides", "console",
-                     "console_port")
+                     "broker_port", "controller", "proxy_count", "proxy_port", "proxy_overrides", "proxy_mode",
+                     "console", "console_port")
 """The ClusterSpec fields the registry keeps (actors.deployment.registry): what a restart needs besides the brokers."""
 NAMESRV_PREFIX = "namesrv-"
 
@@ -79,6 +79,10 @@ class ClusterSpec:
     """Proxy i serves gRPC on proxy_port + i; 0 takes free ports."""
     proxy_overrides: dict[str, Any] = field(default_factory=dict)
     """ProxyConfig fields for every proxy (namesrv.proxy.settings), e.g. min_invisible_time_ms_for_recv."""
+    proxy_mode: str = "cluster"
+    """"local": every TCP broker also serves a gRPC proxy of its own (RocketMQ 5's local mode) on its
+    port + 2, asking its broker in process; "cluster": only the `proxy_count` proxy actors (which a
+    local-mode deployment may have too)."""
     controller: bool = False
     """Start the controller (actors.controller.start) before the brokers: they run in controller mode
     (actors.broker.ha.replicas_manager) and a dead master is replaced by a slave."""
@@ -93,6 +97,10 @@ class ClusterSpec:
             return None
         port = self.namesrv_port + self.namesrv_names.index(name) if self.namesrv_port else 0
         return RemotingServerConfig(listen_host=self.listen_host, listen_port=port, **self.remoting_overrides)
+
+    def __post_init__(self) -> None:
+        if self.proxy_mode not in ("cluster", "local"):
+            raise ValueError(f"proxy_mode must be 'cluster' or 'local', got {self.proxy_mode!r}")
 
     def proxy_listen_port(self, index: int) -> int:
         return self.proxy_port + index if self.proxy_port else 0

@@ -1,6 +1,7 @@
 """A proxy's TCP connections to the brokers (one per address, opened on first use, opened again once
-lost), the producer heartbeats that make the brokers send it check-backs of the topics its clients
-publish (producer group = topic), and those check-backs handed to a callback. With ACL on, a
+lost; a local-mode proxy's own broker is asked in process instead, actors.proxy.local), the producer
+heartbeats that make the brokers send it check-backs of the topics its clients publish (producer
+group = topic), and those check-backs handed to a callback. With ACL on, a
 request is signed as the account the call acts as (actors.proxy.acl.ACTING_AS), a heartbeat as the
 proxy's own."""
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.proxy.acl import ACTING_AS
+from actors.proxy.local import LocalBroker
 from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.proxy.status import ProxyError
@@ -34,8 +36,10 @@ def tcp_address(addr: str) -> tuple[str, int]:
 
 class BrokerLinks:
     def __init__(self, client_id: str, timeout_s: float, on_check: CheckBack,
-                 own: SessionCredentials | None = None) -> None:
+                 own: SessionCredentials | None = None, local: LocalBroker | None = None) -> None:
         self.client_id = client_id
+        self.local = local
+        """A local-mode proxy's own broker: its requests (heartbeats aside) never leave the process."""
         self.own = own
         self.timeout_s = timeout_s
         self._on_check = on_check
@@ -44,6 +48,8 @@ class BrokerLinks:
         self.producer_groups: set[str] = set()
         self.requests: Counter[int] = Counter()
         """Requests sent (heartbeats aside), by request code."""
+        self.in_process = 0
+        """Of those, the ones the local broker answered in process."""
 
     def _on_request(self, conn: AsyncRemotingClient, cmd: RemotingCommand) -> None:
         if cmd.code == BrokerRequestCode.CHECK_TRANSACTION_STATE:
@@ -67,9 +73,19 @@ class BrokerLinks:
                     await self._heartbeat(c)
         return c
 
+    def is_local(self, addr: str) -> bool:
+        """Whether `addr` is the broker this (local-mode) proxy lives in."""
+        return self.local is not None and addr == self.local.broker_addr
+
     async def invoke(self, addr: str, code: int, ext: dict[str, Any], body: bytes | None = None,
                      extra_s: float = 0.0) -> RemotingCommand:
-        """One request to `addr`, awaited for the call timeout plus `extra_s` (a pop's long polling)."""
+        """One request to `addr`, awaited for the call timeout plus `extra_s` (a pop's long polling);
+        in process when `addr` is the local broker's (its pipeline answers every request it takes)."""
+        local = self.local
+        if local is not None and addr == local.broker_addr:  # is_local, inline on the hot path
+            self.requests[code] += 1
+            self.in_process += 1
+            return await local.invoke(code, signed(ext, body, ACTING_AS.get() or self.own), body)
         c = await self.conn(addr)
         self.requests[code] += 1
         try:

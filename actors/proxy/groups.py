@@ -1,6 +1,7 @@
 """Consumer groups' FIFO flag and retry times as the proxy serves them (RocketMQ's proxy reads a
 group's SubscriptionGroupConfig for its Settings, assignments and pops): GET_SUBSCRIPTIONGROUP_CONFIG
-to a master of one of the group's topics, kept for `ttl_s` as routes are. A group the broker does not
+to a master of one of the group's topics (a local-mode proxy's own broker when it is one, as
+LocalMetadataService reads it), kept for `ttl_s` as routes are. A group the broker does not
 know is CONSUMER_GROUP_NOT_FOUND; a broker that cannot answer fails the call (nothing is guessed: a
 FIFO group read as a normal one would lose its order)."""
 
@@ -36,7 +37,8 @@ class GroupPolicies:
         masters = routing.readable_masters(await self.routes.get(topic))
         if not masters:
             raise ProxyError("FORBIDDEN", "no readable queue")
-        answer = await self.brokers.invoke(masters[0][1], BrokerRequestCode.GET_SUBSCRIPTIONGROUP_CONFIG,
+        addr = next((a for _, a in masters if self.brokers.is_local(a)), masters[0][1])
+        answer = await self.brokers.invoke(addr, BrokerRequestCode.GET_SUBSCRIPTIONGROUP_CONFIG,
                                            {"group": group})
         if answer.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
             raise ProxyError("CONSUMER_GROUP_NOT_FOUND", answer.remark or f"consumer group {group} does not exist")

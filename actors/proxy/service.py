@@ -22,6 +22,7 @@ from actors.proxy.brokers import BrokerLinks
 from actors.proxy.calls import Undecodable, client_id_of, decoder
 from actors.proxy.consumer import ConsumerRpcs
 from actors.proxy.groups import GroupPolicies
+from actors.proxy.local import LocalBroker
 from actors.proxy.routes import RouteCache
 from actors.proxy.telemetry import TelemetryStreams
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
@@ -47,15 +48,18 @@ HEARTBEAT_S = 30.0
 
 class MessagingService:
     def __init__(self, proto: Protocol, config: ProxyConfig, routes: RouteCache, client_id: str,
-                 host: str, port: int) -> None:
+                 host: str, port: int, local: LocalBroker | None = None) -> None:
+        """`local`: the broker this proxy lives in (local mode), asked in process; its topics' sends
+        go to its own queues, and routes name each broker at its own proxy."""
         self.p = proto
         self.config = config
         self.routes = routes
-        self.answers = Answers(proto, host, port)
+        self.answers = Answers(proto, host, port, local=local is not None)
+        self.local_broker = local.broker_name if local is not None else None
         self.acl = ProxyAcl(config.acl_file or "", config.credentials) if config.acl_enable else None
         """None without ACL: every call is served and nothing is signed."""
         self.brokers = BrokerLinks(client_id, config.broker_call_timeout_s,
-                                   lambda addr, cmd: self.telemetry.on_check(addr, cmd), config.credentials)
+                                   lambda addr, cmd: self.telemetry.on_check(addr, cmd), config.credentials, local)
         self.groups = GroupPolicies(routes, self.brokers, config.route_cache_ttl_s)
         self.telemetry = TelemetryStreams(proto, config, routes, self.brokers, self.groups, self.acl, self._status,
                                           lambda client_id: self.consumer.renewals.drop_client(client_id))
@@ -187,7 +191,8 @@ class MessagingService:
     def _write_queues(self, topic: str, route: TopicRouteData) -> list[routing.WriteQueue]:
         cached = self._writable.get(topic)
         if cached is None or cached[0] is not route:
-            cached = self._writable[topic] = (route, routing.write_queues(route))
+            cached = self._writable[topic] = (route, routing.local_first(routing.write_queues(route),
+                                                                         self.local_broker))
         return cached[1]
 
     async def send_message(self, request: Any, context: Any) -> Any:

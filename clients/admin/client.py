@@ -328,6 +328,10 @@ class AdminClient(DefaultMQAdminExt):
             except Exception as e:
                 brokers[addr] = {"broker_addr": addr, "error": type(e).__name__}
         proxies: dict[str, Any] = {}
+        for addr, handle in self.dep.brokers.items():  # local mode: the proxy inside each broker
+            if "error" not in brokers[addr] and (local := ray.get(handle.proxy_status.remote(),
+                                                                  timeout=self.timeout_s)) is not None:
+                proxies[local["name"]] = local
         for name, handle in getattr(self.dep, "proxies", {}).items():
             try:
                 proxies[name] = ray.get(handle.get_status.remote(), timeout=self.timeout_s)

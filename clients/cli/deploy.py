@@ -108,6 +108,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         namesrv_count=args.namesrvs, brokers=brokers, profile=args.profile, namespace=args.namespace,
         data_dir=args.data_dir, detached=True, namesrv_port=args.namesrv_port, listen_host=args.listen_host,
         controller=args.slaves > 0 and not args.no_controller, proxy_count=args.proxies, proxy_port=args.proxy_port,
+        proxy_mode=args.proxy_mode,
     )
     spec.console, spec.console_port = args.console, args.console_port
     spec.broker_overrides.update(replication_overrides(args.slaves, args.broker_role))
@@ -336,6 +337,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="RocketMQ 5 gRPC proxies for the official 5.x clients (docs/proxy.md); 0 (default) starts none")
     p.add_argument("--proxy-port", type=int, default=8081,
                    help="proxy i serves gRPC on this port + i (default 8081; 0 takes free ports)")
+    p.add_argument("--proxy-mode", choices=("cluster", "local"), default="cluster",
+                   help="local: every broker also serves gRPC itself on its port + 2 (RocketMQ 5's local mode: "
+                        "no hop through a proxy actor); cluster (default): only the --proxies proxy actors")
     p.add_argument("--pin-brokers", action="store_true",
                    help="pin each broker to a node, round-robin over alive nodes (workers first), so a "
                         "restart finds its store on the same disk")

@@ -15,14 +15,16 @@ from typing import Any
 from namesrv.protocol.message.decoder import MessageExt
 from namesrv.proxy import consume as cm
 from namesrv.proxy.descriptors import Protocol
-from namesrv.proxy.route import ALL_MESSAGE_TYPES, RouteQueue, address_scheme
+from namesrv.proxy.route import ALL_MESSAGE_TYPES, RouteQueue, address_scheme, local_endpoint
 from namesrv.proxy.status import Status
 
 
 class Answers:
-    """Builders of one proxy's answers (its own endpoint is every broker's, as RouteActivity says)."""
+    """Builders of one proxy's answers. A cluster-mode proxy's own endpoint is every broker's (as
+    RouteActivity says); a local-mode one (`local`) answers each broker at its own proxy
+    (route.local_endpoint)."""
 
-    def __init__(self, p: Protocol, host: str, port: int) -> None:
+    def __init__(self, p: Protocol, host: str, port: int, local: bool = False) -> None:
         self.p = p
         self._status = p.cls("Status")
         self._codes = p.enum_numbers("Code")
@@ -35,8 +37,10 @@ class Answers:
         self._assignment = p.cls("Assignment")
         self._send_entry, self._ack_entry = p.cls("SendResultEntry"), p.cls("AckMessageResultEntry")
         self._received = p.cls("ReceiveMessageResponse")
-        self.endpoints = p.new("Endpoints", scheme=p.enum("AddressScheme", address_scheme(host)),
-                               addresses=[p.new("Address", host=host, port=port)])
+        self.endpoints = self._endpoints_at(host, port)
+        self.local = local
+        self._local_endpoints: dict[str, Any] = {}
+        """A local-mode route's endpoints by broker address."""
         self.ok = self.status("OK", "OK")
         """The OK status (constructors copy it: never changed in place)."""
 
@@ -48,10 +52,24 @@ class Answers:
         return self.ok if status.code == "OK" and status.message == "OK" else self.status(status.code, status.message)
 
     # ------------------------------------------------------------------ routes
+    def _endpoints_at(self, host: str, port: int) -> Any:
+        return self.p.new("Endpoints", scheme=self.p.enum("AddressScheme", address_scheme(host)),
+                          addresses=[self.p.new("Address", host=host, port=port)])
+
+    def broker_endpoints(self, broker_addr: str) -> Any:
+        """Where a client reaches the broker at `broker_addr`: this proxy (cluster mode), or the
+        proxy inside that broker (local mode)."""
+        if not self.local:
+            return self.endpoints
+        found = self._local_endpoints.get(broker_addr)
+        if found is None:
+            found = self._local_endpoints[broker_addr] = self._endpoints_at(*local_endpoint(broker_addr))
+        return found
+
     def message_queue(self, topic: Any, q: RouteQueue, accept_types: bool = True) -> Any:
-        """A queue of `topic` (a v2 Resource) whose broker is this proxy."""
-        return self._queue(topic=topic, id=q.queue_id, permission=self._permissions[q.permission],
-                           broker=self._broker(name=q.broker_name, id=q.broker_id, endpoints=self.endpoints),
+        """A queue of `topic` (a v2 Resource) with its broker's endpoint."""
+        broker = self._broker(name=q.broker_name, id=q.broker_id, endpoints=self.broker_endpoints(q.broker_addr))
+        return self._queue(topic=topic, id=q.queue_id, permission=self._permissions[q.permission], broker=broker,
                            accept_message_types=self._all_types if accept_types else ())
 
     def message_queues(self, topic: Any, queues: list[RouteQueue]) -> list[Any]:

@@ -1,5 +1,7 @@
-"""A topic's route as RocketMQ's gRPC proxy answers it in cluster mode (RouteActivity): every queue
-of every broker group, each broker at the proxy's own endpoint, and the queues a producer writes to.
+"""A topic's route as RocketMQ's gRPC proxy answers it (RouteActivity): every queue of every broker
+group, and the queues a producer writes to. In cluster mode every broker is at the proxy's own
+endpoint; in local mode (a proxy inside each broker, ProxyTopicRouteData with the gRPC port) each
+broker is at its own proxy: its remoting host, its remoting port + GRPC_PORT_OFFSET.
 
 Plain values: namesrv.proxy.answers spells them as v2 messages.
 """
@@ -19,13 +21,30 @@ RocketMQ 5 calls MIXED (a topic created with `message.type=NORMAL` would accept 
 
 @dataclass(frozen=True, slots=True)
 class RouteQueue:
-    """A queue as QueryRoute and QueryAssignment name it (its broker's endpoint is the proxy's)."""
+    """A queue as QueryRoute and QueryAssignment name it."""
 
     broker_name: str
     broker_id: int
     queue_id: int
     permission: str
     """A v2 Permission name."""
+    broker_addr: str = ""
+    """The broker's remoting address (where a local-mode proxy's endpoint is found)."""
+
+
+GRPC_PORT_OFFSET = 2
+"""A local-mode proxy serves gRPC on its broker's remoting port + 2 (HA's address is + 1): one rule
+every proxy applies to every broker of a route, as RocketMQ's local mode uses one grpcServerPort on
+every broker host."""
+
+
+def local_endpoint(broker_addr: str) -> tuple[str, int]:
+    """The gRPC endpoint of the local-mode proxy inside the broker at `broker_addr` (host:port);
+    ValueError for an address with no TCP port (a Ray-only broker serves no proxy)."""
+    host, sep, port = broker_addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"broker {broker_addr!r} has no TCP port: it serves no local-mode proxy")
+    return host, int(port) + GRPC_PORT_OFFSET
 
 
 def address_scheme(host: str) -> str:
@@ -63,7 +82,8 @@ def message_queues(route: TopicRouteData) -> list[RouteQueue]:
             n = max(1, qd.write_queue_nums, qd.read_queue_nums)
         perms = ["READ"] * r + ["WRITE"] * w + ["READ_WRITE"] * rw + ["NONE"] * n
         for broker_id in sorted(group.broker_addrs):
-            out.extend(RouteQueue(qd.broker_name, broker_id, i, p) for i, p in enumerate(perms))
+            addr = group.broker_addrs[broker_id]
+            out.extend(RouteQueue(qd.broker_name, broker_id, i, p, addr) for i, p in enumerate(perms))
     return out
 
 
@@ -77,7 +97,8 @@ def assignments(route: TopicRouteData, fifo: bool) -> list[RouteQueue]:
         if not qd.perm & PERM_READ or qd.read_queue_nums <= 0 or group is None or MASTER_ID not in group.broker_addrs:
             continue
         ids = range(qd.read_queue_nums) if fifo else [-1]
-        out.extend(RouteQueue(qd.broker_name, MASTER_ID, i, permission(qd.perm)) for i in ids)
+        addr = group.broker_addrs[MASTER_ID]
+        out.extend(RouteQueue(qd.broker_name, MASTER_ID, i, permission(qd.perm), addr) for i in ids)
     return out
 
 
@@ -121,6 +142,16 @@ def consistent_hash(key: int, buckets: int) -> int:
             candidate = nxt
         else:
             return candidate
+
+
+def local_first(queues: list[WriteQueue], broker_name: str | None) -> list[WriteQueue]:
+    """A local-mode proxy's write queues: its own broker's (LocalTopicRouteService), so a send is
+    stored in process; all of them when its broker has none for the topic (a slave's proxy, a topic
+    not on this broker), sent on over TCP as in cluster mode."""
+    if broker_name is None:
+        return queues
+    own = [q for q in queues if q.broker_name == broker_name]
+    return own or queues
 
 
 def select_queue(queues: list[WriteQueue], sharding_key: str | None, counter: int) -> WriteQueue:

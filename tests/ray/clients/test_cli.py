@@ -66,7 +66,8 @@ def test_without_ray_every_verb_says_so_in_one_line(isolated_host: IsolatedHost)
 
 
 def test_cli_walk_up_topic_route_status_slaves_demo_down(isolated_host: IsolatedHost, tmp_path: Path) -> None:
-    """One `namesrv up --slaves 1 --proxies 1` walked through every verb: broker-a gets a slave that
+    """One `namesrv up --slaves 1 --proxies 1 --proxy-mode local` walked through every verb (a proxy
+    actor, and a local-mode proxy in each broker on its port + 2): broker-a gets a slave that
     replicates (it joins its SYNC_MASTER's SyncStateSet, which only a slave asking for the master's log
     does), shown by `namesrv status`; the controller runs and the brokers are in controller mode
     (controller brokerIds 1 and 2, epoch 1); `namesrv status --json` gives each broker's role,
@@ -74,9 +75,12 @@ def test_cli_walk_up_topic_route_status_slaves_demo_down(isolated_host: Isolated
     host = isolated_host
     data = str(tmp_path / "data")
     out = succeeds(host.run([NAMESRV, "up", "--profile", "fast", "--namesrvs", "1", "--brokers", "broker-a",
-                             "--slaves", "1", "--data-dir", data, "--proxies", "1"], timeout=300))
+                             "--slaves", "1", "--data-dir", data, "--proxies", "1", "--proxy-mode", "local"],
+                            timeout=300))
     assert "deployed 1 NameServers and 2 brokers" in out
     assert "proxy-0: RocketMQ 5 gRPC endpoint 127.0.0.1:8081" in out  # docs/proxy.md
+    assert "broker-a-0: RocketMQ 5 gRPC endpoint 127.0.0.1:10913" in out  # local mode: port 10911 + 2
+    assert "broker-a-1: RocketMQ 5 gRPC endpoint 127.0.0.1:10923" in out
     assert any("gcs_server" in p for p in host.processes()), "`namesrv up` started a Ray of its own"
     console = re.search(r"^console: (http://127\.0\.0\.1:\d+/)$", out, re.M)
     assert console, out  # `namesrv up` starts the web console by default and prints its URL
@@ -102,6 +106,7 @@ def test_cli_walk_up_topic_route_status_slaves_demo_down(isolated_host: Isolated
     assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSYNC_MASTER\s+1\s+in sync \[1, 2\], lag [12]: 0 B$", status, re.M), status
     assert re.search(r"^127\.0\.0\.1:\d+\s.*\sSLAVE\s+1\s+lag 0 B$", status, re.M), status
     assert re.search(r"^proxy-0\s+127\.0\.0\.1:8081\s+pid \d+", status, re.M), status
+    assert re.search(r"^broker-a-1-proxy\s+127\.0\.0\.1:10923\s+pid \d+", status, re.M), status
     assert f"console: {console.group(1)}" in status, status
     brokers = json.loads(succeeds(host.run([NAMESRV, "status", "--json"])))["brokers"]
     replicas = sorted((b["replica"]["role"], b["replica"]["masterEpoch"], b["replica"]["replication_lag_bytes"])

@@ -40,6 +40,15 @@ def test_route_queues_name_the_proxy_as_their_broker() -> None:
     assert as_json(Answers(P, "proxy.local", 1).endpoints)["scheme"] == "DOMAIN_NAME"
 
 
+def test_a_local_mode_proxy_names_each_broker_at_its_own_endpoint() -> None:
+    local = Answers(P, "127.0.0.1", 10913, local=True)
+    queues = [RouteQueue("a", 0, 0, "READ_WRITE", "127.0.0.1:10911"), RouteQueue("b", 0, 0, "READ_WRITE", "h.b:20911")]
+    at = [as_json(q)["broker"]["endpoints"] for q in local.message_queues(TOPIC, queues)]  # type: ignore[index]
+    assert at == [{"scheme": "IPv4", "addresses": [{"host": "127.0.0.1", "port": 10913}]},
+                  {"scheme": "DOMAIN_NAME", "addresses": [{"host": "h.b", "port": 20913}]}]
+    assert local.broker_endpoints("h.b:20911") is local.broker_endpoints("h.b:20911"), "built once per broker"
+
+
 def test_send_and_ack_entries() -> None:
     ok = A.send_entry(Status("OK", "OK"), "ID1", 42, "", "txn")
     assert as_json(ok) == {"status": {"code": "OK", "message": "OK"}, "message_id": "ID1", "offset": "42",

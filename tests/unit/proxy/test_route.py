@@ -1,16 +1,21 @@
-"""QueryRoute / QueryAssignment answers and the send queue choice (namesrv.proxy.route)."""
+"""QueryRoute / QueryAssignment answers and the send queue choice (namesrv.proxy.route), in cluster
+and local mode."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from namesrv.protocol.models import BrokerData, QueueData, TopicRouteData
 from namesrv.proxy.route import (
+    GRPC_PORT_OFFSET,
     address_scheme,
     assignments,
     consistent_hash,
     java_string_hash,
+    local_endpoint,
+    local_first,
     message_queues,
     select_queue,
     write_queues,
@@ -47,6 +52,21 @@ def test_write_queues_and_selection() -> None:
     assert [(q.broker_name, q.queue_id) for q in queues] == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]
     assert [select_queue(queues, None, i).queue_id for i in range(6)] == [0, 1, 2, 0, 1, 0]
     assert len({select_queue(queues, "order-9", i) for i in range(10)}) == 1, "a message group keeps its queue"
+
+
+def test_local_mode_each_broker_at_its_own_proxy_and_its_own_queues_first() -> None:
+    r = route(("a", 2, 2, 6), ("b", 2, 2, 6), slaves=True)
+    assert [(q.broker_name, q.broker_id, q.broker_addr) for q in message_queues(r)][::2] == [
+        ("a", 0, "10.0.0.0:10911"), ("a", 1, "10.0.1.0:10911"), ("b", 0, "10.0.0.1:10911"), ("b", 1, "10.0.1.1:10911")]
+    assert {q.broker_addr for q in assignments(r, False)} == {"10.0.0.0:10911", "10.0.0.1:10911"}
+    assert local_endpoint("10.0.0.1:10911") == ("10.0.0.1", 10911 + GRPC_PORT_OFFSET)
+    for no_port in ("broker-a-0", "10.0.0.1:", ":10911", "host:port"):
+        with pytest.raises(ValueError, match="no TCP port"):
+            local_endpoint(no_port)
+    queues = write_queues(r)
+    assert {q.broker_name for q in local_first(queues, "b")} == {"b"}, "a local proxy stores in its own broker"
+    assert local_first(queues, "x") == queues, "a broker without the topic's queues sends on over TCP"
+    assert local_first(queues, None) == queues, "cluster mode: every writable queue"
 
 
 def test_java_hash() -> None:
