@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         addr = dep.namesrv_addr()
         topic = f"BenchClients_{uuid.uuid4().hex[:6]}"
         AdminClient(dep).create_topic(topic, read_queue_nums=4, write_queue_nums=4)
-        print(f"\n== 1 NameServer, brokers broker-a and broker-b (fast profile, ASYNC_FLUSH), namesrvAddr {addr}; "
+        print("\n== 1 NameServer, brokers broker-a and broker-b (fast profile, SYNC_FLUSH with group commit), "
+              f"namesrvAddr {addr}; "
               f"topic {topic} with 4 queues on each; {count:,} sync sends per client after {args.warmup} warm-up, "
               f"{args.body_size}-byte bodies, one sender each, back to back", flush=True)
         rounds: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []
