@@ -4,7 +4,7 @@ Clients reach it two ways: RocketMQ's remoting protocol on its TCP port (the add
 `host:port`, which any RocketMQ client dials), and Ray calls on the actor, named
 `<brokerName>-<brokerId>` (`broker_actor_name`), which the Ray-native producer and consumer use.
 Both go through the same processor, store and rules. With `proxy` config (RocketMQ 5's local mode)
-it also serves the gRPC MessagingService on its remoting port + 2 (actors.proxy.server), whose
+it also serves the gRPC MessagingService on its remoting port + 2 (actors.broker.local_proxy), whose
 requests to this broker go through the same pipeline in process.
 
 How a Ray method refuses (one convention, as RocketMQ turns every failure into a response code):
@@ -33,11 +33,10 @@ import ray
 from pydantic import ValidationError
 
 from actors.broker.lifecycle import BrokerController
+from actors.broker.local_proxy import LocalProxy
 from actors.broker.status import broker_status, ha_info, runtime_info
 from actors.controller.actor import CONTROLLER_NAME
 from actors.namesrv.housekeeping import SUPERSEDED, BrokerChannel
-from actors.proxy.local import LocalBroker
-from actors.proxy.server import ProxyServer
 from actors.runtime.metrics import broker_metrics
 from namesrv.acl.plain_acl import credentials_only
 from namesrv.broker.config import BrokerConfig
@@ -57,7 +56,6 @@ from namesrv.protocol.message.compression import uncompressed_body
 from namesrv.protocol.message.properties import REAL_TOPIC
 from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
-from namesrv.proxy.route import local_endpoint
 from namesrv.proxy.settings import ProxyConfig
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
 from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
@@ -145,6 +143,9 @@ class BrokerActor:
                 f"broker {self.actor_name}: no store at {log_file} on node {ray.get_runtime_context().get_node_id()} "
                 f"({ray.util.get_node_ip_address()}); refusing to start it empty (restart it with start_empty "
                 f"/ --start-empty to accept losing its messages)")
+        proxy_config = ProxyConfig(**proxy) if proxy is not None else None  # refused before anything starts
+        if proxy_config is not None and remoting is None:
+            raise ValueError(f"broker {self.actor_name}: a local-mode proxy needs the broker's TCP port")
         self._closed = asyncio.Event()
         me = ray.get_runtime_context().current_actor
         config = (config or BrokerConfig()).model_copy()
@@ -158,10 +159,8 @@ class BrokerActor:
             controller_mode=controller_mode,
         )
         self.controller.start()
-        self.proxy: ProxyServer | None = None
-        self._proxy_up: asyncio.Task[str] | None = None
-        if proxy is not None:
-            self._start_proxy(ProxyConfig(**proxy), namespace, namesrv_names, remoting)
+        self.proxy = LocalProxy(self.actor_name, self.controller, proxy_config, namespace, namesrv_names,
+                                remoting.listen_host) if proxy_config is not None and remoting is not None else None
         rec = self.controller.store.recovery
         log.info("broker %s[%d] %s up (incarnation %s), %d messages in store, %d re-read past the checkpoint "
                  "(from offset %d) in %.1f ms%s%s%s",
@@ -177,25 +176,10 @@ class BrokerActor:
     def broker_addr(self) -> str:
         return self.controller.identity.broker_addr
 
-    def _start_proxy(self, config: ProxyConfig, namespace: str, namesrv_names: list[str],
-                     remoting: RemotingServerConfig | None) -> None:
-        if remoting is None:
-            raise ValueError(f"broker {self.actor_name}: a local-mode proxy needs the broker's TCP port")
-        host, port = local_endpoint(self.broker_addr)
-        local = LocalBroker(self.controller.identity.broker_name, self.broker_addr, self.controller.pipeline,
-                            f"{host}:{port}")
-        self.proxy = ProxyServer(f"{self.actor_name}-proxy", namespace, namesrv_names, config, local)
-        self._proxy_up = self.controller.loop.spawn(
-            "grpc-proxy", self.proxy.start(remoting.listen_host, port, f"{self.controller.token}@proxy"))
-
     async def proxy_endpoint(self) -> str | None:
         """The gRPC endpoint of this broker's local-mode proxy once it serves (None without one);
         raises the OSError of a port it could not bind."""
-        if self._proxy_up is None:
-            return None
-        await asyncio.shield(self._proxy_up)
-        host, port = local_endpoint(self.broker_addr)
-        return f"{host}:{port}"
+        return await self.proxy.serving() if self.proxy is not None else None
 
     async def proxy_status(self) -> dict[str, Any] | None:
         """The local-mode proxy's calls and broker requests (actors.proxy.server), None without one."""
