@@ -19,9 +19,9 @@ position, the write path and the replica's raw reads and writes), `consume_queue
 and `reader` (namesrv.store.reads). The store runs what spans parts: a batch's write and dispatch,
 the checkpoint, a replica's append and truncation, the close.
 
-Writes (RocketMQ's CommitLog + GroupCommitService): `put` queues a message; one writer task takes
-every message queued so far as a batch, and a worker thread writes the batch and, with SYNC_FLUSH,
-fsyncs once for all of it; each sender is acknowledged after the fsync that covers its record. While
+Writes (RocketMQ's CommitLog + GroupCommitService): `put` queues a message; the store's writer
+thread takes every message queued so far as a batch, writes it and, with SYNC_FLUSH, fsyncs once
+for all of it; each sender is acknowledged after the fsync that covers its record. While
 one batch is on disk the next one gathers, so concurrent senders share fsyncs. With ASYNC_FLUSH a
 send is acknowledged after write() (it survives a process kill, the page cache outliving the
 process, but not a machine crash) and a periodic `flush` fsyncs. Disk I/O never runs on the caller's

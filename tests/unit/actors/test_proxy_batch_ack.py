@@ -124,12 +124,10 @@ async def setup(root: Path) -> tuple[dict[str, NamedBroker], list[str]]:
     return brokers, handles
 
 
-async def close(brokers: dict[str, NamedBroker]) -> None:
+def close(brokers: dict[str, NamedBroker]) -> None:
     for b in brokers.values():
         b.store.close()
         b.processor.pop_state.close()
-    writers = [w for b in brokers.values() if (w := b.store.writer._writer) is not None]
-    await asyncio.gather(*writers)
 
 
 def variant(handles: list[str], kind: str, n: int) -> str:
@@ -178,7 +176,7 @@ def run(root: Path, entries: list[tuple[str, int]], pre_acked: list[int], batch:
             got = await ack(c, [variant(handles, k, n) for k, n in entries])
             return got, [b.in_flight() for b in brokers.values()], links.sent
         finally:
-            await close(brokers)
+            close(brokers)
 
     return asyncio.run(scenario())
 

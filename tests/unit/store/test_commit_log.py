@@ -510,15 +510,17 @@ def test_a_failed_group_fsync_fails_its_senders_cuts_the_batch_and_frees_the_loc
     failing = [True]
 
     def fsync(fd: int) -> None:
-        if failing.pop() if failing else False:
+        if failing[0]:
             raise OSError(5, "Input/output error")
         real(fd)
 
     monkeypatch.setattr(store_mod.os, "fsync", fsync)
 
     async def send() -> tuple[list[object], AppendResult]:
+        # however the writer groups the five (one batch or several), every fsync fails until they are answered
         outcomes = list(await asyncio.gather(*(log.put(MessageInner("T", 0, b"x")) for _ in range(5)),
                                              return_exceptions=True))
+        failing[0] = False
         return outcomes, await log.put(MessageInner("T", 0, b"after"))
 
     outcomes, after = asyncio.run(send())
