@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from actors.deployment.launcher import Deployment
 from namesrv.acl.plain_acl import SessionCredentials
+from namesrv.common.waiting import wait_until
 from namesrv.proxy.descriptors import SERVICE, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,3 +62,52 @@ def run_client(dep: Deployment, topic: str, actions: list[dict[str, Any]], tmp_p
     results = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert len(results) == len(actions), out.stdout + out.stderr[-3000:]
     return results
+
+
+def sends_through_a_kill(endpoint: str, topic: str, count: int, tmp_path: Path, under_way: Callable[[], bool],
+                         kill: Callable[[], None]) -> list[dict[str, Any]]:
+    """The driver's line for each of `count` paced sends (10 ms apart) the official client streams to
+    `endpoint`, with `kill` run once `under_way()` holds (waited for up to 60 s): what a fault in
+    mid-stream leaves the client with (each send ok or not, its body and message id)."""
+    actions = [{"op": "send", "body": f"k{i}", "sleep_ms": 10} for i in range(count)]
+    spec = tmp_path / f"kill-{uuid.uuid4().hex[:6]}.json"
+    spec.write_text(json.dumps({"endpoint": endpoint, "topic": topic, "actions": actions}))
+    proc = subprocess.Popen([str(RMQ5_PYTHON), str(DRIVER), str(spec)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(under_way, 60, "the stream under way")
+        kill()
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(results) == len(actions), out[-2000:] + err[-2000:]
+    return results
+
+
+def transactions_with_an_orphan(endpoint: str, topic: str, tmp_path: Path, delivered: Callable[[], bool]) -> None:
+    """The official client commits one half, rolls one back and leaves a third open, resolved
+    (COMMIT) by its checker when the broker's check-back reaches it over Telemetry; its producer
+    stays up until `delivered()` holds (waited for up to 30 s: the committed and the checked half
+    readable, the rolled back one not)."""
+    spec = tmp_path / f"tx-{uuid.uuid4().hex[:6]}.json"
+    spec.write_text(json.dumps({"endpoint": endpoint, "topic": topic, "hold": True, "actions": [
+        {"op": "tx", "body": "commit", "resolution": "commit"},
+        {"op": "tx", "body": "rollback", "resolution": "rollback"},
+        {"op": "orphan", "body": "orphan", "wait_s": 60}]}))
+    proc = subprocess.Popen([str(RMQ5_PYTHON), str(DRIVER), str(spec)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        results = [json.loads(proc.stdout.readline()) for _ in range(3)]
+        assert [r for r in results if not r["ok"]] == []
+        assert all(r["transaction_id"] for r in results)
+        assert results[2]["checked"] and results[2]["checked_bodies"] == ["orphan"], \
+            "the broker's check-back reached the client's checker as RecoverOrphanedTransactionCommand"
+        wait_until(delivered, 30, "the committed half and the checked orphan delivered, the rolled back one not")
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=60)

@@ -8,8 +8,6 @@ serves again on the same endpoint when the broker is started again. One deployme
 
 from __future__ import annotations
 
-import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +20,17 @@ import ray
 from actors.deployment.launcher import Deployment
 from actors.deployment.spec import BrokerSpec
 from clients.admin.client import AdminClient
-from namesrv.common.waiting import wait_until
 from namesrv.proxy.descriptors import SERVICE
 from namesrv.proxy.route import GRPC_PORT_OFFSET
 from tests.support.ray_cluster import mend, pull_all, registered_deployment
-from tests.support.rmq5 import DRIVER, RMQ5_PYTHON, P, code_name, require_client, run_client
+from tests.support.rmq5 import (
+    P,
+    code_name,
+    require_client,
+    run_client,
+    sends_through_a_kill,
+    transactions_with_an_orphan,
+)
 
 
 @pytest.fixture(scope="module")
@@ -122,26 +126,9 @@ def test_the_official_client_is_served_in_process_by_each_queues_broker(dep: Dep
 
 
 def test_transactions_are_decided_and_an_orphan_checked_back(dep: Deployment, tmp_path: Path) -> None:
-    topic = topic_of(dep, "LocalTx")
-    spec = tmp_path / "tx.json"
-    spec.write_text(json.dumps({"endpoint": endpoints(dep)["broker-b"], "topic": topic, "hold": True, "actions": [
-        {"op": "tx", "body": "commit", "resolution": "commit"},
-        {"op": "tx", "body": "rollback", "resolution": "rollback"},
-        {"op": "orphan", "body": "orphan", "wait_s": 60}]}))
-    proc = subprocess.Popen([str(RMQ5_PYTHON), str(DRIVER), str(spec)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        results = [json.loads(proc.stdout.readline()) for _ in range(3)]
-        assert [r for r in results if not r["ok"]] == []
-        assert results[2]["checked"] and results[2]["checked_bodies"] == ["orphan"], \
-            "the broker's check-back reached the client's checker through the broker's own proxy"
-        wait_until(lambda: sorted(stored(dep, topic)) == [b"commit", b"orphan"], 30,
-                   "the committed half and the checked orphan delivered, the rolled back one not")
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=60)
+    topic = topic_of(dep, "LocalTx")  # through broker-b's own proxy
+    transactions_with_an_orphan(endpoints(dep)["broker-b"], topic, tmp_path,
+                                lambda: sorted(stored(dep, topic)) == [b"commit", b"orphan"])
 
 
 def test_a_broker_killed_mid_stream_loses_nothing_acknowledged_and_its_proxy_returns(dep: Deployment,
@@ -153,23 +140,11 @@ def test_a_broker_killed_mid_stream_loses_nothing_acknowledged_and_its_proxy_ret
     victim = handle_of(dep, "broker-a")
     old = endpoints(dep)["broker-a"]
     before = ray.get(victim.proxy_status.remote())["sent"]
-    actions = [{"op": "send", "body": f"k{i}", "sleep_ms": 10} for i in range(300)]
-    spec = tmp_path / "kill.json"
-    spec.write_text(json.dumps({"endpoint": endpoints(dep)["broker-b"], "topic": topic, "actions": actions}))
-    proc = subprocess.Popen([str(RMQ5_PYTHON), str(DRIVER), str(spec)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: ray.get(victim.proxy_status.remote())["sent"] - before >= 30, 60, "the stream under way")
-        ray.kill(victim, no_restart=False)
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
-    results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert len(results) == len(actions), out[-2000:] + err[-2000:]
+    results = sends_through_a_kill(endpoints(dep)["broker-b"], topic, 300, tmp_path,
+                                   lambda: ray.get(victim.proxy_status.remote())["sent"] - before >= 30,
+                                   lambda: ray.kill(victim, no_restart=False))
     acked = {r["body"] for r in results if r["ok"]}
-    assert results[-1]["ok"] and len(acked) >= len(actions) // 2, "the stream went on past the kill"
+    assert results[-1]["ok"] and len(acked) >= len(results) // 2, "the stream went on past the kill"
     mend(dep)  # broker-a started again from its store
     assert acked <= {b.decode() for b in stored(dep, topic)}, "acknowledged sends lost"
     assert ray.get(handle_of(dep, "broker-a").proxy_endpoint.remote(), timeout=30) == old

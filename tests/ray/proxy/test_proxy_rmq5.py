@@ -16,8 +16,6 @@ the client saw acknowledged; any bytes sent to any RPC get a status, never a hun
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,7 +40,16 @@ from namesrv.broker.subscription.config import SubscriptionGroupConfig
 from namesrv.common.waiting import wait_until
 from namesrv.proxy.descriptors import SERVICE
 from tests.support.ray_cluster import mend, pull_all, registered_deployment
-from tests.support.rmq5 import DRIVER, RMQ5_PYTHON, P, code_name, endpoint, require_client, run_client, stub
+from tests.support.rmq5 import (
+    P,
+    code_name,
+    endpoint,
+    require_client,
+    run_client,
+    sends_through_a_kill,
+    stub,
+    transactions_with_an_orphan,
+)
 
 
 @pytest.fixture(scope="module")
@@ -116,26 +123,8 @@ def test_normal_fifo_and_delayed_sends_land_on_the_brokers(dep: Deployment, tmp_
 
 def test_transactions_commit_rollback_and_orphan_check_back(dep: Deployment, tmp_path: Path) -> None:
     topic = topic_of(dep, "Rmq5Tx")
-    spec = tmp_path / "orphan.json"
-    spec.write_text(json.dumps({"endpoint": endpoint(dep), "topic": topic, "hold": True, "actions": [
-        {"op": "tx", "body": "commit", "resolution": "commit"},
-        {"op": "tx", "body": "rollback", "resolution": "rollback"},
-        {"op": "orphan", "body": "orphan", "wait_s": 60}]}))
-    proc = subprocess.Popen([str(RMQ5_PYTHON), str(DRIVER), str(spec)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        results = [json.loads(proc.stdout.readline()) for _ in range(3)]
-        assert [r for r in results if not r["ok"]] == []
-        assert all(r["transaction_id"] for r in results)
-        assert results[2]["checked"] and results[2]["checked_bodies"] == ["orphan"], \
-            "the broker's check-back reached the client's checker as RecoverOrphanedTransactionCommand"
-        wait_until(lambda: sorted(m["body"] for m in messages(dep, topic)) == [b"commit", b"orphan"], 30,
-                   "the committed half and the orphan the checker committed delivered, the rolled back one not")
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=60)
+    transactions_with_an_orphan(endpoint(dep), topic, tmp_path,
+                                lambda: sorted(m["body"] for m in messages(dep, topic)) == [b"commit", b"orphan"])
     status = ray.get(next(iter(dep.proxies.values())).get_status.remote())
     assert status["check_backs"] >= 1
 
@@ -508,23 +497,11 @@ def test_a_broker_killed_mid_stream_loses_nothing_the_client_saw_acknowledged(de
     victim = next(h for h in dep.brokers.values() if ray.get(h.get_runtime_info.remote())["broker_name"] == "broker-a")
     proxy = next(iter(dep.proxies.values()))
     before = ray.get(proxy.get_status.remote())["sent"]
-    actions = [{"op": "send", "body": f"k{i}", "sleep_ms": 10} for i in range(300)]
-    spec = tmp_path / "kill.json"
-    spec.write_text(json.dumps({"endpoint": endpoint(dep), "topic": topic, "actions": actions}))
-    proc = subprocess.Popen([str(RMQ5_PYTHON), str(DRIVER), str(spec)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: ray.get(proxy.get_status.remote())["sent"] - before >= 60, 60, "the stream under way")
-        ray.kill(victim, no_restart=False)
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
-    results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    assert len(results) == len(actions), out[-2000:] + err[-2000:]
+    results = sends_through_a_kill(endpoint(dep), topic, 300, tmp_path,
+                                   lambda: ray.get(proxy.get_status.remote())["sent"] - before >= 60,
+                                   lambda: ray.kill(victim, no_restart=False))
     acked = {r["message_id"] for r in results if r["ok"]}
-    assert results[-1]["ok"] and len(acked) >= len(actions) // 2, "the stream went on past the kill"
+    assert results[-1]["ok"] and len(acked) >= len(results) // 2, "the stream went on past the kill"
     mend(dep)
     stored = {props(m).get("UNIQ_KEY") for m in messages(dep, topic)}
     assert acked <= stored, f"{len(acked - stored)} acknowledged sends lost"
