@@ -81,6 +81,7 @@ def dep(ray_local: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[De
         on = {"acl_enable": True, "acl_file": str(acl)}
         d = factory.deploy(brokers=[BrokerSpec("broker-a")], namesrv_count=1, broker_port=0, namesrv_overrides=on,
                            broker_overrides={**on, "credentials": BROKER}, proxy_count=1, proxy_port=free_port(),
+                           proxy_mode="local",
                            proxy_overrides={**on, "credentials": BROKER, "min_invisible_time_ms_for_recv": 1_000,
                                             "consumer_min_long_polling_timeout_ms": 500})
         admin = AdminClient(d, credentials=OPS)
@@ -276,3 +277,35 @@ def test_unsigned_wrongly_signed_and_unpermitted_5x_calls_are_unauthorized(dep: 
     after = proxy_status(dep)
     assert after["sent"] == before["sent"] and after["received"] == before["received"], "nothing reached a broker"
     assert after["acl_refused"] - before["acl_refused"] == 6
+
+
+def test_a_brokers_local_mode_proxy_checks_clients_and_signs_as_them(dep: Deployment, tmp_path: Path) -> None:
+    """The proxy inside broker-a (local mode) admits the official client signed as `app` and asks its
+    broker in process signed as `app` too (the broker's ACL hook checks that request as a TCP one);
+    an unsigned call and a reader's send are UNAUTHORIZED and reach no broker."""
+    require_client()
+    local = next(e for name, e in dep.proxy_endpoints.items() if name not in dep.proxies)
+    broker = next(iter(dep.brokers.values()))
+    before = ray.get(broker.proxy_status.remote(), timeout=60)
+    actions: list[dict[str, Any]] = [{"op": "send", "body": "local-acl"},
+                                     {"op": "receive_until", "bodies": ["local-acl"], "invisible_s": 30,
+                                      "ack": ["local-acl"]}]
+    results = run_client(dep, "Rmq5Acl", actions, tmp_path, credentials=APP, endpoint=local,
+                         consumer={"group": "GApp", "await_s": 1})
+    assert [r["ok"] for r in results] == [True, True], results
+    route = P.new("QueryRouteRequest")
+    route.topic.name = "Rmq5Acl"
+    unsigned = stub(dep, "QueryRoute", at=local)(route, metadata=(("x-mq-client-id", "anon"),), timeout=30)
+    assert code_name(unsigned.status) == "UNAUTHORIZED" and "No accessKey" in unsigned.status.message
+    msg = P.new("Message", body=b"not allowed")
+    msg.topic.name = "Rmq5Acl"
+    msg.system_properties.message_id = uuid.uuid4().hex
+    msg.system_properties.message_type = P.enum("MessageType", "NORMAL")
+    sent = stub(dep, "SendMessage", at=local)(P.new("SendMessageRequest", messages=[msg]),
+                                              metadata=signed_metadata(READER), timeout=30)
+    assert code_name(sent.status) == "UNAUTHORIZED"
+    after = ray.get(broker.proxy_status.remote(), timeout=60)
+    assert after["sent"] - before["sent"] == 1 and after["in_process"] > before["in_process"]
+    assert after["acl_refused"] - before["acl_refused"] == 2
+    assert sum(after["broker_requests"].values()) - sum(before["broker_requests"].values()) == \
+        after["in_process"] - before["in_process"], "its own broker asked in process only"

@@ -32,13 +32,16 @@ def require_client() -> None:
 
 
 def endpoint(dep: Deployment) -> str:
-    return next(iter(dep.proxy_endpoints.values()))
+    """The first proxy actor's endpoint (a local-mode broker's when the deployment has no proxy actor)."""
+    return next((e for name, e in dep.proxy_endpoints.items() if name in dep.proxies),
+                next(iter(dep.proxy_endpoints.values())))
 
 
-def stub(dep: Deployment, method: str, kind: str = "unary_unary") -> Any:
-    """A callable for one RPC of the deployment's (first) proxy, taking and giving v2 messages."""
+def stub(dep: Deployment, method: str, kind: str = "unary_unary", at: str | None = None) -> Any:
+    """A callable for one RPC of the deployment's (first) proxy, or of the one at `at`, taking and
+    giving v2 messages."""
     req, resp, _, _ = P.methods()[method]
-    channel = grpc.insecure_channel(endpoint(dep))
+    channel = grpc.insecure_channel(at or endpoint(dep))
     return getattr(channel, kind)(f"/{SERVICE}/{method}", request_serializer=req.SerializeToString,
                                   response_deserializer=resp.FromString)
 
