@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Collection
 from typing import Any
 
@@ -36,6 +37,21 @@ def wait_actors_gone(job_id: str, timeout_s: float = 30.0, exclude: Collection[s
     ID in `exclude`) is ALIVE, so none of them can still write into a directory about to be removed."""
     try:
         wait_until(lambda: alive_actors(job_id, exclude) == 0, timeout_s, f"no ALIVE actor of job {job_id}", 0.1)
+    except WaitTimeout:
+        return False
+    return True
+
+
+def remove_store(data_dir: str, timeout_s: float = 10.0) -> bool:
+    """Remove a run's temp store dir, again while something still writes into it (the GCS may call an
+    actor of a lost node dead while its process still runs for a moment: ray-project/ray #26405);
+    whether it is gone within `timeout_s` (what is left, invariant 4 reports)."""
+    def removed() -> bool:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        return not os.path.exists(data_dir)
+
+    try:
+        wait_until(removed, timeout_s, f"{data_dir} removed", 0.2)
     except WaitTimeout:
         return False
     return True

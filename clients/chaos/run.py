@@ -47,7 +47,7 @@ from clients.chaos.invariants import (
     measure_producer_routes,
     spurious_removals,
 )
-from clients.chaos.leaks import alive_actor_ids, alive_actors, check_leaks, wait_actors_gone
+from clients.chaos.leaks import alive_actor_ids, alive_actors, check_leaks, remove_store, wait_actors_gone
 from clients.chaos.nodes import await_lost_removals, node_fault_refusal
 from clients.chaos.observe import RemovalLog, RouteObserver, SnapshotCollector, collect_producer_results
 from clients.chaos.ownership import check_ownership, excused_windows, judged, ownership_defects
@@ -336,4 +336,4 @@ def _clean_up(target: Target, cfg: ChaosConfig, topics: list[str], job_id: str, 
         log.exception("teardown failed")
     if target.own_dir and not cfg.keep_data:
         wait_actors_gone(job_id, exclude=job_actors_before)  # a dying NameServer may still persist its brokers
-        shutil.rmtree(target.data_dir, ignore_errors=True)
+        remove_store(target.data_dir)

@@ -1,18 +1,23 @@
 """lose_master_node and the masterless windows on synthetic inputs: the plan never revives a lost
 node's set nor faults it again, the config and placement refuse what cannot work, a lost master's
 term ends at the loss, 3a allows Ray's node-death detection, and a failed send made while its set
-(or every set) had no writable master is explained by the fault, and a stopped master is
-UNREACHABLE, not writable, until its SIGCONT."""
+(or every set) had no writable master is explained by the fault, a stopped master is
+UNREACHABLE, not writable, until its SIGCONT, and the run's temp store is removed even while a
+lost node's broker still writes into it."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actors.deployment.placement import shared_set_nodes, spread_sets_over_nodes
 from actors.deployment.spec import BrokerSpec, ClusterSpec
+from clients.chaos import leaks
 from clients.chaos.invariants import explain_failure, impaired_windows
+from clients.chaos.leaks import remove_store
 from clients.chaos.plan import ChaosConfig, FaultRecord, plan_faults
 from clients.chaos.roles import (
     UNREACHABLE,
@@ -161,3 +166,30 @@ def test_namesrv_chaos_refuses_lose_master_node_before_starting_anything(
     assert started == []
     assert main(["chaos", "--faults", "lose_master_node"]) == 2  # the config's own refusal first
     assert "lose_master_node needs a slave to take over" in capsys.readouterr().out
+
+
+def test_the_temp_store_is_removed_while_a_lost_nodes_broker_still_writes_into_it(tmp_path: Path) -> None:
+    """A process the GCS already calls dead may still write for a moment, so one rmtree can leave
+    files behind: the removal goes on until the dir is gone (and says so when it never is)."""
+    store = tmp_path / "store"
+    (store / "broker-a-0" / "commitlog").mkdir(parents=True)
+    real_rmtree = shutil.rmtree
+    calls: list[str] = []
+
+    def rmtree_raced(path: str, ignore_errors: bool = False) -> None:
+        real_rmtree(path, ignore_errors=ignore_errors)
+        calls.append(path)
+        if len(calls) <= 3:  # the zombie broker wrote a segment meanwhile, three times before it died
+            (store / "broker-a-0" / "commitlog").mkdir(parents=True, exist_ok=True)
+            (store / "broker-a-0" / "commitlog" / f"{len(calls):020d}").write_bytes(b"x")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(leaks.shutil, "rmtree", rmtree_raced)
+        assert remove_store(str(store))
+    assert not store.exists() and len(calls) == 4
+    forever = tmp_path / "forever"
+    forever.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(leaks.shutil, "rmtree", lambda path, ignore_errors=False: None)  # a dir that cannot go
+        assert not remove_store(str(forever), timeout_s=0.3)
+    assert forever.exists()
