@@ -45,9 +45,9 @@ from namesrv.broker.processor.types import PullOutcome
 from namesrv.protocol.broker_headers import (
     DEFAULT_CONSUMER_GROUP,
     broker_permission_body,
-    create_topic_ext,
     end_transaction_ext,
     pull_message_ext,
+    topic_config_ext,
 )
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.constants import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, MASTER_ID, Perm
@@ -195,13 +195,14 @@ class BrokerActor:
                            auth: dict[str, str] | None = None) -> RemotingResponse:
         """UPDATE_AND_CREATE_TOPIC: create or update a topic, persist it, then register with every
         NameServer before answering (ext_fields: changed, registered). With ACL on, `auth`
-        (AccessKey, Signature over `create_topic_ext(...)`) must be an admin's."""
+        (AccessKey, Signature over `topic_config_ext(TopicConfig(...))` of the same fields) must be an
+        admin's."""
         try:
-            TopicConfig(topic_name=topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
-                        perm=perm, order=order)
+            tc = TopicConfig(topic_name=topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
+                             perm=perm, order=order)
         except ValidationError as e:
             return error(ResponseCode.SYSTEM_ERROR, f"invalid topic config: {describe_errors(e)}")
-        ext = create_topic_ext(topic, read_queue_nums, write_queue_nums, perm, order)
+        ext = topic_config_ext(tc)
         return _with_payload(await self._handle(BrokerRequestCode.UPDATE_AND_CREATE_TOPIC, ext, None, auth))
 
     async def delete_topic(self, topic: str, auth: dict[str, str] | None = None) -> RemotingResponse:

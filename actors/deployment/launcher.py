@@ -269,9 +269,10 @@ class Deployment:
 
     def restart_broker(self, broker: str, start_empty: bool = False) -> Any:
         """Start the broker again with the same name, address, node, store and config (after it
-        died), and wait until it is up. It must come back where its store is: a broker pinned to a
-        dead node, or whose node no longer holds its store, raises BrokerRestartError, unless
-        `start_empty` (then it starts with an empty store, elsewhere if its node is dead)."""
+        died), and wait until it is up (and, in local mode, its gRPC proxy serving). It must come
+        back where its store is: a broker pinned to a dead node, or whose node no longer holds its
+        store, raises BrokerRestartError, unless `start_empty` (then it starts with an empty store,
+        elsewhere if its node is dead)."""
         addr = self.addr_of(broker)
         spec = self.broker_specs[addr]
         old = self.brokers.get(addr)
@@ -299,6 +300,9 @@ class Deployment:
         except RayActorError as e:
             self.brokers.pop(addr, None)
             raise BrokerRestartError(f"broker {spec.actor_name} did not start: {_creation_error(e)}") from e
+        if self.spec.proxy_mode == "local" and (endpoint := ray.get(handle.proxy_endpoint.remote(),
+                                                                    timeout=START_TIMEOUT_S)) is not None:
+            self.proxy_endpoints[spec.actor_name] = str(endpoint)  # its local-mode proxy serves again
         return handle
 
     def kill_namesrv(self, name: str, restart: bool = True) -> None:

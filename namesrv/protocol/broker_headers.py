@@ -268,15 +268,10 @@ def request_header(cmd: Request, model: type[H]) -> H:
 # ---------------------------------------------------------------------------- Ray-path requests
 # A Ray caller signs (ACL) exactly the extFields the broker's Ray method builds from its arguments:
 # both sides build them here.
-def create_topic_ext(topic: str, read_queue_nums: int, write_queue_nums: int, perm: int, order: bool) -> dict[str, str]:
-    """UPDATE_AND_CREATE_TOPIC's header, as mqadmin updateTopic sends it."""
-    return {"topic": topic, "readQueueNums": str(read_queue_nums), "writeQueueNums": str(write_queue_nums),
-            "perm": str(perm), "order": "true" if order else "false"}
-
-
 def topic_config_ext(tc: TopicConfig) -> dict[str, str]:
     """UPDATE_AND_CREATE_TOPIC's header for a whole topic config (what an update keeps: its filter
-    type, sys flag and order flag too), as mqadmin updateTopic sends it."""
+    type, sys flag and order flag too), as mqadmin updateTopic sends it; what a Ray caller of the
+    broker's `create_topic` signs."""
     return {"topic": tc.topic_name, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC,
             "readQueueNums": str(tc.read_queue_nums), "writeQueueNums": str(tc.write_queue_nums),
             "perm": str(tc.perm), "topicFilterType": tc.topic_filter_type, "topicSysFlag": str(tc.topic_sys_flag),

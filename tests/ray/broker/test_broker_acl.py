@@ -17,9 +17,10 @@ from clients.admin.client import AdminClient
 from clients.consumer.pull_consumer import PullConsumer, PullError
 from namesrv.acl.plain_acl import ACCESS_KEY, SIGNATURE, SessionCredentials, signed
 from namesrv.common.waiting import wait_until
-from namesrv.protocol.broker_headers import broker_permission_body, create_topic_ext, pull_message_ext
+from namesrv.protocol.broker_headers import broker_permission_body, pull_message_ext, topic_config_ext
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.message.codec import decode_offset_msg_id, ray_send_ext
+from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.client import RemotingClient, parse_namesrv_addr
 from tests.support.broker import heartbeat
 from tests.support.ray_cluster import DeploymentFactory
@@ -80,7 +81,7 @@ def test_the_ray_path_checks_the_same_accounts_as_tcp(dep: Deployment) -> None:
     # Topic admin needs an admin account, whatever the transport.
     made = ray.get(broker.create_topic.remote("Made", 2, 2), timeout=60)
     assert made.code == ResponseCode.NO_PERMISSION, made
-    app_auth = auth(create_topic_ext("Made", 2, 2, 6, False), None, APP)
+    app_auth = auth(topic_config_ext(TopicConfig(topic_name="Made", read_queue_nums=2, write_queue_nums=2)), None, APP)
     assert ray.get(broker.create_topic.remote("Made", 2, 2, auth=app_auth), timeout=60).code == (
         ResponseCode.NO_PERMISSION)
     assert ray.get(broker.delete_topic.remote("Open"), timeout=60).code == ResponseCode.NO_PERMISSION

@@ -147,5 +147,5 @@ def test_a_broker_killed_mid_stream_loses_nothing_acknowledged_and_its_proxy_ret
     assert results[-1]["ok"] and len(acked) >= len(results) // 2, "the stream went on past the kill"
     mend(dep)  # broker-a started again from its store
     assert acked <= {b.decode() for b in stored(dep, topic)}, "acknowledged sends lost"
-    assert ray.get(handle_of(dep, "broker-a").proxy_endpoint.remote(), timeout=30) == old
+    assert ray.get(handle_of(dep, "broker-a").proxy_endpoint.remote(), timeout=30) == old == endpoints(dep)["broker-a"]
     assert code_name(call(old, "QueryRoute", topic={"name": topic}).status) == "OK"

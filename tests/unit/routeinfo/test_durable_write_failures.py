@@ -18,7 +18,7 @@ import pytest
 from actors.namesrv.lifecycle import NamesrvController
 from namesrv.broker.topic_config_manager import TopicConfigManager
 from namesrv.common.persist import BackgroundWriter, DurableWriteError
-from namesrv.protocol.broker_headers import create_topic_ext
+from namesrv.protocol.broker_headers import topic_config_ext
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode, ResponseCode
 from namesrv.protocol.models import TopicConfig
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
@@ -176,9 +176,10 @@ async def call(server: Any, request: RemotingRequest) -> RemotingResponse:
 
 
 def topic_request(code: int, topic: str) -> RemotingRequest:
-    ext = create_topic_ext(topic, 4, 4, 6, False) if code == BrokerRequestCode.UPDATE_AND_CREATE_TOPIC else {
-        "topic": topic}
-    return RemotingRequest(code, ext)
+    if code == BrokerRequestCode.UPDATE_AND_CREATE_TOPIC:
+        return RemotingRequest(code, topic_config_ext(TopicConfig(topic_name=topic, read_queue_nums=4,
+                                                                  write_queue_nums=4)))
+    return RemotingRequest(code, {"topic": topic})
 
 
 def test_namesrv_answers_system_error_for_kv_and_config_it_could_not_write(small_disk: Path) -> None:
