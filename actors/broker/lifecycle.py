@@ -384,6 +384,8 @@ class BrokerController:
 
     async def _when_durable(self, answer: Answer, since: int) -> RemotingResponse:
         response = await resolve(answer)
+        if self.writer.submitted == since:  # nothing to wait for (a send's usual case): no further await
+            return response
         failed = await self.writer.written(since, self.topics.path)  # the topic is not on disk: rolled back
         return error(ResponseCode.SYSTEM_ERROR, failed) if failed is not None else response
 
