@@ -1,7 +1,7 @@
 """A RocketMQ 5 gRPC proxy as a Ray actor: stateless (routes come from the NameServers, sends go to
 the brokers' TCP ports, a transaction id says where its half is), so any number of them serve the
-same cluster and a restarted one needs nothing from its predecessor. Its grpc.aio server runs on
-the actor's event loop; it starts with the first call (`endpoint`), which the launcher makes."""
+same cluster and a restarted one needs nothing from its predecessor. Its grpc.aio server
+(actors.proxy.server) runs on the actor's event loop, started by the constructor."""
 
 from __future__ import annotations
 

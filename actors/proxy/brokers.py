@@ -81,11 +81,11 @@ class BrokerLinks:
                      extra_s: float = 0.0) -> RemotingCommand:
         """One request to `addr`, awaited for the call timeout plus `extra_s` (a pop's long polling);
         in process when `addr` is the local broker's (its pipeline answers every request it takes)."""
-        local = self.local
-        if local is not None and addr == local.broker_addr:  # is_local, inline on the hot path
+        if self.is_local(addr):
+            assert self.local is not None
             self.requests[code] += 1
             self.in_process += 1
-            return await local.invoke(code, signed(ext, body, ACTING_AS.get() or self.own), body)
+            return await self.local.invoke(code, signed(ext, body, ACTING_AS.get() or self.own), body)
         c = await self.conn(addr)
         self.requests[code] += 1
         try:

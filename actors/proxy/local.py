@@ -9,7 +9,7 @@ import inspect
 import itertools
 
 from namesrv.remoting.pipeline import RequestContext, RequestPipeline
-from namesrv.remoting.wire_command import CURRENT_VERSION, LanguageCode, RemotingCommand, ext_value
+from namesrv.remoting.wire_command import RemotingCommand
 
 
 class LocalBroker:
@@ -24,9 +24,7 @@ class LocalBroker:
 
     async def invoke(self, code: int, ext: dict[str, object], body: bytes | None) -> RemotingCommand:
         """The broker's answer to one request, as it would have written it on the wire."""
-        fields = {k: ext_value(v) for k, v in ext.items() if v is not None}
-        cmd = RemotingCommand(code, next(self._opaque), 0, LanguageCode.PYTHON, CURRENT_VERSION, None, fields or None,
-                              body)
+        cmd = RemotingCommand.request(code, next(self._opaque), ext, body)
         answer = self._pipeline.handle_command(cmd, self._ctx)
         if inspect.isawaitable(answer):
             answer = await answer

@@ -16,12 +16,8 @@ from namesrv.remoting.client import RemotingConnectError, RemotingTimeoutError
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.frame_decoder import FrameDecoder
 from namesrv.remoting.wire_command import (
-    CURRENT_VERSION,
     FrameError,
-    LanguageCode,
     RemotingCommand,
-    SerializeType,
-    ext_value,
 )
 
 log = logging.getLogger(__name__)
@@ -82,9 +78,7 @@ class AsyncRemotingClient:
         self._writer.close()
 
     def _command(self, code: int, ext: dict[str, Any] | None, body: bytes | None, flag: int) -> RemotingCommand:
-        fields = {k: ext_value(v) for k, v in (ext or {}).items() if v is not None}
-        return RemotingCommand(code, next(self._opaque), flag, LanguageCode.PYTHON, CURRENT_VERSION, None,
-                               fields or None, body, SerializeType.JSON)
+        return RemotingCommand.request(code, next(self._opaque), ext, body, flag)
 
     def _write(self, cmd: RemotingCommand) -> None:
         if self.closed:

@@ -5,6 +5,7 @@ and writes it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -69,6 +70,15 @@ class RemotingCommand:
     @property
     def is_oneway(self) -> bool:
         return bool(self.flag & ONEWAY_FLAG)
+
+    @classmethod
+    def request(cls, code: int, opaque: int, ext: Mapping[str, Any] | None = None, body: bytes | None = None,
+                flag: int = 0, language: int = LanguageCode.PYTHON, version: int = CURRENT_VERSION,
+                serialize_type: SerializeType = SerializeType.JSON) -> RemotingCommand:
+        """A request from this project's clients: `ext` values turned into the strings RocketMQ's
+        extFields hold (`ext_value`; None values left out), no extFields when there are none."""
+        fields = {k: ext_value(v) for k, v in (ext or {}).items() if v is not None}
+        return cls(code, opaque, flag, language, version, None, fields or None, body, serialize_type)
 
     def response(self, code: int, remark: str | None = None, ext_fields: dict[str, str] | None = None,
                  body: bytes | None = None, version: int = 0) -> RemotingCommand:
