@@ -21,6 +21,7 @@ from namesrv.protocol.codes import BrokerRequestCode
 from namesrv.proxy.status import ProxyError
 from namesrv.remoting.async_client import AsyncRemotingClient
 from namesrv.remoting.client import RemotingConnectError, RemotingTimeoutError
+from namesrv.remoting.config import host_port
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -28,10 +29,10 @@ CheckBack = Callable[[str, RemotingCommand], None]
 
 
 def tcp_address(addr: str) -> tuple[str, int]:
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    split = host_port(addr)
+    if split is None:
         raise ProxyError("INTERNAL_SERVER_ERROR", f"broker {addr!r} serves no TCP port the proxy can reach")
-    return host, int(port)
+    return split
 
 
 class BrokerLinks:

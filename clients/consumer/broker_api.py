@@ -15,13 +15,14 @@ import logging
 import threading
 from typing import Any
 
-from clients.impl.broker_connection import AnswerHandler, BrokerConnection, RequestHandler, tcp_address
+from clients.impl.broker_connection import AnswerHandler, BrokerConnection, RequestHandler
 from namesrv.acl.plain_acl import SessionCredentials, signature
 from namesrv.client.errors import MQBrokerError, MQClientError
 from namesrv.client.offsets import OffsetNotFound
 from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.protocol.models import MessageQueue
+from namesrv.remoting.config import host_port
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class ConsumerBrokerApi:
             conn.close("consumer shut down")
 
     def connection(self, addr: str) -> BrokerConnection:
-        where = tcp_address(addr)
+        where = host_port(addr)
         if where is None:
             raise MQClientError(f"broker {addr} has no TCP address: consumers reach brokers over RocketMQ's protocol "
                                 "(deploy brokers with a client port)")

@@ -29,14 +29,6 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 3.0
 
 
-def tcp_address(addr: str) -> tuple[str, int] | None:
-    """`host:port` of a route's broker address; None for a name that is no TCP address."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        return None
-    return host, int(port)
-
-
 AnswerHandler = Callable[[RemotingCommand | None, BaseException | None], None]
 """An async request's completion: (answer, None), or (None, RemotingError) when none will come."""
 SWEEP_S = 0.05

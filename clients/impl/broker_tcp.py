@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from clients.impl.broker_connection import BrokerConnection, tcp_address
+from clients.impl.broker_connection import BrokerConnection
 from clients.impl.client_instance import RayBrokerTransport
 from namesrv.acl.plain_acl import signature
 from namesrv.client.batch import MessageBatch
@@ -43,6 +43,7 @@ from namesrv.protocol.message.properties import string_to_properties
 from namesrv.protocol.models import MessageQueue
 from namesrv.protocol.types import InvalidInput
 from namesrv.remoting.command import RemotingResponse
+from namesrv.remoting.config import host_port
 from namesrv.remoting.wire_command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -234,7 +235,7 @@ class DirectBrokerTransport:
 
     def send(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str, timeout_ms: int,
              default_topic: str | None) -> SendResult:
-        where = tcp_address(broker_addr)
+        where = host_port(broker_addr)
         if where is None:
             if isinstance(msg, MessageBatch):
                 return self._send_by_actor(broker_addr, mq, msg, msg_id, timeout_ms, default_topic)
@@ -249,7 +250,7 @@ class DirectBrokerTransport:
         """SEND_MESSAGE written on the broker's connection without waiting (`invoke_async`): the
         callback gets the SendResult, or the MQBrokerError / RemotingError of the attempt. False
         for a broker with no TCP address (the engine sends to it blocking, by actor call)."""
-        where = tcp_address(broker_addr)
+        where = host_port(broker_addr)
         if where is None:
             return False
         code, ext, body = self._request(mq, msg, msg_id, default_topic)
@@ -270,7 +271,7 @@ class DirectBrokerTransport:
         return True
 
     def send_oneway(self, broker_addr: str, mq: MessageQueue, msg: Message, msg_id: str) -> None:
-        where = tcp_address(broker_addr)
+        where = host_port(broker_addr)
         if where is None:
             self.fallback.send_oneway(broker_addr, mq, msg, msg_id)
             return

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from namesrv.protocol.constants import MASTER_ID
 from namesrv.protocol.models import TopicRouteData
+from namesrv.remoting.config import host_port
 
 PERM_READ, PERM_WRITE = 4, 2
 ALL_MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
@@ -41,10 +42,10 @@ every broker host."""
 def local_endpoint(broker_addr: str) -> tuple[str, int]:
     """The gRPC endpoint of the local-mode proxy inside the broker at `broker_addr` (host:port);
     ValueError for an address with no TCP port (a Ray-only broker serves no proxy)."""
-    host, sep, port = broker_addr.rpartition(":")
-    if not sep or not host or not port.isdigit():
+    split = host_port(broker_addr)
+    if split is None:
         raise ValueError(f"broker {broker_addr!r} has no TCP port: it serves no local-mode proxy")
-    return host, int(port) + GRPC_PORT_OFFSET
+    return split[0], split[1] + GRPC_PORT_OFFSET
 
 
 def address_scheme(host: str) -> str:

@@ -13,8 +13,9 @@ import threading
 from typing import Any
 
 from namesrv.remoting.codec import encode_command
+from namesrv.remoting.config import host_port
 from namesrv.remoting.frame_decoder import FrameDecoder
-from namesrv.remoting.wire_command import CURRENT_VERSION, LanguageCode, RemotingCommand, SerializeType, ext_value
+from namesrv.remoting.wire_command import CURRENT_VERSION, LanguageCode, RemotingCommand, SerializeType
 
 
 class RemotingConnectError(ConnectionError):
@@ -32,10 +33,10 @@ def parse_namesrv_addr(addr: str) -> list[tuple[str, int]]:
         part = part.strip()
         if not part:
             continue
-        host, sep, port = part.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        split = host_port(part)
+        if split is None:
             raise ValueError(f"bad NameServer address {part!r}: expected host:port")
-        out.append((host, int(port)))
+        out.append(split)
     if not out:
         raise ValueError("no NameServer address given (expected host:port;host:port)")
     return out
@@ -76,9 +77,8 @@ class RemotingClient:
     def request(self, code: int, ext_fields: dict[str, Any] | None = None, body: bytes | None = None,
                 oneway: bool = False) -> RemotingCommand:
         """A request command with the next opaque (ext values turned into strings)."""
-        ext = {k: ext_value(v) for k, v in (ext_fields or {}).items() if v is not None}
-        return RemotingCommand(code, next(self._opaque), 2 if oneway else 0, self.language, self.version, None,
-                               ext or None, body, self.serialize_type)
+        return RemotingCommand.request(code, next(self._opaque), ext_fields, body, 2 if oneway else 0, self.language,
+                                       self.version, self.serialize_type)
 
     def send(self, cmd: RemotingCommand) -> None:
         try:

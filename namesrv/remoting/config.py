@@ -16,6 +16,15 @@ LOOPBACK = "127.0.0.1"
 ALL_INTERFACES = "0.0.0.0"
 
 
+def host_port(addr: str) -> tuple[str, int] | None:
+    """`host:port` split into its host and port; None when `addr` is not one (a Ray-only broker's
+    actor name, a missing host, a port outside 1..65535). Each caller says what else it is."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return host, int(port)
+
+
 class RemotingServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

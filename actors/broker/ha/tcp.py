@@ -25,6 +25,7 @@ from namesrv.acl.plain_acl import SessionCredentials, signed
 from namesrv.protocol.codes import BrokerRequestCode, ResponseCode
 from namesrv.remoting.codec import encode_command
 from namesrv.remoting.command import RemotingRequest, RemotingResponse
+from namesrv.remoting.config import host_port
 from namesrv.remoting.frame_decoder import decode_frame
 from namesrv.remoting.pipeline import Answer, Handler, RequestContext
 from namesrv.remoting.wire_command import MAX_LENGTH_FIELD, FrameError, LanguageCode, RemotingCommand
@@ -78,10 +79,10 @@ class HATransferProcessor:
 
 
 def split_addr(addr: str) -> tuple[str, int]:
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    split = host_port(addr)
+    if split is None:
         raise ValueError(f"bad master address {addr!r}: expected host:port")
-    return host, int(port)
+    return split
 
 
 class HAConnection:

@@ -14,10 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from clients.impl.broker_connection import BrokerConnection, tcp_address
+from clients.impl.broker_connection import BrokerConnection
 from namesrv.client.errors import RemotingError
 from namesrv.common.waiting import wait_until
 from namesrv.remoting.codec import encode_command
+from namesrv.remoting.config import host_port
 from namesrv.remoting.connection import Connection
 from namesrv.remoting.server import RemotingServer
 from namesrv.remoting.wire_command import RemotingCommand
@@ -116,9 +117,9 @@ def test_a_broker_that_is_not_listening_is_a_remoting_error() -> None:
 
 
 def test_only_host_port_addresses_are_sent_to_over_tcp() -> None:
-    assert tcp_address("127.0.0.1:10911") == ("127.0.0.1", 10911)
-    assert tcp_address("broker-a-0") is None  # a broker without a client port: sent to over Ray
-    assert tcp_address("host:0") is None and tcp_address("host:99999") is None and tcp_address(":1") is None
+    assert host_port("127.0.0.1:10911") == ("127.0.0.1", 10911)
+    assert host_port("broker-a-0") is None  # a broker without a client port: sent to over Ray
+    assert host_port("host:0") is None and host_port("host:99999") is None and host_port(":1") is None
 
 
 # ---------------------------------------------------------------------------- async requests
