@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,12 +76,22 @@ def shoot(driver: Any, shots: Path, name: str) -> None:
 def text_of(driver: Any, css: str) -> str:
     """The text of the element `css` selects, "" when there is none. A live page replaces its rows
     between finding one and reading it (a stale element): then the replacement is found and read."""
+    return _read(driver, css, lambda element: str(element.text))
+
+
+def html_of(driver: Any, css: str) -> str:
+    """The outer HTML of the element `css` selects (an inline SVG's markup), "" when there is none;
+    read as `text_of` reads."""
+    return _read(driver, css, lambda element: str(element.get_attribute("outerHTML")))
+
+
+def _read(driver: Any, css: str, read: Callable[[Any], str]) -> str:
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     for _ in range(10):
         try:
-            return str(driver.find_element(By.CSS_SELECTOR, css).text)
+            return read(driver.find_element(By.CSS_SELECTOR, css))
         except NoSuchElementException:
             return ""
         except StaleElementReferenceException:

@@ -36,7 +36,7 @@ from namesrv.protocol import fastjson
 from namesrv.protocol.codes import BrokerRequestCode, RequestCode
 from namesrv.protocol.msgpack_codec import encode_body
 from namesrv.remoting.command import RemotingRequest
-from tests.support.console_browser import LIVE_PERIODS, console_deployment, console_errors, shoot, text_of
+from tests.support.console_browser import LIVE_PERIODS, console_deployment, console_errors, html_of, shoot, text_of
 from tests.support.ray_cluster import FAILOVER_HA, broker_status
 
 GROUP = "ConsoleGroup"
@@ -302,8 +302,10 @@ def test_the_ha_page_shows_a_failover_live(browser: Any, deployments: Any, shots
         assert "channel" in text_of(browser, "#ha-deaths")
         assert "★" in text_of(browser, f"tr.ha-row[data-broker='{a1}']")
         assert browser.execute_script("return window.notReloaded === true;")
-        timeline = browser.find_element("css selector", "#ha-timeline svg").get_attribute("outerHTML")
-        assert a0 in timeline and a1 in timeline and "e2" in timeline
+        # the new master's bar grows with each update (its "e2" label only once it is wide enough;
+        # every bar carries its epoch in its title): wait for it rather than read one frame
+        wait_until(lambda: a0 in (svg := html_of(browser, "#ha-timeline svg")) and a1 in svg
+                   and "epoch 2</title>" in svg, LIVE_S, "both members and the epoch-2 bar on the timeline")
         shoot(browser, shots, "ha")
         assert console_errors(browser) == []
     finally:
