@@ -56,9 +56,13 @@ BATCH_TARGET_PER_S = 50_000
 
 @ray.remote(num_cpus=0)
 class NoopSendServer:
-    """The broker's RemotingServer class, answering every request with one prebuilt send answer."""
+    """The broker's RemotingServer class, answering every request with one prebuilt send answer.
+    Given `decode_in` (a scratch directory for a broker's processor), it first decodes each send
+    into its messages with the broker's own decoder (SendMessageProcessor.decode): what a broker
+    spends on a send before it checks, stores or answers anything."""
 
-    def __init__(self) -> None:
+    def __init__(self, decode_in: str | None = None) -> None:
+        self.decoder = pure_broker(Path(decode_in), TOPIC, QUEUES).sender if decode_in else None
         self.server = RemotingServer("noop-send", self.handle, lambda conn, why: None, 0,
                                      lambda coro: asyncio.get_event_loop().create_task(coro))
         self.port = self.server.bind("127.0.0.1", 0)
@@ -67,6 +71,8 @@ class NoopSendServer:
         asyncio.get_event_loop().create_task(self.server.serve())
 
     def handle(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        if self.decoder is not None:
+            self.decoder.decode(to_request(cmd), RequestContext(conn.token, conn.peer))
         return cmd.response(ResponseCode.SUCCESS, None, dict(self.ext))
 
     async def address(self) -> str:
@@ -154,33 +160,37 @@ def main() -> None:
         [addr] = dep.brokers
         created = ray.get(dep.brokers[addr].create_topic.remote(TOPIC, QUEUES, QUEUES), timeout=60)
         assert created.code == ResponseCode.SUCCESS, created
-        broker_proc = psutil.Process(dep.broker_pid(addr))
-        noop = NoopSendServer.remote()
-        noop_addr = ray.get(noop.address.remote())
-        noop_proc = psutil.Process(ray.get(noop.pid.remote()))
-        print(f"\n== broker-a (SYNC_FLUSH) at {addr} vs a no-op remoting server at {noop_addr}; {args.connections} "
-              f"connections x {args.inflight} in flight, {args.body}-byte bodies, {args.seconds:g} s per measurement, "
-              f"{args.rounds} round(s)", flush=True)
-        rows, summary = [], {}
+        noop, decoding = NoopSendServer.remote(), NoopSendServer.remote(os.path.join(run.data_dir, "decode-only"))
+        servers = {"broker": (addr, psutil.Process(dep.broker_pid(addr))),
+                   "noop": (ray.get(noop.address.remote()), psutil.Process(ray.get(noop.pid.remote()))),
+                   "decode": (ray.get(decoding.address.remote()), psutil.Process(ray.get(decoding.pid.remote())))}
+        print(f"\n== broker-a (SYNC_FLUSH) at {addr} vs a no-op remoting server at {servers['noop'][0]}; "
+              f"{args.connections} connections x {args.inflight} in flight, {args.body}-byte bodies, "
+              f"{args.seconds:g} s per measurement, {args.rounds} round(s)", flush=True)
+        rows, decode_rows, summary = [], [], {}
         for label, batch in (("singles", 1), (f"batches of {args.batch}", args.batch)):
             make = sends(args.body, batch)
-            got: dict[str, list[dict[str, Any]]] = {"broker": [], "noop": []}
+            got: dict[str, list[dict[str, Any]]] = {kind: [] for kind in servers}
             for _ in range(args.rounds):
-                got["broker"].append(loadgen.measure(addr, args.connections, args.inflight, args.seconds, args.procs,
-                                                     make, broker_proc))
-                got["noop"].append(loadgen.measure(noop_addr, args.connections, args.inflight, args.seconds,
-                                                   args.procs, make, noop_proc))
+                for kind, (server_addr, proc) in servers.items():
+                    got[kind].append(loadgen.measure(server_addr, args.connections, args.inflight, args.seconds,
+                                                     args.procs, make, proc))
             best = {k: max(v, key=lambda r: r["qps"]) for k, v in got.items()}
-            b, n = best["broker"], best["noop"]
+            b, n, d = best["broker"], best["noop"], best["decode"]
             refused = {k: r["refused"] for k, r in best.items() if r["refused"]}
             assert not refused, f"{label}: answers that were not SUCCESS, by code: {refused}"
             rows += [(f"{label}: messages/s", n["qps"] * batch, b["qps"] * batch),
                      (f"{label}: p50 ms", n["p50_ms"], b["p50_ms"]),
                      (f"{label}: p99 ms", n["p99_ms"], b["p99_ms"]),
                      (f"{label}: server CPU us/message", n["server_cpu_us"] / batch, b["server_cpu_us"] / batch)]
+            decode_rows += [(f"{label}: messages/s", n["qps"] * batch, d["qps"] * batch),
+                            (f"{label}: server CPU us/message", n["server_cpu_us"] / batch, d["server_cpu_us"] / batch)]
             summary[label] = {"broker_per_s": b["qps"] * batch, "floor_per_s": n["qps"] * batch,
-                              "ratio": b["qps"] / n["qps"], "broker": b, "noop": n}
+                              "ratio": b["qps"] / n["qps"], "decode_ratio": d["qps"] / n["qps"], "broker": b, "noop": n}
         print(ratio_table(rows, "no-op server", "broker"))
+        print("\n== the no-op server decoding each send with the broker's decoder first (SendMessageProcessor.decode: "
+              "header, properties, messages; nothing checked, stored or answered late), same rounds", flush=True)
+        print(ratio_table(decode_rows, "no-op server", "decode only"))
         print(f"\n== the same sends through a broker's processor in this process (no sockets, no Ray; SYNC_FLUSH, "
               f"{args.connections} requests awaited together, {args.seconds:g} s of processing each)", flush=True)
         for label, batch in (("singles", 1), (f"batches of {args.batch}", args.batch)):
@@ -190,6 +200,9 @@ def main() -> None:
             print(f"  {label:<16} {alone['per_s']:10,.0f} messages/s  {alone['cpu_us']:6.1f} us of CPU a message "
                   f"(over TCP: {summary[label]['broker']['server_cpu_us'] / batch:.1f})")
         singles, batches = summary["singles"], summary[f"batches of {args.batch}"]
+        print(f"bound: decoding a single send alone leaves {singles['decode_ratio']:.2f}x the floor, before the broker "
+              f"checks, stores ({batches['in_process']['cpu_us']:.1f} us of CPU a message in process, batched), "
+              f"fsyncs and answers it")
         print(f"side by side: singles {singles['ratio']:.2f}x the remoting floor (aim >= {SINGLES_FLOOR_RATIO}x: "
               f"{'met' if singles['ratio'] >= SINGLES_FLOOR_RATIO else 'not met'}); batches of {args.batch} "
               f"{batches['broker_per_s']:,.0f} messages/s acknowledged (aim >= {BATCH_TARGET_PER_S:,}: "
@@ -197,8 +210,9 @@ def main() -> None:
               f"{batches['ratio']:.2f}x the floor")
         status = ray.get(dep.brokers[addr].get_runtime_info.remote(), timeout=30)
         print(f"broker store: {status['store_batches']:,} group-commit batches, {status['store_fsyncs']:,} fsyncs")
-        print(json.dumps({k: {"broker_per_s": v["broker_per_s"], "floor_per_s": v["floor_per_s"],
-                              "ratio": v["ratio"], "in_process": v["in_process"]} for k, v in summary.items()}))
+        print(json.dumps({k: {"broker_per_s": v["broker_per_s"], "floor_per_s": v["floor_per_s"], "ratio": v["ratio"],
+                              "decode_ratio": v["decode_ratio"], "in_process": v["in_process"]}
+                          for k, v in summary.items()}))
 
 
 if __name__ == "__main__":

@@ -181,6 +181,13 @@ class SendMessageProcessor:
 
 
     def _send_message(self, cmd: RemotingRequest, client: RequestContext) -> Awaitable[RemotingResponse]:
+        h, messages = self.decode(cmd, client)
+        return self._send_answer(cmd, messages, h)
+
+    def decode(self, cmd: RemotingRequest,
+               client: RequestContext) -> tuple[SendMessageRequestHeader, list[MessageInner]]:
+        """A SEND_MESSAGE(_V2) or SEND_BATCH_MESSAGE request's header and the messages it carries,
+        nothing checked but their header and bodies (raises MQServerError or a validation error)."""
         h = request_header(cmd, SendMessageRequestHeader)
         base = string_to_properties(h.properties)
         born_host = client.address_or(self.ctx.identity.broker_addr)
@@ -191,9 +198,8 @@ class SendMessageProcessor:
             entries = [(h.flag, self._check_body(cmd.body), base)]
         topic, queue_id, sys_flag, born, times = (h.topic, h.queue_id, h.sys_flag, h.born_timestamp or self.ctx.clock(),
                                                   h.reconsume_times)
-        messages = [MessageInner(topic, queue_id, body, props, props.get("UNIQ_KEY", ""), flag, sys_flag, born,
-                                 born_host, times) for flag, body, props in entries]
-        return self._send_answer(cmd, messages, h)
+        return h, [MessageInner(topic, queue_id, body, props, props.get("UNIQ_KEY", ""), flag, sys_flag, born,
+                                born_host, times) for flag, body, props in entries]
 
     async def _send_answer(self, cmd: RemotingRequest, messages: list[MessageInner],
                            h: SendMessageRequestHeader) -> RemotingResponse:
