@@ -38,6 +38,7 @@ from actors.broker.status import broker_status, ha_info, runtime_info
 from actors.controller.actor import CONTROLLER_NAME
 from actors.namesrv.housekeeping import SUPERSEDED, BrokerChannel
 from actors.runtime.metrics import broker_metrics
+from actors.runtime.ray_info import advertised_host
 from namesrv.acl.plain_acl import credentials_only
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.metadata_log import message_count
@@ -58,7 +59,7 @@ from namesrv.protocol.models import TopicConfig
 from namesrv.protocol.types import InvalidInput, check_name, check_topic, describe_errors
 from namesrv.proxy.settings import ProxyConfig
 from namesrv.remoting.command import MQServerError, RemotingRequest, RemotingResponse, error
-from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.pipeline import RequestContext, resolve
 from namesrv.store.ha.wire import TransferRequest, peer_call_ext
 
@@ -108,13 +109,6 @@ def store_path(store_root: str, actor_name: str) -> Path:
     return Path(store_root).expanduser() / actor_name
 
 
-def _advertised(remoting: RemotingServerConfig, port: int) -> str:
-    host = remoting.advertised_host or remoting.listen_host
-    if host in (ALL_INTERFACES, "", "::"):
-        host = ray.util.get_node_ip_address()
-    return f"{host}:{port}"
-
-
 class BrokerActor:
     def __init__(
         self,
@@ -153,7 +147,8 @@ class BrokerActor:
         self.controller = BrokerController(
             cluster_name, broker_name, broker_id, store_path(store_root, self.actor_name),
             config, namesrv_names, namespace, remoting,
-            advertise=lambda port: _advertised(remoting, port) if remoting is not None else self.actor_name,
+            advertise=lambda port: (f"{advertised_host(remoting.advertised_host or remoting.listen_host)}:{port}"
+                                    if remoting is not None else self.actor_name),
             channel_of=lambda token: BrokerChannel(me, token), ray_name=self.actor_name,
             metrics=broker_metrics(self.actor_name), master_name=broker_actor_name(broker_name, MASTER_ID),
             controller_mode=controller_mode,

@@ -25,7 +25,7 @@ class LocalProxy:
         local = LocalBroker(controller.identity.broker_name, addr, controller.pipeline, self.endpoint)
         self.server = ProxyServer(f"{name}-proxy", namespace, namesrv_names, config, local)
         self._up: asyncio.Task[str] = controller.loop.spawn(
-            "grpc-proxy", self.server.start(listen_host, port, f"{controller.token}@proxy"))
+            "grpc-proxy", self.server.start(listen_host, port, f"{controller.token}@proxy", host))
 
     async def serving(self) -> str:
         """The endpoint once the server serves; raises the OSError of a port it could not bind."""

@@ -60,6 +60,7 @@ from actors.controller.channels import BrokerChannels
 from actors.controller.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.controller.scheduler import EventScheduler
 from actors.namesrv.housekeeping import BrokerChannel
+from actors.runtime.ray_info import advertised_host
 from namesrv.common.control_loop import ControlLoop
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
@@ -70,7 +71,7 @@ from namesrv.controller.replicas_info_manager import ControllerResult
 from namesrv.controller.wire import WireCall, WireRequestError, decode_request, encode_result
 from namesrv.protocol.codes import ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
-from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
+from namesrv.remoting.config import RemotingServerConfig
 from namesrv.remoting.pipeline import Answer, RequestContext, RequestPipeline
 from namesrv.remoting.server import RemotingServer
 from namesrv.remoting.wire_command import RemotingCommand
@@ -124,9 +125,7 @@ class ControllerActor:
         self.remoting_address: str | None = None
         if remoting is not None:
             self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start
-            host = remoting.advertised_host or remoting.listen_host
-            if host in (ALL_INTERFACES, "", "::"):
-                host = ray.util.get_node_ip_address()
+            host = advertised_host(remoting.advertised_host or remoting.listen_host)
             self.remoting_address = f"{host}:{self.remoting.port}"
             self.loop.spawn("remoting-serve", self.remoting.serve())
         self.loop.start()

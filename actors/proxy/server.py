@@ -16,6 +16,7 @@ import grpc
 from actors.proxy.local import LocalBroker
 from actors.proxy.routes import RouteCache
 from actors.proxy.service import MessagingService
+from actors.runtime.ray_info import advertised_host
 from namesrv.proxy.descriptors import SERVICE, load
 from namesrv.proxy.settings import ProxyConfig
 
@@ -30,31 +31,29 @@ class ProxyServer:
         self.namesrv_names = list(namesrv_names)
         self.config = config
         self.local = local
-        self.host = ""
-        self.port = 0
+        self.endpoint = ""
+        """`host:port` as clients dial it (the node's IP when it listens on every interface); "" until
+        it serves."""
         self._server: Any = None
         self._routes: RouteCache | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.service: MessagingService | None = None
 
-    @property
-    def endpoint(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    async def start(self, host: str, port: int, client_id: str) -> str:
-        """Bind `host:port` (0: a free port), serve, and return the endpoint; OSError when the port
-        cannot be bound (nothing is left running)."""
+    async def start(self, host: str, port: int, client_id: str, advertise: str | None = None) -> str:
+        """Bind `host:port` (0: a free port), serve, and return the endpoint clients dial (on host
+        `advertise` when given); OSError when the port cannot be bound (nothing is left running)."""
         routes = RouteCache(self.namespace, self.namesrv_names, self.config.route_cache_ttl_s, self.config.credentials)
         limit = self.config.max_message_size + (1 << 20)
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit)])
         bound = server.add_insecure_port(f"{host}:{port}")
         if bound == 0:
             raise OSError(f"proxy {self.name} cannot listen on {host}:{port}")
-        service = MessagingService(load(), self.config, routes, client_id, host, bound, self.local)
+        public = advertised_host(advertise or host)
+        service = MessagingService(load(), self.config, routes, client_id, public, bound, self.local)
         server.add_registered_method_handlers(SERVICE, service.method_handlers())
         await server.start()
         routes.start()
-        self.host, self.port, self._server, self._routes, self.service = host, bound, server, routes, service
+        self.endpoint, self._server, self._routes, self.service = f"{public}:{bound}", server, routes, service
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(service.heartbeat_loop()), loop.create_task(service.consumer.renewals.run())]
         log.info("proxy %s serves apache.rocketmq.v2.MessagingService on %s (%s mode)", self.name, self.endpoint,

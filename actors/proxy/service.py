@@ -168,7 +168,8 @@ class MessagingService:
         topic = check_topic(str(request.topic.name))
         route = await self.routes.get(topic)
         return self._ok("QueryRouteResponse",
-                        message_queues=self.answers.message_queues(request.topic, routing.message_queues(route)))
+                        message_queues=self.answers.message_queues(request.topic, routing.message_queues(route),
+                                                                   request.endpoints))
 
     async def query_assignment(self, request: Any, context: Any) -> Any:
         topic = check_topic(str(request.topic.name))
@@ -178,7 +179,8 @@ class MessagingService:
         queues = routing.assignments(route, fifo=fifo)
         if not queues:
             raise ProxyError("FORBIDDEN", "no readable queue")
-        return self._ok("QueryAssignmentResponse", assignments=self.answers.assignments(request.topic, queues))
+        return self._ok("QueryAssignmentResponse",
+                        assignments=self.answers.assignments(request.topic, queues, request.endpoints))
 
     async def heartbeat(self, request: Any, context: Any) -> Any:
         return self._ok("HeartbeatResponse")

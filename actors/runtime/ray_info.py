@@ -6,6 +6,8 @@ import warnings
 
 import ray
 
+from namesrv.remoting.config import ALL_INTERFACES
+
 SOFT_PLACEMENT_MEMORY = 1024 * 1024
 """What an actor placed by *soft* node affinity asks for: Ray places a request for no resources at all
 on a random node, ignoring a soft affinity (only hard affinity is special-cased), so it asks for a
@@ -29,3 +31,9 @@ def head_node_id() -> str | None:
     """The head node's id (where the GCS lives), None when Ray does not say."""
     return next((n["NodeID"] for n in ray.nodes() if n["Alive"] and "node:__internal_head__" in n["Resources"]),
                 None)
+
+
+def advertised_host(host: str) -> str:
+    """The host clients on other nodes dial for a server listening on `host`: on every interface (or
+    an unnamed host), its node's IP, as RocketMQ advertises its local address."""
+    return ray.util.get_node_ip_address() if host in (ALL_INTERFACES, "", "::") else host

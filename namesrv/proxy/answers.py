@@ -20,9 +20,9 @@ from namesrv.proxy.status import Status
 
 
 class Answers:
-    """Builders of one proxy's answers. A cluster-mode proxy's own endpoint is every broker's (as
-    RouteActivity says); a local-mode one (`local`) answers each broker at its own proxy
-    (route.local_endpoint)."""
+    """Builders of one proxy's answers. A cluster-mode proxy answers every broker at itself, under
+    the host the client dialled (RouteActivity: the request's endpoints, at this proxy's port); a
+    local-mode one (`local`) answers each broker at its own proxy (route.local_endpoint)."""
 
     def __init__(self, p: Protocol, host: str, port: int, local: bool = False) -> None:
         self.p = p
@@ -37,6 +37,7 @@ class Answers:
         self._assignment = p.cls("Assignment")
         self._send_entry, self._ack_entry = p.cls("SendResultEntry"), p.cls("AckMessageResultEntry")
         self._received = p.cls("ReceiveMessageResponse")
+        self.port = port
         self.endpoints = self._endpoints_at(host, port)
         self.local = local
         self._local_endpoints: dict[str, Any] = {}
@@ -56,27 +57,43 @@ class Answers:
         return self.p.new("Endpoints", scheme=self.p.enum("AddressScheme", address_scheme(host)),
                           addresses=[self.p.new("Address", host=host, port=port)])
 
-    def broker_endpoints(self, broker_addr: str) -> Any:
-        """Where a client reaches the broker at `broker_addr`: this proxy (cluster mode), or the
-        proxy inside that broker (local mode)."""
-        if not self.local:
+    def dialled(self, requested: Any) -> Any:
+        """This proxy's endpoints as the client dialled them: the hosts of a route request's
+        endpoints (its access point) at this proxy's port, as RouteActivity.convertToAddressList;
+        the proxy's own endpoint when the request names none. A client behind another name or
+        address for this host (a load balancer, another network) is answered with the one it uses."""
+        addresses = requested.addresses if requested is not None else ()
+        if not addresses:
             return self.endpoints
+        return self.p.new("Endpoints", scheme=requested.scheme,
+                          addresses=[self.p.new("Address", host=a.host, port=self.port) for a in addresses])
+
+    def broker_endpoints(self, broker_addr: str, via: Any = None) -> Any:
+        """Where a client reaches the broker at `broker_addr`: this proxy (cluster mode: `via`, the
+        endpoints `dialled` gives, else its own), or the proxy inside that broker (local mode)."""
+        if not self.local:
+            return self.endpoints if via is None else via
         found = self._local_endpoints.get(broker_addr)
         if found is None:
             found = self._local_endpoints[broker_addr] = self._endpoints_at(*local_endpoint(broker_addr))
         return found
 
-    def message_queue(self, topic: Any, q: RouteQueue, accept_types: bool = True) -> Any:
-        """A queue of `topic` (a v2 Resource) with its broker's endpoint."""
-        broker = self._broker(name=q.broker_name, id=q.broker_id, endpoints=self.broker_endpoints(q.broker_addr))
+    def message_queue(self, topic: Any, q: RouteQueue, accept_types: bool = True, via: Any = None) -> Any:
+        """A queue of `topic` (a v2 Resource) with its broker's endpoint (see `broker_endpoints`)."""
+        broker = self._broker(name=q.broker_name, id=q.broker_id, endpoints=self.broker_endpoints(q.broker_addr, via))
         return self._queue(topic=topic, id=q.queue_id, permission=self._permissions[q.permission], broker=broker,
                            accept_message_types=self._all_types if accept_types else ())
 
-    def message_queues(self, topic: Any, queues: list[RouteQueue]) -> list[Any]:
-        return [self.message_queue(topic, q) for q in queues]
+    def message_queues(self, topic: Any, queues: list[RouteQueue], requested: Any = None) -> list[Any]:
+        """QueryRoute's queues, answered at the endpoints the request dialled (`requested`)."""
+        via = None if self.local else self.dialled(requested)
+        return [self.message_queue(topic, q, via=via) for q in queues]
 
-    def assignments(self, topic: Any, queues: list[RouteQueue]) -> list[Any]:
-        return [self._assignment(message_queue=self.message_queue(topic, q, accept_types=False)) for q in queues]
+    def assignments(self, topic: Any, queues: list[RouteQueue], requested: Any = None) -> list[Any]:
+        """QueryAssignment's queues, answered at the endpoints the request dialled (`requested`)."""
+        via = None if self.local else self.dialled(requested)
+        return [self._assignment(message_queue=self.message_queue(topic, q, accept_types=False, via=via))
+                for q in queues]
 
     # ------------------------------------------------------------------ send & ack
     def send_entry(self, status: Status, message_id: str = "", offset: int = 0, recall_handle: str = "",

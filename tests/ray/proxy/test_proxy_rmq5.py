@@ -162,6 +162,10 @@ def test_route_assignment_and_consumption_status(dep: Deployment) -> None:
     assert len(route.message_queues) == 4  # two brokers x two read-write queues
     host, port = endpoint(dep).rsplit(":", 1)
     assert {(a.host, a.port) for q in route.message_queues for a in q.broker.endpoints.addresses} == {(host, int(port))}
+    dialled = {"scheme": P.enum("AddressScheme", "DOMAIN_NAME"), "addresses": [{"host": "localhost", "port": 1}]}
+    named = stub(dep, "QueryRoute")(P.new("QueryRouteRequest", topic={"name": topic}, endpoints=dialled), timeout=10)
+    assert {(a.host, a.port) for q in named.message_queues for a in q.broker.endpoints.addresses} == \
+        {("localhost", int(port))}, "the host the client dialled, at the proxy's port (RouteActivity)"
     missing = stub(dep, "QueryRoute")(P.new("QueryRouteRequest", topic={"name": "NoSuchTopic42"}), timeout=10)
     assert code_name(missing.status) == "TOPIC_NOT_FOUND"
     assignment = stub(dep, "QueryAssignment")(P.new("QueryAssignmentRequest", topic={"name": topic},

@@ -49,6 +49,25 @@ def test_a_local_mode_proxy_names_each_broker_at_its_own_endpoint() -> None:
     assert local.broker_endpoints("h.b:20911") is local.broker_endpoints("h.b:20911"), "built once per broker"
 
 
+def test_a_cluster_mode_route_names_the_proxy_as_the_client_dialled_it() -> None:
+    """RouteActivity: the hosts of the request's endpoints (the client's access point), at this
+    proxy's port; the proxy's own endpoint when the request names none; local mode ignores them."""
+    dialled = P.new("Endpoints", scheme=P.enum("AddressScheme", "DOMAIN_NAME"),
+                    addresses=[P.new("Address", host="mq.example.com", port=443)])
+    queues = [RouteQueue("a", 0, 0, "READ_WRITE", "127.0.0.1:10911")]
+    [queue] = A.message_queues(TOPIC, queues, dialled)
+    assert as_json(queue)["broker"]["endpoints"] == {  # type: ignore[index]
+        "scheme": "DOMAIN_NAME", "addresses": [{"host": "mq.example.com", "port": 8081}]}
+    [assignment] = A.assignments(TOPIC, queues, dialled)
+    assert as_json(assignment)["message_queue"]["broker"]["endpoints"]["addresses"] == [  # type: ignore[index]
+        {"host": "mq.example.com", "port": 8081}]
+    [unnamed] = A.message_queues(TOPIC, queues, P.new("Endpoints"))
+    assert as_json(unnamed)["broker"]["endpoints"]["addresses"] == [{"host": "127.0.0.1", "port": 8081}]  # type: ignore[index]
+    local = Answers(P, "127.0.0.1", 10913, local=True)
+    [own] = local.message_queues(TOPIC, queues, dialled)
+    assert as_json(own)["broker"]["endpoints"]["addresses"] == [{"host": "127.0.0.1", "port": 10913}]  # type: ignore[index]
+
+
 def test_send_and_ack_entries() -> None:
     ok = A.send_entry(Status("OK", "OK"), "ID1", 42, "", "txn")
     assert as_json(ok) == {"status": {"code": "OK", "message": "OK"}, "message_id": "ID1", "offset": "42",
