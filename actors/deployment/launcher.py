@@ -96,12 +96,7 @@ class Deployment:
             "get_if_exists": True,
             "runtime_env": server_runtime_env(),  # nice 0, not Ray's 15 (placement.SERVER_NICENESS)
         }
-        node_id = self.spec.namesrv_node_id(name)
-        if node_id is not None:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
-            # Ray places a request for no resources at all on a random node, ignoring a *soft*
-            # affinity (only hard affinity is special-cased): ask for a token 1 MiB of memory.
-            options["memory"] = SOFT_PLACEMENT_MEMORY
+        _prefer_node(options, self.spec.namesrv_node_id(name))
         handle = ray.remote(NameServerActor).options(**options).remote(
             name, config, self.spec.data_dir, self.spec.namesrv_remoting(name)
         )
@@ -195,6 +190,7 @@ class Deployment:
         options: dict[str, Any] = {"name": name, "namespace": self.spec.namespace, "num_cpus": 0,
                                    "max_restarts": self.spec.namesrv_max_restarts, "lifetime": self._lifetime(),
                                    "get_if_exists": True}
+        _prefer_node(options, self.spec.proxy_node_id(index))
         handle: Any = ray.remote(ProxyActor).options(**options).remote(
             name, self.spec.namespace, self.spec.namesrv_names, self.spec.listen_host,
             self.spec.proxy_listen_port(index), dict(self.spec.proxy_overrides) | (overrides or {}))
@@ -329,6 +325,15 @@ class Deployment:
         if self.console is not None:
             ray.kill(self.console, no_restart=True)
             self.console = None
+
+
+def _prefer_node(options: dict[str, Any], node_id: str | None) -> None:
+    """Place an actor on `node_id` softly (None: anywhere): if that node dies, Ray restarts it
+    elsewhere. Ray places a request for no resources at all on a random node, ignoring a *soft*
+    affinity (only hard affinity is special-cased), so it asks for a token 1 MiB of memory."""
+    if node_id is not None:
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
+        options["memory"] = SOFT_PLACEMENT_MEMORY
 
 
 def _stop_all(handles: dict[str, Any], kind: str, graceful: bool) -> None:

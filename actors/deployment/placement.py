@@ -34,16 +34,20 @@ def wait_for_nodes(count: int, timeout_s: float) -> list[str]:
 
 
 def spread_over_nodes(
-    spec: ClusterSpec, node_ids: list[str], *, brokers: bool = True, namesrvs: bool = True
+    spec: ClusterSpec, node_ids: list[str], *, brokers: bool = True, namesrvs: bool = True, proxies: bool = False
 ) -> ClusterSpec:
     """Round-robin placement over `node_ids`: each broker pinned hard (a restart finds its store on
-    the same disk), NameServers softly (`ClusterSpec.namesrv_node_ids`). Modifies and returns spec."""
+    the same disk), NameServers softly (`ClusterSpec.namesrv_node_ids`); `proxies`: one proxy on
+    each node, softly (`ClusterSpec.proxy_node_ids`, as Ray Serve runs a proxy per node). Modifies
+    and returns spec."""
     if not node_ids:
         raise ValueError("no node to place actors on")
     if brokers:
         spec.brokers = [replace(b, node_id=node_ids[i % len(node_ids)]) for i, b in enumerate(spec.brokers)]
     if namesrvs:
         spec.namesrv_node_ids = list(node_ids)
+    if proxies:
+        spec.proxy_count, spec.proxy_node_ids = len(node_ids), list(node_ids)
     return spec
 
 

@@ -73,10 +73,13 @@ class ClusterSpec:
     """Broker i (in `brokers` order) serves clients on broker_port + 10 * i; 0 takes free ports
     (kept across restarts), None serves Ray callers only."""
     proxy_count: int = 0
-    """RocketMQ 5 gRPC proxies (actors.proxy) to start after the brokers; 0: none (the default: a
-    deployment that serves only remoting clients starts no gRPC server)."""
+    """RocketMQ 5 gRPC proxies (actors.proxy) to start after the brokers; 0: none (the default here, so
+    a deployment in a test or a benchmark pays for no gRPC server; `namesrv up` starts one per node)."""
     proxy_port: int | None = DEFAULT_PROXY_PORT
     """Proxy i serves gRPC on proxy_port + i; 0 takes free ports."""
+    proxy_node_ids: list[str] = field(default_factory=list)
+    """Place proxy i on `proxy_node_ids[i % len]`, softly (a proxy whose node dies restarts elsewhere):
+    `namesrv up` starts one proxy per node by default, as Ray Serve places its proxies."""
     proxy_overrides: dict[str, Any] = field(default_factory=dict)
     """ProxyConfig fields for every proxy (namesrv.proxy.settings), e.g. min_invisible_time_ms_for_recv."""
     proxy_mode: str = "cluster"
@@ -113,3 +116,6 @@ class ClusterSpec:
         if not self.namesrv_node_ids or name not in self.namesrv_names:
             return None
         return self.namesrv_node_ids[self.namesrv_names.index(name) % len(self.namesrv_node_ids)]
+
+    def proxy_node_id(self, index: int) -> str | None:
+        return self.proxy_node_ids[index % len(self.proxy_node_ids)] if self.proxy_node_ids else None

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 import grpc
+import ray
 
 from actors.proxy.local import LocalBroker
 from actors.proxy.routes import RouteCache
@@ -72,7 +73,8 @@ class ProxyServer:
                 "acked": service.consumer.acked, "renewed": service.consumer.renewals.renewed,
                 "held_for_renewal": len(service.consumer.renewals.held),
                 "acl_refused": service.acl.refused if service.acl else None,
-                "route_pushes": self._routes.pushes if self._routes else 0, "pid": os.getpid()}
+                "route_pushes": self._routes.pushes if self._routes else 0, "pid": os.getpid(),
+                "node_id": ray.get_runtime_context().get_node_id()}
 
     async def stop(self) -> None:
         for task in self._tasks:

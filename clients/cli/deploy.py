@@ -90,6 +90,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from actors.deployment.placement import spread_over_nodes, wait_for_nodes
     from actors.deployment.profiles import replication_overrides
     from actors.deployment.spec import BrokerSpec, ClusterSpec
+    from actors.proxy.actor import proxy_actor_name
 
     wait_nodes = launcher_node_count() if args.wait_nodes == "launcher" else args.wait_nodes
     if args.address is None:
@@ -107,8 +108,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     spec = ClusterSpec(
         namesrv_count=args.namesrvs, brokers=brokers, profile=args.profile, namespace=args.namespace,
         data_dir=args.data_dir, detached=True, namesrv_port=args.namesrv_port, listen_host=args.listen_host,
-        controller=args.slaves > 0 and not args.no_controller, proxy_count=args.proxies, proxy_port=args.proxy_port,
-        proxy_mode=args.proxy_mode,
+        controller=args.slaves > 0 and not args.no_controller, proxy_count=args.proxies or 0,
+        proxy_port=args.proxy_port, proxy_mode=args.proxy_mode,
     )
     spec.console, spec.console_port = args.console, args.console_port
     spec.broker_overrides.update(replication_overrides(args.slaves, args.broker_role))
@@ -117,17 +118,20 @@ def cmd_up(args: argparse.Namespace) -> int:
         spec.namesrv_overrides.update(namesrv_acl)
         spec.broker_overrides.update(broker_acl)
         spec.proxy_overrides.update(broker_acl)  # the proxies check clients, sign their own reads with it
-    if args.pin_brokers or args.spread_namesrvs:
+    per_node = args.proxies is None  # one proxy on each node (Ray Serve's placement), however many that is
+    if args.pin_brokers or args.spread_namesrvs or per_node:
         try:
-            nodes = wait_for_nodes(wait_nodes, args.wait_timeout)
+            nodes = wait_for_nodes(wait_nodes if args.pin_brokers or args.spread_namesrvs else 1, args.wait_timeout)
         except TimeoutError as e:
             raise CLIError(str(e)) from None
-        spread_over_nodes(spec, nodes, brokers=args.pin_brokers, namesrvs=args.spread_namesrvs)
+        spread_over_nodes(spec, nodes, brokers=args.pin_brokers, namesrvs=args.spread_namesrvs, proxies=per_node)
         for b in spec.brokers:
             print(f"{b.addr} pinned to node {b.node_id}")
         for name in spec.namesrv_names:
             if spec.namesrv_node_id(name):
                 print(f"{name} placed on node {spec.namesrv_node_id(name)} (soft)")
+        for i in range(spec.proxy_count if spec.proxy_node_ids else 0):
+            print(f"{proxy_actor_name(i)} placed on node {spec.proxy_node_id(i)} (soft)")
     dep = deploy(spec)
     print(f"deployed {len(dep.namesrvs)} NameServers and {len(dep.brokers)} brokers "
           f"(profile {args.profile}) in Ray namespace {args.namespace!r}")
@@ -333,8 +337,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--listen-host", default="127.0.0.1",
                    help="where the TCP servers listen: 127.0.0.1 (default, this machine only) or 0.0.0.0 "
                         "(a multi-node cluster: clients on other hosts)")
-    p.add_argument("--proxies", type=int_in(0, 64), default=0,
-                   help="RocketMQ 5 gRPC proxies for the official 5.x clients (docs/proxy.md); 0 (default) starts none")
+    p.add_argument("--proxies", type=int_in(0, 64), default=None,
+                   help="RocketMQ 5 gRPC proxies for the official 5.x clients (docs/proxy.md); by default one on "
+                        "each Ray node (placed softly, as Ray Serve places its proxies); 0 starts none")
     p.add_argument("--proxy-port", type=int, default=8081,
                    help="proxy i serves gRPC on this port + i (default 8081; 0 takes free ports)")
     p.add_argument("--proxy-mode", choices=("cluster", "local"), default="cluster",

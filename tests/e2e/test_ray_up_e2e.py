@@ -155,6 +155,7 @@ def test_ray_up_deploys_the_namesrv_cluster_and_ray_down_stops_it(loopback_node:
     timings["ray up"] = time.monotonic() - started
     assert up.returncode == 0, f"ray up failed:\n{tail(up.stdout + up.stderr)}\nsshd:\n{node.sshd_log_tail()}"
     assert "deployed 2 NameServers and 2 brokers" in up.stdout, tail(up.stdout)
+    assert re.search(r"proxy-0: RocketMQ 5 gRPC endpoint \S+:8081\b", up.stdout), tail(up.stdout)  # one per node
     assert (node.home / "ray-namesrv" / ".venv" / "bin" / "namesrv").exists()  # run.sh built the node's venv
     assert not (node.home / "ray-namesrv" / "tests").exists()  # only what file_mounts lists was synced
     in_namespace = cmdlines(processes_in(node.namespace))

@@ -173,6 +173,9 @@ def test_ray_up_spreads_the_namesrv_cluster_over_three_hosts_and_ray_down_stops_
     assert sorted(namesrv_addrs) == list(NAMESRVS), status
     namesrv_hosts = {host_of(a) for a in namesrv_addrs.values()}
     assert len(namesrv_hosts) == 2 and namesrv_hosts <= set(hosts.addresses), status  # spread
+    proxies = dict(re.findall(r"^(proxy-\d+)\s+(\S+:\d+)\s+pid \d+", status, re.M))
+    assert sorted(proxies) == [f"proxy-{i}" for i in range(HOSTS)], status  # a RocketMQ 5 proxy per node
+    assert {host_of(a) for a in proxies.values()} == set(hosts.addresses), status  # at its node's IP, not 0.0.0.0
 
     route = ray.exec(f"namesrv topic {TOPIC} --queues 4 && namesrv route {TOPIC}")
     rows = {name: route_rows(route, name, TOPIC) for name in NAMESRVS}

@@ -114,13 +114,17 @@ def test_namesrv_up_pins_brokers_and_spreads_namesrvs_over_the_nodes(cluster: Cl
     assert namesrv_cli(["up", "--address", cluster.address, "--namespace", namespace, "--namesrvs", "2",
                         "--brokers", "broker-a,broker-b,broker-c,broker-d", "--pin-brokers", "--spread-namesrvs",
                         "--wait-nodes", str(WORKERS + 1), "--wait-timeout", "5", "--profile", "fast",
-                        "--data-dir", str(tmp_path)]) == 0
+                        "--proxy-port", "0", "--data-dir", str(tmp_path)]) == 0
     try:
         brokers = {b: ray.get_actor(f"{b}-0", namespace=namespace) for b in ("broker-a", "broker-b", "broker-c",
                                                                             "broker-d")}
         assert {b: broker_info(h)["node_id"] for b, h in brokers.items()} == {
             "broker-a": nodes[0], "broker-b": nodes[1], "broker-c": nodes[2], "broker-d": nodes[3],
         }
+        proxies = [ray.get_actor(f"proxy-{i}", namespace=namespace) for i in range(len(nodes))]  # one per node
+        assert [ray.get(p.get_status.remote(), timeout=60)["node_id"] for p in proxies] == nodes
+        assert not [a for a in ray.util.list_named_actors(all_namespaces=True)
+                    if a["namespace"] == namespace and a["name"] == f"proxy-{len(nodes)}"]
         namesrvs = {n: ray.get_actor(n, namespace=namespace) for n in ("namesrv-0", "namesrv-1")}
         assert {n: ray.get(h.get_status.remote(), timeout=60)["node_id"] for n, h in namesrvs.items()} == {
             "namesrv-0": nodes[0], "namesrv-1": nodes[1],
