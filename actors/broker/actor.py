@@ -25,6 +25,7 @@ No method answers an error dict or raises a bare ValueError or PermissionError.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,10 @@ class BrokerActor:
                  if rec.consume_queue_entries_dropped else "",
                  f", truncated {rec.truncated_bytes} torn bytes" if rec.truncated_bytes else "",
                  f", skipped corrupt ranges {rec.corrupt_ranges}" if rec.corrupt_ranges else "")
+        # Everything loaded so far (Ray's worker, the imports, the recovered tables) lives as long as
+        # the process: out of the collector's sight, or every full collection walks it again and
+        # stalls the loop and the store's writer behind the GIL (tens of ms; docs/performance.md).
+        gc.freeze()
 
     @property
     def broker_addr(self) -> str:
