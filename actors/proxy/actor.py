@@ -5,6 +5,7 @@ same cluster and a restarted one needs nothing from its predecessor. Its grpc.ai
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 from typing import Any
@@ -26,6 +27,7 @@ class ProxyActor:
         restarts serves again) before the first call."""
         self.server = ProxyServer(name, namespace, namesrv_names, ProxyConfig(**(config or {})))
         await self.server.start(host, port, f"{socket.gethostname()}@{os.getpid()}@{name}")
+        gc.freeze()  # Ray's worker, the imports and the protocol's classes: never walked by a full collection
 
     async def endpoint(self) -> str:
         """`host:port` the proxy serves gRPC on."""
