@@ -39,7 +39,7 @@ from actors.broker.status import broker_status, ha_info, runtime_info
 from actors.controller.actor import CONTROLLER_NAME
 from actors.namesrv.housekeeping import SUPERSEDED, BrokerChannel
 from actors.runtime.metrics import broker_metrics
-from actors.runtime.ray_info import advertised_host
+from actors.runtime.ray_info import advertised_address
 from namesrv.acl.plain_acl import credentials_only
 from namesrv.broker.config import BrokerConfig
 from namesrv.broker.metadata_log import message_count
@@ -148,8 +148,7 @@ class BrokerActor:
         self.controller = BrokerController(
             cluster_name, broker_name, broker_id, store_path(store_root, self.actor_name),
             config, namesrv_names, namespace, remoting,
-            advertise=lambda port: (f"{advertised_host(remoting.advertised_host or remoting.listen_host)}:{port}"
-                                    if remoting is not None else self.actor_name),
+            advertise=lambda port: advertised_address(remoting, port) if remoting is not None else self.actor_name,
             channel_of=lambda token: BrokerChannel(me, token), ray_name=self.actor_name,
             metrics=broker_metrics(self.actor_name), master_name=broker_actor_name(broker_name, MASTER_ID),
             controller_mode=controller_mode,

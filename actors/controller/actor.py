@@ -60,7 +60,7 @@ from actors.controller.channels import BrokerChannels
 from actors.controller.gcs_kv import KV_NAMESPACE, GcsKV
 from actors.controller.scheduler import EventScheduler
 from actors.namesrv.housekeeping import BrokerChannel
-from actors.runtime.ray_info import advertised_host
+from actors.runtime.ray_info import advertised_address
 from namesrv.common.control_loop import ControlLoop
 from namesrv.controller.codes import ControllerResponseCode as Code
 from namesrv.controller.config import ControllerConfig
@@ -125,8 +125,7 @@ class ControllerActor:
         self.remoting_address: str | None = None
         if remoting is not None:
             self.remoting.bind(remoting.listen_host, remoting.listen_port)  # a taken port fails the start
-            host = advertised_host(remoting.advertised_host or remoting.listen_host)
-            self.remoting_address = f"{host}:{self.remoting.port}"
+            self.remoting_address = advertised_address(remoting, self.remoting.port)
             self.loop.spawn("remoting-serve", self.remoting.serve())
         self.loop.start()
         log.info("%s: restored %d events (snapshot at %d) in %.1f ms%s", name, self.restored_events,

@@ -28,7 +28,7 @@ from actors.namesrv.housekeeping import BrokerChannel
 from actors.namesrv.lifecycle import NamesrvController, RemovalEvent
 from actors.namesrv.status import namesrv_status
 from actors.runtime.metrics import namesrv_metrics
-from actors.runtime.ray_info import advertised_host, was_restarted
+from actors.runtime.ray_info import advertised_address, was_restarted
 from namesrv.common.loop_probe import LoopProbe
 from namesrv.protocol.codes import RequestCode, ResponseCode
 from namesrv.remoting.command import RemotingRequest, RemotingResponse, error
@@ -61,8 +61,7 @@ class NameServerActor:
         self.remoting_address: str | None = None
         self._probe: LoopProbe | None = None
         if remoting is not None:
-            host = advertised_host(remoting.advertised_host or remoting.listen_host)
-            self.remoting_address = f"{host}:{self.controller.remoting.port}"
+            self.remoting_address = advertised_address(remoting, self.controller.remoting.port)
         if self.reconstructed:
             self.controller.snapshots.resume_after_restart()
         self.controller.start()

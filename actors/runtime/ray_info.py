@@ -6,7 +6,7 @@ import warnings
 
 import ray
 
-from namesrv.remoting.config import ALL_INTERFACES
+from namesrv.remoting.config import ALL_INTERFACES, RemotingServerConfig
 
 SOFT_PLACEMENT_MEMORY = 1024 * 1024
 """What an actor placed by *soft* node affinity asks for: Ray places a request for no resources at all
@@ -37,3 +37,9 @@ def advertised_host(host: str) -> str:
     """The host clients on other nodes dial for a server listening on `host`: on every interface (or
     an unnamed host), its node's IP, as RocketMQ advertises its local address."""
     return ray.util.get_node_ip_address() if host in (ALL_INTERFACES, "", "::") else host
+
+
+def advertised_address(remoting: RemotingServerConfig, port: int) -> str:
+    """`host:port` a TCP server of this config advertises for its bound `port`: its advertised host,
+    else its listen host, as `advertised_host` resolves it."""
+    return f"{advertised_host(remoting.advertised_host or remoting.listen_host)}:{port}"

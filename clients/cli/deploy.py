@@ -118,10 +118,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         spec.namesrv_overrides.update(namesrv_acl)
         spec.broker_overrides.update(broker_acl)
         spec.proxy_overrides.update(broker_acl)  # the proxies check clients, sign their own reads with it
+    spread = args.pin_brokers or args.spread_namesrvs
     per_node = args.proxies is None  # one proxy on each node (Ray Serve's placement), however many that is
-    if args.pin_brokers or args.spread_namesrvs or per_node:
+    if spread or per_node:
         try:
-            nodes = wait_for_nodes(wait_nodes if args.pin_brokers or args.spread_namesrvs else 1, args.wait_timeout)
+            nodes = wait_for_nodes(wait_nodes if spread else 1, args.wait_timeout)
         except TimeoutError as e:
             raise CLIError(str(e)) from None
         spread_over_nodes(spec, nodes, brokers=args.pin_brokers, namesrvs=args.spread_namesrvs, proxies=per_node)
@@ -130,7 +131,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         for name in spec.namesrv_names:
             if spec.namesrv_node_id(name):
                 print(f"{name} placed on node {spec.namesrv_node_id(name)} (soft)")
-        for i in range(spec.proxy_count if spec.proxy_node_ids else 0):
+        for i in range(spec.proxy_count if per_node else 0):
             print(f"{proxy_actor_name(i)} placed on node {spec.proxy_node_id(i)} (soft)")
     dep = deploy(spec)
     print(f"deployed {len(dep.namesrvs)} NameServers and {len(dep.brokers)} brokers "
